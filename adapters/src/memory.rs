@@ -1,0 +1,1 @@
+//! MemoryBroker (in progress).

@@ -1,0 +1,84 @@
+//! The transport seam: four small traits that the machine's commands are executed against.
+//!
+//! The signatures block (librdkafka's transactional calls do); async drivers run them on their
+//! runtime's blocking pool. A transport value belongs to **one member**: the Kafka transport
+//! keeps the transactional producer that `acquire_epoch` bound, and `write_lease` writes
+//! through that same producer. Implementations must be `Send + Sync`.
+
+use std::time::Duration;
+
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::token::FencingToken;
+
+pub use kafka_coordination_core::state::Record;
+
+use crate::error::TransportError;
+
+/// Records read from one partition, and how far the read reached.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadBatch {
+    /// Committed records at offsets `>= from_offset`, in offset order, tombstones included.
+    pub records: Vec<Record>,
+    /// The offset after the last one the read covered: the partition's last stable offset at
+    /// the time of the read. The next read starts here.
+    pub end_offset: i64,
+}
+
+/// Mints and describes leadership epochs (Kafka's transaction coordinator).
+pub trait Coordinator {
+    /// Calls InitProducerId for `transactional.id = role` with `transaction_timeout`, keeps the
+    /// producer that the returned pair binds, and returns the pair. Every call fences whoever
+    /// held the role's previous pair.
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError>;
+
+    /// The coordinator's current pair and transaction state for the role (DescribeTransactions),
+    /// or [`LeadershipStatus::NOT_FOUND`] when no member ever took it.
+    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError>;
+}
+
+/// Reads a partition of `__coordination_state` with read_committed isolation.
+pub trait StateReader {
+    /// Reads committed records from `from_offset` up to the last stable offset, in offset order.
+    ///
+    /// `max_wait` lets a transport that can long-poll wait up to that long for records at or
+    /// past `from_offset` before it answers (so a standby learns of a resign as soon as it is
+    /// readable). A transport that cannot wait answers at once; `Duration::ZERO` never waits.
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<ReadBatch, TransportError>;
+}
+
+/// Appends registration records with a plain (non-transactional) idempotent producer.
+pub trait Registrar {
+    /// Appends one record to `partition` (no partitioner) with `acks=all` and returns its
+    /// offset. `value = None` writes a tombstone.
+    fn append(&self, partition: i32, key: &[u8], value: Option<&[u8]>)
+        -> Result<i64, TransportError>;
+}
+
+/// Writes lease records through the producer that holds the role's epoch.
+pub trait LeaseWriter {
+    /// Writes one record to `partition` in one transaction of the producer bound by the last
+    /// `acquire_epoch`, which must have granted `token`. A superseded pair fails with
+    /// [`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced). `value = None` writes a tombstone.
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<(), TransportError>;
+}
+
+/// All four traits: what a member needs.
+pub trait Transport: Coordinator + StateReader + Registrar + LeaseWriter {}
+
+impl<T: Coordinator + StateReader + Registrar + LeaseWriter + ?Sized> Transport for T {}

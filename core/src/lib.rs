@@ -1,0 +1,42 @@
+//! The sans-IO core of **kafka-coordination**: leader election, leases and fencing tokens on
+//! Apache Kafka, with no I/O, no clock and no async.
+//!
+//! * [`record`]: the frozen byte layout of `__coordination_state` keys and values.
+//! * [`partition`]: Kafka's murmur2 partitioning of a role name.
+//! * [`token`]: the fencing token, the (producer id, producer epoch) pair.
+//! * [`state`]: the roster and lease of one role, built from its partition's records.
+//! * [`evaluate`]: one decision from that state: wait, challenge or renew.
+//! * [`machine`]: [`Candidate`](machine::Candidate), the life of one member as a state machine.
+//! * [`describe`]: a third party's view of who is authoritative.
+//! * [`config`]: the timing of leases and challenges.
+//! * [`time`]: wall-clock instants in milliseconds; the caller always passes `now`.
+//!
+//! The crate is `#![no_std]` with `alloc`; the default `std` feature only adds
+//! `std::error::Error` implementations.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod config;
+pub mod describe;
+pub mod evaluate;
+pub mod machine;
+pub mod partition;
+pub mod record;
+pub mod state;
+pub mod time;
+pub mod token;
+
+pub use config::{Timing, TimingError};
+pub use describe::{LeadershipStatus, TransactionState};
+
+
+pub use partition::{murmur2, role_partition, to_positive, PartitionCountError};
+pub use record::{FormatError, FormatErrorKind, Key, KeyKind, Lease, MemberId, NameError, Part, Registration, Role};
+
+pub use time::UnixMillis;
+pub use token::FencingToken;
