@@ -1,0 +1,181 @@
+//! One decision from a role's state: wait, challenge or renew.
+//!
+//! A standby of rank `n` challenges at the lease deadline plus `n` challenge staggers. The rank
+//! counts registered members other than the lease holder that joined earlier. With no lease
+//! (never taken, or cleared by a resign) the member counts from the moment it first saw the
+//! role without one. The stagger only saves epoch churn: InitProducerId is atomic at the
+//! coordinator, so even simultaneous challenges leave exactly one newest epoch.
+
+use crate::config::Timing;
+use crate::record::MemberId;
+use crate::state::RoleState;
+use crate::time::{duration_millis, UnixMillis};
+use crate::token::FencingToken;
+
+/// What a member knows about itself beyond the shared state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Standing {
+    /// The offset of this member's latest registration.
+    pub join_offset: i64,
+    /// When this member first saw the role without a lease (ignored while a lease exists).
+    pub unleased_since: UnixMillis,
+    /// The pair this member holds, when it leads.
+    pub holding: Option<FencingToken>,
+    /// After losing a challenge race, the member treats the role as leased until this instant
+    /// unless a lease record appears: the winner is writing its first lease.
+    pub contested_until: Option<UnixMillis>,
+}
+
+/// The outcome of [`evaluate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Not this member's turn before `until`; look at the state again then.
+    Wait {
+        /// The instant this member may challenge, given the state as read.
+        until: UnixMillis,
+        /// This member's rank.
+        rank: usize,
+    },
+    /// The lease lapsed and this member's turn has come: mint an epoch now.
+    Challenge {
+        /// This member's rank.
+        rank: usize,
+    },
+    /// This member holds the lease with its current pair: write the next lease at `at`.
+    Renew {
+        /// When the next renewal is due.
+        at: UnixMillis,
+    },
+    /// The state was read past this member's registration and the member is not on the
+    /// roster (its registration was tombstoned): it must register again.
+    NotRegistered,
+}
+
+/// Decides the next step of `member` from `state` at `now`.
+pub fn evaluate(
+    state: &RoleState,
+    member: &MemberId,
+    standing: &Standing,
+    now: UnixMillis,
+    timing: &Timing,
+) -> Step {
+    let lease = state.lease();
+    if let (Some(entry), Some(held)) = (lease, standing.holding) {
+        if entry.lease.member == *member && entry.lease.token == held {
+            let written = entry.lease.deadline.saturating_sub(timing.lease_duration);
+            return Step::Renew { at: written + timing.renew_interval };
+        }
+    }
+    // Until the read reaches its own registration, the member counts itself at that offset.
+    let registered = state.next_offset() <= standing.join_offset
+        || state.join_offset(member).is_some_and(|o| o >= standing.join_offset);
+    if !registered {
+        return Step::NotRegistered;
+    }
+    let rank = state.rank_at(member, standing.join_offset);
+    let base = match (lease, standing.contested_until) {
+        (Some(entry), Some(c)) => entry.lease.deadline.max(c),
+        (Some(entry), None) => entry.lease.deadline,
+        (None, Some(c)) => c,
+        (None, None) => standing.unleased_since,
+    };
+    let rank_ms = i64::try_from(rank).unwrap_or(i64::MAX);
+    let delay = duration_millis(timing.challenge_stagger).saturating_mul(rank_ms);
+    let turn = UnixMillis(base.0.saturating_add(delay));
+    if now >= turn {
+        Step::Challenge { rank }
+    } else {
+        Step::Wait { until: turn, rank }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Key, Lease, Registration, Role};
+    use crate::state::Record;
+    use core::time::Duration;
+
+    fn role() -> Role {
+        Role::new("r").unwrap()
+    }
+    fn m(s: &str) -> MemberId {
+        MemberId::new(s).unwrap()
+    }
+    fn reg(offset: i64, member: &str) -> Record {
+        Record::new(
+            offset,
+            Key::registration(role(), m(member)).encode(),
+            Registration { member: m(member), registered_at: UnixMillis(0) }.encode(),
+        )
+    }
+    fn lease(offset: i64, member: &str, token: FencingToken, deadline: i64) -> Record {
+        Record::new(
+            offset,
+            Key::lease(role()).encode(),
+            Lease { member: m(member), token, granted_at: UnixMillis(0), deadline: UnixMillis(deadline) }
+                .encode(),
+        )
+    }
+    fn timing() -> Timing {
+        Timing {
+            partitions: 1,
+            lease_duration: Duration::from_millis(3000),
+            renew_interval: Duration::from_millis(1000),
+            challenge_stagger: Duration::from_millis(500),
+        }
+    }
+    fn standing(join_offset: i64) -> Standing {
+        Standing { join_offset, unleased_since: UnixMillis(100), holding: None, contested_until: None }
+    }
+
+    #[test]
+    fn ranks_challenge_at_deadline_plus_stagger() {
+        let t = FencingToken::new(1, 0);
+        let records = [reg(0, "a"), reg(1, "b"), reg(2, "c"), lease(3, "a", t, 10_000)];
+        let s = RoleState::build(role(), &records);
+        let at = |who: &str, off: i64, now: i64| evaluate(&s, &m(who), &standing(off), UnixMillis(now), &timing());
+        assert_eq!(at("b", 1, 0), Step::Wait { until: UnixMillis(10_000), rank: 0 });
+        assert_eq!(at("c", 2, 0), Step::Wait { until: UnixMillis(10_500), rank: 1 });
+        assert_eq!(at("b", 1, 10_000), Step::Challenge { rank: 0 });
+        assert_eq!(at("c", 2, 10_499), Step::Wait { until: UnixMillis(10_500), rank: 1 });
+        let leader = Standing { holding: Some(t), ..standing(0) };
+        assert_eq!(
+            evaluate(&s, &m("a"), &leader, UnixMillis(0), &timing()),
+            Step::Renew { at: UnixMillis(8_000) }
+        );
+        // The holder restarted: its old lease binds it like any standby.
+        assert_eq!(at("a", 4, 0), Step::Wait { until: UnixMillis(11_000), rank: 2 });
+    }
+
+    #[test]
+    fn without_a_lease_members_count_from_first_sight() {
+        let s = RoleState::build(role(), &[reg(0, "a"), reg(1, "b")]);
+        let e = |who: &str, off: i64| evaluate(&s, &m(who), &standing(off), UnixMillis(100), &timing());
+        assert_eq!(e("a", 0), Step::Challenge { rank: 0 });
+        assert_eq!(e("b", 1), Step::Wait { until: UnixMillis(600), rank: 1 });
+    }
+
+    #[test]
+    fn unreadable_own_registration_counts_at_the_tail_and_lost_registration_is_reported() {
+        let s = RoleState::build(role(), &[reg(0, "a")]);
+        // b registered at offset 5, not yet readable: rank 1 behind a.
+        assert_eq!(
+            evaluate(&s, &m("b"), &standing(5), UnixMillis(100), &timing()),
+            Step::Wait { until: UnixMillis(600), rank: 1 }
+        );
+        let mut s2 = s.clone();
+        s2.advance_to(6);
+        assert_eq!(evaluate(&s2, &m("b"), &standing(5), UnixMillis(100), &timing()), Step::NotRegistered);
+    }
+
+    #[test]
+    fn a_lost_race_waits_for_the_winner() {
+        let s = RoleState::build(role(), &[reg(0, "a"), reg(1, "b")]);
+        let st = Standing { contested_until: Some(UnixMillis(3100)), ..standing(0) };
+        assert_eq!(
+            evaluate(&s, &m("a"), &st, UnixMillis(200), &timing()),
+            Step::Wait { until: UnixMillis(3100), rank: 0 }
+        );
+    }
+}

@@ -32,6 +32,9 @@ pub mod time;
 pub mod token;
 
 pub use config::{Timing, TimingError};
+pub use evaluate::{evaluate, Standing, Step};
+pub use machine::{Candidate, Command, EndReason, Event, MachineError, Status};
+pub use state::{Record, RoleState};
 pub use describe::{LeadershipStatus, TransactionState};
 
 

@@ -1,0 +1,789 @@
+//! [`Candidate`]: the whole life of one member of one role as a sans-IO state machine.
+//!
+//! Life: register, read the role's partition and evaluate, wait or challenge, mint the epoch,
+//! write the first lease, lead and renew every renew interval, end on a fence error only. A
+//! member that loses the race for its first lease write (fenced before it ever led) goes back
+//! to waiting. Resign: a leader tombstones the lease through its fenced producer, every member
+//! tombstones its registration, then the candidate ends.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
+
+use crate::config::{Timing, TimingError};
+use crate::evaluate::{evaluate, Standing, Step};
+use crate::partition::role_partition;
+use crate::record::{Key, Lease, MemberId, Registration, Role};
+use crate::state::{Applied, Record, RoleState};
+use crate::time::UnixMillis;
+use crate::token::FencingToken;
+
+/// An input to [`Candidate::handle`]: the outcome of the outstanding I/O command, the passing of
+/// time, or the caller's wish to resign.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The outstanding [`Command::Append`] was written at `offset`.
+    Appended {
+        /// The record's offset.
+        offset: i64,
+    },
+    /// The outstanding [`Command::ReadPartition`] returned these records, in offset order,
+    /// covering the partition up to `end_offset` (exclusive; the last stable offset).
+    RecordsRead {
+        /// The records read.
+        records: Vec<Record>,
+        /// Where the read stopped.
+        end_offset: i64,
+    },
+    /// The outstanding [`Command::AcquireEpoch`] minted `token`.
+    EpochGranted {
+        /// The granted pair.
+        token: FencingToken,
+    },
+    /// The outstanding [`Command::WriteLease`] committed.
+    LeaseWritten,
+    /// The outstanding [`Command::WriteLease`] was rejected: a newer pair exists.
+    Fenced,
+    /// The outstanding I/O command failed in a way that may pass; the candidate retries with
+    /// backoff. (Errors that will not pass, such as configuration errors, are the driver's to
+    /// report; it stops feeding the candidate.)
+    Failed,
+    /// Time passed. Only acts at or after [`Candidate::poll_timeout`]; an extra tick is a no-op.
+    Tick,
+    /// Give up the role (or stop competing for it). Idempotent.
+    Resign,
+}
+
+impl Event {
+    fn name(&self) -> &'static str {
+        match self {
+            Event::Appended { .. } => "Appended",
+            Event::RecordsRead { .. } => "RecordsRead",
+            Event::EpochGranted { .. } => "EpochGranted",
+            Event::LeaseWritten => "LeaseWritten",
+            Event::Fenced => "Fenced",
+            Event::Failed => "Failed",
+            Event::Tick => "Tick",
+            Event::Resign => "Resign",
+        }
+    }
+}
+
+/// An output of [`Candidate::poll_command`]: I/O to perform (at most one outstanding at a time,
+/// answered with an [`Event`]) or a change the caller acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Append a record with the plain producer; answer [`Event::Appended`] or [`Event::Failed`].
+    Append {
+        /// The role's partition.
+        partition: i32,
+        /// The encoded key.
+        key: Vec<u8>,
+        /// The encoded value; `None` for a tombstone.
+        value: Option<Vec<u8>>,
+    },
+    /// Read the partition from `from_offset` (read_committed, up to the last stable offset);
+    /// answer [`Event::RecordsRead`] or [`Event::Failed`].
+    ReadPartition {
+        /// The role's partition.
+        partition: i32,
+        /// The first offset wanted.
+        from_offset: i64,
+        /// When set, the reader may wait until this instant for records at or past
+        /// `from_offset` before it answers (a long poll). Answering at once is always correct.
+        wait_until: Option<UnixMillis>,
+    },
+    /// Mint the role's epoch (InitProducerId); answer [`Event::EpochGranted`] or
+    /// [`Event::Failed`]. This fences the previous holder.
+    AcquireEpoch {
+        /// The transactional id: the role.
+        transactional_id: Role,
+        /// The transaction timeout: the lease duration.
+        transaction_timeout: Duration,
+    },
+    /// Write a lease record through the producer that holds `token`; answer
+    /// [`Event::LeaseWritten`], [`Event::Fenced`] or [`Event::Failed`].
+    WriteLease {
+        /// The role's partition.
+        partition: i32,
+        /// The encoded lease key.
+        key: Vec<u8>,
+        /// The encoded lease; `None` for the tombstone of a resign.
+        value: Option<Vec<u8>>,
+        /// The pair the write must carry.
+        token: FencingToken,
+    },
+    /// This member leads with `token`: start the role's work and pass `token` to guarded writes.
+    Elected {
+        /// The leader's pair.
+        token: FencingToken,
+    },
+    /// The broker fenced this leader: stop the role's work now. The candidate still
+    /// deregisters before it ends.
+    Deposed {
+        /// The pair that was superseded.
+        token: FencingToken,
+    },
+    /// The candidate is finished; drop it.
+    Ended {
+        /// Why.
+        reason: EndReason,
+    },
+}
+
+/// Why a candidate ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// The leader's write was fenced: another member holds a newer pair.
+    Fenced {
+        /// The superseded pair.
+        token: FencingToken,
+    },
+    /// The member resigned (or stopped competing) as asked.
+    Resigned,
+    /// The transport kept failing for longer than the give-up time while the member was not
+    /// leading.
+    Unavailable,
+}
+
+impl fmt::Display for EndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndReason::Fenced { token } => write!(f, "fenced: the pair {token} was superseded"),
+            EndReason::Resigned => f.write_str("resigned"),
+            EndReason::Unavailable => f.write_str("the transport kept failing"),
+        }
+    }
+}
+
+/// An event that does not fit the candidate's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MachineError {
+    /// The event answers no outstanding command (or the wrong one).
+    #[error("event {event} does not fit: {expected}")]
+    Unexpected {
+        /// The event given.
+        event: &'static str,
+        /// What the candidate was waiting for.
+        expected: &'static str,
+    },
+    /// The candidate has ended; only `Tick` and `Resign` are accepted (and do nothing).
+    #[error("event {event} after the candidate ended")]
+    Ended {
+        /// The event given.
+        event: &'static str,
+    },
+}
+
+/// Where a candidate is in its life, for logs and tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Writing its registration.
+    Registering,
+    /// Registered, waiting for its turn.
+    Standby,
+    /// Minting the epoch or writing the first lease.
+    Challenging,
+    /// Leading.
+    Leading,
+    /// Deposed or resigning, cleaning up.
+    Leaving,
+    /// Finished.
+    Ended,
+}
+
+/// The first retry waits this long; each further one twice as long, up to a cap.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
+
+/// The longest wait between retries of a member that is not leading.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+/// Cleanup writes (lease tombstone, deregistration) are tried this many times.
+pub const CLEANUP_ATTEMPTS: u32 = 5;
+
+/// The wait before retry number `attempt` (1-based): `BACKOFF_BASE * 2^(attempt-1)`, at most
+/// `cap`, at least 1 ms. A pure function of its inputs.
+pub fn backoff(attempt: u32, cap: Duration) -> Duration {
+    let shift = attempt.saturating_sub(1).min(20);
+    let d = BACKOFF_BASE.saturating_mul(1u32 << shift);
+    d.min(cap).max(Duration::from_millis(1))
+}
+
+/// The I/O a candidate can have outstanding (or scheduled on its timer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Io {
+    Register,
+    Read { wait_until: Option<UnixMillis> },
+    Acquire,
+    Claim(FencingToken),
+    Renew(FencingToken),
+    ClearLease(FencingToken),
+    Deregister,
+}
+
+impl Io {
+    fn expects(self) -> &'static str {
+        match self {
+            Io::Register | Io::Deregister => "an Append is outstanding (Appended or Failed)",
+            Io::Read { .. } => "a ReadPartition is outstanding (RecordsRead or Failed)",
+            Io::Acquire => "an AcquireEpoch is outstanding (EpochGranted or Failed)",
+            Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_) => {
+                "a WriteLease is outstanding (LeaseWritten, Fenced or Failed)"
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Term {
+    token: FencingToken,
+    granted_at: UnixMillis,
+    elected: bool,
+}
+
+/// One member of one role, from registration to leadership and back, with no I/O, no clock
+/// and no async inside.
+///
+/// # The drive loop
+///
+/// Feed it events, execute the commands it emits, and wake it at its timeout:
+///
+/// ```
+/// use kafka_coordination_core::machine::{Candidate, Command, Event};
+/// use kafka_coordination_core::{FencingToken, MemberId, Record, Role, Timing, UnixMillis};
+///
+/// let role = Role::new("scheduler").unwrap();
+/// let me = MemberId::new("node-a").unwrap();
+/// let mut now = UnixMillis(1_000);
+/// let mut c = Candidate::new(role, me, Timing::default(), now).unwrap();
+/// let mut log: Vec<Record> = Vec::new(); // this example's one-partition "broker"
+/// while !c.is_leader() {
+///     // 1. Drain every command; answer I/O with the matching event.
+///     while let Some(cmd) = c.poll_command() {
+///         let answer = match cmd {
+///             Command::Append { key, value, .. } | Command::WriteLease { key, value, .. } => {
+///                 let offset = log.len() as i64;
+///                 log.push(Record { offset, key, value });
+///                 if offset == 0 { Event::Appended { offset } } else { Event::LeaseWritten }
+///             }
+///             Command::ReadPartition { from_offset, .. } => Event::RecordsRead {
+///                 records: log[from_offset as usize..].to_vec(),
+///                 end_offset: log.len() as i64,
+///             },
+///             Command::AcquireEpoch { .. } => Event::EpochGranted { token: FencingToken::new(1, 0) },
+///             Command::Elected { token } => { println!("leading with {token}"); continue }
+///             Command::Deposed { .. } | Command::Ended { .. } => continue,
+///         };
+///         c.handle(now, answer).unwrap();
+///     }
+///     // 2. Sleep until the timeout (or until I/O completes), then tick.
+///     if let Some(wake) = c.poll_timeout() { now = now.max(wake); }
+///     c.handle(now, Event::Tick).unwrap();
+/// }
+/// assert_eq!(c.token(), Some(FencingToken::new(1, 0)));
+/// ```
+///
+/// Rules: at most one I/O command is outstanding; after every `handle`, drain `poll_command`
+/// until `None`, then read `poll_timeout`. `poll_timeout` is exactly the instant at which a
+/// `Tick` acts; earlier ticks and extra ticks do nothing. Time that goes backwards is clamped.
+/// An event that does not fit is an `Err`, never a panic, and changes nothing.
+///
+/// A leader ends only on a fence; it never fences itself on time. Transient failures are
+/// retried with [`backoff`], capped below the renew interval for a leader.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    role: Role,
+    member: MemberId,
+    timing: Timing,
+    partition: i32,
+    registration_key: Vec<u8>,
+    lease_key: Vec<u8>,
+    state: RoleState,
+    now: UnixMillis,
+    io: Option<Io>,
+    issued_at: UnixMillis,
+    timer: Option<(UnixMillis, Io)>,
+    commands: VecDeque<Command>,
+    join_offset: Option<i64>,
+    unleased_since: Option<UnixMillis>,
+    contested_until: Option<UnixMillis>,
+    term: Option<Term>,
+    rank: Option<usize>,
+    failures: u32,
+    failing_since: Option<UnixMillis>,
+    give_up_after: Option<Duration>,
+    resigning: bool,
+    pending_end: Option<EndReason>,
+    ended: Option<EndReason>,
+    deregistered: bool,
+}
+
+impl Candidate {
+    /// A candidate for `role` that starts by registering `member`: its first command is the
+    /// registration append.
+    pub fn new(
+        role: Role,
+        member: MemberId,
+        timing: Timing,
+        now: UnixMillis,
+    ) -> Result<Candidate, TimingError> {
+        let timing = timing.validate()?;
+        let partition = role_partition(&role, timing.partitions)
+            .map_err(|e| TimingError::Partitions { partitions: e.partitions })?;
+        let registration_key = Key::registration(role.clone(), member.clone()).encode();
+        let lease_key = Key::lease(role.clone()).encode();
+        let mut c = Candidate {
+            state: RoleState::new(role.clone()),
+            role,
+            member,
+            timing,
+            partition,
+            registration_key,
+            lease_key,
+            now,
+            io: None,
+            issued_at: now,
+            timer: None,
+            commands: VecDeque::new(),
+            join_offset: None,
+            unleased_since: None,
+            contested_until: None,
+            term: None,
+            rank: None,
+            failures: 0,
+            failing_since: None,
+            give_up_after: None,
+            resigning: false,
+            pending_end: None,
+            ended: None,
+            deregistered: false,
+        };
+        c.issue(Io::Register);
+        Ok(c)
+    }
+
+    /// Ends a member that is not leading with [`EndReason::Unavailable`] once its transport has
+    /// failed without a single success for `after`. `None` (the default) retries forever.
+    /// A leader is never ended by failures: it keeps renewing until the broker fences it.
+    pub fn set_give_up_after(&mut self, after: Option<Duration>) {
+        self.give_up_after = after;
+    }
+
+    // ----- getters -----
+
+    /// The role.
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+
+    /// This member.
+    pub fn member(&self) -> &MemberId {
+        &self.member
+    }
+
+    /// The validated timing.
+    pub fn timing(&self) -> &Timing {
+        &self.timing
+    }
+
+    /// The role's partition of `__coordination_state`.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// The role's state as last read.
+    pub fn state(&self) -> &RoleState {
+        &self.state
+    }
+
+    /// The pair this member leads with, while it leads.
+    pub fn token(&self) -> Option<FencingToken> {
+        self.term.filter(|t| t.elected).map(|t| t.token)
+    }
+
+    /// Whether this member leads (its first lease write committed and no fence since).
+    pub fn is_leader(&self) -> bool {
+        self.token().is_some() && self.ended.is_none()
+    }
+
+    /// This member's rank at its last evaluation.
+    pub fn rank(&self) -> Option<usize> {
+        self.rank
+    }
+
+    /// The offset of this member's registration, once appended.
+    pub fn join_offset(&self) -> Option<i64> {
+        self.join_offset
+    }
+
+    /// Why the candidate ended, once it has.
+    pub fn end_reason(&self) -> Option<EndReason> {
+        self.ended
+    }
+
+    /// Whether the candidate has ended.
+    pub fn is_ended(&self) -> bool {
+        self.ended.is_some()
+    }
+
+    /// Whether the candidate's registration tombstone was written before it ended (false when
+    /// the transport kept failing during cleanup, or the candidate never registered).
+    pub fn deregistered(&self) -> bool {
+        self.deregistered
+    }
+
+    /// Where the candidate is in its life.
+    pub fn status(&self) -> Status {
+        if self.ended.is_some() {
+            return Status::Ended;
+        }
+        if self.resigning || self.pending_end.is_some() {
+            return Status::Leaving;
+        }
+        match self.term {
+            Some(t) if t.elected => Status::Leading,
+            Some(_) => Status::Challenging,
+            None if self.join_offset.is_none() => Status::Registering,
+            None if matches!(self.io, Some(Io::Acquire)) => Status::Challenging,
+            None => Status::Standby,
+        }
+    }
+
+    // ----- poll -----
+
+    /// The next command, if any. Drain until `None` after every [`handle`](Self::handle).
+    pub fn poll_command(&mut self) -> Option<Command> {
+        self.commands.pop_front()
+    }
+
+    /// The instant at which [`Event::Tick`] will act; `None` while I/O is outstanding or after
+    /// the candidate ended.
+    pub fn poll_timeout(&self) -> Option<UnixMillis> {
+        if self.ended.is_some() {
+            return None;
+        }
+        self.timer.map(|(at, _)| at)
+    }
+
+    // ----- handle -----
+
+    /// Feeds one event at `now`.
+    pub fn handle(&mut self, now: UnixMillis, event: Event) -> Result<(), MachineError> {
+        if now > self.now {
+            self.now = now;
+        }
+        let now = self.now;
+        if self.ended.is_some() {
+            return match event {
+                Event::Tick | Event::Resign => Ok(()),
+                other => Err(MachineError::Ended { event: other.name() }),
+            };
+        }
+        match event {
+            Event::Tick => {
+                self.on_tick(now);
+                Ok(())
+            }
+            Event::Resign => {
+                self.on_resign();
+                Ok(())
+            }
+            event => self.on_io(now, event),
+        }
+    }
+
+    fn on_tick(&mut self, now: UnixMillis) {
+        if let Some((at, io)) = self.timer {
+            if now >= at {
+                self.timer = None;
+                self.issue(io);
+            }
+        }
+    }
+
+    fn on_resign(&mut self) {
+        if self.resigning {
+            return;
+        }
+        self.resigning = true;
+        if self.io.is_some() {
+            // Handled when the outstanding I/O completes.
+            return;
+        }
+        self.timer = None;
+        self.start_cleanup();
+    }
+
+    /// Begins the exit: tombstone the lease if this member led, then deregister.
+    fn start_cleanup(&mut self) {
+        self.failures = 0;
+        match self.term {
+            Some(t) if t.elected => self.issue(Io::ClearLease(t.token)),
+            _ => self.issue(Io::Deregister),
+        }
+    }
+
+    fn on_io(&mut self, now: UnixMillis, event: Event) -> Result<(), MachineError> {
+        let Some(io) = self.io else {
+            return Err(MachineError::Unexpected {
+                event: event.name(),
+                expected: "no I/O is outstanding",
+            });
+        };
+        let fits = matches!(
+            (io, &event),
+            (_, Event::Failed)
+                | (Io::Register | Io::Deregister, Event::Appended { .. })
+                | (Io::Read { .. }, Event::RecordsRead { .. })
+                | (Io::Acquire, Event::EpochGranted { .. })
+                | (Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_), Event::LeaseWritten)
+                | (Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_), Event::Fenced)
+        );
+        if !fits {
+            return Err(MachineError::Unexpected { event: event.name(), expected: io.expects() });
+        }
+        self.io = None;
+        if !matches!(event, Event::Failed) {
+            self.failures = 0;
+            self.failing_since = None;
+        }
+        match (io, event) {
+            (Io::Register, Event::Appended { offset }) => {
+                self.join_offset = Some(offset);
+                if self.resigning {
+                    self.issue(Io::Deregister);
+                } else {
+                    self.issue(Io::Read { wait_until: None });
+                }
+            }
+            (Io::Deregister, Event::Appended { .. }) => {
+                self.deregistered = true;
+                self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
+            }
+            (Io::Read { .. }, Event::RecordsRead { records, end_offset }) => {
+                self.on_read(now, &records, end_offset);
+            }
+            (Io::Acquire, Event::EpochGranted { token }) => {
+                if self.resigning {
+                    self.issue(Io::Deregister);
+                } else {
+                    self.term = Some(Term { token, granted_at: now, elected: false });
+                    self.issue(Io::Claim(token));
+                }
+            }
+            (Io::Claim(token), Event::LeaseWritten) => {
+                if let Some(t) = self.term.as_mut() {
+                    t.elected = true;
+                }
+                self.contested_until = None;
+                if self.resigning {
+                    self.issue(Io::ClearLease(token));
+                } else {
+                    self.commands.push_back(Command::Elected { token });
+                    self.timer = Some((self.issued_at + self.timing.renew_interval, Io::Renew(token)));
+                }
+            }
+            (Io::Renew(token), Event::LeaseWritten) => {
+                if self.resigning {
+                    self.issue(Io::ClearLease(token));
+                } else {
+                    self.timer = Some((self.issued_at + self.timing.renew_interval, Io::Renew(token)));
+                }
+            }
+            (Io::ClearLease(_), Event::LeaseWritten) => {
+                self.term = None;
+                self.issue(Io::Deregister);
+            }
+            (Io::Claim(_), Event::Fenced) => {
+                // Lost the race: another member minted a newer pair after ours. Wait for the
+                // winner's first lease instead of challenging again at once.
+                self.term = None;
+                if self.resigning {
+                    self.issue(Io::Deregister);
+                } else {
+                    self.contested_until = Some(now + self.timing.lease_duration);
+                    self.issue(Io::Read { wait_until: None });
+                }
+            }
+            (Io::Renew(token), Event::Fenced) => {
+                self.term = None;
+                self.commands.push_back(Command::Deposed { token });
+                self.pending_end = Some(EndReason::Fenced { token });
+                self.issue(Io::Deregister);
+            }
+            (Io::ClearLease(_), Event::Fenced) => {
+                // Someone took over while we resigned: the hand-over happened anyway.
+                self.term = None;
+                self.issue(Io::Deregister);
+            }
+            (io, Event::Failed) => self.on_failure(now, io),
+            // `fits` admitted only the pairs above.
+            (io, event) => {
+                self.io = Some(io);
+                return Err(MachineError::Unexpected { event: event.name(), expected: io.expects() });
+            }
+        }
+        Ok(())
+    }
+
+    fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64) {
+        for r in records {
+            if let Applied::Leased | Applied::LeaseCleared = self.state.apply(r) {
+                self.contested_until = None;
+            }
+        }
+        self.state.advance_to(end_offset);
+        if self.resigning {
+            self.issue(Io::Deregister);
+            return;
+        }
+        if self.state.lease().is_some() {
+            self.unleased_since = None;
+        } else if self.unleased_since.is_none() {
+            self.unleased_since = Some(now);
+        }
+        let Some(join_offset) = self.join_offset else {
+            self.issue(Io::Register);
+            return;
+        };
+        let standing = Standing {
+            join_offset,
+            unleased_since: self.unleased_since.unwrap_or(now),
+            holding: None,
+            contested_until: self.contested_until,
+        };
+        match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
+            Step::NotRegistered => {
+                self.rank = None;
+                self.issue(Io::Register);
+            }
+            Step::Challenge { rank } => {
+                self.rank = Some(rank);
+                self.issue(Io::Acquire);
+            }
+            Step::Wait { until, rank } => {
+                self.rank = Some(rank);
+                if !records.is_empty() {
+                    // The partition moved: keep tailing, and let a reader that can long-poll
+                    // wait for the next record until our turn. A reader that answers at once
+                    // returns nothing and the timer takes over: no busy loop.
+                    self.issue(Io::Read { wait_until: Some(until) });
+                } else {
+                    self.timer = Some((until, Io::Read { wait_until: None }));
+                }
+            }
+            Step::Renew { at } => {
+                // Only reachable for a holder of the current pair, which a standby is not.
+                self.timer = Some((at, Io::Read { wait_until: None }));
+            }
+        }
+    }
+
+    fn on_failure(&mut self, now: UnixMillis, io: Io) {
+        self.failures = self.failures.saturating_add(1);
+        let since = *self.failing_since.get_or_insert(now);
+        let leader_cap = (self.timing.renew_interval / 4).min(BACKOFF_CAP);
+        let standby_cap = BACKOFF_CAP.min(self.timing.lease_duration);
+        match io {
+            Io::Renew(_) => {
+                if self.resigning {
+                    self.start_cleanup();
+                } else {
+                    let at = now + backoff(self.failures, leader_cap);
+                    self.timer = Some((at, io));
+                }
+            }
+            Io::ClearLease(_) | Io::Deregister => {
+                if self.failures >= CLEANUP_ATTEMPTS {
+                    self.failures = 0;
+                    if matches!(io, Io::ClearLease(_)) {
+                        self.term = None;
+                        self.issue(Io::Deregister);
+                    } else {
+                        self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
+                    }
+                } else {
+                    self.timer = Some((now + backoff(self.failures, leader_cap), io));
+                }
+            }
+            Io::Register | Io::Read { .. } | Io::Acquire | Io::Claim(_) => {
+                if self.resigning {
+                    self.start_cleanup();
+                    return;
+                }
+                if let Some(limit) = self.give_up_after {
+                    if now.since(since) >= limit {
+                        self.term = None;
+                        self.finish(EndReason::Unavailable);
+                        return;
+                    }
+                }
+                // After a failed acquire, look at the state again before another challenge.
+                let retry = match io {
+                    Io::Acquire | Io::Read { .. } => Io::Read { wait_until: None },
+                    other => other,
+                };
+                self.timer = Some((now + backoff(self.failures, standby_cap), retry));
+            }
+        }
+    }
+
+    fn finish(&mut self, reason: EndReason) {
+        self.io = None;
+        self.timer = None;
+        self.ended = Some(reason);
+        self.commands.push_back(Command::Ended { reason });
+    }
+
+    fn issue(&mut self, io: Io) {
+        let now = self.now;
+        self.io = Some(io);
+        self.issued_at = now;
+        let cmd = match io {
+            Io::Register => Command::Append {
+                partition: self.partition,
+                key: self.registration_key.clone(),
+                value: Some(
+                    Registration { member: self.member.clone(), registered_at: now }.encode(),
+                ),
+            },
+            Io::Deregister => Command::Append {
+                partition: self.partition,
+                key: self.registration_key.clone(),
+                value: None,
+            },
+            Io::Read { wait_until } => Command::ReadPartition {
+                partition: self.partition,
+                from_offset: self.state.next_offset(),
+                wait_until,
+            },
+            Io::Acquire => Command::AcquireEpoch {
+                transactional_id: self.role.clone(),
+                transaction_timeout: self.timing.lease_duration,
+            },
+            Io::Claim(token) | Io::Renew(token) => {
+                let granted_at = self.term.map_or(now, |t| t.granted_at);
+                let lease = Lease {
+                    member: self.member.clone(),
+                    token,
+                    granted_at,
+                    deadline: now + self.timing.lease_duration,
+                };
+                Command::WriteLease {
+                    partition: self.partition,
+                    key: self.lease_key.clone(),
+                    value: Some(lease.encode()),
+                    token,
+                }
+            }
+            Io::ClearLease(token) => Command::WriteLease {
+                partition: self.partition,
+                key: self.lease_key.clone(),
+                value: None,
+                token,
+            },
+        };
+        self.commands.push_back(cmd);
+    }
+}

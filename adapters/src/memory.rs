@@ -1,1 +1,0 @@
-//! MemoryBroker (in progress).

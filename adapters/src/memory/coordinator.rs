@@ -1,0 +1,343 @@
+//! The transaction coordinator: producer ids, epochs, transaction states and timeouts.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kafka_coordination_core::describe::{LeadershipStatus, TransactionState};
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::time::UnixMillis;
+use kafka_coordination_core::token::FencingToken;
+
+use super::log::PartitionLog;
+use super::{AcceptedLeaseWrite, Inner, EXHAUSTED_EPOCH};
+use crate::error::TransportError;
+
+/// The coordinator's record of one transactional id.
+#[derive(Clone, Debug)]
+pub(super) struct TxnEntry {
+    /// The current (producer id, epoch).
+    pub(super) pair: FencingToken,
+    pub(super) state: TransactionState,
+    /// The transaction timeout of the last InitProducerId.
+    pub(super) timeout: Duration,
+    /// The open transaction, if any; always of `pair`.
+    pub(super) open: Option<OpenTxn>,
+}
+
+/// An open transaction.
+#[derive(Clone, Debug)]
+pub(super) struct OpenTxn {
+    started: UnixMillis,
+    /// The transport that writes it, for the audit log.
+    member: String,
+    /// (partition index, offset) of each record, in write order.
+    records: Vec<(usize, i64)>,
+}
+
+/// The producer id allocator: a counter that never hands out an id twice.
+#[derive(Clone, Debug)]
+pub(super) struct ProducerIds {
+    next: i64,
+    issued: BTreeSet<i64>,
+}
+
+impl ProducerIds {
+    pub(super) fn new(first: i64) -> ProducerIds {
+        ProducerIds {
+            next: first,
+            issued: BTreeSet::new(),
+        }
+    }
+
+    /// A fresh producer id.
+    pub(super) fn allocate(&mut self) -> i64 {
+        while self.issued.contains(&self.next) {
+            self.next = self.next.saturating_add(1);
+        }
+        let id = self.next;
+        self.issued.insert(id);
+        self.next = self.next.saturating_add(1);
+        id
+    }
+
+    /// Moves the counter 1000 below the smallest id issued or pending (at least 0).
+    pub(super) fn go_smaller(&mut self) -> i64 {
+        let lowest = self
+            .issued
+            .first()
+            .copied()
+            .unwrap_or(self.next)
+            .min(self.next);
+        self.next = lowest.saturating_sub(1000).max(0);
+        self.peek()
+    }
+
+    pub(super) fn set_next(&mut self, id: i64) {
+        self.next = id.max(0);
+    }
+
+    /// The id the next [`allocate`](Self::allocate) returns.
+    fn peek(&self) -> i64 {
+        let mut id = self.next;
+        while self.issued.contains(&id) {
+            id = id.saturating_add(1);
+        }
+        id
+    }
+}
+
+/// Ends the open transaction of `entry` (if any) in every partition it wrote, and sets the
+/// state. Returns the transaction.
+fn end_open(
+    entry: &mut TxnEntry,
+    logs: &mut [PartitionLog],
+    dirty: &mut BTreeSet<usize>,
+    commit: bool,
+) -> Option<OpenTxn> {
+    let open = entry.open.take()?;
+    let partitions: BTreeSet<usize> = open.records.iter().map(|(p, _)| *p).collect();
+    for index in partitions {
+        if let Some(log) = logs.get_mut(index) {
+            log.end_transaction(entry.pair, commit);
+            dirty.insert(index);
+        }
+    }
+    entry.state = if commit {
+        TransactionState::CompleteCommit
+    } else {
+        TransactionState::CompleteAbort
+    };
+    Some(open)
+}
+
+/// The coordinator's fencing bump: the epoch grows by one (at most to `i16::MAX`).
+fn fence_bump(entry: &mut TxnEntry) {
+    entry.pair.producer_epoch = entry.pair.producer_epoch.saturating_add(1);
+}
+
+fn fenced(member: &str, role: &Role, bound: FencingToken, current: FencingToken) -> TransportError {
+    TransportError::fenced(format!(
+        "member `{member}` writes for role `{role}` with pair {bound}, but the coordinator's \
+         current pair is {current} (PRODUCER_FENCED)"
+    ))
+}
+
+impl Inner {
+    /// Aborts, with an epoch bump, every transaction open longer than its timeout at `now`.
+    pub(super) fn expire(&mut self, now: UnixMillis) {
+        let Inner {
+            txns, logs, dirty, ..
+        } = self;
+        for entry in txns.values_mut() {
+            let expired = entry
+                .open
+                .as_ref()
+                .is_some_and(|open| now > open.started.saturating_add(entry.timeout));
+            if expired {
+                end_open(entry, logs, dirty, false);
+                fence_bump(entry);
+            }
+        }
+    }
+
+    /// InitProducerId for `transactional.id = role`.
+    pub(super) fn acquire(
+        &mut self,
+        role: &Role,
+        timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        if timeout.as_millis() == 0 || timeout > self.max_transaction_timeout {
+            return Err(TransportError::config(format!(
+                "transaction timeout {} ms for role `{role}` is outside the broker's range \
+                 (1 ms to transaction.max.timeout.ms = {} ms) (INVALID_TRANSACTION_TIMEOUT)",
+                timeout.as_millis(),
+                self.max_transaction_timeout.as_millis()
+            )));
+        }
+        let Inner {
+            txns,
+            logs,
+            dirty,
+            ids,
+            ..
+        } = self;
+        let Some(entry) = txns.get_mut(role) else {
+            let pair = FencingToken::new(ids.allocate(), 0);
+            let entry = TxnEntry {
+                pair,
+                state: TransactionState::Empty,
+                timeout,
+                open: None,
+            };
+            txns.insert(role.clone(), entry);
+            return Ok(pair);
+        };
+        if end_open(entry, logs, dirty, false).is_some() {
+            // The coordinator fences the holder of the open transaction and aborts it; the
+            // client's retry then gets a further bump, so the epoch skips one.
+            fence_bump(entry);
+        }
+        entry.pair = if entry.pair.producer_epoch >= EXHAUSTED_EPOCH {
+            FencingToken::new(ids.allocate(), 0)
+        } else {
+            FencingToken::new(entry.pair.producer_id, entry.pair.producer_epoch + 1)
+        };
+        entry.state = TransactionState::Empty;
+        entry.timeout = timeout;
+        Ok(entry.pair)
+    }
+
+    /// DescribeTransactions for `role`.
+    pub(super) fn describe(&self, role: &Role) -> LeadershipStatus {
+        match self.txns.get(role) {
+            None => LeadershipStatus::NOT_FOUND,
+            Some(e) => LeadershipStatus {
+                token: e.pair,
+                state: Some(e.state.clone()),
+            },
+        }
+    }
+
+    /// See [`MemoryBroker::force_epoch`](super::MemoryBroker::force_epoch).
+    pub(super) fn force_epoch(&mut self, role: &Role, epoch: i16) -> FencingToken {
+        let Inner {
+            txns,
+            logs,
+            dirty,
+            ids,
+            max_transaction_timeout,
+            ..
+        } = self;
+        let entry = txns.entry(role.clone()).or_insert_with(|| TxnEntry {
+            pair: FencingToken::new(ids.allocate(), 0),
+            state: TransactionState::Empty,
+            timeout: *max_transaction_timeout,
+            open: None,
+        });
+        end_open(entry, logs, dirty, false);
+        entry.pair.producer_epoch = epoch;
+        entry.pair
+    }
+
+    /// A lease write of `role` through a session holding `bound`: appends the record inside
+    /// the role's transaction (opening one if none is open) and, when `commit`, commits it.
+    /// Fenced when `bound` is not the coordinator's current pair. Returns the record's offset.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn lease_write(
+        &mut self,
+        role: &Role,
+        bound: FencingToken,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        member: &str,
+        now: UnixMillis,
+        commit: bool,
+    ) -> Result<i64, TransportError> {
+        let index = self.available(partition)?;
+        let current = self.current_pair(role, member)?;
+        if current != bound {
+            return Err(fenced(member, role, bound, current));
+        }
+        let offset = self.log_mut(index)?.append_transactional(key, value, bound);
+        let entry = self.entry_mut(role, member)?;
+        entry.state = TransactionState::Ongoing;
+        let open = entry.open.get_or_insert_with(|| OpenTxn {
+            started: now,
+            member: member.to_owned(),
+            records: Vec::new(),
+        });
+        open.records.push((index, offset));
+        if commit {
+            self.commit(role, bound, member, now)?;
+        }
+        Ok(offset)
+    }
+
+    /// Commits the open transaction of `role` through a session holding `bound`. Fenced when
+    /// `bound` is not the current pair (a takeover or a timeout aborted the transaction).
+    pub(super) fn commit(
+        &mut self,
+        role: &Role,
+        bound: FencingToken,
+        member: &str,
+        now: UnixMillis,
+    ) -> Result<(), TransportError> {
+        let current = self.current_pair(role, member)?;
+        if current != bound {
+            return Err(fenced(member, role, bound, current));
+        }
+        let partitions: BTreeSet<usize> = match &self.entry_mut(role, member)?.open {
+            Some(open) => open.records.iter().map(|(p, _)| *p).collect(),
+            None => {
+                return Err(TransportError::fatal(format!(
+                    "member `{member}` has no open transaction for role `{role}` to commit"
+                )))
+            }
+        };
+        for index in partitions {
+            let partition = i32::try_from(index).unwrap_or(i32::MAX);
+            self.available(partition)?;
+        }
+        let Inner {
+            txns,
+            logs,
+            dirty,
+            audit,
+            ..
+        } = self;
+        let Some(entry) = txns.get_mut(role) else {
+            return Err(no_producer(member, role));
+        };
+        if let Some(open) = end_open(entry, logs, dirty, true) {
+            for (index, offset) in open.records {
+                audit.push(AcceptedLeaseWrite {
+                    partition: i32::try_from(index).unwrap_or(i32::MAX),
+                    offset,
+                    role: role.clone(),
+                    member: open.member.clone(),
+                    token: bound,
+                    current: entry.pair,
+                    at: now,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn entry_mut(&mut self, role: &Role, member: &str) -> Result<&mut TxnEntry, TransportError> {
+        self.txns
+            .get_mut(role)
+            .ok_or_else(|| no_producer(member, role))
+    }
+
+    fn current_pair(&self, role: &Role, member: &str) -> Result<FencingToken, TransportError> {
+        self.txns
+            .get(role)
+            .map(|e| e.pair)
+            .ok_or_else(|| no_producer(member, role))
+    }
+}
+
+fn no_producer(member: &str, role: &Role) -> TransportError {
+    TransportError::fatal(format!(
+        "member `{member}`: the coordinator has no producer for role `{role}`"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn producer_ids_are_never_reused() {
+        let mut ids = ProducerIds::new(1000);
+        assert_eq!(ids.allocate(), 1000);
+        assert_eq!(ids.go_smaller(), 0);
+        assert_eq!(ids.allocate(), 0);
+        ids.set_next(999);
+        assert_eq!(ids.allocate(), 999);
+        assert_eq!(ids.allocate(), 1001, "1000 was issued already");
+        assert_eq!(ids.go_smaller(), 1, "0 is taken; the next free id above it");
+    }
+}

@@ -1,0 +1,567 @@
+//! [`MemoryBroker`]: an in-process model of Kafka's transaction coordinator and of the compacted
+//! topic `__coordination_state`, with Kafka's semantics. It is the embedded default of the
+//! examples, the broker of the driver tests, and the ground of the deterministic simulation.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use kafka_coordination::memory::MemoryBroker;
+//! use kafka_coordination::{Coordinator, LeaseWriter, ManualClock, StateReader};
+//! use kafka_coordination::core::record::Role;
+//!
+//! let broker = MemoryBroker::new(4, Arc::new(ManualClock::default()));
+//! let (a, b) = (broker.transport("a"), broker.transport("b"));
+//! let role = Role::new("orders").unwrap();
+//! let ta = a.acquire_epoch(&role, Duration::from_secs(30)).unwrap();
+//! let tb = b.acquire_epoch(&role, Duration::from_secs(30)).unwrap();
+//! assert_eq!(tb.producer_epoch, ta.producer_epoch + 1);
+//! // `a` was fenced by `b`'s acquire: the broker refuses its writes.
+//! assert!(a.write_lease(0, b"k", Some(b"v"), ta).unwrap_err().is_fenced());
+//! b.write_lease(0, b"k", Some(b"v"), tb).unwrap();
+//! assert_eq!(b.read_partition(0, 0, Duration::ZERO).unwrap().records.len(), 1);
+//! ```
+//!
+//! # The model
+//!
+//! **Coordinator.** Per transactional id (= role): a producer id, an epoch, a
+//! [`TransactionState`](kafka_coordination_core::describe::TransactionState), a transaction
+//! timeout and at most one open transaction.
+//!
+//! * `acquire_epoch` (InitProducerId): a brand-new id gets a fresh producer id and epoch 0; an
+//!   id in `Empty` / `Complete*` gets epoch + 1; an id with an `Ongoing` transaction has that
+//!   transaction aborted with a fencing bump, and then a further bump, so a takeover of an open
+//!   transaction **skips an epoch**. When the epoch to bump from is `>=`
+//!   [`EXHAUSTED_EPOCH`] (32766), the id gets a fresh producer id and epoch 0. The state after
+//!   an acquire is `Empty`. A transaction timeout of zero or above the broker's maximum
+//!   ([`DEFAULT_MAX_TRANSACTION_TIMEOUT`], see
+//!   [`MemoryBroker::set_max_transaction_timeout`]) fails with a `Config` error.
+//! * A transaction open for longer than its timeout is aborted by the coordinator with an epoch
+//!   bump (its holder is fenced, state `CompleteAbort`). The check is lazy: it runs, with the
+//!   clock's `now`, at the start of every broker call (any transport call and most
+//!   `MemoryBroker` methods; [`MemoryBroker::expire_transactions`] runs only the check).
+//! * Producer ids come from a counter starting at [`FIRST_PRODUCER_ID`] and are never reused;
+//!   [`MemoryBroker::next_producer_id_smaller`] and [`MemoryBroker::set_next_producer_id`]
+//!   model a coordinator move (or an expired transactional id) that yields a smaller id.
+//! * `describe_epoch` answers the current pair and state, or
+//!   [`LeadershipStatus::NOT_FOUND`](kafka_coordination_core::describe::LeadershipStatus::NOT_FOUND).
+//!
+//! **Transport sessions.** A [`MemoryTransport`] is one member. Like the Kafka transport it
+//! keeps the producer that its last `acquire_epoch` of a role bound (the pair that call
+//! returned). `write_lease(.., token)` writes through the session whose pair is `token`; it
+//! fails with `Fenced` when the transport holds no such pair or when the coordinator's current
+//! pair for the role is another one (the message names both pairs). An accepted write is one
+//! transaction: the record is appended as transactional, then committed with a commit marker.
+//!
+//! **Topic.** `partitions` partitions, each an append-only log with Kafka's offsets: control
+//! markers (commit / abort) take an offset and are never returned. Reads are read_committed:
+//! the records at offsets `>= from` and below the **last stable offset** (LSO: the first offset
+//! of the oldest open transaction, else the log end), committed ones only, in offset order,
+//! tombstones included; `end_offset` is the LSO. An open transaction (see
+//! [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`])
+//! therefore hides every later record, registrations included, until it is aborted by a
+//! takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below
+//! the LSO, offsets unchanged.
+//!
+//! **Long poll.** `read_partition` with `max_wait > 0` and nothing readable at or past `from`
+//! waits, in real time, until a record is appended or a transaction ends on that partition, or
+//! until `max_wait` passes, and then answers. With a [`ManualClock`](crate::clock::ManualClock)
+//! it also answers as soon as the clock is moved (so a driver waiting on the read reacts to
+//! virtual time at once; a transaction that the move timed out is aborted first). With
+//! `max_wait == 0` it answers at once.
+//!
+//! **Faults.** [`MemoryBroker::fail_next`] and friends inject failures of any
+//! [`ErrorKind`] (the call then has no effect),
+//! [`MemoryBroker::lose_next_reply`] makes a call take effect and then fail `Retriable` (a lost
+//! reply), [`MemoryBroker::delay_next`] sleeps in real time before a call,
+//! [`MemoryBroker::set_partition_unavailable`] makes reads, appends and lease writes of a
+//! partition fail `Retriable`. [`MemoryBroker::call_counts`] and [`MemoryBroker::on_call`] let
+//! a simulation see every call, and [`MemoryBroker::accepted_lease_writes`] is the audit log of
+//! every committed lease write with the coordinator's pair at that instant.
+//!
+//! Errors: `Fenced` for stale pairs, `Retriable` for injected failures and unavailable
+//! partitions, `Config` for a partition out of range or a bad transaction timeout, `Fatal` for a
+//! read past the log end or a lease write by a transport that holds no session.
+
+mod coordinator;
+mod faults;
+mod log;
+mod transport;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use event_listener::Event;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::time::UnixMillis;
+use kafka_coordination_core::token::FencingToken;
+
+use crate::clock::Clock;
+use crate::error::{ErrorKind, TransportError};
+use crate::transport::{ReadBatch, Record};
+
+use coordinator::{ProducerIds, TxnEntry};
+use faults::Faults;
+pub use faults::{BrokerOp, CallCounts};
+use log::PartitionLog;
+pub use transport::MemoryTransport;
+
+/// The epoch at which the coordinator stops bumping and hands out a fresh producer id with
+/// epoch 0 (`Short.MAX_VALUE - 1`).
+pub const EXHAUSTED_EPOCH: i16 = i16::MAX - 1;
+
+/// The broker's default `transaction.max.timeout.ms`: 15 minutes.
+pub const DEFAULT_MAX_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The first producer id the broker hands out.
+pub const FIRST_PRODUCER_ID: i64 = 100_000;
+
+/// The name of the modelled topic, used in messages.
+const TOPIC: &str = "__coordination_state";
+
+/// One lease write the broker accepted (committed), for a simulation to check that every
+/// accepted write carried the pair that was current at that instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcceptedLeaseWrite {
+    /// The partition written.
+    pub partition: i32,
+    /// The record's offset.
+    pub offset: i64,
+    /// The role (transactional id) whose producer wrote it.
+    pub role: Role,
+    /// The name of the transport (member) that wrote it.
+    pub member: String,
+    /// The pair the write carried.
+    pub token: FencingToken,
+    /// The coordinator's current pair for the role when the write committed.
+    pub current: FencingToken,
+    /// The broker clock's time of the commit.
+    pub at: UnixMillis,
+}
+
+/// A callback told of every transport call, before the call runs.
+type CallHook = Arc<dyn Fn(BrokerOp) + Send + Sync>;
+
+/// Everything behind the broker's lock.
+#[derive(Debug)]
+struct Inner {
+    logs: Vec<PartitionLog>,
+    /// Per transactional id; ordered so that effects across roles are deterministic.
+    txns: BTreeMap<Role, TxnEntry>,
+    ids: ProducerIds,
+    faults: Faults,
+    unavailable: BTreeSet<i32>,
+    audit: Vec<AcceptedLeaseWrite>,
+    counts: CallCounts,
+    max_transaction_timeout: Duration,
+    /// Partitions whose readers must be woken when the lock is released.
+    dirty: BTreeSet<usize>,
+}
+
+impl Inner {
+    /// The index of `partition`, or a `Config` error naming it and the partition count.
+    fn index(&self, partition: i32) -> Result<usize, TransportError> {
+        usize::try_from(partition)
+            .ok()
+            .filter(|&i| i < self.logs.len())
+            .ok_or_else(|| {
+                TransportError::config(format!(
+                    "partition {partition} is out of range: {TOPIC} has {} partitions",
+                    self.logs.len()
+                ))
+            })
+    }
+
+    /// [`index`](Self::index), then a `Retriable` error if the partition is unavailable.
+    fn available(&self, partition: i32) -> Result<usize, TransportError> {
+        let index = self.index(partition)?;
+        if self.unavailable.contains(&partition) {
+            return Err(TransportError::retriable(format!(
+                "partition {partition} of {TOPIC} is unavailable (LEADER_NOT_AVAILABLE)"
+            )));
+        }
+        Ok(index)
+    }
+
+    /// The log of an index returned by [`index`](Self::index).
+    fn log(&self, index: usize) -> Result<&PartitionLog, TransportError> {
+        self.logs
+            .get(index)
+            .ok_or_else(|| TransportError::fatal("partition index lost"))
+    }
+
+    fn log_mut(&mut self, index: usize) -> Result<&mut PartitionLog, TransportError> {
+        self.logs
+            .get_mut(index)
+            .ok_or_else(|| TransportError::fatal("partition index lost"))
+    }
+
+    /// A read_committed read of partition `index` from `from`.
+    fn read(&self, index: usize, partition: i32, from: i64) -> Result<ReadBatch, TransportError> {
+        let log = self.log(index)?;
+        if from > log.end_offset() {
+            return Err(TransportError::fatal(format!(
+                "offset {from} is past the end ({}) of partition {partition} of {TOPIC} \
+                 (OFFSET_OUT_OF_RANGE)",
+                log.end_offset()
+            )));
+        }
+        Ok(log.read(from))
+    }
+}
+
+/// The state shared by a broker's clones and its transports.
+struct Shared {
+    inner: Mutex<Inner>,
+    /// One event per partition, notified on every append and every transaction end there.
+    events: Vec<Event>,
+    clock: Arc<dyn Clock>,
+    partitions: i32,
+    hook: Mutex<Option<CallHook>>,
+}
+
+/// The broker's lock, held. Lazily expired transactions are aborted when it is taken; readers
+/// of the partitions that changed are woken when it is released.
+struct Locked<'a> {
+    shared: &'a Shared,
+    guard: MutexGuard<'a, Inner>,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.guard
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.guard
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        for index in std::mem::take(&mut self.guard.dirty) {
+            if let Some(event) = self.shared.events.get(index) {
+                event.notify(usize::MAX);
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Takes the lock (recovering it if a panicking thread poisoned it) and aborts the
+    /// transactions whose timeout passed.
+    fn lock(&self) -> Locked<'_> {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locked = Locked {
+            shared: self,
+            guard,
+        };
+        let now = self.clock.now();
+        locked.expire(now);
+        locked
+    }
+
+    fn hook(&self) -> Option<CallHook> {
+        self.hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The start of every transport call: counts it, tells the hook, sleeps an injected delay,
+    /// takes the lock and answers an injected failure.
+    fn begin_call(&self, op: BrokerOp) -> Result<Locked<'_>, TransportError> {
+        let delay = {
+            let mut locked = self.lock();
+            locked.counts.record(op);
+            locked.faults.take_delay(op)
+        };
+        if let Some(hook) = self.hook() {
+            hook(op);
+        }
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
+        let mut locked = self.lock();
+        if let Some(kind) = locked.faults.take_failure(op) {
+            return Err(TransportError::new(
+                kind,
+                format!("injected failure of a {op} call"),
+            ));
+        }
+        Ok(locked)
+    }
+}
+
+impl Locked<'_> {
+    /// The end of a transport call that took effect: answers an injected lost reply.
+    fn finish_call(&mut self, op: BrokerOp) -> Result<(), TransportError> {
+        if self.faults.take_lost_reply(op) {
+            return Err(TransportError::retriable(format!(
+                "injected lost reply of a {op} call (the call took effect)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An in-process model of Kafka's transaction coordinator and of the compacted topic
+/// `__coordination_state`; see the [module documentation](self) for the semantics.
+///
+/// Cloning is cheap and shares the broker. Hand each member its own
+/// [`transport`](Self::transport).
+#[derive(Clone)]
+pub struct MemoryBroker {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for MemoryBroker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryBroker")
+            .field("partitions", &self.shared.partitions)
+            .finish()
+    }
+}
+
+impl MemoryBroker {
+    /// A broker whose topic has `partitions` partitions (a count below 1 gives a topic without
+    /// partitions: every partition is out of range), reading the time from `clock`.
+    pub fn new(partitions: i32, clock: Arc<dyn Clock>) -> MemoryBroker {
+        let count = usize::try_from(partitions).unwrap_or(0);
+        let inner = Inner {
+            logs: (0..count).map(|_| PartitionLog::default()).collect(),
+            txns: BTreeMap::new(),
+            ids: ProducerIds::new(FIRST_PRODUCER_ID),
+            faults: Faults::default(),
+            unavailable: BTreeSet::new(),
+            audit: Vec::new(),
+            counts: CallCounts::default(),
+            max_transaction_timeout: DEFAULT_MAX_TRANSACTION_TIMEOUT,
+            dirty: BTreeSet::new(),
+        };
+        MemoryBroker {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(inner),
+                events: (0..count).map(|_| Event::new()).collect(),
+                clock,
+                partitions: partitions.max(0),
+                hook: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// A transport for one member, named `name` in messages and in the audit log. Each member
+    /// needs its own: it holds the member's producer session.
+    pub fn transport(&self, name: impl Into<String>) -> MemoryTransport {
+        MemoryTransport::new(Arc::clone(&self.shared), name.into())
+    }
+
+    /// The partition count of the topic.
+    pub fn partitions(&self) -> i32 {
+        self.shared.partitions
+    }
+
+    /// The broker's clock.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.shared.clock)
+    }
+
+    /// The coordinator's current pair for `role`, `None` when no member ever took it.
+    pub fn epoch_of(&self, role: &Role) -> Option<FencingToken> {
+        self.shared.lock().txns.get(role).map(|e| e.pair)
+    }
+
+    /// Sets the coordinator's epoch for `role` (negative values count as 0) and returns the
+    /// new current pair, to reach exhaustion quickly. An open transaction of the role is
+    /// aborted first (without a bump); a role never taken gets a fresh producer id. Every
+    /// session holding the previous pair is fenced.
+    pub fn force_epoch(&self, role: &Role, epoch: i16) -> FencingToken {
+        self.shared.lock().force_epoch(role, epoch.max(0))
+    }
+
+    /// Makes the next fresh producer id smaller than every id handed out so far (1000 below the
+    /// smallest, at least 0), as when a role's coordinator moves to another broker. Returns the
+    /// id the next fresh producer will get (ids are never reused: an id already issued is
+    /// skipped).
+    pub fn next_producer_id_smaller(&self) -> i64 {
+        self.shared.lock().ids.go_smaller()
+    }
+
+    /// Sets the producer id the next fresh producer gets (at least 0; an id already issued is
+    /// skipped, ids are never reused).
+    pub fn set_next_producer_id(&self, id: i64) {
+        self.shared.lock().ids.set_next(id);
+    }
+
+    /// Sets the broker's `transaction.max.timeout.ms` (default
+    /// [`DEFAULT_MAX_TRANSACTION_TIMEOUT`]); an `acquire_epoch` with a longer transaction
+    /// timeout fails with a `Config` error.
+    pub fn set_max_transaction_timeout(&self, max: Duration) {
+        self.shared.lock().max_transaction_timeout = max;
+    }
+
+    /// Models the current holder of `role` crashing in the middle of a lease write: appends
+    /// the record to `partition` inside a transaction of the role's current pair and leaves
+    /// that transaction open. The record is invisible and holds back the partition's LSO until
+    /// the transaction is aborted by the next `acquire_epoch` of the role or by its timeout
+    /// (counted from now). Returns the record's offset. Fails with `Config` for a partition out
+    /// of range and with `Fatal` for a role no member has taken. No fault or count applies.
+    pub fn open_transaction(
+        &self,
+        role: &Role,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError> {
+        let mut locked = self.shared.lock();
+        let Some(pair) = locked.txns.get(role).map(|e| e.pair) else {
+            return Err(TransportError::fatal(format!(
+                "no producer holds role `{role}`: acquire it before opening a transaction"
+            )));
+        };
+        let now = self.shared.clock.now();
+        locked.lease_write(
+            role,
+            pair,
+            partition,
+            key,
+            value,
+            "(crashed holder)",
+            now,
+            false,
+        )
+    }
+
+    /// Runs the lazy timeout check now: aborts, with an epoch bump, every transaction open
+    /// longer than its timeout by the clock, and wakes the readers of its partitions. Every
+    /// broker call does this anyway; a simulation calls it after moving its clock.
+    pub fn expire_transactions(&self) {
+        drop(self.shared.lock());
+    }
+
+    /// Compacts `partition` as the log cleaner does: below the LSO, keeps the latest record
+    /// per key (offsets unchanged, tombstones kept) and drops superseded records, aborted
+    /// records and control markers. Returns how many log entries were removed.
+    pub fn compact(&self, partition: i32) -> Result<usize, TransportError> {
+        self.compact_with(partition, None)
+    }
+
+    /// [`compact`](Self::compact), also dropping the tombstones at offsets below
+    /// `drop_tombstones_before` (as `delete.retention.ms` eventually does).
+    pub fn compact_with(
+        &self,
+        partition: i32,
+        drop_tombstones_before: Option<i64>,
+    ) -> Result<usize, TransportError> {
+        let mut locked = self.shared.lock();
+        let index = locked.index(partition)?;
+        Ok(locked.log_mut(index)?.compact(drop_tombstones_before))
+    }
+
+    /// The last stable offset of `partition`.
+    pub fn last_stable_offset(&self, partition: i32) -> Result<i64, TransportError> {
+        let locked = self.shared.lock();
+        let index = locked.index(partition)?;
+        Ok(locked.log(index)?.last_stable_offset())
+    }
+
+    /// The log end offset of `partition` (the offset of the next append).
+    pub fn log_end_offset(&self, partition: i32) -> Result<i64, TransportError> {
+        let locked = self.shared.lock();
+        let index = locked.index(partition)?;
+        Ok(locked.log(index)?.end_offset())
+    }
+
+    /// Every record a read_committed reader sees in `partition` now, from offset 0 to the LSO;
+    /// no fault, unavailability or count applies.
+    pub fn committed_records(&self, partition: i32) -> Result<Vec<Record>, TransportError> {
+        let locked = self.shared.lock();
+        let index = locked.index(partition)?;
+        Ok(locked.log(index)?.read(0).records)
+    }
+
+    /// Every lease write the broker accepted (committed), in commit order.
+    pub fn accepted_lease_writes(&self) -> Vec<AcceptedLeaseWrite> {
+        self.shared.lock().audit.clone()
+    }
+
+    /// How many calls of each kind the transports made, failed ones included.
+    pub fn call_counts(&self) -> CallCounts {
+        self.shared.lock().counts
+    }
+
+    /// Calls `hook` at the start of every transport call (after counting it, before any
+    /// injected delay or failure), on the calling thread and without the broker's lock held.
+    /// Replaces an earlier hook.
+    pub fn on_call(&self, hook: impl Fn(BrokerOp) + Send + Sync + 'static) {
+        *self
+            .shared
+            .hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(hook));
+    }
+
+    /// Removes the hook set by [`on_call`](Self::on_call).
+    pub fn clear_call_hook(&self) {
+        *self
+            .shared
+            .hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Fails the next `n` transport calls of any kind with `kind`, without effect.
+    pub fn fail_next(&self, n: usize, kind: ErrorKind) {
+        self.shared.lock().faults.add_failures(None, n, kind);
+    }
+
+    /// Fails the next `n` calls of `op` with `kind`, without effect.
+    pub fn fail_next_op(&self, op: BrokerOp, n: usize, kind: ErrorKind) {
+        self.shared.lock().faults.add_failures(Some(op), n, kind);
+    }
+
+    /// Lets the next `n` transport calls of any kind take effect and then fail `Retriable`, as
+    /// when the reply is lost (an acquire then bumps the epoch without binding the caller's
+    /// session; an append or lease write is in the log).
+    pub fn lose_next_reply(&self, n: usize) {
+        self.shared.lock().faults.add_lost_replies(None, n);
+    }
+
+    /// [`lose_next_reply`](Self::lose_next_reply) for the next `n` calls of `op`.
+    pub fn lose_next_reply_op(&self, op: BrokerOp, n: usize) {
+        self.shared.lock().faults.add_lost_replies(Some(op), n);
+    }
+
+    /// Sleeps `delay` in real time before each of the next `n` transport calls of any kind
+    /// (before the call takes effect). Simulations on virtual time use
+    /// [`on_call`](Self::on_call) instead.
+    pub fn delay_next(&self, n: usize, delay: Duration) {
+        self.shared.lock().faults.add_delays(None, n, delay);
+    }
+
+    /// [`delay_next`](Self::delay_next) for the next `n` calls of `op`.
+    pub fn delay_next_op(&self, op: BrokerOp, n: usize, delay: Duration) {
+        self.shared.lock().faults.add_delays(Some(op), n, delay);
+    }
+
+    /// Forgets every injected failure, lost reply and delay still pending.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults = Faults::default();
+    }
+
+    /// Makes `partition` unavailable (reads, appends and lease writes fail `Retriable`) or
+    /// available again.
+    pub fn set_partition_unavailable(&self, partition: i32, unavailable: bool) {
+        let mut locked = self.shared.lock();
+        if unavailable {
+            locked.unavailable.insert(partition);
+        } else {
+            locked.unavailable.remove(&partition);
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! [`MemoryTransport`]: one member's connection to a [`MemoryBroker`](super::MemoryBroker).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use event_listener::EventListener;
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::token::FencingToken;
+
+use super::{BrokerOp, MemoryBroker, Shared};
+use crate::error::TransportError;
+use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
+
+/// The producer sessions of one member: role -> the pair its last `acquire_epoch` bound.
+type Sessions = BTreeMap<Role, FencingToken>;
+
+/// One member's transport to a [`MemoryBroker`]: implements [`Coordinator`], [`StateReader`],
+/// [`Registrar`] and [`LeaseWriter`].
+///
+/// Like the Kafka transport it holds the member's producer session per role: the pair that the
+/// last [`acquire_epoch`](Coordinator::acquire_epoch) of the role returned. Lease writes go
+/// through that session. Cloning shares the sessions (the same member).
+#[derive(Clone)]
+pub struct MemoryTransport {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    sessions: Arc<Mutex<Sessions>>,
+}
+
+impl fmt::Debug for MemoryTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryTransport")
+            .field("name", &self.name)
+            .field("sessions", &*self.sessions())
+            .finish()
+    }
+}
+
+impl MemoryTransport {
+    pub(super) fn new(shared: Arc<Shared>, name: String) -> MemoryTransport {
+        MemoryTransport {
+            shared,
+            name: name.into(),
+            sessions: Arc::default(),
+        }
+    }
+
+    /// The member's name, as given to [`MemoryBroker::transport`].
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The broker this transport talks to.
+    pub fn broker(&self) -> MemoryBroker {
+        MemoryBroker {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The pair this member's session for `role` holds, if it acquired the role. The pair may
+    /// be stale: the coordinator may have moved on.
+    pub fn session(&self, role: &Role) -> Option<FencingToken> {
+        self.sessions().get(role).copied()
+    }
+
+    /// Drops every producer session, as a process crash does. The next lease write fails
+    /// until the member acquires again.
+    pub fn crash(&self) {
+        self.sessions().clear();
+    }
+
+    /// The first half of a lease write: appends the record inside a transaction of the
+    /// session holding `token` and leaves the transaction open (the holder paused or is about
+    /// to crash). The record is invisible and holds back the LSO of `partition` until
+    /// [`commit_lease_write`](Self::commit_lease_write), a takeover (`acquire_epoch` of the
+    /// role by anyone) or the transaction timeout. Checked like
+    /// [`write_lease`](LeaseWriter::write_lease); counted as a
+    /// [`BrokerOp::WriteLease`] call. Returns the record's offset.
+    pub fn begin_lease_write(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<i64, TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
+        let sessions = self.sessions();
+        let role = self.resolve(&sessions, token)?;
+        let now = self.shared.clock.now();
+        let offset =
+            locked.lease_write(&role, token, partition, key, value, &self.name, now, false)?;
+        locked.finish_call(BrokerOp::WriteLease)?;
+        Ok(offset)
+    }
+
+    /// Commits the transaction opened by [`begin_lease_write`](Self::begin_lease_write) through
+    /// the session holding `token`: its records become visible. Fails with `Fenced` when a
+    /// takeover or the timeout aborted it (the coordinator's pair moved on).
+    pub fn commit_lease_write(&self, token: FencingToken) -> Result<(), TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
+        let sessions = self.sessions();
+        let role = self.resolve(&sessions, token)?;
+        let now = self.shared.clock.now();
+        locked.commit(&role, token, &self.name, now)?;
+        locked.finish_call(BrokerOp::WriteLease)
+    }
+
+    /// Models a holder that crashes in the middle of a lease write:
+    /// [`begin_lease_write`](Self::begin_lease_write), then the session for the role is
+    /// dropped (the process is gone). The open transaction holds back the LSO until another
+    /// member acquires the role or its timeout passes. Returns the record's offset.
+    pub fn begin_lease_write_and_crash(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<i64, TransportError> {
+        let offset = self.begin_lease_write(partition, key, value, token)?;
+        self.sessions().retain(|_, pair| *pair != token);
+        Ok(offset)
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The role whose session holds `token`; `Fenced` when no session holds it.
+    fn resolve(&self, sessions: &Sessions, token: FencingToken) -> Result<Role, TransportError> {
+        if let Some((role, _)) = sessions.iter().find(|(_, pair)| **pair == token) {
+            return Ok(role.clone());
+        }
+        if sessions.is_empty() {
+            return Err(TransportError::fatal(format!(
+                "member `{}` holds no producer session: acquire_epoch before writing a lease \
+                 (token {token})",
+                self.name
+            )));
+        }
+        let held: Vec<String> = sessions
+            .iter()
+            .map(|(role, pair)| format!("{pair} for role `{role}`"))
+            .collect();
+        Err(TransportError::fenced(format!(
+            "member `{}` writes with pair {token}, but its producer holds {} (PRODUCER_FENCED)",
+            self.name,
+            held.join(", ")
+        )))
+    }
+}
+
+impl Coordinator for MemoryTransport {
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::Acquire)?;
+        let mut sessions = self.sessions();
+        let pair = locked.acquire(role, transaction_timeout)?;
+        locked.finish_call(BrokerOp::Acquire)?;
+        sessions.insert(role.clone(), pair);
+        Ok(pair)
+    }
+
+    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::Describe)?;
+        let status = locked.describe(role);
+        locked.finish_call(BrokerOp::Describe)?;
+        Ok(status)
+    }
+}
+
+impl StateReader for MemoryTransport {
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<ReadBatch, TransportError> {
+        // Listen to the clock before the lock reads it, so that no move is missed.
+        let mut clock_moved = self.shared.clock.as_manual().map(|c| c.listen());
+        let mut locked = self.shared.begin_call(BrokerOp::Read)?;
+        let index = locked.available(partition)?;
+        let deadline = Instant::now().checked_add(max_wait);
+        let mut answer_now = max_wait.is_zero();
+        loop {
+            let batch = locked.read(index, partition, from_offset)?;
+            let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+            if answer_now || timed_out || !batch.records.is_empty() {
+                locked.finish_call(BrokerOp::Read)?;
+                return Ok(batch);
+            }
+            let Some(event) = self.shared.events.get(index) else {
+                return Ok(batch);
+            };
+            // Registered while the lock is held: every later change notifies this listener.
+            let mut changed = event.listen();
+            drop(locked);
+            let woke = wait_any(&mut changed, clock_moved.as_mut(), deadline);
+            answer_now = woke != Woke::Partition;
+            locked = self.shared.lock();
+        }
+    }
+}
+
+impl Registrar for MemoryTransport {
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::Append)?;
+        let index = locked.available(partition)?;
+        let offset = locked.log_mut(index)?.append(key, value);
+        locked.dirty.insert(index);
+        locked.finish_call(BrokerOp::Append)?;
+        Ok(offset)
+    }
+}
+
+impl LeaseWriter for MemoryTransport {
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<(), TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
+        let sessions = self.sessions();
+        let role = self.resolve(&sessions, token)?;
+        let now = self.shared.clock.now();
+        locked.lease_write(&role, token, partition, key, value, &self.name, now, true)?;
+        locked.finish_call(BrokerOp::WriteLease)
+    }
+}
+
+/// Why [`wait_any`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Woke {
+    /// The partition changed.
+    Partition,
+    /// The manual clock moved.
+    Clock,
+    /// The deadline passed.
+    Deadline,
+}
+
+/// Wakes a parked thread.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Blocks the thread until `changed` fires, `clock` (if any) fires, or `deadline` (if any)
+/// passes.
+fn wait_any(
+    changed: &mut EventListener,
+    mut clock: Option<&mut EventListener>,
+    deadline: Option<Instant>,
+) -> Woke {
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if Pin::new(&mut *changed).poll(&mut cx).is_ready() {
+            return Woke::Partition;
+        }
+        if let Some(clock) = clock.as_deref_mut() {
+            if Pin::new(clock).poll(&mut cx).is_ready() {
+                return Woke::Clock;
+            }
+        }
+        match deadline {
+            None => thread::park(),
+            Some(deadline) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Woke::Deadline;
+                }
+                thread::park_timeout(deadline - now);
+            }
+        }
+    }
+}
