@@ -69,6 +69,11 @@ impl ManualClock {
         self.inner.moved.notify(usize::MAX);
     }
 
+    /// Wakes every waiter without moving the time (drivers use it to deliver a resign).
+    pub fn ring(&self) {
+        self.inner.moved.notify(usize::MAX);
+    }
+
     /// A listener that fires at the next [`set`](Self::set) or [`advance`](Self::advance).
     /// Create it *before* reading [`now`](Clock::now) to never miss a move.
     pub fn listen(&self) -> EventListener {

@@ -1,6 +1,7 @@
 //! Errors of transports and of the Leadership API.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What kind of failure a transport call met; the machine reacts to the kind only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,11 +24,12 @@ pub enum ErrorKind {
 }
 
 /// A transport call's failure: a kind the machine acts on and a message for people.
-#[derive(Debug)]
+/// Cloning is cheap (the source is shared).
+#[derive(Clone, Debug)]
 pub struct TransportError {
     kind: ErrorKind,
     message: String,
-    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl TransportError {
@@ -38,7 +40,7 @@ impl TransportError {
 
     /// Attaches the underlying error.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
+        self.source = Some(Arc::new(source));
         self
     }
 

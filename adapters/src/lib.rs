@@ -1,12 +1,47 @@
 //! **kafka-coordination**: leader election, leases and fencing tokens on Apache Kafka.
+//!
+//! One member of a role does the work; the Kafka cluster fences every other member; any third
+//! party checks who is authoritative with one request. The leadership epoch is the producer
+//! epoch Kafka's transaction coordinator mints for `transactional.id = <role>`, so safety comes
+//! from the broker's fence, never from clocks. See the README for the guarantees.
+//!
+//! * Drivers, one per way of running: [`blocking`] (default), `tokio`, `smol`, `async_std`
+//!   (features of the same names), each with `start`, `acquire_leadership`,
+//!   `describe_leadership`, `describe_role_state`.
+//! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.
+//! * Transports: the four traits of [`transport`]; [`memory::MemoryBroker`] (feature `memory`,
+//!   default) and `kafka::KafkaTransport` (feature `kafka`).
+//! * Clocks: [`SystemClock`], and [`ManualClock`] for tests.
+//! * The sans-IO core is re-exported as [`core`] for custom event loops.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub use kafka_coordination_core as core;
 
+mod log;
+
 pub mod clock;
+pub mod describe;
+mod driver;
 pub mod error;
+pub mod leadership;
+pub mod options;
 pub mod transport;
+
+#[cfg(feature = "blocking")]
+pub mod blocking;
+
+#[cfg(feature = "tokio")]
+#[path = "runtime_tokio.rs"]
+pub mod tokio;
+
+#[cfg(feature = "smol")]
+#[path = "runtime_smol.rs"]
+pub mod smol;
+
+#[cfg(feature = "async-std")]
+#[path = "runtime_async_std.rs"]
+pub mod async_std;
 
 #[cfg(feature = "memory")]
 pub mod memory;
@@ -15,5 +50,9 @@ pub mod memory;
 pub mod kafka;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use describe::{describe_leadership, describe_role_state};
 pub use error::{ErrorKind, TransportError};
+pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
+pub use leadership::{CancelHandle, Candidacy, Error, Leadership, Snapshot};
+pub use options::Options;
 pub use transport::{Coordinator, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport};

@@ -10,10 +10,11 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kafka_coordination_core::partition::murmur2;
 use kafka_coordination_core::record::{Key, Lease, MemberId, Registration, Role};
-use kafka_coordination_core::{FencingToken, UnixMillis};
+use kafka_coordination_core::state::{Applied, Record, RoleState};
+use kafka_coordination_core::{evaluate, FencingToken, Standing, Step, Timing, UnixMillis};
 
 const RECORDS: usize = 100_000;
 
@@ -116,6 +117,199 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
+/// The role the `apply` and `evaluate` benchmarks read.
+const OURS: &str = "payments-settlement-writer-eu-01";
+
+/// 100k `Record`s of one partition in offset order, as a tailing reader applies them: about 35%
+/// registrations of a pool of 256 members (new ones and re-registrations), 10% deregistrations
+/// (tombstones), 35% leases (renewals, with the holder changing now and then) and 20% records of
+/// other roles sharing the partition.
+fn partition_records() -> Vec<Record> {
+    let others = [role("orders-processor"), role("billing.invoice-writer")];
+    let ours = role(OURS);
+    let pool: Vec<String> = (0..256)
+        .map(|i| format!("node-{i:03}.cluster.internal:9092"))
+        .collect();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut holder = 0usize;
+    let mut records = Vec::with_capacity(RECORDS);
+    for i in 0..RECORDS {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let offset = i as i64;
+        let pick = (state >> 8) as usize % pool.len();
+        let m = &pool[pick];
+        let record = match state % 100 {
+            0..=34 => Record::new(
+                offset,
+                Key::registration(ours.clone(), member(m.clone())).encode(),
+                Registration {
+                    member: member(m.clone()),
+                    registered_at: UnixMillis(1_700_000_000_000 + offset),
+                }
+                .encode(),
+            ),
+            35..=44 => Record::tombstone(
+                offset,
+                Key::registration(ours.clone(), member(m.clone())).encode(),
+            ),
+            45..=79 => {
+                if (state >> 20) % 500 == 0 {
+                    holder = pick;
+                }
+                Record::new(
+                    offset,
+                    Key::lease(ours.clone()).encode(),
+                    lease(pool[holder].clone(), offset).encode(),
+                )
+            }
+            other => {
+                let r = others[other as usize % others.len()].clone();
+                if other % 2 == 0 {
+                    Record::new(
+                        offset,
+                        Key::registration(r, member(m.clone())).encode(),
+                        Registration {
+                            member: member(m.clone()),
+                            registered_at: UnixMillis(offset),
+                        }
+                        .encode(),
+                    )
+                } else {
+                    Record::new(
+                        offset,
+                        Key::lease(r).encode(),
+                        lease(m.clone(), offset).encode(),
+                    )
+                }
+            }
+        };
+        records.push(record);
+    }
+    records
+}
+
+/// How many records `apply` turned into each outcome (registered, deregistered, leased, other
+/// role, anything else).
+fn tally(state: &mut RoleState, records: &[Record]) -> [usize; 5] {
+    let mut counts = [0usize; 5];
+    for r in records {
+        let slot = match state.apply(r) {
+            Applied::Registered => 0,
+            Applied::Deregistered => 1,
+            Applied::Leased => 2,
+            Applied::OtherRole => 3,
+            _ => 4,
+        };
+        counts[slot] += 1;
+    }
+    counts
+}
+
+fn apply(c: &mut Criterion) {
+    let records = partition_records();
+    let expected = tally(&mut RoleState::new(role(OURS)), &records);
+    assert_eq!(expected[4], 0, "every record applies");
+    assert!(expected[..4].iter().all(|&n| n > 0), "{expected:?}");
+    let mut group = c.benchmark_group("state");
+    group.throughput(Throughput::Elements(RECORDS as u64));
+    group.bench_function("apply_100k", |b| {
+        b.iter_batched_ref(
+            || RoleState::new(role(OURS)),
+            |state| {
+                let counts = tally(state, black_box(&records));
+                assert_eq!(counts, expected);
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+/// A role with `n` registered members (offsets `0..n`) and a lease held by the middle one.
+fn roster(n: usize) -> (RoleState, Vec<MemberId>) {
+    let ours = role(OURS);
+    let members: Vec<MemberId> = (0..n)
+        .map(|i| member(format!("node-{i:04}.cluster.internal:9092")))
+        .collect();
+    let mut records: Vec<Record> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            Record::new(
+                i as i64,
+                Key::registration(ours.clone(), m.clone()).encode(),
+                Registration {
+                    member: m.clone(),
+                    registered_at: UnixMillis(i as i64),
+                }
+                .encode(),
+            )
+        })
+        .collect();
+    records.push(Record::new(
+        n as i64,
+        Key::lease(ours.clone()).encode(),
+        lease(members[n / 2].as_str().to_string(), 1).encode(),
+    ));
+    (RoleState::build(ours, &records), members)
+}
+
+fn evaluate_roster(c: &mut Criterion) {
+    const MEMBERS: usize = 1_000;
+    let (state, members) = roster(MEMBERS);
+    assert_eq!(state.len(), MEMBERS);
+    let timing = Timing::default();
+    let now = UnixMillis(1_700_000_000_000);
+    let mut group = c.benchmark_group("evaluate");
+    // The last member to join: its rank counts every other member but the holder.
+    let last = &members[MEMBERS - 1];
+    let standing = Standing {
+        join_offset: (MEMBERS - 1) as i64,
+        unleased_since: now,
+        holding: None,
+        contested_until: None,
+    };
+    assert!(matches!(
+        evaluate(&state, last, &standing, now, &timing),
+        Step::Wait { rank, .. } if rank == MEMBERS - 2
+    ));
+    group.bench_function("roster_1000_last_member", |b| {
+        b.iter(|| {
+            evaluate(
+                &state,
+                black_box(last),
+                black_box(&standing),
+                black_box(now),
+                &timing,
+            )
+        })
+    });
+    // The first member to join: rank 0, the cheapest standby.
+    let first = &members[0];
+    let standing_first = Standing {
+        join_offset: 0,
+        ..standing
+    };
+    assert!(matches!(
+        evaluate(&state, first, &standing_first, now, &timing),
+        Step::Wait { rank: 0, .. }
+    ));
+    group.bench_function("roster_1000_first_member", |b| {
+        b.iter(|| {
+            evaluate(
+                &state,
+                black_box(first),
+                black_box(&standing_first),
+                black_box(now),
+                &timing,
+            )
+        })
+    });
+    group.finish();
+}
+
 fn hash(c: &mut Criterion) {
     let name = "payments-settlement-writer-eu-01";
     assert_eq!(name.len(), 32);
@@ -124,5 +318,5 @@ fn hash(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, decode, hash);
+criterion_group!(benches, decode, apply, evaluate_roster, hash);
 criterion_main!(benches);

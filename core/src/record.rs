@@ -22,6 +22,7 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::borrow::Borrow;
 use core::fmt;
 
 use bytes::BufMut;
@@ -97,6 +98,15 @@ macro_rules! name_type {
 
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// Sound for maps and sets keyed by this type: `Eq`, `Ord` and `Hash` are derived from
+        /// the inner `String`, so they agree with `str`'s, and a lookup by `&str` finds the same
+        /// entry a lookup by the name would.
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
                 &self.0
             }
         }
@@ -219,8 +229,31 @@ impl Key {
         v
     }
 
-    /// Decodes a key.
+    /// Decodes a key. The same parser as [`KeyRef::decode`], whose result it copies into owned
+    /// names.
     pub fn decode(bytes: &[u8]) -> Result<Key, FormatError> {
+        KeyRef::decode(bytes).map(KeyRef::to_owned)
+    }
+}
+
+/// A decoded key whose names borrow from the bytes it was decoded from: decoding it allocates
+/// nothing. Get one from [`KeyRef::decode`] (or [`Key::as_borrowed`]); [`KeyRef::to_owned`] gives the
+/// [`Key`].
+///
+/// Its names passed every check a [`Role`] or [`MemberId`] is built with, so it can only hold a
+/// valid key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyRef<'a> {
+    kind: KeyKind,
+    role: &'a str,
+    /// `""` for a lease key.
+    member: &'a str,
+}
+
+impl<'a> KeyRef<'a> {
+    /// Decodes a key without allocating. It fails exactly where, and with exactly the error,
+    /// [`Key::decode`] fails: that function is this one followed by [`KeyRef::to_owned`].
+    pub fn decode(bytes: &'a [u8]) -> Result<KeyRef<'a>, FormatError> {
         let mut r = Reader::new(bytes, Part::Key);
         r.version()?;
         let kind = r.i16(Field::Kind)?;
@@ -229,22 +262,59 @@ impl Key {
             1 => KeyKind::Lease,
             other => return Err(r.fail(FormatErrorKind::UnknownKind { kind: other })),
         };
-        let role = r.string(Field::Role)?;
+        let role = r.name(Field::Role)?;
         let member = r.str(Field::Member)?;
-        let key = match kind {
-            KeyKind::Registration => {
-                let member = r.name(Field::Member, member)?;
-                Key::Registration { role: Role(role), member: MemberId(member) }
-            }
+        match kind {
+            KeyKind::Registration => r.non_empty(Field::Member, member)?,
             KeyKind::Lease => {
                 if !member.is_empty() {
                     return Err(r.fail(FormatErrorKind::LeaseKeyWithMember { len: member.len() }));
                 }
-                Key::Lease { role: Role(role) }
             }
-        };
+        }
         r.finish()?;
-        Ok(key)
+        Ok(KeyRef { kind, role, member })
+    }
+
+    /// The kind of record this key names.
+    pub fn kind(self) -> KeyKind {
+        self.kind
+    }
+
+    /// The role: a valid [`Role`] name.
+    pub fn role(self) -> &'a str {
+        self.role
+    }
+
+    /// The member of a registration key, a valid [`MemberId`] name; `None` for a lease key.
+    pub fn member(self) -> Option<&'a str> {
+        match self.kind {
+            KeyKind::Registration => Some(self.member),
+            KeyKind::Lease => None,
+        }
+    }
+
+    /// The owned key, which allocates the names.
+    pub fn to_owned(self) -> Key {
+        let role = Role(String::from(self.role));
+        match self.kind {
+            KeyKind::Registration => Key::Registration {
+                role,
+                member: MemberId(String::from(self.member)),
+            },
+            KeyKind::Lease => Key::Lease { role },
+        }
+    }
+}
+
+impl Key {
+    /// The key as a [`KeyRef`] borrowing its names.
+    pub fn as_borrowed(&self) -> KeyRef<'_> {
+        KeyRef {
+            kind: self.kind(),
+            role: self.role().as_str(),
+            member: self.member().map_or("", MemberId::as_str),
+        }
     }
 }
 
@@ -279,13 +349,62 @@ impl Registration {
 
     /// Decodes a registration value. An empty slice is a tombstone, not a value: it fails with
     /// [`FormatErrorKind::Truncated`].
+    ///
+    /// The same parser as [`RegistrationRef::decode`], whose result it copies into an owned
+    /// member.
     pub fn decode(bytes: &[u8]) -> Result<Registration, FormatError> {
+        RegistrationRef::decode(bytes).map(RegistrationRef::to_owned)
+    }
+
+    /// The value as a [`RegistrationRef`] borrowing its member.
+    pub fn as_borrowed(&self) -> RegistrationRef<'_> {
+        RegistrationRef {
+            member: self.member.as_str(),
+            registered_at: self.registered_at,
+        }
+    }
+}
+
+/// A decoded registration value whose member borrows from the bytes: decoding it allocates
+/// nothing. [`RegistrationRef::to_owned`] gives the [`Registration`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegistrationRef<'a> {
+    member: &'a str,
+    registered_at: UnixMillis,
+}
+
+impl<'a> RegistrationRef<'a> {
+    /// Decodes a registration value without allocating. It fails exactly where, and with
+    /// exactly the error, [`Registration::decode`] fails. An empty slice is a tombstone, not a
+    /// value: it fails with [`FormatErrorKind::Truncated`].
+    pub fn decode(bytes: &'a [u8]) -> Result<RegistrationRef<'a>, FormatError> {
         let mut r = Reader::new(bytes, Part::RegistrationValue);
         r.version()?;
-        let member = r.string(Field::Member)?;
-        let registered_at = r.i64(Field::RegisteredAt)?;
+        let member = r.name(Field::Member)?;
+        let registered_at = UnixMillis(r.i64(Field::RegisteredAt)?);
         r.finish()?;
-        Ok(Registration { member: MemberId(member), registered_at: UnixMillis(registered_at) })
+        Ok(RegistrationRef {
+            member,
+            registered_at,
+        })
+    }
+
+    /// The member that registered: a valid [`MemberId`] name.
+    pub fn member(self) -> &'a str {
+        self.member
+    }
+
+    /// When the member registered, by its own clock.
+    pub fn registered_at(self) -> UnixMillis {
+        self.registered_at
+    }
+
+    /// The owned value, which allocates the member.
+    pub fn to_owned(self) -> Registration {
+        Registration {
+            member: MemberId(String::from(self.member)),
+            registered_at: self.registered_at,
+        }
     }
 }
 
@@ -328,21 +447,85 @@ impl Lease {
 
     /// Decodes a lease value. An empty slice is a tombstone, not a value: it fails with
     /// [`FormatErrorKind::Truncated`].
+    ///
+    /// The same parser as [`LeaseRef::decode`], whose result it copies into an owned member.
     pub fn decode(bytes: &[u8]) -> Result<Lease, FormatError> {
+        LeaseRef::decode(bytes).map(LeaseRef::to_owned)
+    }
+
+    /// The value as a [`LeaseRef`] borrowing its member.
+    pub fn as_borrowed(&self) -> LeaseRef<'_> {
+        LeaseRef {
+            member: self.member.as_str(),
+            token: self.token,
+            granted_at: self.granted_at,
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// A decoded lease value whose member borrows from the bytes: decoding it allocates nothing.
+/// [`LeaseRef::to_owned`] gives the [`Lease`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseRef<'a> {
+    member: &'a str,
+    token: FencingToken,
+    granted_at: UnixMillis,
+    deadline: UnixMillis,
+}
+
+impl<'a> LeaseRef<'a> {
+    /// Decodes a lease value without allocating. It fails exactly where, and with exactly the
+    /// error, [`Lease::decode`] fails. An empty slice is a tombstone, not a value: it fails with
+    /// [`FormatErrorKind::Truncated`].
+    pub fn decode(bytes: &'a [u8]) -> Result<LeaseRef<'a>, FormatError> {
         let mut r = Reader::new(bytes, Part::LeaseValue);
         r.version()?;
-        let member = r.string(Field::Member)?;
+        let member = r.name(Field::Member)?;
         let producer_id = r.i64(Field::ProducerId)?;
         let producer_epoch = r.i16(Field::ProducerEpoch)?;
         let granted_at = r.i64(Field::GrantedAt)?;
         let deadline = r.i64(Field::Deadline)?;
         r.finish()?;
-        Ok(Lease {
-            member: MemberId(member),
-            token: FencingToken { producer_id, producer_epoch },
+        Ok(LeaseRef {
+            member,
+            token: FencingToken {
+                producer_id,
+                producer_epoch,
+            },
             granted_at: UnixMillis(granted_at),
             deadline: UnixMillis(deadline),
         })
+    }
+
+    /// The member holding the lease: a valid [`MemberId`] name.
+    pub fn member(self) -> &'a str {
+        self.member
+    }
+
+    /// The pair the holder was granted.
+    pub fn token(self) -> FencingToken {
+        self.token
+    }
+
+    /// When the holder's term began, by the holder's clock.
+    pub fn granted_at(self) -> UnixMillis {
+        self.granted_at
+    }
+
+    /// The instant after which standbys may challenge, by the holder's clock.
+    pub fn deadline(self) -> UnixMillis {
+        self.deadline
+    }
+
+    /// The owned value, which allocates the member.
+    pub fn to_owned(self) -> Lease {
+        Lease {
+            member: MemberId(String::from(self.member)),
+            token: self.token,
+            granted_at: self.granted_at,
+            deadline: self.deadline,
+        }
     }
 }
 
@@ -500,14 +683,22 @@ impl FormatErrorKind {
 impl fmt::Display for FormatErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            FormatErrorKind::Truncated { field, needed, available } => write!(
+            FormatErrorKind::Truncated {
+                field,
+                needed,
+                available,
+            } => write!(
                 f,
                 "field `{field}` is truncated: it needs {needed} bytes and {available} remain"
             ),
             FormatErrorKind::NegativeLength { field, len } => {
                 write!(f, "string `{field}` has a negative length {len}")
             }
-            FormatErrorKind::Overlong { field, len, available } => write!(
+            FormatErrorKind::Overlong {
+                field,
+                len,
+                available,
+            } => write!(
                 f,
                 "string `{field}` claims {len} bytes but only {available} remain"
             ),
@@ -561,7 +752,10 @@ impl<'a> Reader<'a> {
     }
 
     fn fail(&self, kind: FormatErrorKind) -> FormatError {
-        FormatError { part: self.part, kind }
+        FormatError {
+            part: self.part,
+            kind,
+        }
     }
 
     fn take<const N: usize>(&mut self, field: Field) -> Result<[u8; N], FormatError> {
@@ -613,25 +807,30 @@ impl<'a> Reader<'a> {
         core::str::from_utf8(s).map_err(|_| self.fail(FormatErrorKind::InvalidUtf8 { field }))
     }
 
-    /// A non-empty name, owned.
-    fn name(&self, field: Field, s: &str) -> Result<String, FormatError> {
+    /// Refuses an empty string where a name is required.
+    fn non_empty(&self, field: Field, s: &str) -> Result<(), FormatError> {
         if s.is_empty() {
             Err(self.fail(FormatErrorKind::EmptyName { field }))
         } else {
-            Ok(String::from(s))
+            Ok(())
         }
     }
 
-    fn string(&mut self, field: Field) -> Result<String, FormatError> {
+    /// A non-empty string, borrowed. At most `i16::MAX` bytes by construction, so it is a valid
+    /// [`Role`] or [`MemberId`] name.
+    fn name(&mut self, field: Field) -> Result<&'a str, FormatError> {
         let s = self.str(field)?;
-        self.name(field, s)
+        self.non_empty(field, s)?;
+        Ok(s)
     }
 
     fn finish(&self) -> Result<(), FormatError> {
         if self.bytes.is_empty() {
             Ok(())
         } else {
-            Err(self.fail(FormatErrorKind::TrailingBytes { count: self.bytes.len() }))
+            Err(self.fail(FormatErrorKind::TrailingBytes {
+                count: self.bytes.len(),
+            }))
         }
     }
 }
@@ -686,7 +885,11 @@ mod tests {
         let err = Lease::decode(&bytes[..bytes.len() - 3]).unwrap_err();
         assert_eq!(
             err.kind,
-            FormatErrorKind::Truncated { field: Field::Deadline, needed: 8, available: 5 }
+            FormatErrorKind::Truncated {
+                field: Field::Deadline,
+                needed: 8,
+                available: 5
+            }
         );
         assert_eq!(
             alloc::format!("{err}"),
@@ -700,7 +903,10 @@ mod tests {
     fn names_are_checked() {
         assert_eq!(Role::new(""), Err(NameError::Empty { what: "role" }));
         let long = "x".repeat(MAX_NAME_BYTES + 1);
-        assert!(matches!(MemberId::new(long), Err(NameError::TooLong { len: 32768, .. })));
+        assert!(matches!(
+            MemberId::new(long),
+            Err(NameError::TooLong { len: 32768, .. })
+        ));
         assert!(MemberId::new("x".repeat(MAX_NAME_BYTES)).is_ok());
     }
 

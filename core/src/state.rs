@@ -8,14 +8,16 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use crate::record::{peek_key_role, FormatError, Key, Lease, MemberId, Registration, Role};
+use crate::record::{
+    peek_key_role, FormatError, KeyRef, Lease, LeaseRef, MemberId, RegistrationRef, Role,
+};
 
 /// One record of `__coordination_state` as read from its partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Record {
     /// The record's offset in its partition.
     pub offset: i64,
-    /// The key bytes (an encoded [`Key`] for well-formed records).
+    /// The key bytes (an encoded [`Key`](crate::record::Key) for well-formed records).
     pub key: Vec<u8>,
     /// The value bytes; `None` or empty is a tombstone.
     pub value: Option<Vec<u8>>,
@@ -24,12 +26,20 @@ pub struct Record {
 impl Record {
     /// A record with a value.
     pub fn new(offset: i64, key: Vec<u8>, value: Vec<u8>) -> Record {
-        Record { offset, key, value: Some(value) }
+        Record {
+            offset,
+            key,
+            value: Some(value),
+        }
     }
 
     /// A tombstone.
     pub fn tombstone(offset: i64, key: Vec<u8>) -> Record {
-        Record { offset, key, value: None }
+        Record {
+            offset,
+            key,
+            value: None,
+        }
     }
 
     fn value_bytes(&self) -> Option<&[u8]> {
@@ -132,37 +142,72 @@ impl RoleState {
         }
     }
 
+    /// Decodes through the borrowed records of [`record`](crate::record): names are compared and
+    /// looked up as `&str`, and a member's name is allocated only when the state starts holding
+    /// a new one (a member joins, or the lease passes to another holder).
     fn apply_checked(&mut self, record: &Record) -> Result<Applied, Malformed> {
-        let key = Key::decode(&record.key).map_err(Malformed::Format)?;
-        if *key.role() != self.role {
+        let key = KeyRef::decode(&record.key).map_err(Malformed::Format)?;
+        if key.role() != self.role.as_str() {
             return Ok(Applied::OtherRole);
         }
-        match (key, record.value_bytes()) {
-            (Key::Registration { member, .. }, Some(value)) => {
-                let reg = Registration::decode(value).map_err(Malformed::Format)?;
-                if reg.member != member {
+        match (key.member(), record.value_bytes()) {
+            (Some(member), Some(value)) => {
+                let reg = RegistrationRef::decode(value).map_err(Malformed::Format)?;
+                if reg.member() != member {
                     return Err(Malformed::MemberMismatch);
                 }
-                if let Some(old) = self.join_offsets.insert(member.clone(), record.offset) {
-                    self.roster.remove(&old);
-                }
-                self.roster.insert(record.offset, member);
+                self.register(reg, record.offset);
                 Ok(Applied::Registered)
             }
-            (Key::Registration { member, .. }, None) => {
-                if let Some(old) = self.join_offsets.remove(&member) {
+            (Some(member), None) => {
+                if let Some(old) = self.join_offsets.remove(member) {
                     self.roster.remove(&old);
                 }
                 Ok(Applied::Deregistered)
             }
-            (Key::Lease { .. }, Some(value)) => {
-                let lease = Lease::decode(value).map_err(Malformed::Format)?;
-                self.lease = Some(LeaseEntry { lease, offset: record.offset });
+            (None, Some(value)) => {
+                let lease = LeaseRef::decode(value).map_err(Malformed::Format)?;
+                match &mut self.lease {
+                    // A renewal by the holder: keep its name, update the rest.
+                    Some(entry) if entry.lease.member.as_str() == lease.member() => {
+                        entry.lease.token = lease.token();
+                        entry.lease.granted_at = lease.granted_at();
+                        entry.lease.deadline = lease.deadline();
+                        entry.offset = record.offset;
+                    }
+                    slot => {
+                        *slot = Some(LeaseEntry {
+                            lease: lease.to_owned(),
+                            offset: record.offset,
+                        })
+                    }
+                }
                 Ok(Applied::Leased)
             }
-            (Key::Lease { .. }, None) => {
+            (None, None) => {
                 self.lease = None;
                 Ok(Applied::LeaseCleared)
+            }
+        }
+    }
+
+    /// Moves a registered member to the tail at `offset`, or adds a new one there.
+    fn register(&mut self, reg: RegistrationRef<'_>, offset: i64) {
+        match self.join_offsets.get_mut(reg.member()) {
+            Some(join) => {
+                let old = core::mem::replace(join, offset);
+                // The roster holds every member of `join_offsets` at its join offset; its name
+                // moves along without a new allocation.
+                let member = self
+                    .roster
+                    .remove(&old)
+                    .unwrap_or_else(|| reg.to_owned().member);
+                self.roster.insert(offset, member);
+            }
+            None => {
+                let member = reg.to_owned().member;
+                self.join_offsets.insert(member.clone(), offset);
+                self.roster.insert(offset, member);
             }
         }
     }
@@ -234,6 +279,7 @@ impl RoleState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Key, Registration};
     use crate::time::UnixMillis;
     use crate::token::FencingToken;
 
@@ -245,7 +291,11 @@ mod tests {
     }
     fn reg(offset: i64, member: &str) -> Record {
         let key = Key::registration(role(), m(member)).encode();
-        let value = Registration { member: m(member), registered_at: UnixMillis(offset) }.encode();
+        let value = Registration {
+            member: m(member),
+            registered_at: UnixMillis(offset),
+        }
+        .encode();
         Record::new(offset, key, value)
     }
     fn dereg(offset: i64, member: &str) -> Record {
@@ -278,8 +328,13 @@ mod tests {
 
     #[test]
     fn tombstones_remove_members_and_clear_the_lease() {
-        let records =
-            [reg(0, "a"), reg(1, "b"), lease(2, "a", 100), dereg(3, "b"), Record::tombstone(4, Key::lease(role()).encode())];
+        let records = [
+            reg(0, "a"),
+            reg(1, "b"),
+            lease(2, "a", 100),
+            dereg(3, "b"),
+            Record::tombstone(4, Key::lease(role()).encode()),
+        ];
         let s = RoleState::build(role(), &records[..3]);
         assert_eq!(s.lease().map(|l| l.offset), Some(2));
         assert_eq!(s.rank_of(&m("b")), Some(0), "the holder does not count");
@@ -294,7 +349,11 @@ mod tests {
         let mismatch = Record::new(
             3,
             Key::registration(role(), m("a")).encode(),
-            Registration { member: m("b"), registered_at: UnixMillis(0) }.encode(),
+            Registration {
+                member: m("b"),
+                registered_at: UnixMillis(0),
+            }
+            .encode(),
         );
         let records = [
             reg(0, "a"),

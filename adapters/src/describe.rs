@@ -1,0 +1,47 @@
+//! Looking at a role from outside: who is authoritative, and the roster and lease.
+
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::partition::role_partition;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::state::RoleState;
+use kafka_coordination_core::TimingError;
+
+use crate::leadership::Error;
+use crate::transport::{Coordinator, StateReader};
+
+/// The coordinator's current pair for `role`: one DescribeTransactions request. Use
+/// [`LeadershipStatus::authoritative`] to check a writer's token.
+pub fn describe_leadership<C: Coordinator + ?Sized>(
+    coordinator: &C,
+    role: &str,
+) -> Result<LeadershipStatus, Error> {
+    let role = Role::new(role)?;
+    coordinator.describe_epoch(&role).map_err(Error::Transport)
+}
+
+/// The roster (join order) and lease of `role`, read from the start of its partition to the
+/// last stable offset. `partitions` must be the topic's real partition count.
+pub fn describe_role_state<R: StateReader + ?Sized>(
+    reader: &R,
+    role: &str,
+    partitions: i32,
+) -> Result<RoleState, Error> {
+    let role = Role::new(role)?;
+    let partition = role_partition(&role, partitions)
+        .map_err(|e| Error::InvalidOptions(TimingError::Partitions { partitions: e.partitions }))?;
+    let mut state = RoleState::new(role);
+    loop {
+        let from = state.next_offset();
+        let batch = reader
+            .read_partition(partition, from, std::time::Duration::ZERO)
+            .map_err(Error::Transport)?;
+        for r in &batch.records {
+            state.apply(r);
+        }
+        let read_any = !batch.records.is_empty();
+        state.advance_to(batch.end_offset);
+        if !read_any || state.next_offset() >= batch.end_offset {
+            return Ok(state);
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! What every driver does: run a [`Candidate`] against a transport, execute its commands,
+//! sleep until its timeout, and report to the handles. The blocking loop and the async loop
+//! differ only in how they wait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_listener::Listener;
+use kafka_coordination_core::machine::{Candidate, Command, Event};
+use kafka_coordination_core::record::{MemberId, Role};
+use kafka_coordination_core::time::UnixMillis;
+
+use crate::clock::Clock;
+use crate::error::TransportError;
+use crate::leadership::{Candidacy, Doorbell, Error, Shared};
+use crate::log::{log_debug, log_info, log_warn};
+use crate::options::Options;
+use crate::transport::{Coordinator, StateReader, Transport};
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::state::RoleState;
+
+/// Executes one I/O command against the transport and turns the outcome into the event the
+/// machine expects. A fence on a lease write is an event, not an error.
+pub(crate) fn execute<T: Transport + ?Sized>(
+    transport: &T,
+    command: Command,
+    clock: &dyn Clock,
+    long_poll: Duration,
+) -> Result<Event, TransportError> {
+    match command {
+        Command::Append { partition, key, value } => transport
+            .append(partition, &key, value.as_deref())
+            .map(|offset| Event::Appended { offset }),
+        Command::ReadPartition { partition, from_offset, wait_until } => {
+            let max_wait = wait_until.map_or(Duration::ZERO, |u| u.since(clock.now()).min(long_poll));
+            transport
+                .read_partition(partition, from_offset, max_wait)
+                .map(|b| Event::RecordsRead { records: b.records, end_offset: b.end_offset })
+        }
+        Command::AcquireEpoch { transactional_id, transaction_timeout } => transport
+            .acquire_epoch(&transactional_id, transaction_timeout)
+            .map(|token| Event::EpochGranted { token }),
+        Command::WriteLease { partition, key, value, token } => {
+            match transport.write_lease(partition, &key, value.as_deref(), token) {
+                Ok(()) => Ok(Event::LeaseWritten),
+                Err(e) if e.is_fenced() => Ok(Event::Fenced),
+                Err(e) => Err(e),
+            }
+        }
+        Command::Elected { .. } | Command::Deposed { .. } | Command::Ended { .. } => {
+            Err(TransportError::fatal("driver bug: a notification was sent to the transport"))
+        }
+    }
+}
+
+/// What the driver does next.
+pub(crate) enum Next {
+    Io(Command),
+    Wait(Option<UnixMillis>),
+    Ended,
+}
+
+pub(crate) struct Driver<T: ?Sized> {
+    candidate: Candidate,
+    pub(crate) transport: Arc<T>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) long_poll: Duration,
+    resign_sent: bool,
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
+    /// Validates everything and builds the driver and its caller's handle; nothing runs yet.
+    pub(crate) fn new(
+        transport: Arc<T>,
+        role: &str,
+        member: &str,
+        options: Options,
+    ) -> Result<(Driver<T>, Candidacy), Error> {
+        let role = Role::new(role)?;
+        let member = MemberId::new(member)?;
+        let clock = options.clock.clone();
+        let mut candidate = Candidate::new(role.clone(), member.clone(), options.timing, clock.now())?;
+        candidate.set_give_up_after(Some(options.give_up_after_or_default()));
+        let doorbell = match clock.as_manual() {
+            Some(manual) => Doorbell::Clock(manual.clone()),
+            None => Doorbell::Own(event_listener::Event::new()),
+        };
+        let shared = Shared::new(role, member, doorbell);
+        let driver = Driver {
+            candidate,
+            transport,
+            clock,
+            shared: shared.clone(),
+            long_poll: options.long_poll,
+            resign_sent: false,
+        };
+        Ok((driver, Candidacy::new(shared)))
+    }
+
+    fn handle(&mut self, event: Event) -> Result<(), Error> {
+        self.candidate.handle(self.clock.now(), event).map_err(Error::Internal)
+    }
+
+    /// Feeds a pending cancel or resign to the machine, once.
+    pub(crate) fn check_cancel(&mut self) -> Result<(), Error> {
+        if !self.resign_sent && self.shared.lock().cancel {
+            self.resign_sent = true;
+            log_info!(role = %self.shared.role, member = %self.shared.member, "resigning");
+            self.handle(Event::Resign)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a cancel is waiting to be fed.
+    pub(crate) fn cancel_pending(&self) -> bool {
+        !self.resign_sent && self.shared.lock().cancel
+    }
+
+    /// Drains the machine's commands: publishes notifications, returns the I/O to do.
+    pub(crate) fn drain(&mut self) -> Next {
+        let mut io = None;
+        while let Some(cmd) = self.candidate.poll_command() {
+            match cmd {
+                Command::Elected { token } => {
+                    log_info!(role = %self.shared.role, member = %self.shared.member, %token, "elected");
+                    self.shared.update(|s| s.snapshot.token = Some(token));
+                }
+                Command::Deposed { token } => {
+                    log_warn!(role = %self.shared.role, member = %self.shared.member, %token, "fenced: a newer leader holds the role");
+                    self.shared.update(|s| {
+                        s.deposed = Some(token);
+                        s.snapshot.token = None;
+                    });
+                }
+                Command::Ended { reason } => {
+                    log_info!(role = %self.shared.role, member = %self.shared.member, %reason, "ended");
+                    self.shared.finish(Ok(reason));
+                    return Next::Ended;
+                }
+                other => {
+                    if let Command::AcquireEpoch { .. } = other {
+                        log_info!(role = %self.shared.role, member = %self.shared.member, rank = ?self.candidate.rank(), "challenging: minting the epoch");
+                    }
+                    io = Some(other);
+                }
+            }
+        }
+        let (status, rank, join_offset) =
+            (self.candidate.status(), self.candidate.rank(), self.candidate.join_offset());
+        let wake = self.candidate.poll_timeout();
+        self.shared.update(|s| {
+            if s.snapshot.join_offset.is_none() && join_offset.is_some() {
+                log_info!(role = %self.shared.role, member = %self.shared.member, offset = ?join_offset, "registered");
+            }
+            if s.snapshot.rank != rank {
+                log_debug!(role = %self.shared.role, member = %self.shared.member, ?rank, "rank");
+            }
+            s.snapshot.status = status;
+            s.snapshot.rank = rank;
+            s.snapshot.join_offset = join_offset;
+            s.snapshot.wake_at = wake;
+        });
+        match io {
+            Some(c) => Next::Io(c),
+            None => Next::Wait(wake),
+        }
+    }
+
+    /// Feeds the outcome of an I/O command.
+    pub(crate) fn complete(&mut self, outcome: Result<Event, TransportError>) -> Result<(), Error> {
+        match outcome {
+            Ok(event) => {
+                self.shared.update(|s| {
+                    s.failing_since = None;
+                    s.last_failure = None;
+                });
+                self.handle(event)
+            }
+            Err(e) if e.is_retriable() => {
+                log_warn!(role = %self.shared.role, member = %self.shared.member, error = %e, status = ?self.candidate.status(), "transport call failed; retrying");
+                let now = self.clock.now();
+                self.shared.update(|s| {
+                    let first = s.failing_since.map_or(now, |(first, _)| first);
+                    s.failing_since = Some((first, now));
+                    s.last_failure = Some(e);
+                });
+                self.handle(Event::Failed)
+            }
+            Err(e) => {
+                log_warn!(role = %self.shared.role, member = %self.shared.member, error = %e, "transport failed for good");
+                Err(Error::Transport(e))
+            }
+        }
+    }
+
+    /// Ticks the machine at the clock's time.
+    pub(crate) fn tick(&mut self) -> Result<(), Error> {
+        self.handle(Event::Tick)
+    }
+
+    pub(crate) fn set_idle(&self, at: Option<UnixMillis>) {
+        self.shared.update(|s| s.snapshot.idle_at = at);
+    }
+
+    /// Whether the wake instant has come, or the time until it on the real clock.
+    pub(crate) fn until_wake(&self, wake: Option<UnixMillis>) -> Wait {
+        let now = self.clock.now();
+        match wake {
+            Some(w) if now >= w => Wait::Due,
+            _ if self.clock.as_manual().is_some() => Wait::ClockMoves(now),
+            Some(w) => Wait::For(now, w.since(now)),
+            None => Wait::ClockMoves(now),
+        }
+    }
+}
+
+pub(crate) enum Wait {
+    Due,
+    /// Wait for the doorbell only (a manual clock rings it when moved).
+    ClockMoves(UnixMillis),
+    /// Wait for the doorbell or this much real time.
+    For(UnixMillis, Duration),
+}
+
+/// The blocking loop: runs on its own thread until the candidate ends.
+pub(crate) fn run_blocking<T: Transport + Send + Sync + ?Sized + 'static>(mut d: Driver<T>) {
+    if let Err(e) = blocking_loop(&mut d) {
+        d.shared.finish(Err(e));
+    }
+}
+
+fn blocking_loop<T: Transport + Send + Sync + ?Sized + 'static>(d: &mut Driver<T>) -> Result<(), Error> {
+    loop {
+        d.check_cancel()?;
+        match d.drain() {
+            Next::Ended => return Ok(()),
+            Next::Io(cmd) => {
+                let outcome = execute(&*d.transport, cmd, &*d.clock, d.long_poll);
+                d.complete(outcome)?;
+            }
+            Next::Wait(wake) => {
+                let listener = d.shared.doorbell.listen();
+                if d.cancel_pending() {
+                    continue;
+                }
+                match d.until_wake(wake) {
+                    Wait::Due => {}
+                    Wait::ClockMoves(now) => {
+                        d.set_idle(Some(now));
+                        listener.wait();
+                    }
+                    Wait::For(now, dur) => {
+                        d.set_idle(Some(now));
+                        listener.wait_timeout(dur);
+                    }
+                }
+                d.set_idle(None);
+                d.tick()?;
+            }
+        }
+    }
+}
+
+/// A boxed future that can move between threads.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What an async driver needs from its runtime.
+pub(crate) trait Runtime: 'static {
+    /// Runs `f` on the runtime's blocking pool; `None` when the runtime dropped the task.
+    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>>;
+    /// Completes after `d` of real time.
+    fn sleep(d: Duration) -> BoxFuture<()>;
+    /// Runs `f` as a detached task.
+    fn spawn(f: BoxFuture<()>);
+}
+
+/// Starts a candidacy whose driver is a task of runtime `R`.
+pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
+    transport: T,
+    role: &str,
+    member: &str,
+    options: Options,
+) -> Result<Candidacy, Error> {
+    let (driver, candidacy) = Driver::new(Arc::new(transport), role, member, options)?;
+    R::spawn(Box::pin(run_async::<R, T>(driver)));
+    Ok(candidacy)
+}
+
+/// [`describe_leadership`](crate::describe_leadership) on runtime `R`'s blocking pool.
+pub(crate) async fn describe_leadership_on<R: Runtime, C: Coordinator + Send + Sync + ?Sized + 'static>(
+    coordinator: Arc<C>,
+    role: &str,
+) -> Result<LeadershipStatus, Error> {
+    let role = role.to_owned();
+    R::unblock(move || crate::describe::describe_leadership(&*coordinator, &role))
+        .await
+        .unwrap_or(Err(Error::Cancelled))
+}
+
+/// [`describe_role_state`](crate::describe_role_state) on runtime `R`'s blocking pool.
+pub(crate) async fn describe_role_state_on<R: Runtime, S: StateReader + Send + Sync + ?Sized + 'static>(
+    reader: Arc<S>,
+    role: &str,
+    partitions: i32,
+) -> Result<RoleState, Error> {
+    let role = role.to_owned();
+    R::unblock(move || crate::describe::describe_role_state(&*reader, &role, partitions))
+        .await
+        .unwrap_or(Err(Error::Cancelled))
+}
+
+/// The async loop: the same steps as the blocking one, waiting with the runtime's timer and
+/// running transport calls on its blocking pool.
+pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(mut d: Driver<T>) {
+    if let Err(e) = async_loop::<R, T>(&mut d).await {
+        d.shared.finish(Err(e));
+    }
+}
+
+async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+) -> Result<(), Error> {
+    use futures_lite::future::or;
+    loop {
+        d.check_cancel()?;
+        match d.drain() {
+            Next::Ended => return Ok(()),
+            Next::Io(cmd) => {
+                let (transport, clock, long_poll) = (d.transport.clone(), d.clock.clone(), d.long_poll);
+                let mut io = R::unblock(move || execute(&*transport, cmd, &*clock, long_poll));
+                let outcome = loop {
+                    let listener = d.shared.doorbell.listen();
+                    // A resign during I/O is noted now and acted on when the I/O completes.
+                    d.check_cancel()?;
+                    let finished = or(async { Some((&mut io).await) }, async {
+                        listener.await;
+                        None
+                    })
+                    .await;
+                    if let Some(outcome) = finished {
+                        break outcome.unwrap_or_else(|| {
+                            Err(TransportError::fatal("the runtime dropped the transport call"))
+                        });
+                    }
+                };
+                d.complete(outcome)?;
+            }
+            Next::Wait(wake) => {
+                let listener = d.shared.doorbell.listen();
+                if d.cancel_pending() {
+                    continue;
+                }
+                match d.until_wake(wake) {
+                    Wait::Due => {}
+                    Wait::ClockMoves(now) => {
+                        d.set_idle(Some(now));
+                        listener.await;
+                    }
+                    Wait::For(now, dur) => {
+                        d.set_idle(Some(now));
+                        or(listener, R::sleep(dur)).await;
+                    }
+                }
+                d.set_idle(None);
+                d.tick()?;
+            }
+        }
+    }
+}

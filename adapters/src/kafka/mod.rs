@@ -1,0 +1,297 @@
+//! The Kafka transport: [`KafkaTransport`] on rdkafka (librdkafka) plus a small raw-protocol
+//! client for DescribeTransactions.
+//!
+//! One transport value belongs to **one member**. It keeps
+//! - the role's **transactional producer** (`transactional.id = role`), created by
+//!   [`acquire_epoch`](Coordinator::acquire_epoch) (InitProducerId) and used by
+//!   [`write_lease`](LeaseWriter::write_lease) and [`guarded_write`](KafkaTransport::guarded_write),
+//!   one transaction per call, serialised by a mutex, so the broker fences every write of a
+//!   superseded pair;
+//! - a plain **idempotent producer** (`acks=all`) for [`append`](Registrar::append);
+//! - one **read_committed consumer** per partition read, which tails its partition
+//!   ([`read_partition`](StateReader::read_partition));
+//! - a PLAINTEXT connection cache for FindCoordinator + DescribeTransactions
+//!   ([`describe_epoch`](Coordinator::describe_epoch)).
+//!
+//! # Guarantees
+//! - The token is the (producer id, epoch) librdkafka reported for this producer after
+//!   InitProducerId (from its statistics: librdkafka has no getter). If librdkafka later moves
+//!   to another pair by itself (KIP-360 epoch bump after some errors), the next write fails as
+//!   [`Fenced`](crate::ErrorKind::Fenced): a pair this producer no longer holds is never used.
+//! - `PRODUCER_FENCED` (90), `INVALID_PRODUCER_EPOCH` (47) and librdkafka's fatal `Fenced`
+//!   (-144) are [`Fenced`](crate::ErrorKind::Fenced) wherever they appear, and the producer is
+//!   dropped: the term is over for this transport until the next acquire.
+//! - Reads never show records of aborted or open transactions, and stop at the last stable
+//!   offset.
+//!
+//! # Non-guarantees
+//! - librdkafka sends EndTxn v1, so on Kafka 4.x ("transaction version 2") the epoch stays
+//!   constant for a term; a client that bumps per transaction is not this one.
+//! - Producer ids are not ordered cluster-wide (they come from per-broker blocks), so
+//!   [`FencingToken`]'s order is exact for equality and for epochs under one producer id only.
+//! - `describe_epoch` speaks PLAINTEXT only; with another `security.protocol` it returns a
+//!   [`Config`](crate::ErrorKind::Config) error.
+
+mod classify;
+mod config;
+mod context;
+mod describe;
+mod epoch;
+mod reader;
+mod registrar;
+mod topic;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::partition::role_partition;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::token::FencingToken;
+
+pub use self::config::{KafkaConfig, STATE_TOPIC};
+pub use self::epoch::GuardedRecord;
+
+use self::describe::DescribeClient;
+use self::epoch::{AcquireError, EpochHolder};
+use self::reader::Readers;
+use self::registrar::Appender;
+use crate::error::TransportError;
+use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
+
+// The transport is shared between a driver's threads.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<KafkaTransport>();
+};
+
+/// The Kafka transport of one member. See the [module docs](self).
+pub struct KafkaTransport {
+    config: KafkaConfig,
+    topic_checked: AtomicBool,
+    epoch: EpochHolder,
+    appender: Appender,
+    readers: Readers,
+    describe: DescribeClient,
+}
+
+impl std::fmt::Debug for KafkaTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaTransport")
+            .field("bootstrap_servers", &self.config.bootstrap_servers())
+            .field("topic", &self.config.topic())
+            .field("partitions", &self.config.partitions())
+            .field("token", &self.epoch.token())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaTransport {
+    /// A transport for `config`. Nothing is contacted yet: the state topic is checked by the
+    /// first call that touches it (or by [`connect`](Self::connect)).
+    pub fn new(config: KafkaConfig) -> Result<Self, TransportError> {
+        config.validate()?;
+        Ok(KafkaTransport {
+            describe: DescribeClient::new(&config),
+            config,
+            topic_checked: AtomicBool::new(false),
+            epoch: EpochHolder::default(),
+            appender: Appender::default(),
+            readers: Readers::default(),
+        })
+    }
+
+    /// A transport for `config` whose state topic has been checked
+    /// ([`ensure_topic`](Self::ensure_topic)).
+    pub fn connect(config: KafkaConfig) -> Result<Self, TransportError> {
+        let t = Self::new(config)?;
+        t.ensure_topic()?;
+        Ok(t)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.config
+    }
+
+    /// The partition of `role` in the state topic (Kafka's murmur2 key partitioning of the role
+    /// name over the configured partition count).
+    pub fn role_partition(&self, role: &Role) -> Result<i32, TransportError> {
+        role_partition(role, self.config.partitions())
+            .map_err(|e| TransportError::config(e.to_string()))
+    }
+
+    /// Checks that the state topic exists with `cleanup.policy=compact` and exactly the
+    /// configured partition count; a [`Config`](crate::ErrorKind::Config) error says what to
+    /// fix otherwise.
+    pub fn ensure_topic(&self) -> Result<(), TransportError> {
+        topic::ensure(&self.config)?;
+        self.topic_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Creates the state topic with the configured partition count, `cleanup.policy=compact`,
+    /// `replication_factor` and (if given) `min.insync.replicas`, unless it exists; then checks
+    /// it as [`ensure_topic`](Self::ensure_topic) does. Returns whether this call created it.
+    /// Operators should use `min_insync_replicas >= 2`: writes use `acks=all`, and durability
+    /// rests on the topic's configuration.
+    pub fn create_topic(
+        &self,
+        replication_factor: i32,
+        min_insync_replicas: Option<i32>,
+    ) -> Result<bool, TransportError> {
+        let created = topic::create(&self.config, replication_factor, min_insync_replicas)?;
+        self.topic_checked.store(true, Ordering::Release);
+        Ok(created)
+    }
+
+    fn check_topic(&self) -> Result<(), TransportError> {
+        if self.topic_checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.ensure_topic()
+    }
+
+    /// The pair this transport holds (from its last successful acquire), if its term is not
+    /// known to be over.
+    pub fn held_token(&self) -> Option<FencingToken> {
+        self.epoch.token()
+    }
+
+    /// Drops the role's transactional producer: this transport stops writing for the role.
+    /// The coordinator keeps the pair until another member acquires.
+    pub fn release_epoch(&self) {
+        self.epoch.release();
+    }
+
+    /// Writes `records` (to any topics, each to an explicit partition) in **one transaction of
+    /// the role's producer**, which must hold `token`. The broker fences the transaction if a
+    /// newer epoch exists, so a deposed leader's writes never become visible to read_committed
+    /// readers. Serialised with lease renewals. Returns the records' offsets (`-1` where the
+    /// delivery report did not arrive in time after a successful commit).
+    ///
+    /// Errors as for [`write_lease`](LeaseWriter::write_lease): [`Fenced`](crate::ErrorKind::Fenced)
+    /// ends the term.
+    pub fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        self.epoch.write(&self.config, token, records)
+    }
+
+    /// [`guarded_write`](Self::guarded_write) of one record; returns its offset.
+    pub fn guarded_send(
+        &self,
+        token: FencingToken,
+        topic: &str,
+        partition: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError> {
+        let offsets = self.guarded_write(
+            token,
+            &[GuardedRecord {
+                topic,
+                partition,
+                key,
+                value,
+            }],
+        )?;
+        Ok(offsets.first().copied().unwrap_or(-1))
+    }
+
+    fn check_partition(&self, partition: i32) -> Result<(), TransportError> {
+        if partition < 0 || partition >= self.config.partitions() {
+            return Err(TransportError::config(format!(
+                "partition {partition} is outside the {} partitions of {}",
+                self.config.partitions(),
+                self.config.topic()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Coordinator for KafkaTransport {
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        match self.epoch.acquire(&self.config, role, transaction_timeout) {
+            Ok(token) => Ok(token),
+            Err(AcquireError::Other(e)) => Err(e),
+            Err(AcquireError::InvalidTimeout {
+                requested_ms,
+                detail,
+            }) => {
+                let broker_max = topic::broker_setting(&self.config, "transaction.max.timeout.ms")
+                    .map(|v| format!("{v} ms"))
+                    .unwrap_or_else(|| "unknown (default 900000 ms)".to_owned());
+                Err(TransportError::config(format!(
+                    "the transaction timeout of role '{role}' ({requested_ms} ms, the lease duration) \
+                     exceeds the brokers' transaction.max.timeout.ms ({broker_max}); use a shorter \
+                     lease or raise transaction.max.timeout.ms on the brokers ({detail})"
+                )))
+            }
+        }
+    }
+
+    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
+        self.describe.describe(role)
+    }
+}
+
+impl StateReader for KafkaTransport {
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<ReadBatch, TransportError> {
+        self.check_partition(partition)?;
+        self.check_topic()?;
+        self.readers
+            .read(&self.config, partition, from_offset, max_wait)
+    }
+}
+
+impl Registrar for KafkaTransport {
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError> {
+        self.check_partition(partition)?;
+        self.check_topic()?;
+        self.appender.append(&self.config, partition, key, value)
+    }
+}
+
+impl LeaseWriter for KafkaTransport {
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<(), TransportError> {
+        self.check_partition(partition)?;
+        self.check_topic()?;
+        let topic = self.config.topic();
+        self.epoch
+            .write(
+                &self.config,
+                token,
+                &[GuardedRecord {
+                    topic,
+                    partition,
+                    key: Some(key),
+                    value,
+                }],
+            )
+            .map(|_| ())
+    }
+}

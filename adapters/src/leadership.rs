@@ -1,0 +1,412 @@
+//! The handles a caller holds: [`Candidacy`] while waiting for its turn, [`Leadership`] while
+//! leading. Both are runtime-neutral: they offer blocking waits and futures that work on any
+//! executor.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use event_listener::{Event, EventListener, Listener};
+use kafka_coordination_core::machine::{EndReason, MachineError, Status};
+use kafka_coordination_core::record::{MemberId, NameError, Role};
+use kafka_coordination_core::time::UnixMillis;
+use kafka_coordination_core::token::FencingToken;
+use kafka_coordination_core::TimingError;
+
+use crate::error::TransportError;
+
+/// Why a candidacy or a term failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Error {
+    /// The role or member name is invalid.
+    #[error("invalid name: {0}")]
+    InvalidName(#[from] NameError),
+    /// The options are invalid; the message names the field and the values.
+    #[error("invalid options: {0}")]
+    InvalidOptions(#[from] TimingError),
+    /// The broker fenced this leader: another member holds a newer pair. Stop the role's work.
+    #[error("fenced: the pair {token} was superseded by a newer leader")]
+    Fenced {
+        /// The superseded pair.
+        token: FencingToken,
+    },
+    /// The candidacy was cancelled before it was elected; its registration was withdrawn.
+    #[error("the candidacy was cancelled")]
+    Cancelled,
+    /// The transport kept failing for longer than the give-up time while not leading.
+    #[error("the transport kept failing for {waited:?}; last error: {last}")]
+    Unavailable {
+        /// How long it kept failing.
+        waited: Duration,
+        /// The last failure.
+        last: TransportError,
+    },
+    /// The transport failed in a way retrying cannot fix (configuration, authorization, a
+    /// broken producer).
+    #[error(transparent)]
+    Transport(TransportError),
+    /// A driver bug: the machine refused an event. Please report it.
+    #[error("internal error: {0}")]
+    Internal(#[from] MachineError),
+}
+
+impl Error {
+    /// Whether this is [`Error::Fenced`].
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced { .. })
+    }
+}
+
+/// What a driver last reported about its candidate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Where the candidate is in its life.
+    pub status: Status,
+    /// Its rank at the last evaluation (0 challenges first).
+    pub rank: Option<usize>,
+    /// The offset of its registration.
+    pub join_offset: Option<i64>,
+    /// The pair it leads with.
+    pub token: Option<FencingToken>,
+    /// When the driver last went to sleep with nothing outstanding, by its clock; `None` while
+    /// it is busy. Tests use it to let drivers settle after moving a manual clock.
+    pub idle_at: Option<UnixMillis>,
+    /// The instant it will wake at, when idle.
+    pub wake_at: Option<UnixMillis>,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) snapshot: Snapshot,
+    pub(crate) deposed: Option<FencingToken>,
+    pub(crate) outcome: Option<Result<(), Error>>,
+    pub(crate) cancel: bool,
+    /// The clock readings of the first and the latest failure of the current run of failures.
+    pub(crate) failing_since: Option<(UnixMillis, UnixMillis)>,
+    pub(crate) last_failure: Option<TransportError>,
+}
+
+/// State shared by a driver and the handles.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) role: Role,
+    pub(crate) member: MemberId,
+    state: Mutex<State>,
+    /// Rung on every change of `state`.
+    pub(crate) changed: Event,
+    /// Wakes the driver (cancel, resign). For a manual clock this is the clock's own event.
+    pub(crate) doorbell: Doorbell,
+}
+
+#[derive(Debug)]
+pub(crate) enum Doorbell {
+    Own(Event),
+    Clock(crate::clock::ManualClock),
+}
+
+impl Doorbell {
+    pub(crate) fn listen(&self) -> EventListener {
+        match self {
+            Doorbell::Own(e) => e.listen(),
+            Doorbell::Clock(c) => c.listen(),
+        }
+    }
+    pub(crate) fn ring(&self) {
+        match self {
+            Doorbell::Own(e) => {
+                e.notify(usize::MAX);
+            }
+            Doorbell::Clock(c) => c.ring(),
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(role: Role, member: MemberId, doorbell: Doorbell) -> Arc<Shared> {
+        Arc::new(Shared {
+            role,
+            member,
+            state: Mutex::new(State {
+                snapshot: Snapshot {
+                    status: Status::Registering,
+                    rank: None,
+                    join_offset: None,
+                    token: None,
+                    idle_at: None,
+                    wake_at: None,
+                },
+                deposed: None,
+                outcome: None,
+                cancel: false,
+                failing_since: None,
+                last_failure: None,
+            }),
+            changed: Event::new(),
+            doorbell,
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave it inconsistent (plain field writes).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn update(&self, f: impl FnOnce(&mut State)) {
+        f(&mut self.lock());
+        self.changed.notify(usize::MAX);
+    }
+
+    pub(crate) fn request_cancel(&self) {
+        self.update(|s| s.cancel = true);
+        self.doorbell.ring();
+    }
+
+    pub(crate) fn finish(&self, reason: Result<EndReason, Error>) {
+        self.update(|s| {
+            if s.outcome.is_some() {
+                return;
+            }
+            s.snapshot.status = Status::Ended;
+            s.snapshot.token = None;
+            s.outcome = Some(match reason {
+                Ok(EndReason::Resigned) => Ok(()),
+                Ok(EndReason::Fenced { token }) => Err(Error::Fenced { token }),
+                Ok(EndReason::Unavailable) => Err(Error::Unavailable {
+                    waited: s.failing_since.map_or(Duration::ZERO, |(first, last)| last.since(first)),
+                    last: s
+                        .last_failure
+                        .clone()
+                        .unwrap_or_else(|| TransportError::retriable("no error recorded")),
+                }),
+                Err(e) => Err(e),
+            });
+        });
+    }
+
+    /// Waits (blocking) until `ready` gives a value.
+    fn wait_blocking<T>(&self, mut ready: impl FnMut(&State) -> Option<T>) -> T {
+        loop {
+            let listener = self.changed.listen();
+            if let Some(v) = ready(&self.lock()) {
+                return v;
+            }
+            listener.wait();
+        }
+    }
+
+    async fn wait_async<T>(&self, mut ready: impl FnMut(&State) -> Option<T>) -> T {
+        loop {
+            let listener = self.changed.listen();
+            if let Some(v) = ready(&self.lock()) {
+                return v;
+            }
+            listener.await;
+        }
+    }
+}
+
+fn elected_or_ended(s: &State) -> Option<Result<FencingToken, Error>> {
+    if let Some(token) = s.snapshot.token {
+        return Some(Ok(token));
+    }
+    match &s.outcome {
+        Some(Err(e)) => Some(Err(e.clone())),
+        Some(Ok(())) => Some(Err(Error::Cancelled)),
+        None => None,
+    }
+}
+
+/// A member waiting for its turn. Returned by each driver's `start`; turns into a
+/// [`Leadership`] once elected. Dropping it cancels the candidacy: the driver withdraws the
+/// registration and stops.
+#[derive(Debug)]
+pub struct Candidacy {
+    shared: Arc<Shared>,
+    armed: bool,
+}
+
+/// Cancels a candidacy from another thread or task (for example a shutdown signal while
+/// [`Candidacy::wait`] blocks).
+#[derive(Clone, Debug)]
+pub struct CancelHandle {
+    shared: Arc<Shared>,
+}
+
+impl CancelHandle {
+    /// Asks the driver to stop competing: it deregisters and ends. A wait on the candidacy then
+    /// returns [`Error::Cancelled`]. Has no effect once elected; resign the [`Leadership`] then.
+    pub fn cancel(&self) {
+        if self.shared.lock().snapshot.token.is_none() {
+            self.shared.request_cancel();
+        }
+    }
+}
+
+impl Candidacy {
+    pub(crate) fn new(shared: Arc<Shared>) -> Candidacy {
+        Candidacy { shared, armed: true }
+    }
+
+    /// A handle that cancels this candidacy.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle { shared: self.shared.clone() }
+    }
+
+    /// What the driver last reported.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.lock().snapshot.clone()
+    }
+
+    /// Whether the candidate has finished (cancelled, failed, or elected and then ended).
+    pub fn is_ended(&self) -> bool {
+        self.shared.lock().outcome.is_some()
+    }
+
+    /// Blocks until this member is elected, and returns its leadership.
+    pub fn wait(mut self) -> Result<Leadership, Error> {
+        let r = self.shared.wait_blocking(elected_or_ended);
+        self.into_leadership(r)
+    }
+
+    /// Blocks until elected or until `timeout` passes on the *real* clock; on a timeout the
+    /// candidacy is handed back, still running.
+    pub fn wait_timeout(mut self, timeout: Duration) -> Result<Result<Leadership, Error>, Candidacy> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let listener = self.shared.changed.listen();
+            let ready = elected_or_ended(&self.shared.lock());
+            if let Some(r) = ready {
+                return Ok(self.into_leadership(r));
+            }
+            if listener.wait_deadline(deadline).is_none() && Instant::now() >= deadline {
+                return Err(self);
+            }
+        }
+    }
+
+    /// Waits until this member is elected, and returns its leadership. Dropping the future
+    /// before it completes cancels the candidacy.
+    pub async fn elected(mut self) -> Result<Leadership, Error> {
+        let r = self.shared.wait_async(elected_or_ended).await;
+        self.into_leadership(r)
+    }
+
+    fn into_leadership(&mut self, r: Result<FencingToken, Error>) -> Result<Leadership, Error> {
+        self.armed = false;
+        r.map(|token| Leadership { shared: self.shared.clone(), token })
+    }
+
+    /// Cancels and waits (blocking) until the registration is withdrawn.
+    pub fn cancel(mut self) {
+        self.armed = false;
+        self.shared.request_cancel();
+        self.shared.wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
+    }
+}
+
+impl Drop for Candidacy {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.request_cancel();
+        }
+    }
+}
+
+/// The role, held. Pass [`token`](Leadership::token) to every guarded write; stop the role's
+/// work when [`done`](Leadership::done) fires.
+///
+/// The driver keeps renewing the lease in the background. Dropping the handle resigns in the
+/// background; call [`resign`](Leadership::resign) to wait for the hand-over.
+#[derive(Debug)]
+pub struct Leadership {
+    shared: Arc<Shared>,
+    token: FencingToken,
+}
+
+impl Leadership {
+    /// The pair this term holds. The broker rejects writes that carry it once a newer leader
+    /// minted its epoch.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// The role.
+    pub fn role(&self) -> &Role {
+        &self.shared.role
+    }
+
+    /// This member.
+    pub fn member(&self) -> &MemberId {
+        &self.shared.member
+    }
+
+    /// Whether the term is over: fenced, resigned or failed. Does not block.
+    pub fn is_done(&self) -> bool {
+        let s = self.shared.lock();
+        s.deposed.is_some() || s.outcome.is_some()
+    }
+
+    /// Completes when the term is over (fenced, resigned, or failed). Works on any executor.
+    pub async fn done(&self) {
+        self.shared
+            .wait_async(|s| (s.deposed.is_some() || s.outcome.is_some()).then_some(()))
+            .await
+    }
+
+    /// Blocks until the term is over.
+    pub fn wait_done(&self) {
+        self.shared.wait_blocking(|s| (s.deposed.is_some() || s.outcome.is_some()).then_some(()))
+    }
+
+    /// Blocks until the term is over or `timeout` passes on the real clock; true when over.
+    pub fn wait_done_timeout(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let listener = self.shared.changed.listen();
+            if self.is_done() {
+                return true;
+            }
+            if listener.wait_deadline(deadline).is_none() && Instant::now() >= deadline {
+                return self.is_done();
+            }
+        }
+    }
+
+    /// Why the term ended: `None` while it runs and after a clean resign; [`Error::Fenced`]
+    /// when the broker fenced it; another error when the transport failed for good.
+    pub fn err(&self) -> Option<Error> {
+        let s = self.shared.lock();
+        if let Some(token) = s.deposed {
+            return Some(Error::Fenced { token });
+        }
+        match &s.outcome {
+            Some(Err(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// Gives up the role and waits until the lease is cleared and the registration withdrawn,
+    /// so standbys take over at once instead of waiting for the deadline. Idempotent.
+    pub async fn resign(&self) -> Option<Error> {
+        self.shared.request_cancel();
+        self.shared.wait_async(|s| s.outcome.as_ref().map(|_| ())).await;
+        self.err()
+    }
+
+    /// [`resign`](Leadership::resign), blocking.
+    pub fn resign_blocking(&self) -> Option<Error> {
+        self.shared.request_cancel();
+        self.shared.wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
+        self.err()
+    }
+
+    /// What the driver last reported.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.lock().snapshot.clone()
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.shared.request_cancel();
+    }
+}

@@ -1,0 +1,570 @@
+//! The Kafka transport against a real Apache Kafka broker (KRaft).
+//!
+//! Start one with `scripts/kafka/start.sh` and export the address it prints, or run
+//! `scripts/kafka/with-broker.sh cargo test -p kafka-coordination --features kafka --test kafka_transport`.
+//! Without `KAFKA_BOOTSTRAP` every test says so loudly and returns.
+#![cfg(feature = "kafka")]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kafka_coordination::core::describe::LeadershipStatus;
+use kafka_coordination::core::record::Role;
+use kafka_coordination::core::token::FencingToken;
+use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::{Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader};
+
+/// The partition count of `__coordination_state` in the test cluster.
+const PARTITIONS: i32 = 16;
+const LEASE: Duration = Duration::from_secs(30);
+
+fn bootstrap() -> Option<String> {
+    match std::env::var("KAFKA_BOOTSTRAP") {
+        Ok(b) if !b.trim().is_empty() => Some(b),
+        _ => {
+            // Straight to stderr: libtest captures eprintln! of passing tests.
+            static LOUD: std::sync::Once = std::sync::Once::new();
+            LOUD.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n*** SKIPPED: KAFKA_BOOTSTRAP is not set, so the Kafka transport tests \
+                     ran against nothing. Run: scripts/kafka/with-broker.sh cargo test -p \
+                     kafka-coordination --features kafka --test kafka_transport ***\n"
+                );
+            });
+            None
+        }
+    }
+}
+
+/// A name no other test (or earlier run) uses.
+fn unique(prefix: &str) -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{nanos:x}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn role(prefix: &str) -> Role {
+    Role::new(unique(prefix)).expect("a valid role")
+}
+
+/// The state topic's replication factor: `KAFKA_TEST_REPLICATION`, else 3 on a cluster of
+/// three or more (`KAFKA_BROKERS`, exported by scripts/kafka/with-broker.sh), else 1.
+fn replication() -> i32 {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<i32>().ok());
+    var("KAFKA_TEST_REPLICATION")
+        .or_else(|| var("KAFKA_BROKERS").map(|n| n.clamp(1, 3)))
+        .unwrap_or(1)
+}
+
+/// A transport on the shared state topic (created if missing).
+fn transport(bootstrap: &str) -> KafkaTransport {
+    let t = KafkaTransport::new(KafkaConfig::new(bootstrap, PARTITIONS)).expect("transport");
+    let min_isr = (replication() > 1).then_some(2);
+    t.create_topic(replication(), min_isr)
+        .expect("the state topic exists or was created");
+    t
+}
+
+#[test]
+fn renewals_keep_the_token_and_describe_agrees() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let role = role("renew");
+    let p = t.role_partition(&role).expect("partition");
+    let start = t
+        .read_partition(p, 0, Duration::ZERO)
+        .expect("read")
+        .end_offset;
+
+    let token = t.acquire_epoch(&role, LEASE).expect("acquire");
+    assert!(!token.is_no_epoch());
+    assert_eq!(t.held_token(), Some(token));
+    for i in 0..25u32 {
+        t.write_lease(p, role.as_str().as_bytes(), Some(&i.to_be_bytes()), token)
+            .unwrap_or_else(|e| panic!("renewal {i}: {e}"));
+        assert_eq!(
+            t.held_token(),
+            Some(token),
+            "the token moved at renewal {i}"
+        );
+    }
+    let status = t.describe_epoch(&role).expect("describe");
+    assert_eq!(
+        status.token, token,
+        "librdkafka (EndTxn v1) must keep the epoch constant for a term"
+    );
+    assert!(status.authoritative(&token));
+
+    let batch = t.read_partition(p, start, Duration::ZERO).expect("read");
+    let ours: Vec<_> = batch
+        .records
+        .iter()
+        .filter(|r| r.key == role.as_str().as_bytes())
+        .collect();
+    assert_eq!(ours.len(), 25, "every committed lease write is readable");
+    assert_eq!(
+        ours.last().and_then(|r| r.value.clone()),
+        Some(24u32.to_be_bytes().to_vec())
+    );
+    assert!(batch.end_offset > start);
+}
+
+#[test]
+fn a_second_acquire_fences_the_first_holder() {
+    let Some(b) = bootstrap() else { return };
+    let first = transport(&b);
+    let second = transport(&b);
+    let third = transport(&b);
+    let role = role("fence");
+    let p = first.role_partition(&role).expect("partition");
+    let start = first
+        .read_partition(p, 0, Duration::ZERO)
+        .expect("read")
+        .end_offset;
+
+    let t1 = first.acquire_epoch(&role, LEASE).expect("first acquire");
+    first
+        .write_lease(p, b"k", Some(b"first"), t1)
+        .expect("first holder writes");
+    let t2 = second.acquire_epoch(&role, LEASE).expect("second acquire");
+    eprintln!("first term {t1}, second term {t2}");
+    assert_ne!(t1, t2);
+    assert!(t2 > t1, "{t2} should rank above {t1}");
+
+    // The deposed holder still has its producer: the broker rejects its guarded write.
+    let err = first
+        .guarded_send(t1, "__coordination_state", p, Some(b"g"), Some(b"stale"))
+        .expect_err("a guarded write of the deposed holder is rejected");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    eprintln!("deposed guarded write: {err}");
+    assert_eq!(
+        first.held_token(),
+        None,
+        "a fenced transport drops its producer"
+    );
+    let err = first
+        .write_lease(p, b"k", Some(b"stale"), t1)
+        .expect_err("and its lease writes stay fenced");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+
+    second
+        .write_lease(p, b"k", Some(b"second"), t2)
+        .expect("the new holder writes");
+    second
+        .guarded_send(t2, "__coordination_state", p, Some(b"g"), Some(b"second"))
+        .expect("the new holder's guarded write");
+
+    // The broker rejects a deposed holder's lease write too.
+    let t3 = third.acquire_epoch(&role, LEASE).expect("third acquire");
+    let err = second
+        .write_lease(p, b"k", Some(b"stale"), t2)
+        .expect_err("the deposed holder is fenced");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    eprintln!("deposed lease write: {err}");
+    third
+        .write_lease(p, b"k", Some(b"third"), t3)
+        .expect("the newest holder writes");
+
+    let status = first.describe_epoch(&role).expect("describe from anyone");
+    assert_eq!(status.token, t3);
+    assert!(status.authoritative(&t3));
+    assert!(!status.authoritative(&t2));
+    assert!(!status.authoritative(&t1));
+    assert!(!status.authoritative(&FencingToken::NO_EPOCH));
+
+    let values: Vec<_> = first
+        .read_partition(p, start, Duration::ZERO)
+        .expect("read")
+        .records
+        .into_iter()
+        .filter(|r| r.key == b"k" || r.key == b"g")
+        .filter_map(|r| r.value)
+        .collect();
+    assert!(
+        !values.iter().any(|v| v == b"stale"),
+        "no write of a deposed holder is readable"
+    );
+    for v in [&b"first"[..], b"second", b"third"] {
+        assert!(values.iter().any(|x| x == v));
+    }
+}
+
+#[test]
+fn guarded_write_with_a_foreign_token_is_fenced_locally() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let role = role("foreign");
+    let p = t.role_partition(&role).expect("partition");
+    let err = t
+        .guarded_send(
+            FencingToken::new(1, 1),
+            "__coordination_state",
+            p,
+            None,
+            Some(b"x"),
+        )
+        .expect_err("no epoch held");
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    let token = t.acquire_epoch(&role, LEASE).expect("acquire");
+    let other = FencingToken::new(token.producer_id, token.producer_epoch.wrapping_sub(1));
+    let err = t
+        .write_lease(p, b"k", Some(b"v"), other)
+        .expect_err("a token that is not the held pair");
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    t.write_lease(p, b"k", Some(b"v"), token)
+        .expect("the held pair still writes");
+}
+
+#[test]
+fn an_unknown_role_is_not_found() {
+    let Some(b) = bootstrap() else { return };
+    let t = KafkaTransport::new(KafkaConfig::new(b, PARTITIONS)).expect("transport");
+    let status = t.describe_epoch(&role("never-taken")).expect("describe");
+    assert_eq!(status, LeadershipStatus::NOT_FOUND);
+    assert!(!status.authoritative(&FencingToken::NO_EPOCH));
+}
+
+#[test]
+fn appends_return_increasing_offsets_on_the_pinned_partition() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let role = role("append");
+    let p = t.role_partition(&role).expect("partition");
+    let mut offsets = Vec::new();
+    for i in 0..5u8 {
+        offsets.push(
+            t.append(p, role.as_str().as_bytes(), Some(&[i]))
+                .expect("append"),
+        );
+    }
+    let tombstone = t
+        .append(p, role.as_str().as_bytes(), None)
+        .expect("tombstone");
+    offsets.push(tombstone);
+    assert!(
+        offsets.windows(2).all(|w| w[0] < w[1]),
+        "offsets must increase: {offsets:?}"
+    );
+
+    let batch = t
+        .read_partition(p, offsets[0], Duration::ZERO)
+        .expect("read");
+    assert!(batch.end_offset > tombstone);
+    let ours: Vec<_> = batch
+        .records
+        .iter()
+        .filter(|r| r.key == role.as_str().as_bytes())
+        .collect();
+    assert_eq!(
+        ours.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        offsets,
+        "records come back at their offsets, in order"
+    );
+    assert_eq!(ours[4].value.as_deref(), Some(&[4u8][..]));
+    assert_eq!(ours[5].value, None, "a tombstone is kept, with no value");
+    assert!(batch.records.windows(2).all(|w| w[0].offset < w[1].offset));
+
+    // Tailing: a read from where the last one stopped sees only what is new.
+    let again = t
+        .read_partition(p, batch.end_offset, Duration::ZERO)
+        .expect("read");
+    assert!(again.records.iter().all(|r| r.offset >= batch.end_offset));
+    // A read from an earlier offset seeks back.
+    let back = t
+        .read_partition(p, offsets[2], Duration::ZERO)
+        .expect("read");
+    assert_eq!(back.records.first().map(|r| r.offset), Some(offsets[2]));
+}
+
+#[test]
+fn a_long_poll_returns_when_a_record_arrives() {
+    let Some(b) = bootstrap() else { return };
+    let reader = transport(&b);
+    let writer = transport(&b);
+    let role = role("longpoll");
+    let p = reader.role_partition(&role).expect("partition");
+    let end = reader
+        .read_partition(p, 0, Duration::ZERO)
+        .expect("read")
+        .end_offset;
+
+    let started = Instant::now();
+    let empty = reader
+        .read_partition(p, end, Duration::from_millis(300))
+        .expect("read");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250),
+        "max_wait is honoured: {waited:?}"
+    );
+    // Other tests may write to the same partition; none of ours is there.
+    assert!(empty
+        .records
+        .iter()
+        .all(|r| r.key != role.as_str().as_bytes()));
+
+    let handle = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        writer
+            .append(p, role.as_str().as_bytes(), Some(b"late"))
+            .expect("append")
+    });
+    let started = Instant::now();
+    let mut from = empty.end_offset;
+    let mut seen = false;
+    while !seen && started.elapsed() < Duration::from_secs(20) {
+        let batch = reader
+            .read_partition(p, from, Duration::from_secs(20))
+            .expect("read");
+        seen = batch
+            .records
+            .iter()
+            .any(|r| r.value.as_deref() == Some(b"late"));
+        from = batch.end_offset;
+    }
+    let offset = handle.join().expect("writer thread");
+    assert!(seen, "the appended record at {offset} was read");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the long poll answered soon after the record arrived, not at max_wait: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn an_open_transaction_is_invisible_until_a_takeover_aborts_it() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let role = role("open-txn");
+    let p = t.role_partition(&role).expect("partition");
+
+    // A holder that crashes mid-write: begin, send, flush, never commit.
+    let crashed: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("transactional.id", role.as_str())
+        .set("transaction.timeout.ms", "60000")
+        .create()
+        .expect("raw producer");
+    crashed
+        .init_transactions(Duration::from_secs(30))
+        .expect("init");
+    crashed.begin_transaction().expect("begin");
+    crashed
+        .send(
+            BaseRecord::to("__coordination_state")
+                .partition(p)
+                .key(role.as_str())
+                .payload("uncommitted"),
+        )
+        .map_err(|(e, _)| e)
+        .expect("send");
+    crashed.flush(Duration::from_secs(10)).expect("flush");
+    let open = t.describe_epoch(&role).expect("describe");
+    assert_eq!(
+        open.state.as_ref().map(|s| s.as_str()),
+        Some("Ongoing"),
+        "{open:?}"
+    );
+
+    // A plain record after it: committed, but behind the open transaction's LSO.
+    let after = t
+        .append(p, role.as_str().as_bytes(), Some(b"after"))
+        .expect("append");
+    let started = Instant::now();
+    let batch = t.read_partition(p, 0, Duration::ZERO).expect("read");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a read stops at the LSO instead of waiting for the high watermark: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        batch.end_offset <= after,
+        "the LSO is held back by the open transaction"
+    );
+    assert!(batch
+        .records
+        .iter()
+        .all(|r| r.value.as_deref() != Some(b"uncommitted") && r.offset != after));
+
+    // A takeover fences the crashed holder and aborts its transaction.
+    let token = t.acquire_epoch(&role, LEASE).expect("takeover");
+    eprintln!("takeover of an open transaction: {open:?} -> {token}");
+    let status = t.describe_epoch(&role).expect("describe");
+    assert_eq!(status.token, token);
+    assert!(status.authoritative(&token));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut batch = t
+        .read_partition(p, batch.end_offset, Duration::ZERO)
+        .expect("read");
+    while !batch.records.iter().any(|r| r.offset == after) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(100));
+        batch = t.read_partition(p, 0, Duration::ZERO).expect("read");
+    }
+    assert!(
+        batch.records.iter().any(|r| r.offset == after),
+        "after the abort the LSO moves past it"
+    );
+    assert!(
+        batch
+            .records
+            .iter()
+            .all(|r| r.value.as_deref() != Some(b"uncommitted")),
+        "the aborted record is never readable"
+    );
+    drop(crashed);
+}
+
+#[test]
+fn a_topic_with_another_partition_count_is_refused() {
+    let Some(b) = bootstrap() else { return };
+    let topic = unique("coordination-test");
+    let three = KafkaTransport::new(KafkaConfig::new(b.clone(), 3).with_topic(topic.clone()))
+        .expect("transport");
+    assert!(three.create_topic(1, None).expect("create"));
+    three.ensure_topic().expect("the right count passes");
+
+    let five = KafkaTransport::new(KafkaConfig::new(b.clone(), 5).with_topic(topic.clone()))
+        .expect("transport");
+    let err = five.ensure_topic().expect_err("a wrong count is refused");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    eprintln!("wrong count: {err}");
+    assert!(
+        err.message().contains("has 3 partitions"),
+        "{}",
+        err.message()
+    );
+    let err = five
+        .append(0, b"k", Some(b"v"))
+        .expect_err("operations check the topic first");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+
+    let missing = KafkaTransport::new(KafkaConfig::new(b, 3).with_topic(unique("missing")))
+        .expect("transport");
+    let err = missing
+        .ensure_topic()
+        .expect_err("a missing topic is refused");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(
+        err.message().contains("does not exist"),
+        "{}",
+        err.message()
+    );
+}
+
+#[test]
+fn a_transaction_timeout_above_the_broker_max_is_a_config_error() {
+    let Some(b) = bootstrap() else { return };
+    let t = KafkaTransport::new(KafkaConfig::new(b, PARTITIONS)).expect("transport");
+    let err = t
+        .acquire_epoch(&role("too-long"), Duration::from_millis(900_001))
+        .expect_err("above transaction.max.timeout.ms");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    eprintln!("too long: {err}");
+    assert!(err.message().contains("900001"), "{}", err.message());
+    assert!(
+        err.message()
+            .contains("transaction.max.timeout.ms (900000 ms)"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(t.held_token(), None);
+}
+
+#[test]
+fn an_unreachable_cluster_is_a_retriable_error_naming_it() {
+    // Needs no broker: port 1 on loopback refuses connections.
+    let config = KafkaConfig::new("127.0.0.1:1", PARTITIONS)
+        .with_request_timeout(Duration::from_secs(1))
+        .with_operation_timeout(Duration::from_secs(2));
+    let t = KafkaTransport::new(config).expect("transport");
+    let err = t
+        .acquire_epoch(&role("unreachable"), LEASE)
+        .expect_err("nothing listens");
+    assert_eq!(err.kind(), ErrorKind::Retriable, "{err}");
+    assert!(err.message().contains("127.0.0.1:1"), "{}", err.message());
+    eprintln!("unreachable acquire: {err}");
+    let err = t
+        .read_partition(0, 0, Duration::ZERO)
+        .expect_err("nothing listens");
+    eprintln!("unreachable read: {err}");
+    assert_eq!(err.kind(), ErrorKind::Retriable, "{err}");
+    assert!(err.message().contains("127.0.0.1:1"), "{}", err.message());
+}
+
+#[test]
+fn the_coordinator_aborts_an_open_transaction_after_its_timeout() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let role = role("expired-txn");
+    let p = t.role_partition(&role).expect("partition");
+
+    // A holder that stalls inside a transaction longer than its timeout (2 s).
+    let stalled: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("transactional.id", role.as_str())
+        .set("transaction.timeout.ms", "2000")
+        .create()
+        .expect("raw producer");
+    stalled
+        .init_transactions(Duration::from_secs(30))
+        .expect("init");
+    stalled.begin_transaction().expect("begin");
+    stalled
+        .send(
+            BaseRecord::to("__coordination_state")
+                .partition(p)
+                .key(role.as_str())
+                .payload("stalled"),
+        )
+        .map_err(|(e, _)| e)
+        .expect("send");
+    stalled.flush(Duration::from_secs(10)).expect("flush");
+    let before = t.describe_epoch(&role).expect("describe");
+    let after = t
+        .append(p, role.as_str().as_bytes(), Some(b"after"))
+        .expect("append");
+
+    // The coordinator aborts it (with an epoch bump) without any other member acting.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut status = t.describe_epoch(&role).expect("describe");
+    while status.state.as_ref().map(|s| s.as_str()) != Some("CompleteAbort")
+        && Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(200));
+        status = t.describe_epoch(&role).expect("describe");
+    }
+    assert_eq!(
+        status.state.as_ref().map(|s| s.as_str()),
+        Some("CompleteAbort"),
+        "{status:?}"
+    );
+    assert!(
+        status.token > before.token,
+        "the abort bumps the epoch: {before:?} -> {status:?}"
+    );
+    assert!(!status.authoritative(&before.token));
+
+    let batch = t.read_partition(p, 0, Duration::ZERO).expect("read");
+    assert!(batch.records.iter().any(|r| r.offset == after));
+    assert!(batch
+        .records
+        .iter()
+        .all(|r| r.value.as_deref() != Some(b"stalled")));
+    drop(stalled);
+}

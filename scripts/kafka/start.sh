@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Starts a throwaway Apache Kafka (KRaft) test cluster on 127.0.0.1 and prints
+#   export KAFKA_BOOTSTRAP=127.0.0.1:PORT[,...]
+# on stdout (everything else goes to stderr), so `eval "$(scripts/kafka/start.sh)"` works.
+#
+# Usage: scripts/kafka/start.sh [--brokers 1|3]
+#
+#   --brokers 1   one combined broker+controller node, internal topics with replication 1 (default)
+#   --brokers 3   three combined nodes with a 3-voter controller quorum, replication factor 3 and
+#                 min.insync.replicas=2 (internal topics and new topics)
+#
+# Environment:
+#   KAFKA_VERSION       Kafka version from Maven Central (default: the one pinned in pom.xml)
+#   KAFKA_RUN_DIR       where pid files, data and the bootstrap file live (default: .kafka/run)
+#   KAFKA_HEAP          JVM heap per node (default: 512m)
+#   KAFKA_START_TIMEOUT seconds to wait for the cluster to answer (default: 120)
+#
+# The classpath is built once with Maven into .kafka/lib-<version>/ and reused. Logs go to
+# <run dir>/logs/. Stop with scripts/kafka/stop.sh (same KAFKA_RUN_DIR).
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+CACHE="$ROOT/.kafka"
+RUN_DIR="${KAFKA_RUN_DIR:-$CACHE/run}"
+HEAP="${KAFKA_HEAP:-512m}"
+START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+BROKERS=1
+
+say() { echo "kafka: $*" >&2; }
+die() {
+    echo "kafka: error: $*" >&2
+    exit 1
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --brokers)
+        [ $# -ge 2 ] || die "--brokers needs a value (1 or 3)"
+        BROKERS="$2"
+        shift 2
+        ;;
+    --brokers=*)
+        BROKERS="${1#--brokers=}"
+        shift
+        ;;
+    -h | --help)
+        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+        exit 0
+        ;;
+    *) die "unknown argument '$1' (usage: start.sh [--brokers 1|3])" ;;
+    esac
+done
+case "$BROKERS" in
+1 | 3) ;;
+*) die "--brokers must be 1 or 3, got '$BROKERS'" ;;
+esac
+
+command -v java >/dev/null || die "java not found; Kafka 4.x needs Java 17 or newer"
+JAVA_MAJOR="$(java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -1)"
+if [ -n "$JAVA_MAJOR" ] && [ "$JAVA_MAJOR" -lt 17 ]; then
+    die "Java $JAVA_MAJOR found; Kafka 4.x needs Java 17 or newer"
+fi
+
+# ---- the classpath ------------------------------------------------------------------------
+POM_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$SCRIPT_DIR/pom.xml" | head -1)"
+VERSION="${KAFKA_VERSION:-$POM_VERSION}"
+LIB="$CACHE/lib-$VERSION"
+mkdir -p "$CACHE"
+if [ ! -f "$LIB/.complete" ]; then
+    command -v mvn >/dev/null || die "mvn not found; it is needed once to fetch the Kafka $VERSION jars into $LIB"
+    say "fetching Kafka $VERSION and its dependencies with Maven into $LIB (once)"
+    rm -rf "$LIB" "$LIB.tmp"
+    if ! mvn -B -q -f "$SCRIPT_DIR/pom.xml" -Dkafka.version="$VERSION" \
+        dependency:copy-dependencies -DoutputDirectory="$LIB.tmp" >"$CACHE/mvn.log" 2>&1; then
+        tail -30 "$CACHE/mvn.log" >&2
+        die "Maven could not fetch org.apache.kafka:kafka_2.13:$VERSION (full log: $CACHE/mvn.log)"
+    fi
+    ls "$LIB.tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || die "Maven ran but $LIB.tmp has no kafka_2.13 jar"
+    mv "$LIB.tmp" "$LIB"
+    touch "$LIB/.complete"
+fi
+CLASSPATH="$LIB/*"
+
+# ---- refuse to start twice ----------------------------------------------------------------
+if compgen -G "$RUN_DIR/node-*.pid" >/dev/null; then
+    for pidfile in "$RUN_DIR"/node-*.pid; do
+        pid="$(cat "$pidfile" 2>/dev/null || true)"
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            die "a test cluster is already running from $RUN_DIR (pid $pid, bootstrap $(cat "$RUN_DIR/bootstrap" 2>/dev/null || echo '?')); run scripts/kafka/stop.sh first or set KAFKA_RUN_DIR"
+        fi
+    done
+fi
+rm -rf "$RUN_DIR"
+mkdir -p "$RUN_DIR/logs"
+
+# ---- free ports ---------------------------------------------------------------------------
+TAKEN=" "
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+    local p i
+    for i in $(seq 1 200); do
+        p=$((20000 + RANDOM % 40000))
+        case "$TAKEN" in *" $p "*) continue ;; esac
+        if ! port_in_use "$p"; then
+            TAKEN="$TAKEN$p "
+            echo "$p"
+            return 0
+        fi
+    done
+    die "could not find a free TCP port on 127.0.0.1"
+}
+
+declare -a BPORT CPORT
+VOTERS=""
+for n in $(seq 1 "$BROKERS"); do
+    BPORT[n]="$(free_port)"
+    CPORT[n]="$(free_port)"
+    VOTERS="${VOTERS:+$VOTERS,}$n@127.0.0.1:${CPORT[n]}"
+done
+
+if [ "$BROKERS" = 1 ]; then
+    RF=1
+    MIN_ISR=1
+else
+    RF=3
+    MIN_ISR=2
+fi
+
+# ---- configuration ------------------------------------------------------------------------
+cat >"$RUN_DIR/log4j2.properties" <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka-request.name = kafka.request.logger
+logger.kafka-request.level = warn
+logger.state-change.name = state.change.logger
+logger.state-change.level = warn
+logger.log-cleaner.name = kafka.log.LogCleaner
+logger.log-cleaner.level = warn
+EOF
+
+for n in $(seq 1 "$BROKERS"); do
+    mkdir -p "$RUN_DIR/node-$n/data"
+    cat >"$RUN_DIR/node-$n/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$VOTERS
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},CONTROLLER://127.0.0.1:${CPORT[n]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${BPORT[n]}
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$RUN_DIR/node-$n/data
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=$RF
+min.insync.replicas=$MIN_ISR
+offsets.topic.replication.factor=$RF
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=$RF
+transaction.state.log.min.isr=$MIN_ISR
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=$RF
+share.coordinator.state.topic.min.isr=$MIN_ISR
+share.coordinator.state.topic.num.partitions=1
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+transaction.remove.expired.transaction.cleanup.interval.ms=60000
+group.initial.rebalance.delay.ms=0
+log.cleaner.backoff.ms=1000
+log.segment.bytes=16777216
+log.retention.check.interval.ms=60000
+EOF
+done
+
+# ---- format and start ---------------------------------------------------------------------
+CLUSTER_ID="$(java -cp "$CLASSPATH" kafka.tools.StorageTool random-uuid 2>"$RUN_DIR/logs/storage-tool.log" | tail -1)"
+[ -n "$CLUSTER_ID" ] || die "kafka.tools.StorageTool random-uuid printed nothing (log: $RUN_DIR/logs/storage-tool.log)"
+
+JAVA_OPTS=(-Xms"$HEAP" -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties")
+
+for n in $(seq 1 "$BROKERS"); do
+    if ! java -cp "$CLASSPATH" -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties" \
+        kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$RUN_DIR/node-$n/server.properties" \
+        >>"$RUN_DIR/logs/storage-tool.log" 2>&1; then
+        tail -20 "$RUN_DIR/logs/storage-tool.log" >&2
+        die "formatting node $n failed (log: $RUN_DIR/logs/storage-tool.log)"
+    fi
+done
+
+stop_all() {
+    KAFKA_RUN_DIR="$RUN_DIR" "$SCRIPT_DIR/stop.sh" >&2 || true
+}
+
+for n in $(seq 1 "$BROKERS"); do
+    nohup java "${JAVA_OPTS[@]}" -cp "$CLASSPATH" kafka.Kafka "$RUN_DIR/node-$n/server.properties" \
+        >"$RUN_DIR/logs/node-$n.log" 2>&1 </dev/null &
+    echo $! >"$RUN_DIR/node-$n.pid"
+done
+
+BOOTSTRAP=""
+for n in $(seq 1 "$BROKERS"); do
+    BOOTSTRAP="${BOOTSTRAP:+$BOOTSTRAP,}127.0.0.1:${BPORT[n]}"
+done
+say "started $BROKERS node(s) (cluster $CLUSTER_ID, Kafka $VERSION); waiting up to ${START_TIMEOUT}s for $BOOTSTRAP"
+
+# ---- wait until every node answers --------------------------------------------------------
+deadline=$((SECONDS + START_TIMEOUT))
+for n in $(seq 1 "$BROKERS"); do
+    while ! grep -q "Kafka Server started" "$RUN_DIR/logs/node-$n.log" 2>/dev/null; do
+        pid="$(cat "$RUN_DIR/node-$n.pid")"
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -30 "$RUN_DIR/logs/node-$n.log" >&2
+            stop_all
+            die "node $n (pid $pid) exited during start-up; log: $RUN_DIR/logs/node-$n.log"
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            tail -30 "$RUN_DIR/logs/node-$n.log" >&2
+            stop_all
+            die "node $n did not start within ${START_TIMEOUT}s; log: $RUN_DIR/logs/node-$n.log"
+        fi
+        sleep 0.5
+    done
+done
+
+# Every broker must be registered and unfenced before transactions with replication $RF work.
+while :; do
+    out="$(timeout 60 java -cp "$CLASSPATH" -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties" \
+        org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$BOOTSTRAP" 2>&1 || true)"
+    seen="$(printf '%s\n' "$out" | grep -c ' (id: [0-9]* rack: .*isFenced: false' || true)"
+    if [ "$seen" -ge "$BROKERS" ]; then
+        break
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        printf '%s\n' "$out" | tail -20 >&2
+        stop_all
+        die "the cluster at $BOOTSTRAP did not report $BROKERS live broker(s) within ${START_TIMEOUT}s (saw $seen); logs: $RUN_DIR/logs/"
+    fi
+    sleep 1
+done
+
+echo "$BOOTSTRAP" >"$RUN_DIR/bootstrap"
+say "ready: $BROKERS broker(s) at $BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
+echo "export KAFKA_BOOTSTRAP=$BOOTSTRAP"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Stops the test cluster that scripts/kafka/start.sh started (by its pid files) and deletes its
+# data. Logs are kept in <run dir>/logs/ unless --purge is given.
+#
+# Usage: scripts/kafka/stop.sh [--purge]
+# Environment: KAFKA_RUN_DIR (default: .kafka/run), KAFKA_STOP_TIMEOUT seconds (default: 30)
+set -uo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+RUN_DIR="${KAFKA_RUN_DIR:-$ROOT/.kafka/run}"
+STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
+PURGE=0
+[ "${1:-}" = "--purge" ] && PURGE=1
+
+say() { echo "kafka: $*" >&2; }
+
+if [ ! -d "$RUN_DIR" ]; then
+    say "nothing to stop ($RUN_DIR does not exist)"
+    exit 0
+fi
+
+# Only signal a pid that is still one of our brokers (its command line names this run dir), so a
+# recycled pid is never killed.
+ours() {
+    local pid="$1"
+    kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$RUN_DIR/node-"
+}
+
+pids=()
+for pidfile in "$RUN_DIR"/node-*.pid; do
+    [ -f "$pidfile" ] || continue
+    pid="$(cat "$pidfile" 2>/dev/null || true)"
+    if [ -n "$pid" ] && ours "$pid"; then
+        kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+    fi
+    rm -f "$pidfile"
+done
+
+deadline=$((SECONDS + STOP_TIMEOUT))
+for pid in "${pids[@]+"${pids[@]}"}"; do
+    while ours "$pid"; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            say "pid $pid did not stop within ${STOP_TIMEOUT}s; killing it"
+            kill -KILL "$pid" 2>/dev/null
+            sleep 0.5
+            break
+        fi
+        sleep 0.3
+    done
+done
+
+for d in "$RUN_DIR"/node-*/; do
+    [ -d "$d" ] && rm -rf "$d"
+done
+rm -f "$RUN_DIR/bootstrap" "$RUN_DIR/log4j2.properties"
+if [ "$PURGE" = 1 ]; then
+    rm -rf "$RUN_DIR"
+    say "stopped ${#pids[@]} node(s); removed $RUN_DIR"
+else
+    say "stopped ${#pids[@]} node(s); data removed, logs kept in $RUN_DIR/logs"
+fi
