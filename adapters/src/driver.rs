@@ -23,21 +23,43 @@ use kafka_coordination_core::state::RoleState;
 
 /// Executes one I/O command against the transport and turns the outcome into the event the
 /// machine expects. A fence on a lease write is an event, not an error.
+///
+/// A read that may wait (`wait_until`) keeps long-polling, in slices of at most `long_poll`,
+/// until records arrive, the wait instant comes, or a resign is asked for; with a transport
+/// that cannot long-poll it answers at once and the machine's timer takes over.
 pub(crate) fn execute<T: Transport + ?Sized>(
     transport: &T,
     command: Command,
     clock: &dyn Clock,
     long_poll: Duration,
+    shared: &Shared,
 ) -> Result<Event, TransportError> {
     match command {
         Command::Append { partition, key, value } => transport
             .append(partition, &key, value.as_deref())
             .map(|offset| Event::Appended { offset }),
         Command::ReadPartition { partition, from_offset, wait_until } => {
-            let max_wait = wait_until.map_or(Duration::ZERO, |u| u.since(clock.now()).min(long_poll));
-            transport
-                .read_partition(partition, from_offset, max_wait)
-                .map(|b| Event::RecordsRead { records: b.records, end_offset: b.end_offset })
+            let until = wait_until.filter(|_| transport.can_long_poll() && !long_poll.is_zero());
+            loop {
+                let now = clock.now();
+                let max_wait = until.map_or(Duration::ZERO, |u| u.since(now).min(long_poll));
+                let listening = !max_wait.is_zero();
+                if listening {
+                    shared.update(|s| s.snapshot.idle_at = Some(now));
+                }
+                let batch = transport.read_partition(partition, from_offset, max_wait);
+                if listening {
+                    shared.update(|s| s.snapshot.idle_at = None);
+                }
+                let batch = batch?;
+                let done = !listening
+                    || !batch.records.is_empty()
+                    || until.is_none_or(|u| clock.now() >= u)
+                    || shared.lock().cancel;
+                if done {
+                    return Ok(Event::RecordsRead { records: batch.records, end_offset: batch.end_offset });
+                }
+            }
         }
         Command::AcquireEpoch { transactional_id, transaction_timeout } => transport
             .acquire_epoch(&transactional_id, transaction_timeout)
@@ -238,7 +260,7 @@ fn blocking_loop<T: Transport + Send + Sync + ?Sized + 'static>(d: &mut Driver<T
         match d.drain() {
             Next::Ended => return Ok(()),
             Next::Io(cmd) => {
-                let outcome = execute(&*d.transport, cmd, &*d.clock, d.long_poll);
+                let outcome = execute(&*d.transport, cmd, &*d.clock, d.long_poll, &d.shared);
                 d.complete(outcome)?;
             }
             Next::Wait(wake) => {
@@ -329,8 +351,9 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
         match d.drain() {
             Next::Ended => return Ok(()),
             Next::Io(cmd) => {
-                let (transport, clock, long_poll) = (d.transport.clone(), d.clock.clone(), d.long_poll);
-                let mut io = R::unblock(move || execute(&*transport, cmd, &*clock, long_poll));
+                let (transport, clock, shared) = (d.transport.clone(), d.clock.clone(), d.shared.clone());
+                let long_poll = d.long_poll;
+                let mut io = R::unblock(move || execute(&*transport, cmd, &*clock, long_poll, &shared));
                 let outcome = loop {
                     let listener = d.shared.doorbell.listen();
                     // A resign during I/O is noted now and acted on when the I/O completes.

@@ -54,6 +54,14 @@ pub trait StateReader {
         from_offset: i64,
         max_wait: Duration,
     ) -> Result<ReadBatch, TransportError>;
+
+    /// Whether [`read_partition`](StateReader::read_partition) really waits up to `max_wait`
+    /// for new records. Drivers then keep a standby listening until its turn, so it sees a
+    /// resign or a new lease as soon as the record is readable; otherwise they read only at
+    /// the standby's wake-up instants. Default: `false`.
+    fn can_long_poll(&self) -> bool {
+        false
+    }
 }
 
 /// Appends registration records with a plain (non-transactional) idempotent producer.

@@ -244,6 +244,11 @@ impl Coordinator for KafkaTransport {
 }
 
 impl StateReader for KafkaTransport {
+    /// A consumer poll waits for fetched records, so a standby hears of a resign within one fetch.
+    fn can_long_poll(&self) -> bool {
+        true
+    }
+
     fn read_partition(
         &self,
         partition: i32,

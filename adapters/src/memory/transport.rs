@@ -179,6 +179,11 @@ impl Coordinator for MemoryTransport {
 }
 
 impl StateReader for MemoryTransport {
+    /// The broker wakes waiting readers on every append, commit and manual-clock move.
+    fn can_long_poll(&self) -> bool {
+        true
+    }
+
     fn read_partition(
         &self,
         partition: i32,
