@@ -104,6 +104,10 @@ pub(crate) enum Doorbell {
 }
 
 impl Doorbell {
+    #[cfg_attr(
+        not(any(feature = "blocking", feature = "tokio", feature = "smol", feature = "async-std")),
+        allow(dead_code)
+    )]
     pub(crate) fn listen(&self) -> EventListener {
         match self {
             Doorbell::Own(e) => e.listen(),
@@ -264,7 +268,7 @@ impl Candidacy {
     /// Blocks until this member is elected, and returns its leadership.
     pub fn wait(mut self) -> Result<Leadership, Error> {
         let r = self.shared.wait_blocking(elected_or_ended);
-        self.into_leadership(r)
+        self.take_leadership(r)
     }
 
     /// Blocks until elected or until `timeout` passes on the *real* clock; on a timeout the
@@ -275,7 +279,7 @@ impl Candidacy {
             let listener = self.shared.changed.listen();
             let ready = elected_or_ended(&self.shared.lock());
             if let Some(r) = ready {
-                return Ok(self.into_leadership(r));
+                return Ok(self.take_leadership(r));
             }
             if listener.wait_deadline(deadline).is_none() && Instant::now() >= deadline {
                 return Err(self);
@@ -287,10 +291,10 @@ impl Candidacy {
     /// before it completes cancels the candidacy.
     pub async fn elected(mut self) -> Result<Leadership, Error> {
         let r = self.shared.wait_async(elected_or_ended).await;
-        self.into_leadership(r)
+        self.take_leadership(r)
     }
 
-    fn into_leadership(&mut self, r: Result<FencingToken, Error>) -> Result<Leadership, Error> {
+    fn take_leadership(&mut self, r: Result<FencingToken, Error>) -> Result<Leadership, Error> {
         self.armed = false;
         r.map(|token| Leadership { shared: self.shared.clone(), token })
     }

@@ -22,6 +22,10 @@ mod log;
 
 pub mod clock;
 pub mod describe;
+#[cfg_attr(
+    not(any(feature = "blocking", feature = "tokio", feature = "smol", feature = "async-std")),
+    allow(dead_code, unused_imports)
+)]
 mod driver;
 pub mod error;
 pub mod leadership;

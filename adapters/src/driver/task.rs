@@ -1,0 +1,123 @@
+//! The async loop, shared by the tokio, smol and async-std drivers.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::state::RoleState;
+
+use super::{execute, Driver, Next, Wait};
+use crate::error::TransportError;
+use crate::leadership::{Candidacy, Error};
+use crate::options::Options;
+use crate::transport::{Coordinator, StateReader, Transport};
+
+/// A boxed future that can move between threads.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What an async driver needs from its runtime.
+pub(crate) trait Runtime: 'static {
+    /// Runs `f` on the runtime's blocking pool; `None` when the runtime dropped the task.
+    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>>;
+    /// Completes after `d` of real time.
+    fn sleep(d: Duration) -> BoxFuture<()>;
+    /// Runs `f` as a detached task.
+    fn spawn(f: BoxFuture<()>);
+}
+
+/// Starts a candidacy whose driver is a task of runtime `R`.
+pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
+    transport: T,
+    role: &str,
+    member: &str,
+    options: Options,
+) -> Result<Candidacy, Error> {
+    let (driver, candidacy) = Driver::new(Arc::new(transport), role, member, options)?;
+    R::spawn(Box::pin(run_async::<R, T>(driver)));
+    Ok(candidacy)
+}
+
+/// [`describe_leadership`](crate::describe_leadership) on runtime `R`'s blocking pool.
+pub(crate) async fn describe_leadership_on<R: Runtime, C: Coordinator + Send + Sync + ?Sized + 'static>(
+    coordinator: Arc<C>,
+    role: &str,
+) -> Result<LeadershipStatus, Error> {
+    let role = role.to_owned();
+    R::unblock(move || crate::describe::describe_leadership(&*coordinator, &role))
+        .await
+        .unwrap_or(Err(Error::Cancelled))
+}
+
+/// [`describe_role_state`](crate::describe_role_state) on runtime `R`'s blocking pool.
+pub(crate) async fn describe_role_state_on<R: Runtime, S: StateReader + Send + Sync + ?Sized + 'static>(
+    reader: Arc<S>,
+    role: &str,
+    partitions: i32,
+) -> Result<RoleState, Error> {
+    let role = role.to_owned();
+    R::unblock(move || crate::describe::describe_role_state(&*reader, &role, partitions))
+        .await
+        .unwrap_or(Err(Error::Cancelled))
+}
+
+/// The async loop: the same steps as the blocking one, waiting with the runtime's timer and
+/// running transport calls on its blocking pool.
+pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(mut d: Driver<T>) {
+    if let Err(e) = async_loop::<R, T>(&mut d).await {
+        d.shared.finish(Err(e));
+    }
+}
+
+async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+) -> Result<(), Error> {
+    use futures_lite::future::or;
+    loop {
+        d.check_cancel()?;
+        match d.drain() {
+            Next::Ended => return Ok(()),
+            Next::Io(cmd) => {
+                let (transport, clock, shared) = (d.transport.clone(), d.clock.clone(), d.shared.clone());
+                let long_poll = d.long_poll;
+                let mut io = R::unblock(move || execute(&*transport, cmd, &*clock, long_poll, &shared));
+                let outcome = loop {
+                    let listener = d.shared.doorbell.listen();
+                    // A resign during I/O is noted now and acted on when the I/O completes.
+                    d.check_cancel()?;
+                    let finished = or(async { Some((&mut io).await) }, async {
+                        listener.await;
+                        None
+                    })
+                    .await;
+                    if let Some(outcome) = finished {
+                        break outcome.unwrap_or_else(|| {
+                            Err(TransportError::fatal("the runtime dropped the transport call"))
+                        });
+                    }
+                };
+                d.complete(outcome)?;
+            }
+            Next::Wait(wake) => {
+                let listener = d.shared.doorbell.listen();
+                if d.cancel_pending() {
+                    continue;
+                }
+                match d.until_wake(wake) {
+                    Wait::Due => {}
+                    Wait::ClockMoves(now) => {
+                        d.set_idle(Some(now));
+                        listener.await;
+                    }
+                    Wait::For(now, dur) => {
+                        d.set_idle(Some(now));
+                        or(listener, R::sleep(dur)).await;
+                    }
+                }
+                d.set_idle(None);
+                d.tick()?;
+            }
+        }
+    }
+}

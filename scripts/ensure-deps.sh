@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need and a fresh machine may lack:
+#  - cmake, a C/C++ toolchain, pkg-config, OpenSSL and zlib headers (librdkafka and the static
+#    libcurl are built from source by rdkafka-sys),
+#  - Java 17+ and Maven (the Kafka test broker and the golden-vector check run from Maven
+#    Central artifacts),
+#  - python3 (the golden-vector generator's --check).
+# Uses apt-get when something is missing and we are root; otherwise says what to install.
+set -euo pipefail
+
+missing=()
+need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need_cmd cmake cmake
+need_cmd make make
+need_cmd gcc gcc
+need_cmd g++ g++
+need_cmd pkg-config pkg-config
+need_cmd perl perl
+need_cmd python3 python3
+need_cmd java openjdk-17-jdk-headless
+need_cmd mvn maven
+if command -v dpkg >/dev/null 2>&1; then
+    for pkg in libssl-dev zlib1g-dev; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "ensure-deps: installing ${missing[*]}" >&2
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "ensure-deps: please install: ${missing[*]}" >&2
+        exit 2
+    fi
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "ensure-deps: cargo not found; install Rust (https://rustup.rs) first" >&2
+    exit 2
+fi
+if command -v rustup >/dev/null 2>&1; then
+    rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+if [ -n "$java_major" ] && [ "$java_major" -lt 17 ]; then
+    echo "ensure-deps: Java $java_major found; the Kafka 4.x test broker needs Java 17+" >&2
+    exit 2
+fi
