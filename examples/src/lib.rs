@@ -1,1 +1,46 @@
+//! The runnable examples of **kafka-coordination**, as a library.
+//!
+//! Every example under `examples/examples/` is a thin `main` around one `run` function here, so
+//! the integration tests of this crate run the very same scenarios (`cargo test -p
+//! kafka-coordination-examples`) and fail if an example breaks.
+//!
+//! | module | example | shows |
+//! |---|---|---|
+//! | [`failover`] | `cargo run --example failover` | election, renewal, death of the leader, takeover, fencing, third-party check, resign hand-over |
+//! | [`blocking_worker`] | `cargo run --example blocking_worker` | work done only while leading, a zombie's writes refused by token, stop on fence |
+//! | [`custom_event_loop`] | `cargo run --example custom_event_loop` | driving the sans-IO [`Candidate`](kafka_coordination::core::machine::Candidate) by hand |
+//! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with a [`ManualClock`](kafka_coordination::ManualClock) |
+//!
+//! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
+//! to print to, and returns `Err` with a message when anything did not happen as expected.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
+pub mod args;
+pub mod blocking_worker;
+pub mod custom_event_loop;
+pub mod failover;
+pub mod link;
+pub mod manual_clock;
+pub mod timeline;
+
+pub use link::Link;
+pub use timeline::Timeline;
+
+/// Runs an example's `run` function as a program: prints the error and exits with status 1 on
+/// failure, 2 when the arguments were wrong. Used by the thin mains in `examples/examples/`.
+pub fn main_with(name: &str, run: fn(&[String], &Timeline) -> Result<(), args::Failure>) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let timeline = Timeline::stdout();
+    match run(&args, &timeline) {
+        Ok(()) => {}
+        Err(args::Failure::Usage(message)) => {
+            eprintln!("{name}: {message}");
+            std::process::exit(2);
+        }
+        Err(args::Failure::Failed(message)) => {
+            eprintln!("{name}: FAILED: {message}");
+            std::process::exit(1);
+        }
+    }
+}

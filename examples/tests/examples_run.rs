@@ -1,0 +1,171 @@
+//! Runs every memory-backed example's scenario, as `cargo run --example NAME` does, and fails
+//! if one of them does not complete or prints less than its story.
+
+use kafka_coordination_examples::{
+    blocking_worker, custom_event_loop, failover, manual_clock, Timeline,
+};
+
+type Run = fn(&[String], &Timeline) -> Result<(), kafka_coordination_examples::args::Failure>;
+
+/// Runs `run` with `args` into a buffer; panics with the whole output on failure.
+fn run_example(name: &str, run: Run, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let out = Timeline::buffer();
+    let result = run(&args, &out);
+    let text = out.contents();
+    if let Err(e) = result {
+        panic!("example {name} {args:?} failed: {e}\n--- output ---\n{text}");
+    }
+    text
+}
+
+fn assert_mentions(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
+    }
+}
+
+#[test]
+fn failover_runs_its_whole_timeline() {
+    let text = run_example("failover", failover::run, &[]);
+    assert_mentions(
+        &text,
+        &[
+            "node-1    elected: leads with token",
+            "node-2    registered at offset",
+            "renewed its lease with the same token",
+            "KILLED",
+            "node-2    elected: leads with token",
+            "still believes it leads",
+            "= false  (node-1's old token)",
+            "= true   (node-2's token)",
+            "= false  (NO_EPOCH)",
+            "Error::Fenced",
+            "REJECTED",
+            "node-3    elected",
+            "failover: OK",
+        ],
+    );
+}
+
+#[test]
+fn failover_with_four_members_and_other_timings() {
+    let text = run_example(
+        "failover",
+        failover::run,
+        &[
+            "--members",
+            "4",
+            "--lease-ms",
+            "1200",
+            "--renew-ms",
+            "300",
+            "--stagger-ms",
+            "200",
+        ],
+    );
+    assert_mentions(
+        &text,
+        &[
+            "node-4    registered",
+            "other standbys cancelled",
+            "failover: OK",
+        ],
+    );
+}
+
+#[test]
+fn failover_rejects_bad_arguments() {
+    let out = Timeline::buffer();
+    let bad = ["--members".to_owned(), "2".to_owned()];
+    assert!(matches!(
+        failover::run(&bad, &out),
+        Err(kafka_coordination_examples::args::Failure::Usage(_))
+    ));
+    let text = run_example("failover", failover::run, &["--help"]);
+    assert_mentions(&text, &["--bootstrap"]);
+}
+
+#[test]
+fn blocking_worker_stops_when_fenced() {
+    let text = run_example("blocking_worker", blocking_worker::run, &[]);
+    assert_mentions(
+        &text,
+        &[
+            "worker-a  elected",
+            "CUT",
+            "worker-b  elected",
+            "REFUSED by the store",
+            "worker-a  done fired (fenced",
+            "worker-b  told to stop: resigned",
+            "blocking_worker: OK",
+        ],
+    );
+}
+
+#[test]
+fn custom_event_loop_hands_over_on_resign() {
+    let text = run_example("custom_event_loop", custom_event_loop::run, &[]);
+    assert_mentions(
+        &text,
+        &[
+            "a         ⇒ Elected",
+            "parked until",
+            "a         ⇐ Event::Resign",
+            "b         ⇒ Elected",
+            "custom_event_loop: OK",
+        ],
+    );
+}
+
+#[test]
+fn custom_event_loop_in_real_time() {
+    let text = run_example(
+        "custom_event_loop",
+        custom_event_loop::run,
+        &["--real-time"],
+    );
+    assert_mentions(&text, &["real time", "custom_event_loop: OK"]);
+}
+
+#[test]
+fn manual_clock_story_holds() {
+    let text = run_example("manual_clock", manual_clock::run, &[]);
+    assert_mentions(
+        &text,
+        &[
+            "node-b    elected at node-a's deadline",
+            "fenced at its next renewal",
+            "manual_clock: OK",
+        ],
+    );
+}
+
+/// The failover timeline on a real cluster: set `KAFKA_BOOTSTRAP` (for example with
+/// `scripts/kafka/with-broker.sh cargo test -p kafka-coordination-examples --features kafka`).
+#[cfg(feature = "kafka")]
+#[test]
+fn failover_on_kafka() {
+    let bootstrap = match std::env::var("KAFKA_BOOTSTRAP") {
+        Ok(b) if !b.trim().is_empty() => b,
+        _ => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED failover_on_kafka: KAFKA_BOOTSTRAP is not set ***\n"
+            );
+            return;
+        }
+    };
+    let replication = std::env::var("KAFKA_BROKERS")
+        .ok()
+        .and_then(|n| n.parse::<i32>().ok())
+        .map_or(1, |n| n.clamp(1, 3))
+        .to_string();
+    let text = run_example(
+        "failover",
+        failover::run,
+        &["--bootstrap", &bootstrap, "--replication", &replication],
+    );
+    assert_mentions(&text, &["on Kafka at", "REJECTED", "failover: OK"]);
+}
