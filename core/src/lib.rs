@@ -5,8 +5,8 @@
 //! * [`partition`]: Kafka's murmur2 partitioning of a role name.
 //! * [`token`]: the fencing token, the (producer id, producer epoch) pair.
 //! * [`state`]: the roster and lease of one role, built from its partition's records.
-//! * [`evaluate`]: one decision from that state: wait, challenge or renew.
-//! * [`machine`]: [`Candidate`](machine::Candidate), the life of one member as a state machine.
+//! * [`mod@evaluate`]: one decision from that state: wait, challenge or renew.
+//! * [`machine`]: [`Candidate`], the life of one member as a state machine.
 //! * [`describe`]: a third party's view of who is authoritative.
 //! * [`config`]: the timing of leases and challenges.
 //! * [`time`]: wall-clock instants in milliseconds; the caller always passes `now`.
@@ -39,7 +39,10 @@ pub use describe::{LeadershipStatus, TransactionState};
 
 
 pub use partition::{murmur2, role_partition, to_positive, PartitionCountError};
-pub use record::{FormatError, FormatErrorKind, Key, KeyKind, Lease, MemberId, NameError, Part, Registration, Role};
+pub use record::{
+    FormatError, FormatErrorKind, Key, KeyKind, KeyRef, Lease, LeaseRef, MemberId, NameError, Part,
+    Registration, RegistrationRef, Role,
+};
 
 pub use time::UnixMillis;
 pub use token::FencingToken;

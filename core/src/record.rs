@@ -237,8 +237,8 @@ impl Key {
 }
 
 /// A decoded key whose names borrow from the bytes it was decoded from: decoding it allocates
-/// nothing. Get one from [`KeyRef::decode`] (or [`Key::as_borrowed`]); [`KeyRef::to_owned`] gives the
-/// [`Key`].
+/// nothing. Get one from [`KeyRef::decode`] (or [`Key::as_borrowed`]); [`KeyRef::to_owned`]
+/// gives the [`Key`].
 ///
 /// Its names passed every check a [`Role`] or [`MemberId`] is built with, so it can only hold a
 /// valid key.
@@ -254,22 +254,37 @@ impl<'a> KeyRef<'a> {
     /// Decodes a key without allocating. It fails exactly where, and with exactly the error,
     /// [`Key::decode`] fails: that function is this one followed by [`KeyRef::to_owned`].
     pub fn decode(bytes: &'a [u8]) -> Result<KeyRef<'a>, FormatError> {
+        KeyRef::decode_expecting(bytes, None)
+    }
+
+    /// [`decode`](Self::decode) for a reader that expects the role `expected` (its own): when
+    /// the role's bytes are exactly `expected`, `expected` is the role and the bytes are not
+    /// validated again. The result and errors are those of `decode`.
+    pub(crate) fn decode_expecting(
+        bytes: &'a [u8],
+        expected: Option<&'a str>,
+    ) -> Result<KeyRef<'a>, FormatError> {
         let mut r = Reader::new(bytes, Part::Key);
         r.version()?;
         let kind = r.i16(Field::Kind)?;
-        let kind = match kind {
-            0 => KeyKind::Registration,
-            1 => KeyKind::Lease,
-            other => return Err(r.fail(FormatErrorKind::UnknownKind { kind: other })),
+        if !(0..=1).contains(&kind) {
+            return Err(r.fail(FormatErrorKind::UnknownKind { kind }));
+        }
+        let is_lease = kind == 1;
+        let kind = if is_lease {
+            KeyKind::Lease
+        } else {
+            KeyKind::Registration
         };
-        let (role, member) = r.name_and_str(Field::Role, Field::Member)?;
-        match kind {
-            KeyKind::Registration => r.non_empty(Field::Member, member)?,
-            KeyKind::Lease => {
-                if !member.is_empty() {
-                    return Err(r.fail(FormatErrorKind::LeaseKeyWithMember { len: member.len() }));
+        let (role, member) = r.name_and_str(Field::Role, Field::Member, expected)?;
+        if is_lease != member.is_empty() {
+            return Err(r.fail(if is_lease {
+                FormatErrorKind::LeaseKeyWithMember { len: member.len() }
+            } else {
+                FormatErrorKind::EmptyName {
+                    field: Field::Member,
                 }
-            }
+            }));
         }
         r.finish()?;
         Ok(KeyRef { kind, role, member })
@@ -377,9 +392,19 @@ impl<'a> RegistrationRef<'a> {
     /// exactly the error, [`Registration::decode`] fails. An empty slice is a tombstone, not a
     /// value: it fails with [`FormatErrorKind::Truncated`].
     pub fn decode(bytes: &'a [u8]) -> Result<RegistrationRef<'a>, FormatError> {
+        RegistrationRef::decode_expecting(bytes, None)
+    }
+
+    /// [`decode`](Self::decode) for a reader that expects the member `expected` (the member of
+    /// the key): when the member's bytes are exactly `expected`, `expected` is the member and
+    /// the bytes are not validated again. The result and errors are those of `decode`.
+    pub(crate) fn decode_expecting(
+        bytes: &'a [u8],
+        expected: Option<&'a str>,
+    ) -> Result<RegistrationRef<'a>, FormatError> {
         let mut r = Reader::new(bytes, Part::RegistrationValue);
         r.version()?;
-        let member = r.name(Field::Member)?;
+        let member = r.name_expecting(Field::Member, expected)?;
         let registered_at = UnixMillis(r.i64(Field::RegisteredAt)?);
         r.finish()?;
         Ok(RegistrationRef {
@@ -478,9 +503,20 @@ impl<'a> LeaseRef<'a> {
     /// error, [`Lease::decode`] fails. An empty slice is a tombstone, not a value: it fails with
     /// [`FormatErrorKind::Truncated`].
     pub fn decode(bytes: &'a [u8]) -> Result<LeaseRef<'a>, FormatError> {
+        LeaseRef::decode_expecting(bytes, None)
+    }
+
+    /// [`decode`](Self::decode) for a reader that expects the member `expected` (the holder of
+    /// the current lease, which renews it): when the member's bytes are exactly `expected`,
+    /// `expected` is the member and the bytes are not validated again. The result and errors
+    /// are those of `decode`.
+    pub(crate) fn decode_expecting(
+        bytes: &'a [u8],
+        expected: Option<&'a str>,
+    ) -> Result<LeaseRef<'a>, FormatError> {
         let mut r = Reader::new(bytes, Part::LeaseValue);
         r.version()?;
-        let member = r.name(Field::Member)?;
+        let member = r.name_expecting(Field::Member, expected)?;
         let producer_id = r.i64(Field::ProducerId)?;
         let producer_epoch = r.i16(Field::ProducerEpoch)?;
         let granted_at = r.i64(Field::GrantedAt)?;
@@ -787,8 +823,8 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// A string that may be empty.
-    fn str(&mut self, field: Field) -> Result<&'a str, FormatError> {
+    /// The bytes of a string: its length prefix is read and checked, its text is not.
+    fn str_bytes(&mut self, field: Field) -> Result<&'a [u8], FormatError> {
         let len = self.i16(field)?;
         if len < 0 {
             return Err(self.fail(FormatErrorKind::NegativeLength { field, len }));
@@ -803,6 +839,11 @@ impl<'a> Reader<'a> {
         }
         let (s, rest) = self.bytes.split_at(n);
         self.bytes = rest;
+        Ok(s)
+    }
+
+    /// A string's bytes as text.
+    fn utf8(&self, field: Field, s: &'a [u8]) -> Result<&'a str, FormatError> {
         if s.is_empty() {
             // A lease key's member: nothing to validate.
             return Ok("");
@@ -810,18 +851,28 @@ impl<'a> Reader<'a> {
         core::str::from_utf8(s).map_err(|_| self.fail(FormatErrorKind::InvalidUtf8 { field }))
     }
 
+    /// A string that may be empty.
+    fn str(&mut self, field: Field) -> Result<&'a str, FormatError> {
+        let s = self.str_bytes(field)?;
+        self.utf8(field, s)
+    }
+
     /// A name, then a string that may be empty: a key's role and member. The result and any
-    /// error are those of [`name`](Self::name) followed by [`str`](Self::str); this only
-    /// validates both strings in a single UTF-8 pass when it can.
+    /// error are those of [`name_expecting`](Self::name_expecting) followed by
+    /// [`str`](Self::str); without an expected name, this validates both strings in a single
+    /// UTF-8 pass when it can.
     fn name_and_str(
         &mut self,
         first: Field,
         second: Field,
+        expected: Option<&'a str>,
     ) -> Result<(&'a str, &'a str), FormatError> {
-        if let Some(pair) = self.name_and_str_in_one_pass() {
-            return Ok(pair);
+        if expected.is_none() {
+            if let Some(pair) = self.name_and_str_in_one_pass() {
+                return Ok(pair);
+            }
         }
-        let a = self.name(first)?;
+        let a = self.name_expecting(first, expected)?;
         let b = self.str(second)?;
         Ok((a, b))
     }
@@ -863,8 +914,20 @@ impl<'a> Reader<'a> {
 
     /// A non-empty string, borrowed. At most `i16::MAX` bytes by construction, so it is a valid
     /// [`Role`] or [`MemberId`] name.
-    fn name(&mut self, field: Field) -> Result<&'a str, FormatError> {
-        let s = self.str(field)?;
+    ///
+    /// When the bytes are exactly `expected` (a name the caller holds, so valid and non-empty),
+    /// `expected` is returned without validating them again; the result and errors are the same
+    /// as without it.
+    fn name_expecting(
+        &mut self,
+        field: Field,
+        expected: Option<&'a str>,
+    ) -> Result<&'a str, FormatError> {
+        let s = self.str_bytes(field)?;
+        if let Some(e) = expected.filter(|e| !e.is_empty() && e.as_bytes() == s) {
+            return Ok(e);
+        }
+        let s = self.utf8(field, s)?;
         self.non_empty(field, s)?;
         Ok(s)
     }
@@ -960,5 +1023,144 @@ mod tests {
         let k = Key::registration(role("orders"), member("a")).encode();
         assert_eq!(peek_key_role(&k), Some(&b"orders"[..]));
         assert_eq!(peek_key_role(&[0, 0, 0]), None);
+    }
+
+    /// A key from its raw fields, which need not be valid.
+    fn raw_key(kind: i16, role: &[u8], member: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend(0i16.to_be_bytes());
+        v.extend(kind.to_be_bytes());
+        v.extend((role.len() as i16).to_be_bytes());
+        v.extend(role);
+        v.extend((member.len() as i16).to_be_bytes());
+        v.extend(member);
+        v
+    }
+
+    #[test]
+    fn keys_decode_alike_in_one_utf8_pass_or_field_by_field() {
+        let err = |field| {
+            Err(FormatError {
+                part: Part::Key,
+                kind: FormatErrorKind::InvalidUtf8 { field },
+            })
+        };
+        let long = "\u{e9}".repeat(100); // 200 bytes: a length whose low byte is not ASCII
+        let cases: [(i16, &[u8], &[u8]); 4] = [
+            (0, b"r", b"m"),
+            (0, b"r", long.as_bytes()),
+            (0, long.as_bytes(), b"m"),
+            (1, long.as_bytes(), b""),
+        ];
+        for (kind, r, m) in cases {
+            let bytes = raw_key(kind, r, m);
+            let k = KeyRef::decode(&bytes).unwrap();
+            assert_eq!(
+                (k.role().as_bytes(), k.member().unwrap_or("").as_bytes()),
+                (r, m)
+            );
+        }
+        // The first invalid string is named, whether or not the one-pass path was tried (it is
+        // not when the member's length has a non-ASCII low byte).
+        let mut long_bad = long.clone().into_bytes();
+        long_bad[150] = 0xff;
+        for member in [&b"m"[..], long.as_bytes(), &long_bad] {
+            assert_eq!(
+                KeyRef::decode(&raw_key(0, b"r\xff", member)),
+                err(Field::Role)
+            );
+        }
+        for member in [&b"\xffm"[..], &long_bad] {
+            assert_eq!(
+                KeyRef::decode(&raw_key(0, b"r", member)),
+                err(Field::Member)
+            );
+        }
+        // A multi-byte character split by the member's length prefix is no character.
+        assert_eq!(
+            KeyRef::decode(&raw_key(0, b"r\xc3", b"\xa9")),
+            err(Field::Role)
+        );
+        // An empty role is refused before the member is read, even when it is invalid.
+        assert_eq!(
+            KeyRef::decode(&raw_key(0, b"", b"\xff")).unwrap_err().kind,
+            FormatErrorKind::EmptyName { field: Field::Role }
+        );
+        assert_eq!(
+            KeyRef::decode(&raw_key(0, b"r", b"")).unwrap_err().kind,
+            FormatErrorKind::EmptyName {
+                field: Field::Member
+            }
+        );
+        let mut overlong = raw_key(0, b"r", b"mm");
+        overlong.pop();
+        assert_eq!(
+            KeyRef::decode(&overlong).unwrap_err().kind,
+            FormatErrorKind::Overlong {
+                field: Field::Member,
+                len: 2,
+                available: 1
+            }
+        );
+    }
+
+    #[test]
+    fn decoding_with_an_expected_name_gives_what_decoding_gives() {
+        let long = "n".repeat(300);
+        let names = [
+            "orders",
+            "m",
+            "\u{1f980}",
+            "order",
+            "orders2",
+            long.as_str(),
+        ];
+        let mut inputs = Vec::new();
+        for a in names {
+            for b in names {
+                inputs.push(Key::registration(role(a), member(b)).encode());
+                inputs.push(
+                    Registration {
+                        member: member(a),
+                        registered_at: UnixMillis(1),
+                    }
+                    .encode(),
+                );
+            }
+            inputs.push(Key::lease(role(a)).encode());
+            inputs.push(
+                Lease {
+                    member: member(a),
+                    token: FencingToken::new(1, 2),
+                    granted_at: UnixMillis(3),
+                    deadline: UnixMillis(4),
+                }
+                .encode(),
+            );
+        }
+        // Every single-byte corruption of each input, too.
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in 0..inputs.len() {
+            for _ in 0..40 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let mut bytes = inputs[i].clone();
+                let at = (state >> 8) as usize % bytes.len();
+                bytes[at] ^= (state as u8) | 1;
+                inputs.push(bytes);
+            }
+        }
+        for bytes in &inputs {
+            let key = KeyRef::decode(bytes);
+            let reg = RegistrationRef::decode(bytes);
+            let lease = LeaseRef::decode(bytes);
+            for expected in names.iter().copied().chain(["", "x"]) {
+                let e = Some(expected);
+                assert_eq!(KeyRef::decode_expecting(bytes, e), key, "{bytes:?} {e:?}");
+                assert_eq!(RegistrationRef::decode_expecting(bytes, e), reg);
+                assert_eq!(LeaseRef::decode_expecting(bytes, e), lease);
+            }
+        }
     }
 }

@@ -1,4 +1,7 @@
 //! Runs every golden vector file in `golden/` against this crate, in both directions.
+//! Decoding is checked twice: through the owned types (`Key`, `Registration`, `Lease`) and
+//! through the borrowed, allocation-free ones (`KeyRef`, `RegistrationRef`, `LeaseRef`), which
+//! must give the same fields and the same errors.
 //!
 //! The files are language-neutral (their schema is `golden/README.md`) and shared with the ports
 //! of the format; no vector is written in this file. Each check loads its file, refuses a missing
@@ -11,7 +14,8 @@ use kafka_coordination_core::partition::{
     murmur2, partition_of_bytes, role_partition, to_positive,
 };
 use kafka_coordination_core::record::{
-    FormatError, FormatErrorKind, Key, Lease, MemberId, Part, Registration, Role,
+    FormatError, FormatErrorKind, Key, KeyRef, Lease, LeaseRef, MemberId, Part, Registration,
+    RegistrationRef, Role,
 };
 use kafka_coordination_core::{FencingToken, UnixMillis};
 use serde::de::DeserializeOwned;
@@ -216,6 +220,21 @@ fn keys() {
         assert_eq!(key.encoded_len(), bytes.len(), "{name}: encoded_len");
         let decoded = Key::decode(&bytes).unwrap_or_else(|e| panic!("{name}: decode: {e}"));
         assert!(decoded == key, "{name}: decode gave other fields");
+        let borrowed =
+            KeyRef::decode(&bytes).unwrap_or_else(|e| panic!("{name}: borrowed decode: {e}"));
+        assert_eq!(borrowed.kind(), key.kind(), "{name}: borrowed kind");
+        assert!(
+            borrowed.role() == key.role().as_str(),
+            "{name}: borrowed decode gave another role"
+        );
+        assert!(
+            borrowed.member() == key.member().map(MemberId::as_str),
+            "{name}: borrowed decode gave another member"
+        );
+        assert!(
+            borrowed == key.as_borrowed() && borrowed.to_owned() == key,
+            "{name}: borrowed decode gave other fields"
+        );
         checked += 1;
     }
     assert!(
@@ -250,6 +269,21 @@ fn registrations() {
         let decoded =
             Registration::decode(&bytes).unwrap_or_else(|e| panic!("{name}: decode: {e}"));
         assert!(decoded == value, "{name}: decode gave other fields");
+        let borrowed = RegistrationRef::decode(&bytes)
+            .unwrap_or_else(|e| panic!("{name}: borrowed decode: {e}"));
+        assert!(
+            borrowed.member() == value.member.as_str(),
+            "{name}: borrowed decode gave another member"
+        );
+        assert_eq!(
+            borrowed.registered_at(),
+            value.registered_at,
+            "{name}: borrowed registered_at"
+        );
+        assert!(
+            borrowed == value.as_borrowed() && borrowed.to_owned() == value,
+            "{name}: borrowed decode gave other fields"
+        );
         checked += 1;
     }
     counted("registrations.json", checked, vectors.len());
@@ -284,6 +318,27 @@ fn leases() {
         assert_eq!(value.encoded_len(), bytes.len(), "{name}: encoded_len");
         let decoded = Lease::decode(&bytes).unwrap_or_else(|e| panic!("{name}: decode: {e}"));
         assert!(decoded == value, "{name}: decode gave other fields");
+        let borrowed =
+            LeaseRef::decode(&bytes).unwrap_or_else(|e| panic!("{name}: borrowed decode: {e}"));
+        assert!(
+            borrowed.member() == value.member.as_str(),
+            "{name}: borrowed decode gave another member"
+        );
+        assert_eq!(borrowed.token(), value.token, "{name}: borrowed token");
+        assert_eq!(
+            borrowed.granted_at(),
+            value.granted_at,
+            "{name}: borrowed granted_at"
+        );
+        assert_eq!(
+            borrowed.deadline(),
+            value.deadline,
+            "{name}: borrowed deadline"
+        );
+        assert!(
+            borrowed == value.as_borrowed() && borrowed.to_owned() == value,
+            "{name}: borrowed decode gave other fields"
+        );
         checked += 1;
     }
     counted("leases.json", checked, vectors.len());
@@ -331,22 +386,38 @@ fn malformed() {
     for v in &vectors {
         let name = v.name.as_str();
         let bytes = v.hex.bytes();
-        let result: Result<(), FormatError> = match v.part.as_str() {
-            "key" => {
-                per_part[0] += 1;
-                Key::decode(&bytes).map(drop)
-            }
-            "registration_value" => {
-                per_part[1] += 1;
-                Registration::decode(&bytes).map(drop)
-            }
-            "lease_value" => {
-                per_part[2] += 1;
-                Lease::decode(&bytes).map(drop)
-            }
-            other => panic!("{name}: unknown part {other:?}"),
-        };
+        // The owned and the borrowed decoder of the part.
+        let (result, borrowed): (Result<(), FormatError>, Result<(), FormatError>) =
+            match v.part.as_str() {
+                "key" => {
+                    per_part[0] += 1;
+                    (
+                        Key::decode(&bytes).map(drop),
+                        KeyRef::decode(&bytes).map(drop),
+                    )
+                }
+                "registration_value" => {
+                    per_part[1] += 1;
+                    (
+                        Registration::decode(&bytes).map(drop),
+                        RegistrationRef::decode(&bytes).map(drop),
+                    )
+                }
+                "lease_value" => {
+                    per_part[2] += 1;
+                    (
+                        Lease::decode(&bytes).map(drop),
+                        LeaseRef::decode(&bytes).map(drop),
+                    )
+                }
+                other => panic!("{name}: unknown part {other:?}"),
+            };
         let err = result.expect_err(name);
+        assert_eq!(
+            borrowed,
+            Err(err),
+            "{name}: the borrowed decoder must fail as the owned one does"
+        );
         assert_eq!(part_name(err.part), v.part, "{name}: part ({err})");
         assert_eq!(err.kind.name(), v.kind, "{name}: kind ({err})");
         assert_eq!(

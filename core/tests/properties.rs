@@ -1,10 +1,20 @@
 //! Properties of the record format that hold for every input, not only the golden vectors:
-//! decoding never panics, the encoding round-trips, and the format is canonical (bytes that
-//! decode are exactly the encoding of what they decode to).
+//! decoding never panics, the encoding round-trips, the format is canonical (bytes that
+//! decode are exactly the encoding of what they decode to), and the borrowed decoders
+//! (`KeyRef`, `RegistrationRef`, `LeaseRef`) give exactly what the owned ones give, errors
+//! included.
+//!
+//! Last, `RoleState` is run against a reference model: the straightforward reading of the
+//! records (owned decoding, ordered maps by name and by offset) must give the same outcome for
+//! every record and the same roster, lease, offsets and ranks after it.
+
+use std::collections::BTreeMap;
 
 use kafka_coordination_core::record::{
-    FormatError, FormatErrorKind, Key, Lease, MemberId, Part, Registration, Role, MAX_NAME_BYTES,
+    FormatError, FormatErrorKind, Key, KeyRef, Lease, LeaseRef, MemberId, Part, Registration,
+    RegistrationRef, Role, MAX_NAME_BYTES,
 };
+use kafka_coordination_core::state::{Applied, LeaseEntry, Malformed, Record, RoleState};
 use kafka_coordination_core::{FencingToken, UnixMillis};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -159,6 +169,38 @@ fn decode_all_parts(bytes: &[u8]) -> Result<(), TestCaseError> {
         Registration::encode,
     )?;
     check(bytes, Part::LeaseValue, Lease::decode(bytes), Lease::encode)?;
+    borrowed_decode_is_owned_decode(bytes)
+}
+
+/// Decodes `bytes` as every part with both decoders: the borrowed one must succeed exactly
+/// when the owned one does, with the same fields, and fail with the same error otherwise.
+fn borrowed_decode_is_owned_decode(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let owned = Key::decode(bytes);
+    let borrowed = KeyRef::decode(bytes);
+    prop_assert_eq!(
+        borrowed,
+        owned.as_ref().map(Key::as_borrowed).map_err(|e| *e)
+    );
+    prop_assert_eq!(borrowed.map(KeyRef::to_owned), owned);
+
+    let owned = Registration::decode(bytes);
+    let borrowed = RegistrationRef::decode(bytes);
+    prop_assert_eq!(
+        borrowed,
+        owned
+            .as_ref()
+            .map(Registration::as_borrowed)
+            .map_err(|e| *e)
+    );
+    prop_assert_eq!(borrowed.map(RegistrationRef::to_owned), owned);
+
+    let owned = Lease::decode(bytes);
+    let borrowed = LeaseRef::decode(bytes);
+    prop_assert_eq!(
+        borrowed,
+        owned.as_ref().map(Lease::as_borrowed).map_err(|e| *e)
+    );
+    prop_assert_eq!(borrowed.map(LeaseRef::to_owned), owned);
     Ok(())
 }
 
@@ -198,6 +240,33 @@ proptest! {
     #[test]
     fn decode_never_panics_on_arbitrary_bytes(bytes in vec(any::<u8>(), 0..512)) {
         decode_all_parts(&bytes)?;
+    }
+
+    #[test]
+    fn borrowed_decode_equals_owned_decode_on_arbitrary_bytes(bytes in vec(any::<u8>(), 0..512)) {
+        borrowed_decode_is_owned_decode(&bytes)?;
+    }
+
+    #[test]
+    fn borrowed_decode_equals_owned_decode_on_valid_and_mutated_encodings(
+        mut bytes in valid_encoding(),
+        mutations in vec(mutation(), 0..3),
+    ) {
+        borrowed_decode_is_owned_decode(&bytes)?;
+        for m in &mutations {
+            apply(&mut bytes, m);
+            borrowed_decode_is_owned_decode(&bytes)?;
+        }
+    }
+
+    #[test]
+    fn borrowed_round_trips(k in key(), r in registration(), l in lease()) {
+        let bytes = k.encode();
+        prop_assert_eq!(KeyRef::decode(&bytes), Ok(k.as_borrowed()));
+        let bytes = r.encode();
+        prop_assert_eq!(RegistrationRef::decode(&bytes), Ok(r.as_borrowed()));
+        let bytes = l.encode();
+        prop_assert_eq!(LeaseRef::decode(&bytes), Ok(l.as_borrowed()));
     }
 
     #[test]
@@ -248,5 +317,256 @@ proptest! {
         bytes.extend(&tail);
         let err = Key::decode(&bytes).expect_err("a key with trailing bytes");
         prop_assert_eq!(err.kind, FormatErrorKind::TrailingBytes { count: tail.len() });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoleState against a reference model.
+// ---------------------------------------------------------------------------------------------
+
+/// The roster and lease of one role as the record format defines them, read the plain way:
+/// owned decoding, members by name and by join offset in ordered maps.
+#[derive(Debug)]
+struct Model {
+    role: Role,
+    join_offsets: BTreeMap<MemberId, i64>,
+    roster: BTreeMap<i64, MemberId>,
+    lease: Option<LeaseEntry>,
+    next_offset: i64,
+    malformed: u64,
+}
+
+impl Model {
+    fn new(role: Role) -> Model {
+        Model {
+            role,
+            join_offsets: BTreeMap::new(),
+            roster: BTreeMap::new(),
+            lease: None,
+            next_offset: 0,
+            malformed: 0,
+        }
+    }
+
+    /// The role of an encoded key, read without decoding the rest.
+    fn peek_role(key: &[u8]) -> Option<&[u8]> {
+        let len = i16::from_be_bytes([*key.get(4)?, *key.get(5)?]);
+        key.get(6..6 + usize::try_from(len).ok()?)
+    }
+
+    fn apply(&mut self, record: &Record) -> Applied {
+        if record.offset < self.next_offset {
+            return Applied::AlreadySeen;
+        }
+        self.next_offset = record.offset.saturating_add(1);
+        if Model::peek_role(&record.key).is_some_and(|r| r != self.role.as_str().as_bytes()) {
+            return Applied::OtherRole;
+        }
+        match self.apply_checked(record) {
+            Ok(applied) => applied,
+            Err(m) => {
+                self.malformed += 1;
+                Applied::Malformed(m)
+            }
+        }
+    }
+
+    fn apply_checked(&mut self, record: &Record) -> Result<Applied, Malformed> {
+        let key = Key::decode(&record.key).map_err(Malformed::Format)?;
+        if *key.role() != self.role {
+            return Ok(Applied::OtherRole);
+        }
+        let value = record.value.as_deref().filter(|v| !v.is_empty());
+        match (key, value) {
+            (Key::Registration { member, .. }, Some(value)) => {
+                let reg = Registration::decode(value).map_err(Malformed::Format)?;
+                if reg.member != member {
+                    return Err(Malformed::MemberMismatch);
+                }
+                if let Some(old) = self.join_offsets.insert(member.clone(), record.offset) {
+                    self.roster.remove(&old);
+                }
+                self.roster.insert(record.offset, member);
+                Ok(Applied::Registered)
+            }
+            (Key::Registration { member, .. }, None) => {
+                if let Some(old) = self.join_offsets.remove(&member) {
+                    self.roster.remove(&old);
+                }
+                Ok(Applied::Deregistered)
+            }
+            (Key::Lease { .. }, Some(value)) => {
+                let lease = Lease::decode(value).map_err(Malformed::Format)?;
+                self.lease = Some(LeaseEntry {
+                    lease,
+                    offset: record.offset,
+                });
+                Ok(Applied::Leased)
+            }
+            (Key::Lease { .. }, None) => {
+                self.lease = None;
+                Ok(Applied::LeaseCleared)
+            }
+        }
+    }
+
+    fn rank_at(&self, member: &MemberId, join_offset: i64) -> usize {
+        let holder = self.lease.as_ref().map(|l| &l.lease.member);
+        self.roster
+            .range(..join_offset)
+            .filter(|(_, m)| Some(*m) != holder && *m != member)
+            .count()
+    }
+}
+
+/// One step of a partition's history.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A registration of member `.0`; with `.1`, its value names that member instead.
+    Register(usize, Option<usize>),
+    /// A tombstone of member `.0`'s registration; an empty value when `.1`.
+    Deregister(usize, bool),
+    /// A lease held by member `.0`.
+    Lease(usize, i16, i64),
+    /// A lease tombstone.
+    ClearLease,
+    /// A registration or lease of another role.
+    OtherRole(usize, bool),
+    /// Our role's key with bytes that do not decode as a value.
+    BadValue(bool, Vec<u8>),
+    /// Arbitrary key bytes.
+    BadKey(Vec<u8>),
+}
+
+/// The members of the histories: short and long names, shared prefixes, equal lengths,
+/// non-ASCII; enough of them to grow the state's tables and leave holes to sweep.
+fn pool() -> Vec<MemberId> {
+    let mut names: Vec<String> = (0..40).map(|i| format!("node-{i:02}")).collect();
+    names.extend(["a", "b", "ab", "ba", "n\u{e9}ud", "\u{1f980}", "node-00 "].map(String::from));
+    names.push("x".repeat(200));
+    names.push(format!("{}y", "x".repeat(199)));
+    names
+        .into_iter()
+        .map(|n| MemberId::new(n).expect("valid member"))
+        .collect()
+}
+
+fn step(members: usize) -> impl Strategy<Value = Step> {
+    // Most steps touch a few members, so that they register again, leave and come back.
+    let who = prop_oneof![3 => 0..6usize, 1 => 0..members];
+    prop_oneof![
+        8 => (who.clone(), prop::option::weighted(0.05, 0..members))
+            .prop_map(|(m, other)| Step::Register(m, other)),
+        3 => (who.clone(), any::<bool>()).prop_map(|(m, empty)| Step::Deregister(m, empty)),
+        4 => (who, any::<i16>(), any::<i64>()).prop_map(|(m, e, d)| Step::Lease(m, e, d)),
+        1 => Just(Step::ClearLease),
+        2 => (0..members, any::<bool>()).prop_map(|(m, lease)| Step::OtherRole(m, lease)),
+        1 => (any::<bool>(), vec(any::<u8>(), 1..24)).prop_map(|(l, v)| Step::BadValue(l, v)),
+        1 => vec(any::<u8>(), 0..24).prop_map(Step::BadKey),
+    ]
+}
+
+fn record(step: &Step, offset: i64, role: &Role, other: &Role, pool: &[MemberId]) -> Record {
+    let reg = |r: &Role, m: &MemberId| Key::registration(r.clone(), m.clone()).encode();
+    let lease = |m: &MemberId, epoch: i16, deadline: i64| Lease {
+        member: m.clone(),
+        token: FencingToken::new(7, epoch),
+        granted_at: UnixMillis(offset),
+        deadline: UnixMillis(deadline),
+    };
+    match step {
+        Step::Register(m, named) => {
+            let value = Registration {
+                member: pool[named.unwrap_or(*m)].clone(),
+                registered_at: UnixMillis(offset),
+            };
+            Record::new(offset, reg(role, &pool[*m]), value.encode())
+        }
+        Step::Deregister(m, true) => Record::new(offset, reg(role, &pool[*m]), Vec::new()),
+        Step::Deregister(m, false) => Record::tombstone(offset, reg(role, &pool[*m])),
+        Step::Lease(m, epoch, deadline) => Record::new(
+            offset,
+            Key::lease(role.clone()).encode(),
+            lease(&pool[*m], *epoch, *deadline).encode(),
+        ),
+        Step::ClearLease => Record::tombstone(offset, Key::lease(role.clone()).encode()),
+        Step::OtherRole(m, false) => Record::tombstone(offset, reg(other, &pool[*m])),
+        Step::OtherRole(m, true) => Record::new(
+            offset,
+            Key::lease(other.clone()).encode(),
+            lease(&pool[*m], 1, 2).encode(),
+        ),
+        Step::BadValue(false, v) => Record::new(offset, reg(role, &pool[0]), v.clone()),
+        Step::BadValue(true, v) => {
+            Record::new(offset, Key::lease(role.clone()).encode(), v.clone())
+        }
+        Step::BadKey(k) => Record::new(offset, k.clone(), vec![0, 0]),
+    }
+}
+
+/// Asserts that the state shows what the model holds.
+fn same_as_model(s: &RoleState, m: &Model, pool: &[MemberId]) -> Result<(), TestCaseError> {
+    let roster: Vec<(&MemberId, i64)> = s.roster().collect();
+    let want: Vec<(&MemberId, i64)> = m.roster.iter().map(|(o, m)| (m, *o)).collect();
+    prop_assert_eq!(&roster, &want);
+    prop_assert_eq!(s.roster().len(), want.len());
+    prop_assert_eq!(s.len(), want.len());
+    prop_assert_eq!(s.is_empty(), want.is_empty());
+    prop_assert_eq!(s.lease(), m.lease.as_ref());
+    prop_assert_eq!(s.next_offset(), m.next_offset);
+    prop_assert_eq!(s.malformed(), m.malformed);
+    let probes = [0, m.next_offset / 2, m.next_offset, i64::MAX];
+    for member in pool {
+        let joined = m.join_offsets.get(member).copied();
+        prop_assert_eq!(s.join_offset(member), joined, "join offset of {}", member);
+        prop_assert_eq!(
+            s.rank_of(member),
+            joined.map(|o| m.rank_at(member, o)),
+            "rank of {}",
+            member
+        );
+        for at in probes {
+            prop_assert_eq!(
+                s.rank_at(member, at),
+                m.rank_at(member, at),
+                "rank of {} at {}",
+                member,
+                at
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn role_state_matches_the_reference_model(
+        steps in vec((step(pool().len()), 0..4u8), 1..400),
+    ) {
+        let pool = pool();
+        let role = Role::new("orders").expect("valid role");
+        let other = Role::new("orders-eu").expect("valid role");
+        let mut state = RoleState::new(role.clone());
+        let mut model = Model::new(role.clone());
+        let mut records = Vec::new();
+        let mut offset = 0i64;
+        for (i, (step, gap)) in steps.iter().enumerate() {
+            // Mostly the next offset, sometimes a gap, now and then one already read.
+            offset = match gap {
+                0 => offset.saturating_sub(2),
+                1 => offset + 3,
+                _ => offset + 1,
+            };
+            let r = record(step, offset, &role, &other, &pool);
+            let applied = state.apply(&r);
+            prop_assert_eq!(&applied, &model.apply(&r), "step {}: {:?}", i, step);
+            same_as_model(&state, &model, &pool)?;
+            records.push(r);
+        }
+        let built = RoleState::build(role, &records);
+        prop_assert_eq!(&built, &state);
+        prop_assert_eq!(&state.clone(), &state);
     }
 }
