@@ -1,0 +1,1939 @@
+//! The deterministic simulation: N members, each a [`Candidate`] with its own clock skew,
+//! against one [`MemoryBroker`], in virtual time, under a seeded schedule of faults.
+//!
+//! # The model
+//!
+//! * **Time.** One [`ManualClock`] is the broker's clock and the true time; the simulator sets
+//!   it before every step. Nothing waits in real time, nothing runs on another thread. Member
+//!   `i` sees `true time + skew_i`, with `|skew_i| <= MAX_SKEW_MS` (100 ms; drawn per member,
+//!   drawn again for a quarter of the restarts). That bound is the assumption L1, L2 and L3
+//!   rest on: skew must stay well below `lease - renew` (2 s here), or a
+//!   live leader's lease looks lapsed to a standby whose clock runs ahead.
+//! * **Members.** A member is a `Candidate` plus a `MemoryTransport`. Each I/O command is one
+//!   transport call: its request leg takes `req` ms, then the call takes effect on the broker
+//!   (at that virtual instant), then the reply leg takes `rep` ms, then the answer is handed to
+//!   the candidate. Outside slow windows `req, rep <= LEG_MS` (25 ms), often both zero (the
+//!   whole chain then runs in one step). `ReadPartition` never blocks (`max_wait = 0`).
+//!   Transport errors map as: `Fenced` on a lease write -> `Event::Fenced`, `Retriable` ->
+//!   `Event::Failed`, anything else fails the run.
+//! * **Faults**, drawn from the seed: crash (the candidate is dropped and the transport's
+//!   sessions too; a crashed leader may leave a lease write open with
+//!   `begin_lease_write_and_crash`; a request still on the wire may reach the broker after the
+//!   crash, a "ghost"), restart after 0.5..20 s (a new candidate, same member id, the same or a
+//!   new transport), pause longer than the lease (SIGSTOP / GC pause: requests on the wire
+//!   still land, the member is not driven and keeps its stale belief until it resumes),
+//!   resign, failed calls (`fail_next_op`), lost replies (`lose_next_reply_op`), partition
+//!   unavailable windows, slow windows (legs up to 1.5 s), epoch exhaustion (`force_epoch`
+//!   near 32766, sometimes after `next_producer_id_smaller`), compaction. A member whose
+//!   candidate ends (fenced, resigned) rejoins later as a new incarnation.
+//!
+//! # The invariants, checked after every step
+//!
+//! * **S1** At most one member that believes it leads (`is_leader()`) holds the broker's
+//!   current pair (`epoch_of`). A paused or not-yet-fenced old leader believes with a
+//!   superseded pair; that is allowed: the broker fences it.
+//! * **S2** Every accepted lease write carries the pair current at that instant: at the
+//!   instant a write returns `Ok`, `epoch_of == token`; and every new entry of the broker's
+//!   audit log `accepted_lease_writes()` has `token == current` and was committed at that
+//!   step's instant.
+//! * **S3** A member that saw a fence for token T (a `Deposed { T }` command, or `Fenced`
+//!   answered to a lease write with T) never believes it leads with T again, nor emits
+//!   `Elected { T }`, in that incarnation or a later one.
+//! * **S4** Third-party view (`describe_epoch` + `LeadershipStatus::authoritative`): at most
+//!   one member holds (as its leader token or its transport's producer session) a token that
+//!   is authoritative; `describe` agrees with `epoch_of`; a pair once superseded never becomes
+//!   current again; every acquire returns a pair never returned before.
+//! * **L1** After the real leader (`is_leader()` with the current pair) dies (crash or pause)
+//!   with the broker up, some live member emits `Elected` by `D + r * STAGGER_MS + SLACK_MS`
+//!   (true time), where D is the deadline of the last committed lease, r the smallest rank
+//!   (in the committed roster) among live, unpaused standbys, and
+//!   `SLACK_MS = MAX_SKEW_MS + 3 * MAX_IO_MS` = 250 ms: the successor's clock may run 100 ms
+//!   behind, and after its turn it needs one fresh read, one acquire and one claim write, each
+//!   at most `MAX_IO_MS` = 50 ms. (The next rank cannot interfere: its turn comes at least
+//!   `STAGGER_MS - 2 * MAX_SKEW_MS - 2 * MAX_IO_MS` = 200 ms after the successor's claim.)
+//!   Checked only for deaths in a calm system (no fault, membership change, election, fence or
+//!   failure for `QUIET_BEFORE_MS`) with nothing else scheduled before the bound; left-over
+//!   injected failure rules are cleared when the check is armed (the broker is up).
+//! * **L2** A restarted member lands at the tail and never preempts: (a) each rank it
+//!   evaluates equals the number of registered members, other than itself and the lease
+//!   holder, whose registration precedes its own (all of them, when it registered); (b) it
+//!   never issues AcquireEpoch while, in its own view, another member's lease is live by its
+//!   tail rank (`now < deadline + tail_rank * STAGGER`).
+//!
+//! * **L3** A live leader keeps its lease: the real leader, unless paused or in trouble (a
+//!   failed or slow call, a start, a resume, the end of an unavailable or slow window) since
+//!   its last accepted lease write, writes again within `RENEW_MS + LEG_MS`. (Without it, a
+//!   leader that stops renewing goes unnoticed: its successor takes over on time, and the old
+//!   leader, never writing again, never learns it was fenced; S1 allows a stale belief.)
+//!
+//! Besides: the candidate's contract (one I/O outstanding; a due `Tick` acts; no event is
+//! refused) and a livelock guard.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination::core::machine::{Candidate, Command, EndReason, Event, Status};
+use kafka_coordination::core::record::{Key, Lease, MemberId, Role};
+use kafka_coordination::core::state::RoleState;
+use kafka_coordination::core::{role_partition, FencingToken, Timing, UnixMillis};
+use kafka_coordination::memory::{BrokerOp, MemoryBroker, MemoryTransport, EXHAUSTED_EPOCH};
+use kafka_coordination::{
+    Coordinator, ErrorKind, LeaseWriter, ManualClock, Registrar, StateReader, TransportError,
+};
+
+/// The virtual instant the simulation starts at.
+pub const T0: i64 = 1_700_000_000_000;
+/// Lease duration (also the transaction timeout).
+pub const LEASE_MS: i64 = 3_000;
+/// Renew interval.
+pub const RENEW_MS: i64 = 1_000;
+/// Challenge stagger between consecutive ranks.
+pub const STAGGER_MS: i64 = 500;
+/// Partitions of the modelled topic.
+pub const PARTITIONS: i32 = 4;
+/// Members per run: 2..=MAX_MEMBERS.
+pub const MAX_MEMBERS: usize = 5;
+/// Bound on each member's clock skew (both directions). Must stay well below
+/// `LEASE_MS - RENEW_MS` for L1/L2 to hold; safety (S1..S4) does not depend on it.
+pub const MAX_SKEW_MS: i64 = 100;
+/// Bound on each leg (request, reply) of a transport call outside slow windows.
+pub const LEG_MS: i64 = 25;
+/// Bound on one transport call outside slow windows.
+pub const MAX_IO_MS: i64 = 2 * LEG_MS;
+/// Bound on each leg inside a slow window.
+pub const SLOW_LEG_MS: i64 = 1_500;
+/// L1's slack: the successor's clock may be `MAX_SKEW_MS` behind, and after its turn it needs
+/// a fresh read, an acquire and a claim write, each at most `MAX_IO_MS`.
+pub const SLACK_MS: i64 = MAX_SKEW_MS + 3 * MAX_IO_MS;
+/// Calm needed before a death for L1 to be checked: every standby has completed a read cycle
+/// (at most `LEASE_MS + rank * STAGGER_MS + skew + I/O`), any race loser's contest window
+/// (`LEASE_MS`) is over, and any failure backoff (at most 3 s for a standby) has run out.
+pub const QUIET_BEFORE_MS: i64 = LEASE_MS + MAX_MEMBERS as i64 * STAGGER_MS + SLACK_MS;
+/// Virtual length of one run of the default suite.
+pub const RUN_MS: i64 = 60_000;
+/// How many trace lines a failure shows.
+const TRACE_LINES: usize = 60;
+
+fn ms(v: i64) -> Duration {
+    Duration::from_millis(u64::try_from(v).unwrap_or(0))
+}
+
+fn timing() -> Timing {
+    Timing {
+        partitions: PARTITIONS,
+        lease_duration: ms(LEASE_MS),
+        renew_interval: ms(RENEW_MS),
+        challenge_stagger: ms(STAGGER_MS),
+    }
+}
+
+/// `+12.345s`: a virtual instant relative to the start.
+struct At(i64);
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0 - T0;
+        let sign = if d < 0 { "-" } else { "+" };
+        let a = d.unsigned_abs();
+        write!(f, "{sign}{}.{:03}s", a / 1000, a % 1000)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// PRNG
+
+/// splitmix64: small, fast, and good enough to draw schedules from.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x6A09_E667_F3BC_C908)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+
+    /// True with probability `num / den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.below(den) < num
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Results
+
+/// Why a run failed: the invariant, the seed, the virtual time and the recent trace.
+#[derive(Debug)]
+pub struct Failure {
+    /// The seed of the run.
+    pub seed: u64,
+    /// The invariant (S1..S4, L1, L2) or contract that failed.
+    pub invariant: &'static str,
+    /// The virtual instant.
+    pub at: i64,
+    /// What was seen.
+    pub message: String,
+    /// The members' state and the last trace lines.
+    pub context: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "simulation seed {} failed: [{}] at t={} (virtual): {}",
+            self.seed,
+            self.invariant,
+            At(self.at),
+            self.message
+        )?;
+        f.write_str(&self.context)?;
+        write!(
+            f,
+            "replay: SIM_SEED={} cargo test -p kafka-coordination --test simulation replay_seed \
+             -- --nocapture",
+            self.seed
+        )
+    }
+}
+
+/// What one run exercised.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Events processed.
+    pub steps: u64,
+    /// `Elected` commands.
+    pub elections: u64,
+    /// `Deposed` commands.
+    pub depositions: u64,
+    /// Crashes (of which leaders).
+    pub crashes: u64,
+    /// Crashes of the real leader.
+    pub leader_crashes: u64,
+    /// Crashed leaders that left a lease write open.
+    pub open_writes: u64,
+    /// Requests that reached the broker after their member crashed.
+    pub ghosts: u64,
+    /// Pauses longer than the lease (of which leaders).
+    pub pauses: u64,
+    /// Pauses of the real leader.
+    pub leader_pauses: u64,
+    /// Restarts and rejoins (new incarnations after the first).
+    pub restarts: u64,
+    /// Resign requests.
+    pub resigns: u64,
+    /// Broker fault injections (failures, lost replies, unavailable and slow windows).
+    pub broker_faults: u64,
+    /// `force_epoch` near exhaustion.
+    pub exhaustions: u64,
+    /// Acquires that returned a fresh producer id after the first.
+    pub fresh_producer_ids: u64,
+    /// `Failed` events handed to candidates.
+    pub failed_events: u64,
+    /// `Fenced` events handed to candidates.
+    pub fenced_events: u64,
+    /// Leader deaths for which L1 was armed.
+    pub l1_checked: u64,
+    /// Leader deaths for which L1 could not be checked: the system was not calm before.
+    pub l1_skipped_not_calm: u64,
+    /// ... the broker was down or slow, or a request of the leader was still on the wire.
+    pub l1_skipped_broker: u64,
+    /// ... another fault, start or resume was due before the bound.
+    pub l1_skipped_busy_after: u64,
+    /// ... no live standby (or the committed lease was not the leader's).
+    pub l1_skipped_no_successor: u64,
+    /// Armed L1 checks cancelled by a later fault inside the window.
+    pub l1_cancelled: u64,
+    /// Largest `elected_at - (D + r * STAGGER)` among met L1 checks (how much of the slack
+    /// was used).
+    pub l1_worst_ms: i64,
+    /// L2 rank checks of restarted incarnations.
+    pub l2_rank_checks: u64,
+    /// L2 challenge checks of restarted incarnations.
+    pub l2_challenge_checks: u64,
+    /// Accepted lease writes audited.
+    pub audited_writes: u64,
+}
+
+impl Stats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, o: &Stats) {
+        self.steps += o.steps;
+        self.elections += o.elections;
+        self.depositions += o.depositions;
+        self.crashes += o.crashes;
+        self.leader_crashes += o.leader_crashes;
+        self.open_writes += o.open_writes;
+        self.ghosts += o.ghosts;
+        self.pauses += o.pauses;
+        self.leader_pauses += o.leader_pauses;
+        self.restarts += o.restarts;
+        self.resigns += o.resigns;
+        self.broker_faults += o.broker_faults;
+        self.exhaustions += o.exhaustions;
+        self.fresh_producer_ids += o.fresh_producer_ids;
+        self.failed_events += o.failed_events;
+        self.fenced_events += o.fenced_events;
+        self.l1_checked += o.l1_checked;
+        self.l1_skipped_not_calm += o.l1_skipped_not_calm;
+        self.l1_skipped_broker += o.l1_skipped_broker;
+        self.l1_skipped_busy_after += o.l1_skipped_busy_after;
+        self.l1_skipped_no_successor += o.l1_skipped_no_successor;
+        self.l1_cancelled += o.l1_cancelled;
+        self.l1_worst_ms = self.l1_worst_ms.max(o.l1_worst_ms);
+        self.l2_rank_checks += o.l2_rank_checks;
+        self.l2_challenge_checks += o.l2_challenge_checks;
+        self.audited_writes += o.audited_writes;
+    }
+}
+
+/// Runs one seed for `run_ms` of virtual time. With `print`, prints every trace line
+/// (I/O included) as it happens.
+///
+/// A failing run is run again with every I/O in its trace (the run is deterministic, so it
+/// fails the same way), and that failure, with the detailed trace, is returned.
+pub fn run_seed(seed: u64, run_ms: i64, print: bool) -> Result<Stats, Box<Failure>> {
+    let mut sim = Sim::new(seed, run_ms, print, print);
+    let first = match sim.run() {
+        Ok(()) => return Ok(sim.stats),
+        Err(f) => f,
+    };
+    if print {
+        return Err(Box::new(first));
+    }
+    let mut again = Sim::new(seed, run_ms, true, false);
+    match again.run() {
+        Err(f) if f.invariant == first.invariant && f.at == first.at => Err(Box::new(f)),
+        other => {
+            let mut first = first;
+            let _ = write!(
+                first.message,
+                " (and the detailed re-run did not fail the same way: {}; the simulation is not \
+                 deterministic)",
+                match other {
+                    Ok(()) => "it passed".to_string(),
+                    Err(f) => format!("[{}] at {}", f.invariant, At(f.at)),
+                }
+            );
+            Err(Box::new(first))
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The world
+
+/// One transport call.
+#[derive(Clone, Debug)]
+enum Op {
+    Append {
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    },
+    Read {
+        partition: i32,
+        from: i64,
+    },
+    Acquire {
+        timeout: Duration,
+    },
+    Write {
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        token: FencingToken,
+    },
+}
+
+impl Op {
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Append { value: Some(_), .. } => "register",
+            Op::Append { value: None, .. } => "deregister",
+            Op::Read { .. } => "read",
+            Op::Acquire { .. } => "acquire",
+            Op::Write { value: Some(_), .. } => "write-lease",
+            Op::Write { value: None, .. } => "clear-lease",
+        }
+    }
+
+    fn token(&self) -> Option<FencingToken> {
+        match self {
+            Op::Write { token, .. } => Some(*token),
+            _ => None,
+        }
+    }
+}
+
+/// A call on the wire.
+#[derive(Debug)]
+struct InFlight {
+    op: Op,
+    /// When the request reaches the broker; `None` once it took effect.
+    effect_at: Option<i64>,
+    /// The reply leg.
+    reply_ms: i64,
+    /// The answer, once the call took effect.
+    answer: Option<Event>,
+    /// When the answer reaches the member.
+    answer_at: i64,
+}
+
+#[derive(Debug)]
+struct Live {
+    cand: Candidate,
+    io: Option<InFlight>,
+    paused: bool,
+}
+
+#[derive(Debug)]
+enum Life {
+    Down,
+    Up(Box<Live>),
+}
+
+#[derive(Debug)]
+struct Member {
+    id: MemberId,
+    skew: i64,
+    transport: MemoryTransport,
+    /// Starts so far; 1 for the first life, >= 2 for a restarted or rejoined member.
+    incarnation: u32,
+    /// Every token this member saw fenced, in any incarnation.
+    fenced: BTreeSet<FencingToken>,
+    /// When a lease write of this member last took effect (L3).
+    last_write: i64,
+    /// When this member last met trouble: a `Failed` answer, a start or a resume (L3).
+    last_trouble: i64,
+    life: Life,
+}
+
+impl Member {
+    fn live(&self) -> Option<&Live> {
+        match &self.life {
+            Life::Up(l) => Some(l),
+            Life::Down => None,
+        }
+    }
+
+    fn live_mut(&mut self) -> Option<&mut Live> {
+        match &mut self.life {
+            Life::Up(l) => Some(l),
+            Life::Down => None,
+        }
+    }
+
+    fn restarted(&self) -> bool {
+        self.incarnation >= 2
+    }
+}
+
+#[derive(Debug)]
+enum Action {
+    Fault,
+    Start {
+        member: usize,
+    },
+    Resume {
+        member: usize,
+        incarnation: u32,
+    },
+    EndUnavailable,
+    EndSlow,
+    Ghost {
+        member: usize,
+        transport: Box<MemoryTransport>,
+        op: Op,
+    },
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: i64,
+    seq: u64,
+    action: Action,
+}
+
+/// The next thing to happen.
+#[derive(Clone, Copy, Debug)]
+enum Next {
+    Agenda(usize),
+    Effect(usize),
+    Answer(usize),
+    Tick(usize),
+}
+
+/// An armed L1 check.
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    died: usize,
+    deadline: i64,
+    rank: usize,
+    bound: i64,
+}
+
+/// One trace line.
+#[derive(Debug)]
+struct Note {
+    at: i64,
+    /// The member and its incarnation.
+    who: Option<(usize, u32)>,
+    what: String,
+}
+
+struct Sim {
+    seed: u64,
+    rng: Rng,
+    /// Record I/O in the trace, not only faults and changes of leadership.
+    detail: bool,
+    /// Print every trace line as it happens.
+    print: bool,
+    clock: ManualClock,
+    broker: MemoryBroker,
+    observer: MemoryTransport,
+    role: Role,
+    partition: i32,
+    timing: Timing,
+    now: i64,
+    end: i64,
+    members: Vec<Member>,
+    agenda: Vec<Scheduled>,
+    seq: u64,
+    trace: VecDeque<Note>,
+    unavailable_until: i64,
+    slow_until: i64,
+    /// When the last unavailable or slow window ended (L3).
+    last_window_end: i64,
+    last_disturbance: i64,
+    last_current: Option<FencingToken>,
+    superseded: BTreeSet<FencingToken>,
+    granted: BTreeSet<FencingToken>,
+    producer_ids: BTreeSet<i64>,
+    audit_seen: usize,
+    audit_dirty: bool,
+    watch: Option<Watch>,
+    stats: Stats,
+}
+
+type Res<T = ()> = Result<T, Failure>;
+
+impl Sim {
+    fn new(seed: u64, run_ms: i64, detail: bool, print: bool) -> Sim {
+        let mut rng = Rng::new(seed);
+        let clock = ManualClock::new(UnixMillis(T0));
+        let broker = MemoryBroker::new(PARTITIONS, Arc::new(clock.clone()));
+        let role = Role::new("sim-role").expect("valid role");
+        let partition = role_partition(&role, PARTITIONS).expect("valid partition count");
+        let n = rng.range(2, MAX_MEMBERS as i64) as usize;
+        let members = (0..n)
+            .map(|i| {
+                let name = format!("m{i}");
+                Member {
+                    id: MemberId::new(name.as_str()).expect("valid member"),
+                    skew: rng.range(-MAX_SKEW_MS, MAX_SKEW_MS),
+                    transport: broker.transport(name),
+                    incarnation: 0,
+                    fenced: BTreeSet::new(),
+                    last_write: T0,
+                    last_trouble: T0,
+                    life: Life::Down,
+                }
+            })
+            .collect();
+        let observer = broker.transport("observer");
+        let mut sim = Sim {
+            seed,
+            rng,
+            detail,
+            print,
+            clock,
+            broker,
+            observer,
+            role,
+            partition,
+            timing: timing(),
+            now: T0,
+            end: T0 + run_ms,
+            members,
+            agenda: Vec::new(),
+            seq: 0,
+            trace: VecDeque::with_capacity(TRACE_LINES + 1),
+            unavailable_until: T0,
+            slow_until: T0,
+            last_window_end: T0,
+            last_disturbance: T0,
+            last_current: None,
+            superseded: BTreeSet::new(),
+            granted: BTreeSet::new(),
+            producer_ids: BTreeSet::new(),
+            audit_seen: 0,
+            audit_dirty: false,
+            watch: None,
+            stats: Stats::default(),
+        };
+        for member in 0..n {
+            let at = T0 + sim.rng.range(0, 2_000);
+            sim.schedule(at, Action::Start { member });
+        }
+        let first_fault = T0 + sim.rng.range(4_000, 10_000);
+        sim.schedule(first_fault, Action::Fault);
+        if print {
+            let skews: Vec<String> = sim
+                .members
+                .iter()
+                .map(|m| format!("{}:{:+}ms", m.id, m.skew))
+                .collect();
+            println!(
+                "seed {seed}: {n} members (skew {}), lease {LEASE_MS} ms, renew {RENEW_MS} ms, \
+                 stagger {STAGGER_MS} ms, partition {}, run {} ms",
+                skews.join(" "),
+                sim.partition,
+                run_ms
+            );
+        }
+        sim
+    }
+
+    // ----- bookkeeping -----
+
+    fn note(&mut self, who: Option<usize>, what: impl Into<String>) {
+        let note = Note {
+            at: self.now,
+            who: who.map(|i| (i, self.members[i].incarnation)),
+            what: what.into(),
+        };
+        if self.print {
+            println!("{}", self.line(&note));
+        }
+        if self.trace.len() == TRACE_LINES {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(note);
+    }
+
+    fn line(&self, n: &Note) -> String {
+        match n.who {
+            Some((i, incarnation)) => {
+                format!(
+                    "{} {}#{incarnation} {}",
+                    At(n.at),
+                    self.members[i].id,
+                    n.what
+                )
+            }
+            None => format!("{} ** {}", At(n.at), n.what),
+        }
+    }
+
+    fn schedule(&mut self, at: i64, action: Action) {
+        self.seq += 1;
+        self.agenda.push(Scheduled {
+            at,
+            seq: self.seq,
+            action,
+        });
+    }
+
+    fn fail(&self, invariant: &'static str, message: impl Into<String>) -> Failure {
+        let mut context = String::new();
+        let current = self.broker.epoch_of(&self.role);
+        let _ = writeln!(
+            context,
+            "broker: current pair {}, unavailable until {}, slow until {}",
+            current.map_or("none".into(), |t| t.to_string()),
+            At(self.unavailable_until),
+            At(self.slow_until)
+        );
+        for (i, m) in self.members.iter().enumerate() {
+            let _ = writeln!(context, "  {}", self.describe_member(i, m));
+        }
+        let _ = writeln!(context, "last {} events:", self.trace.len());
+        for n in &self.trace {
+            let _ = writeln!(context, "  {}", self.line(n));
+        }
+        Failure {
+            seed: self.seed,
+            invariant,
+            at: self.now,
+            message: message.into(),
+            context,
+        }
+    }
+
+    fn describe_member(&self, i: usize, m: &Member) -> String {
+        let head = format!("m{i} inc {} skew {:+}ms", m.incarnation, m.skew);
+        match &m.life {
+            Life::Down => format!("{head}: down"),
+            Life::Up(l) => {
+                let c = &l.cand;
+                let io = match &l.io {
+                    None => "idle".to_string(),
+                    Some(f) => match (f.effect_at, &f.answer) {
+                        (Some(e), _) => format!("{} on the wire until {}", f.op.name(), At(e)),
+                        (None, Some(_)) => {
+                            format!("{} answered at {}", f.op.name(), At(f.answer_at))
+                        }
+                        (None, None) => format!("{} taking effect now", f.op.name()),
+                    },
+                };
+                let lease = c.state().lease().map_or("none".to_string(), |e| {
+                    format!(
+                        "{} {} until {}",
+                        e.lease.member,
+                        e.lease.token,
+                        At(e.lease.deadline.0)
+                    )
+                });
+                format!(
+                    "{head}: {:?}{} token {} rank {:?} join {:?} timer {} io {} lease-seen {}",
+                    c.status(),
+                    if l.paused { " (paused)" } else { "" },
+                    c.token().map_or("-".to_string(), |t| t.to_string()),
+                    c.rank(),
+                    c.join_offset(),
+                    c.poll_timeout()
+                        .map_or("-".to_string(), |t| At(t.0 - m.skew).to_string()),
+                    io,
+                    lease
+                )
+            }
+        }
+    }
+
+    /// The member that believes it leads with the broker's current pair.
+    fn real_leader(&self) -> Option<usize> {
+        let current = self.broker.epoch_of(&self.role)?;
+        self.members.iter().position(|m| {
+            m.live()
+                .is_some_and(|l| l.cand.is_leader() && l.cand.token() == Some(current))
+        })
+    }
+
+    fn committed_state(&self) -> Res<RoleState> {
+        let records = self
+            .broker
+            .committed_records(self.partition)
+            .map_err(|e| self.fail("harness", format!("committed_records: {e}")))?;
+        Ok(RoleState::build(self.role.clone(), &records))
+    }
+
+    // ----- the loop -----
+
+    fn run(&mut self) -> Res {
+        self.check()?;
+        loop {
+            let next = self.next_event();
+            let Some((t, next)) = next else {
+                if self.watch.is_some() {
+                    return Err(self.l1_failure("nothing left to happen"));
+                }
+                break;
+            };
+            if let Some(w) = self.watch {
+                if t > w.bound {
+                    return Err(self.l1_failure(&format!("next event at {}", At(t))));
+                }
+            }
+            if t > self.end && self.watch.is_none() {
+                break;
+            }
+            if t > self.end + 120_000 {
+                return Err(self.fail("harness", "the run did not wind down"));
+            }
+            debug_assert!(t >= self.now);
+            self.now = t;
+            self.clock.set(UnixMillis(t));
+            self.stats.steps += 1;
+            match next {
+                Next::Agenda(k) => {
+                    let item = self.agenda.swap_remove(k);
+                    self.on_agenda(item.action)?;
+                }
+                Next::Effect(i) => self.on_effect(i)?,
+                Next::Answer(i) => {
+                    let live = self.members[i].live_mut().expect("answer of a live member");
+                    let io = live.io.take().expect("answer of an outstanding call");
+                    let answer = io.answer.expect("an answered call");
+                    self.drive(i, Some((answer, io.op.token())))?;
+                }
+                Next::Tick(i) => self.drive(i, Some((Event::Tick, None)))?,
+            }
+            self.check()?;
+        }
+        self.final_checks()
+    }
+
+    fn next_event(&self) -> Option<(i64, Next)> {
+        let mut best: Option<(i64, u64, Next)> = None;
+        let mut offer = |t: i64, order: u64, n: Next| {
+            if best.is_none_or(|(bt, bo, _)| (t, order) < (bt, bo)) {
+                best = Some((t, order, n));
+            }
+        };
+        for (k, s) in self.agenda.iter().enumerate() {
+            offer(s.at.max(self.now), s.seq, Next::Agenda(k));
+        }
+        for (i, m) in self.members.iter().enumerate() {
+            let Some(l) = m.live() else { continue };
+            let base = 1u64 << 40 | (i as u64) << 2;
+            match &l.io {
+                Some(f) => {
+                    if let Some(e) = f.effect_at {
+                        offer(e.max(self.now), base, Next::Effect(i));
+                    } else if !l.paused {
+                        offer(f.answer_at.max(self.now), base | 1, Next::Answer(i));
+                    }
+                }
+                None if !l.paused => {
+                    if let Some(at) = l.cand.poll_timeout() {
+                        offer((at.0 - m.skew).max(self.now), base | 2, Next::Tick(i));
+                    }
+                }
+                None => {}
+            }
+        }
+        best.map(|(t, _, n)| (t, n))
+    }
+
+    // ----- members -----
+
+    fn latency(&mut self) -> (i64, i64) {
+        let slow = self.now < self.slow_until;
+        let leg = |rng: &mut Rng| {
+            if slow && rng.chance(1, 2) {
+                rng.range(0, SLOW_LEG_MS)
+            } else {
+                rng.range(0, LEG_MS)
+            }
+        };
+        if !slow && self.rng.chance(1, 2) {
+            return (0, 0);
+        }
+        let req = leg(&mut self.rng);
+        let rep = leg(&mut self.rng);
+        (req, rep)
+    }
+
+    /// Hands `first` (an event, and the token of a fenced write) to member `i`, then drains its
+    /// commands and runs its I/O until something is on the wire or it waits on its timer.
+    fn drive(&mut self, i: usize, first: Option<(Event, Option<FencingToken>)>) -> Res {
+        let mut pending = first;
+        for _round in 0..10_000 {
+            let now_m = UnixMillis(self.now + self.members[i].skew);
+            let mut was_tick = false;
+            if let Some((event, fenced_token)) = pending.take() {
+                was_tick = matches!(event, Event::Tick);
+                let read = matches!(event, Event::RecordsRead { .. });
+                match &event {
+                    Event::Tick => {}
+                    Event::Fenced => {
+                        self.stats.fenced_events += 1;
+                        self.last_disturbance = self.now;
+                        if let Some(t) = fenced_token {
+                            self.members[i].fenced.insert(t);
+                        }
+                        self.note(
+                            Some(i),
+                            format!(
+                                "<- Fenced ({})",
+                                fenced_token.map_or("-".into(), |t| t.to_string())
+                            ),
+                        );
+                    }
+                    Event::Failed => {
+                        self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
+                        self.stats.failed_events += 1;
+                        self.last_disturbance = self.now;
+                        self.note(Some(i), "<- Failed");
+                    }
+                    e => {
+                        if self.detail {
+                            self.note(Some(i), format!("<- {}", short_event(e)));
+                        }
+                    }
+                }
+                let live = self.members[i].live_mut().expect("driving a live member");
+                let name = event_name(&event);
+                if let Err(e) = live.cand.handle(now_m, event) {
+                    return Err(self.fail("contract", format!("the candidate refused {name}: {e}")));
+                }
+                if read {
+                    self.check_l2_rank(i)?;
+                }
+            }
+            let mut commands = Vec::new();
+            {
+                let live = self.members[i].live_mut().expect("driving a live member");
+                while let Some(cmd) = live.cand.poll_command() {
+                    commands.push(cmd);
+                }
+            }
+            let mut started: Option<Op> = None;
+            let mut ended = None;
+            for cmd in commands {
+                match cmd {
+                    Command::Elected { token } => self.on_elected(i, token)?,
+                    Command::Deposed { token } => {
+                        self.members[i].fenced.insert(token);
+                        self.stats.depositions += 1;
+                        self.last_disturbance = self.now;
+                        self.note(Some(i), format!("DEPOSED {token}"));
+                    }
+                    Command::Ended { reason } => ended = Some(reason),
+                    io => {
+                        let op = self.command_op(i, io)?;
+                        let outstanding = self.members[i].live().is_some_and(|l| l.io.is_some());
+                        if started.is_some() || outstanding {
+                            return Err(self.fail(
+                                "contract",
+                                format!(
+                                    "a second I/O command ({}) while one is outstanding",
+                                    op.name()
+                                ),
+                            ));
+                        }
+                        started = Some(op);
+                    }
+                }
+            }
+            if let Some(reason) = ended {
+                if started.is_some() {
+                    return Err(self.fail("contract", "I/O issued together with Ended"));
+                }
+                return self.on_ended(i, reason);
+            }
+            let Some(op) = started else {
+                if was_tick {
+                    let timeout = self.members[i].live().and_then(|l| l.cand.poll_timeout());
+                    if let Some(at) = timeout.filter(|at| *at <= now_m) {
+                        return Err(self.fail(
+                            "contract",
+                            format!(
+                                "a due Tick did nothing and the timeout {} stays due: busy loop",
+                                At(at.0)
+                            ),
+                        ));
+                    }
+                }
+                return Ok(());
+            };
+            let (req, rep) = self.latency();
+            if req > LEG_MS || rep > LEG_MS {
+                // A slow call is trouble until it completes (L3).
+                let m = &mut self.members[i];
+                m.last_trouble = m.last_trouble.max(self.now + req + rep);
+            }
+            if self.detail {
+                let tok = op.token().map_or(String::new(), |t| format!(" {t}"));
+                self.note(
+                    Some(i),
+                    format!("-> {}{tok} (legs {req}+{rep} ms)", op.name()),
+                );
+            }
+            if req > 0 {
+                let live = self.members[i].live_mut().expect("live");
+                live.io = Some(InFlight {
+                    op,
+                    effect_at: Some(self.now + req),
+                    reply_ms: rep,
+                    answer: None,
+                    answer_at: 0,
+                });
+                return Ok(());
+            }
+            let transport = self.members[i].transport.clone();
+            let answer = self.execute(Some(i), &transport, &op)?;
+            if rep > 0 {
+                let live = self.members[i].live_mut().expect("live");
+                live.io = Some(InFlight {
+                    op,
+                    effect_at: None,
+                    reply_ms: rep,
+                    answer: Some(answer),
+                    answer_at: self.now + rep,
+                });
+                return Ok(());
+            }
+            pending = Some((answer, op.token()));
+        }
+        Err(self.fail(
+            "contract",
+            "livelock: 10000 rounds of zero-latency I/O in one step",
+        ))
+    }
+
+    fn command_op(&mut self, i: usize, cmd: Command) -> Res<Op> {
+        Ok(match cmd {
+            Command::Append {
+                partition,
+                key,
+                value,
+            } => Op::Append {
+                partition,
+                key,
+                value,
+            },
+            Command::ReadPartition {
+                partition,
+                from_offset,
+                ..
+            } => Op::Read {
+                partition,
+                from: from_offset,
+            },
+            Command::AcquireEpoch {
+                transactional_id,
+                transaction_timeout,
+            } => {
+                if transactional_id != self.role {
+                    return Err(
+                        self.fail("contract", format!("acquire for role {transactional_id}"))
+                    );
+                }
+                self.check_l2_challenge(i)?;
+                Op::Acquire {
+                    timeout: transaction_timeout,
+                }
+            }
+            Command::WriteLease {
+                partition,
+                key,
+                value,
+                token,
+            } => Op::Write {
+                partition,
+                key,
+                value,
+                token,
+            },
+            other => return Err(self.fail("harness", format!("not an I/O command: {other:?}"))),
+        })
+    }
+
+    fn on_effect(&mut self, i: usize) -> Res {
+        let (op, rep) = {
+            let live = self.members[i].live_mut().expect("effect of a live member");
+            let f = live.io.as_mut().expect("an outstanding call");
+            f.effect_at = None;
+            (f.op.clone(), f.reply_ms)
+        };
+        let transport = self.members[i].transport.clone();
+        let answer = self.execute(Some(i), &transport, &op)?;
+        let live = self.members[i].live_mut().expect("live");
+        let f = live.io.as_mut().expect("an outstanding call");
+        f.answer = Some(answer);
+        f.answer_at = self.now + rep;
+        Ok(())
+    }
+
+    /// Runs one call against the broker now. `who = None` for a ghost (errors are dropped).
+    fn execute(&mut self, who: Option<usize>, transport: &MemoryTransport, op: &Op) -> Res<Event> {
+        let result: Result<Event, TransportError> = match op {
+            Op::Append {
+                partition,
+                key,
+                value,
+            } => {
+                self.last_disturbance = self.now;
+                transport
+                    .append(*partition, key, value.as_deref())
+                    .map(|offset| Event::Appended { offset })
+            }
+            Op::Read { partition, from } => transport
+                .read_partition(*partition, *from, Duration::ZERO)
+                .map(|b| Event::RecordsRead {
+                    records: b.records,
+                    end_offset: b.end_offset,
+                }),
+            Op::Acquire { timeout } => transport
+                .acquire_epoch(&self.role, *timeout)
+                .map(|token| Event::EpochGranted { token }),
+            Op::Write {
+                partition,
+                key,
+                value,
+                token,
+            } => {
+                self.audit_dirty = true;
+                transport
+                    .write_lease(*partition, key, value.as_deref(), *token)
+                    .map(|()| Event::LeaseWritten)
+            }
+        };
+        match &result {
+            Ok(Event::LeaseWritten) => {
+                if let Some(i) = who {
+                    self.members[i].last_write = self.now;
+                }
+                let token = op.token().expect("a write carries a token");
+                let current = self.broker.epoch_of(&self.role);
+                if current != Some(token) {
+                    return Err(self.fail(
+                        "S2",
+                        format!(
+                            "a lease write with {token} by {} was accepted while the current pair is {}",
+                            transport.name(),
+                            current.map_or("none".into(), |t| t.to_string())
+                        ),
+                    ));
+                }
+            }
+            Ok(Event::EpochGranted { token }) => {
+                let token = *token;
+                if !self.granted.insert(token) {
+                    return Err(self.fail("S4", format!("the pair {token} was granted twice")));
+                }
+                if self.producer_ids.insert(token.producer_id) && self.producer_ids.len() > 1 {
+                    self.stats.fresh_producer_ids += 1;
+                }
+                if self.broker.epoch_of(&self.role) != Some(token) {
+                    return Err(self.fail(
+                        "S4",
+                        format!("acquire returned {token}, which is not the current pair"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        let Some(i) = who else {
+            self.stats.ghosts += 1;
+            let outcome = match &result {
+                Ok(e) => short_event(e),
+                Err(e) => format!("error: {e}"),
+            };
+            self.note(
+                None,
+                format!(
+                    "ghost {} of a crashed {}: {outcome}",
+                    op.name(),
+                    transport.name()
+                ),
+            );
+            return Ok(Event::Tick);
+        };
+        if result.is_err() {
+            self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
+        }
+        match result {
+            Ok(event) => Ok(event),
+            Err(e) => match e.kind() {
+                ErrorKind::Fenced if matches!(op, Op::Write { .. }) => Ok(Event::Fenced),
+                ErrorKind::Retriable => Ok(Event::Failed),
+                _ => Err(self.fail(
+                    "transport",
+                    format!(
+                        "{} of {} failed with an error the machine cannot take: {e}",
+                        op.name(),
+                        self.members[i].id
+                    ),
+                )),
+            },
+        }
+    }
+
+    fn on_elected(&mut self, i: usize, token: FencingToken) -> Res {
+        self.stats.elections += 1;
+        self.last_disturbance = self.now;
+        self.note(Some(i), format!("ELECTED {token}"));
+        if self.members[i].fenced.contains(&token) {
+            return Err(self.fail(
+                "S3",
+                format!(
+                    "{} was elected with {token}, a pair it saw fenced",
+                    self.members[i].id
+                ),
+            ));
+        }
+        if !self.granted.contains(&token) {
+            return Err(self.fail(
+                "S4",
+                format!("elected with {token}, which no acquire granted"),
+            ));
+        }
+        if let Some(w) = self.watch.take() {
+            let turn = w.deadline + w.rank as i64 * STAGGER_MS;
+            let used = self.now - turn;
+            self.stats.l1_worst_ms = self.stats.l1_worst_ms.max(used);
+            self.note(
+                None,
+                format!(
+                    "L1 met: elected {} ms after D + r x stagger (slack {SLACK_MS} ms)",
+                    used
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn on_ended(&mut self, i: usize, reason: EndReason) -> Res {
+        self.last_disturbance = self.now;
+        self.note(Some(i), format!("ENDED: {reason}"));
+        self.members[i].life = Life::Down;
+        let delay = match reason {
+            EndReason::Fenced { .. } => self.rng.range(200, 5_000),
+            EndReason::Resigned => self.rng.range(1_000, 15_000),
+            EndReason::Unavailable => {
+                return Err(self.fail("contract", "ended Unavailable without a give-up time"));
+            }
+        };
+        self.schedule(self.now + delay, Action::Start { member: i });
+        Ok(())
+    }
+
+    fn start(&mut self, i: usize) -> Res {
+        if self.members[i].live().is_some() {
+            return Ok(());
+        }
+        let fresh = self.members[i].incarnation == 0 || self.rng.chance(1, 2);
+        if fresh && self.members[i].incarnation > 0 {
+            let name = self.members[i].id.as_str().to_string();
+            self.members[i].transport = self.broker.transport(name);
+        }
+        self.members[i].incarnation += 1;
+        if self.members[i].restarted() {
+            self.stats.restarts += 1;
+            if self.rng.chance(1, 4) {
+                // The process came back with a corrected clock.
+                self.members[i].skew = self.rng.range(-MAX_SKEW_MS, MAX_SKEW_MS);
+            }
+        }
+        let now_m = UnixMillis(self.now + self.members[i].skew);
+        let cand = Candidate::new(
+            self.role.clone(),
+            self.members[i].id.clone(),
+            self.timing,
+            now_m,
+        )
+        .map_err(|e| self.fail("harness", format!("Candidate::new: {e}")))?;
+        self.members[i].life = Life::Up(Box::new(Live {
+            cand,
+            io: None,
+            paused: false,
+        }));
+        self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
+        self.note(
+            Some(i),
+            format!("start ({} transport)", if fresh { "new" } else { "same" }),
+        );
+        self.drive(i, None)
+    }
+
+    // ----- faults -----
+
+    fn on_agenda(&mut self, action: Action) -> Res {
+        let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
+        self.last_disturbance = self.now;
+        if self.watch.take().is_some() {
+            self.stats.l1_cancelled += 1;
+            self.note(None, "L1 check cancelled: another fault inside the window");
+        }
+        match action {
+            Action::Fault => {
+                let kind = self.pick_fault(calm);
+                // The next fault is on the agenda before this one runs, so that a death's L1
+                // check sees it. Deaths are followed by a long gap more often than other faults.
+                let death = matches!(kind, "crash-leader" | "pause-leader");
+                let long = if death {
+                    self.rng.chance(3, 4)
+                } else {
+                    self.rng.chance(1, 2)
+                };
+                let gap = if long {
+                    self.rng.range(6_000, 18_000)
+                } else {
+                    self.rng.range(300, 4_000)
+                };
+                if self.now + gap <= self.end {
+                    self.schedule(self.now + gap, Action::Fault);
+                }
+                self.fault(kind, calm)?;
+            }
+            Action::Start { member } => {
+                if self.members[member].live().is_some() {
+                    return Err(
+                        self.fail("harness", "a start of a live member was left on the agenda")
+                    );
+                }
+                self.start(member)?;
+            }
+            Action::Resume {
+                member,
+                incarnation,
+            } => {
+                let m = &mut self.members[member];
+                let current = m.incarnation == incarnation;
+                match m.live_mut().filter(|l| l.paused) {
+                    Some(l) if current => {
+                        l.paused = false;
+                        m.last_trouble = m.last_trouble.max(self.now);
+                        self.note(Some(member), "resumed");
+                    }
+                    _ => return Err(self.fail("harness", "a stale resume was left on the agenda")),
+                }
+            }
+            Action::EndUnavailable => {
+                self.last_window_end = self.now;
+                self.broker.set_partition_unavailable(self.partition, false);
+                self.note(None, "partition available again");
+            }
+            Action::EndSlow => {
+                self.last_window_end = self.now;
+                self.note(None, "slow window over");
+            }
+            Action::Ghost {
+                member,
+                transport,
+                op,
+            } => {
+                self.note(
+                    Some(member),
+                    format!("(ghost of an earlier incarnation) {}", op.name()),
+                );
+                self.execute(None, &transport, &op)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn up_members(&self, unpaused: bool) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&i| {
+                self.members[i]
+                    .live()
+                    .is_some_and(|l| !unpaused || !l.paused)
+            })
+            .collect()
+    }
+
+    fn pick_fault(&mut self, calm: bool) -> &'static str {
+        const KINDS: [(u64, &str); 13] = [
+            (14, "crash-leader"),
+            (8, "crash-any"),
+            (10, "pause-leader"),
+            (5, "pause-any"),
+            (6, "resign-leader"),
+            (3, "resign-any"),
+            (10, "fail-ops"),
+            (5, "lose-replies"),
+            (5, "unavailable"),
+            (5, "slow"),
+            (4, "exhaust"),
+            (2, "exhaust-smaller-pid"),
+            (3, "compact"),
+        ];
+        if calm && self.rng.chance(1, 2) {
+            // A calm system is where L1 can be checked: kill the leader more often there.
+            return if self.rng.chance(1, 2) {
+                "crash-leader"
+            } else {
+                "pause-leader"
+            };
+        }
+        let total: u64 = KINDS.iter().map(|k| k.0).sum();
+        let mut roll = self.rng.below(total);
+        for (w, k) in KINDS {
+            if roll < w {
+                return k;
+            }
+            roll -= w;
+        }
+        KINDS[0].1
+    }
+
+    fn fault(&mut self, kind: &'static str, calm: bool) -> Res {
+        let leader = self
+            .real_leader()
+            .filter(|&i| self.members[i].live().is_some_and(|l| !l.paused));
+        let target = |sim: &mut Sim, prefer_leader: bool, unpaused: bool| -> Option<usize> {
+            if prefer_leader && leader.is_some() {
+                return leader;
+            }
+            let up = sim.up_members(unpaused);
+            if up.is_empty() {
+                None
+            } else {
+                Some(sim.rng.pick(&up))
+            }
+        };
+        match kind {
+            "crash-leader" | "crash-any" => {
+                if let Some(i) = target(self, kind == "crash-leader", false) {
+                    return self.crash(i, calm);
+                }
+            }
+            "pause-leader" | "pause-any" => {
+                if let Some(i) = target(self, kind == "pause-leader", true) {
+                    return self.pause(i, calm);
+                }
+            }
+            "resign-leader" | "resign-any" => {
+                if let Some(i) = target(self, kind == "resign-leader", true) {
+                    self.stats.resigns += 1;
+                    self.note(Some(i), "asked to resign");
+                    return self.drive(i, Some((Event::Resign, None)));
+                }
+            }
+            "exhaust" | "exhaust-smaller-pid" => {
+                let current = self.broker.epoch_of(&self.role);
+                let epoch = EXHAUSTED_EPOCH - self.rng.range(0, 2) as i16;
+                if current.is_some_and(|c| c.producer_epoch < epoch) {
+                    let smaller = (kind == "exhaust-smaller-pid")
+                        .then(|| self.broker.next_producer_id_smaller());
+                    let pair = self.broker.force_epoch(&self.role, epoch);
+                    self.stats.exhaustions += 1;
+                    self.note(
+                        None,
+                        format!(
+                            "force_epoch -> {pair}{}",
+                            smaller.map_or(String::new(), |p| format!(", next producer id {p}"))
+                        ),
+                    );
+                    return Ok(());
+                }
+            }
+            "compact" => {
+                let removed = self
+                    .broker
+                    .compact(self.partition)
+                    .map_err(|e| self.fail("harness", format!("compact: {e}")))?;
+                self.note(None, format!("compacted: {removed} entries removed"));
+                return Ok(());
+            }
+            "unavailable" => {
+                let until = self
+                    .unavailable_until
+                    .max(self.now + self.rng.range(300, 6_000));
+                self.unavailable_until = until;
+                self.broker.set_partition_unavailable(self.partition, true);
+                self.agenda
+                    .retain(|s| !matches!(s.action, Action::EndUnavailable));
+                self.schedule(until, Action::EndUnavailable);
+                self.stats.broker_faults += 1;
+                self.note(None, format!("partition unavailable until {}", At(until)));
+                return Ok(());
+            }
+            "slow" => {
+                let until = self.slow_until.max(self.now + self.rng.range(1_000, 8_000));
+                self.slow_until = until;
+                self.agenda.retain(|s| !matches!(s.action, Action::EndSlow));
+                self.schedule(until, Action::EndSlow);
+                self.stats.broker_faults += 1;
+                self.note(None, format!("broker slow until {}", At(until)));
+                return Ok(());
+            }
+            "lose-replies" => {
+                let op = self.rng.pick(&[
+                    BrokerOp::Acquire,
+                    BrokerOp::Read,
+                    BrokerOp::Append,
+                    BrokerOp::WriteLease,
+                ]);
+                let n = self.rng.range(1, 2) as usize;
+                self.broker.lose_next_reply_op(op, n);
+                self.stats.broker_faults += 1;
+                self.note(None, format!("the next {n} {op} replies will be lost"));
+                return Ok(());
+            }
+            _ => {}
+        }
+        // "fail-ops", and the fallback of a fault without a target.
+        let op = self.rng.pick(&[
+            BrokerOp::Acquire,
+            BrokerOp::Read,
+            BrokerOp::Append,
+            BrokerOp::WriteLease,
+        ]);
+        let n = self.rng.range(1, 4) as usize;
+        self.broker.fail_next_op(op, n, ErrorKind::Retriable);
+        self.stats.broker_faults += 1;
+        self.note(None, format!("the next {n} {op} calls will fail"));
+        Ok(())
+    }
+
+    fn crash(&mut self, i: usize, calm: bool) -> Res {
+        let was_real_leader = self.real_leader() == Some(i);
+        let Life::Up(live) = std::mem::replace(&mut self.members[i].life, Life::Down) else {
+            return Ok(());
+        };
+        let Live { cand, io, .. } = *live;
+        self.stats.crashes += 1;
+        let transport = self.members[i].transport.clone();
+        let mut open = false;
+        if let Some(token) = cand.token() {
+            if self.rng.chance(1, 3) {
+                let now_m = UnixMillis(self.now + self.members[i].skew);
+                let lease = Lease {
+                    member: self.members[i].id.clone(),
+                    token,
+                    granted_at: now_m,
+                    deadline: now_m + self.timing.lease_duration,
+                };
+                let key = Key::lease(self.role.clone()).encode();
+                self.audit_dirty = true;
+                open = transport
+                    .begin_lease_write_and_crash(self.partition, &key, Some(&lease.encode()), token)
+                    .is_ok();
+                if open {
+                    self.stats.open_writes += 1;
+                }
+            }
+        }
+        let mut ghost = false;
+        if let Some(f) = io {
+            if let Some(at) = f.effect_at {
+                if self.rng.chance(1, 2) {
+                    ghost = true;
+                    self.schedule(
+                        at,
+                        Action::Ghost {
+                            member: i,
+                            transport: Box::new(transport.clone()),
+                            op: f.op,
+                        },
+                    );
+                }
+            }
+        }
+        transport.crash();
+        // A crash while paused: the resume is moot.
+        self.agenda
+            .retain(|s| !matches!(s.action, Action::Resume { member, .. } if member == i));
+        let back = self.now + self.rng.range(500, 20_000);
+        self.schedule(back, Action::Start { member: i });
+        self.note(
+            Some(i),
+            format!(
+                "CRASH{}{}{}, restarts at {}",
+                if was_real_leader { " (the leader)" } else { "" },
+                if open { ", lease write left open" } else { "" },
+                if ghost {
+                    ", a request still on the wire"
+                } else {
+                    ""
+                },
+                At(back)
+            ),
+        );
+        if was_real_leader {
+            self.stats.leader_crashes += 1;
+            self.arm_l1(i, calm, false)?;
+        }
+        Ok(())
+    }
+
+    fn pause(&mut self, i: usize, calm: bool) -> Res {
+        let was_real_leader = self.real_leader() == Some(i);
+        let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
+        let incarnation = self.members[i].incarnation;
+        let on_wire = {
+            let Some(l) = self.members[i].live_mut() else {
+                return Ok(());
+            };
+            l.paused = true;
+            l.io.as_ref().is_some_and(|f| f.effect_at.is_some())
+        };
+        self.stats.pauses += 1;
+        self.schedule(
+            until,
+            Action::Resume {
+                member: i,
+                incarnation,
+            },
+        );
+        self.note(
+            Some(i),
+            format!(
+                "PAUSE{} until {}",
+                if was_real_leader { " (the leader)" } else { "" },
+                At(until)
+            ),
+        );
+        if was_real_leader {
+            self.stats.leader_pauses += 1;
+            // A request still on the wire may extend the lease after the pause began.
+            self.arm_l1(i, calm, on_wire)?;
+        }
+        Ok(())
+    }
+
+    // ----- invariants -----
+
+    /// Arms the L1 check for the death of leader `died`, if the death is checkable.
+    fn arm_l1(&mut self, died: usize, calm: bool, on_wire: bool) -> Res {
+        if !calm {
+            self.stats.l1_skipped_not_calm += 1;
+            return Ok(());
+        }
+        if on_wire || self.now < self.unavailable_until || self.now < self.slow_until {
+            self.stats.l1_skipped_broker += 1;
+            return Ok(());
+        }
+        let state = self.committed_state()?;
+        let current = self.broker.epoch_of(&self.role);
+        let lease = state.lease().map(|e| e.lease.clone());
+        let Some(lease) =
+            lease.filter(|l| l.member == self.members[died].id && Some(l.token) == current)
+        else {
+            self.stats.l1_skipped_no_successor += 1;
+            return Ok(());
+        };
+        let mut rank: Option<usize> = None;
+        for (j, m) in self.members.iter().enumerate() {
+            if j == died {
+                continue;
+            }
+            let Some(l) = m.live() else { continue };
+            if l.paused || l.cand.status() != Status::Standby {
+                continue;
+            }
+            let Some(o) = l.cand.join_offset() else {
+                continue;
+            };
+            if state.join_offset(&m.id) != Some(o) {
+                continue;
+            }
+            if let Some(r) = state.rank_of(&m.id) {
+                rank = Some(rank.map_or(r, |x| x.min(r)));
+            }
+        }
+        let Some(rank) = rank else {
+            self.stats.l1_skipped_no_successor += 1;
+            return Ok(());
+        };
+        let bound = lease.deadline.0 + rank as i64 * STAGGER_MS + SLACK_MS;
+        let next_fault = self.agenda.iter().map(|s| s.at).min().unwrap_or(i64::MAX);
+        if next_fault <= bound {
+            self.stats.l1_skipped_busy_after += 1;
+            return Ok(());
+        }
+        // The broker is up: no injected failure rule left from earlier faults.
+        self.broker.clear_faults();
+        self.stats.l1_checked += 1;
+        self.watch = Some(Watch {
+            died,
+            deadline: lease.deadline.0,
+            rank,
+            bound,
+        });
+        self.note(
+            None,
+            format!(
+                "L1 armed: lease deadline {} + rank {rank} x {STAGGER_MS} + slack {SLACK_MS} -> bound {}",
+                At(lease.deadline.0),
+                At(bound)
+            ),
+        );
+        Ok(())
+    }
+
+    fn l1_failure(&self, why: &str) -> Failure {
+        let w = self.watch.expect("an armed watch");
+        self.fail(
+            "L1",
+            format!(
+                "after the leader {} died, no live member was elected by {} (lease deadline {} + rank {} x \
+                 {STAGGER_MS} ms + slack {SLACK_MS} ms); {why}",
+                self.members[w.died].id,
+                At(w.bound),
+                At(w.deadline),
+                w.rank
+            ),
+        )
+    }
+
+    /// L2 (a): a restarted member's rank counts exactly the members before its registration.
+    fn check_l2_rank(&mut self, i: usize) -> Res {
+        let m = &self.members[i];
+        if !m.restarted() {
+            return Ok(());
+        }
+        let Some(l) = m.live() else { return Ok(()) };
+        let c = &l.cand;
+        let (Some(join), Some(rank)) = (c.join_offset(), c.rank()) else {
+            return Ok(());
+        };
+        if matches!(
+            c.status(),
+            Status::Leaving | Status::Ended | Status::Registering
+        ) {
+            return Ok(());
+        }
+        let expected = tail_rank(c.state(), &m.id, join);
+        if rank == expected {
+            self.stats.l2_rank_checks += 1;
+        } else {
+            let roster: Vec<String> = c
+                .state()
+                .roster()
+                .map(|(m, o)| format!("{m}@{o}"))
+                .collect();
+            return Err(self.fail(
+                "L2",
+                format!(
+                    "restarted {} registered at offset {join} evaluated rank {rank}, but {expected} members \
+                     other than itself and the holder precede it (roster {}, holder {})",
+                    m.id,
+                    roster.join(" "),
+                    c.state().lease().map_or("none".to_string(), |e| e.lease.member.to_string())
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// L2 (b): a restarted member challenges only when another member's lease is over by its
+    /// tail rank.
+    fn check_l2_challenge(&mut self, i: usize) -> Res {
+        let m = &self.members[i];
+        if !m.restarted() {
+            return Ok(());
+        }
+        let Some(l) = m.live() else { return Ok(()) };
+        let c = &l.cand;
+        let (Some(entry), Some(join)) = (c.state().lease(), c.join_offset()) else {
+            return Ok(());
+        };
+        if entry.lease.member == m.id {
+            return Ok(());
+        }
+        let rank = tail_rank(c.state(), &m.id, join);
+        let turn = entry.lease.deadline.0 + rank as i64 * STAGGER_MS;
+        let now_m = self.now + m.skew;
+        if now_m < turn {
+            return Err(self.fail(
+                "L2",
+                format!(
+                    "restarted {} challenges at {} (its clock) while {}'s lease {} is live until its turn {} \
+                     (deadline {} + tail rank {rank} x {STAGGER_MS} ms): it preempts",
+                    m.id,
+                    At(now_m),
+                    entry.lease.member,
+                    entry.lease.token,
+                    At(turn),
+                    At(entry.lease.deadline.0)
+                ),
+            ));
+        }
+        self.stats.l2_challenge_checks += 1;
+        Ok(())
+    }
+
+    fn check(&mut self) -> Res {
+        let current = self.broker.epoch_of(&self.role);
+        if current != self.last_current {
+            if let Some(c) = current {
+                if self.superseded.contains(&c) {
+                    return Err(
+                        self.fail("S4", format!("the superseded pair {c} is current again"))
+                    );
+                }
+            }
+            if let Some(old) = self.last_current {
+                self.superseded.insert(old);
+            }
+            self.last_current = current;
+        }
+        let status = self
+            .observer
+            .describe_epoch(&self.role)
+            .map_err(|e| self.fail("S4", format!("describe_epoch failed: {e}")))?;
+        if status.token != current.unwrap_or(FencingToken::NO_EPOCH) {
+            return Err(self.fail(
+                "S4",
+                format!(
+                    "describe says {} but the coordinator's pair is {}",
+                    status.token,
+                    current.map_or("none".to_string(), |t| t.to_string())
+                ),
+            ));
+        }
+        let mut believers = Vec::new();
+        let mut authoritative = Vec::new();
+        for (i, m) in self.members.iter().enumerate() {
+            let Some(l) = m.live() else { continue };
+            let token = l.cand.token();
+            if let Some(t) = token {
+                if current == Some(t) {
+                    believers.push(i);
+                }
+                if m.fenced.contains(&t) {
+                    return Err(self.fail(
+                        "S3",
+                        format!("{} believes it leads with {t}, a pair it saw fenced", m.id),
+                    ));
+                }
+            }
+            let session = m.transport.session(&self.role);
+            if [token, session]
+                .iter()
+                .flatten()
+                .any(|t| status.authoritative(t))
+            {
+                authoritative.push(i);
+            }
+        }
+        if let [leader] = believers[..] {
+            self.check_l3(leader)?;
+        }
+        if believers.len() > 1 {
+            let names: Vec<String> = believers
+                .iter()
+                .map(|&i| self.members[i].id.to_string())
+                .collect();
+            return Err(self.fail(
+                "S1",
+                format!(
+                    "{} believe they lead with the current pair {}",
+                    names.join(" and "),
+                    current.map_or("none".to_string(), |t| t.to_string())
+                ),
+            ));
+        }
+        if authoritative.len() > 1 {
+            let names: Vec<String> = authoritative
+                .iter()
+                .map(|&i| self.members[i].id.to_string())
+                .collect();
+            return Err(self.fail(
+                "S4",
+                format!(
+                    "{} each hold a token that describe calls authoritative ({})",
+                    names.join(" and "),
+                    status.token
+                ),
+            ));
+        }
+        if self.audit_dirty {
+            self.audit_dirty = false;
+            self.check_audit(true)?;
+        }
+        Ok(())
+    }
+
+    /// L3: a live leader with the current pair renews. Unless it is paused, or met trouble (a
+    /// failed call, a slow call, a start, a resume, the end of an unavailable or slow window)
+    /// since its last accepted
+    /// lease write, its next write takes effect at most `RENEW_MS + LEG_MS` after the last one
+    /// (the renewal is due `RENEW_MS` after the last one was issued, and a request leg is at
+    /// most `LEG_MS`).
+    fn check_l3(&self, leader: usize) -> Res {
+        let m = &self.members[leader];
+        if m.live().is_none_or(|l| l.paused)
+            || self.now < self.unavailable_until
+            || self.now < self.slow_until
+        {
+            return Ok(());
+        }
+        let since = m.last_write.max(m.last_trouble).max(self.last_window_end);
+        if self.now - since > RENEW_MS + LEG_MS {
+            return Err(self.fail(
+                "L3",
+                format!(
+                    "the live leader {} has written no lease since {} ({} ms, renew interval {RENEW_MS} ms) \
+                     with nothing in its way",
+                    m.id,
+                    At(m.last_write),
+                    self.now - m.last_write
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// S2 from the broker's audit log: every new entry carries the pair current at its commit.
+    fn check_audit(&mut self, this_step: bool) -> Res {
+        let all = self.broker.accepted_lease_writes();
+        for w in all.iter().skip(self.audit_seen) {
+            self.stats.audited_writes += 1;
+            if w.token != w.current {
+                return Err(self.fail(
+                    "S2",
+                    format!(
+                        "the broker accepted a lease write by {} at offset {} with {} while the current pair was {}",
+                        w.member, w.offset, w.token, w.current
+                    ),
+                ));
+            }
+            if this_step && w.at.0 != self.now {
+                return Err(self.fail(
+                    "S2",
+                    format!(
+                        "an accepted write committed at {} surfaced only at {}",
+                        At(w.at.0),
+                        At(self.now)
+                    ),
+                ));
+            }
+        }
+        self.audit_seen = all.len();
+        Ok(())
+    }
+
+    fn final_checks(&mut self) -> Res {
+        self.check_audit(false)?;
+        if self.stats.elections == 0 {
+            return Err(self.fail("L1", "no member was ever elected"));
+        }
+        Ok(())
+    }
+}
+
+/// The rank a member registered at `join` has when it lands at the tail: the registered
+/// members other than itself and the lease holder whose registration precedes its own.
+fn tail_rank(state: &RoleState, me: &MemberId, join: i64) -> usize {
+    let holder = state.lease().map(|e| &e.lease.member);
+    state
+        .roster()
+        .filter(|(m, o)| *o < join && *m != me && Some(*m) != holder)
+        .count()
+}
+
+fn event_name(e: &Event) -> &'static str {
+    match e {
+        Event::Appended { .. } => "Appended",
+        Event::RecordsRead { .. } => "RecordsRead",
+        Event::EpochGranted { .. } => "EpochGranted",
+        Event::LeaseWritten => "LeaseWritten",
+        Event::Fenced => "Fenced",
+        Event::Failed => "Failed",
+        Event::Tick => "Tick",
+        Event::Resign => "Resign",
+    }
+}
+
+fn short_event(e: &Event) -> String {
+    match e {
+        Event::Appended { offset } => format!("Appended at {offset}"),
+        Event::RecordsRead {
+            records,
+            end_offset,
+        } => format!("RecordsRead {} records to {end_offset}", records.len()),
+        Event::EpochGranted { token } => format!("EpochGranted {token}"),
+        other => event_name(other).to_string(),
+    }
+}

@@ -1,0 +1,150 @@
+//! The deterministic simulation (DESIGN.md, "Tests, in layers", item 3): members with skewed
+//! clocks against the `MemoryBroker` in virtual time, under seeded crashes, restarts, pauses
+//! longer than the lease, resigns, broker failures and delays, and epoch exhaustion. The model
+//! and the exact invariants are documented in `sim/mod.rs`.
+//!
+//! * `simulate_10k_seeds`: seeds 0..10_000, one virtual minute each (default suite).
+//! * `replay_seed`: `SIM_SEED=<n>` replays one seed and prints its whole trace; without it, a
+//!   fixed seed runs quietly.
+//! * `soak` (ignored): `SIM_SEEDS` seeds (default 1,000,000) from `SIM_SEED_START` (default
+//!   10,000, past the default suite), on `SIM_THREADS` threads (default 1):
+//!   `cargo test --release -p kafka-coordination --test simulation -- --ignored soak --nocapture`
+#![cfg(feature = "memory")]
+
+mod sim;
+
+use std::time::Instant;
+
+use sim::{run_seed, Failure, Stats, RUN_MS};
+
+fn env_u64(name: &str) -> Option<u64> {
+    let raw = std::env::var(name).ok()?;
+    let value = raw.trim().replace('_', "");
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={raw:?} is not a number: {e}")),
+    )
+}
+
+/// Runs `seeds`, stopping after `max_failures` failures; returns the totals and the failures.
+fn run_range(seeds: std::ops::Range<u64>, max_failures: usize) -> (Stats, Vec<Failure>) {
+    let mut totals = Stats::default();
+    let mut failures = Vec::new();
+    for seed in seeds {
+        match run_seed(seed, RUN_MS, false) {
+            Ok(stats) => totals.add(&stats),
+            Err(f) => {
+                eprintln!("{f}\n");
+                failures.push(*f);
+                if failures.len() >= max_failures {
+                    break;
+                }
+            }
+        }
+    }
+    (totals, failures)
+}
+
+fn report(seeds: u64, totals: &Stats, elapsed: std::time::Duration) {
+    println!(
+        "{seeds} seeds x {} s virtual in {:.1} s ({:.0} seeds/s): {:#?}",
+        RUN_MS / 1000,
+        elapsed.as_secs_f64(),
+        seeds as f64 / elapsed.as_secs_f64(),
+        totals
+    );
+}
+
+fn fail_with(failures: &[Failure]) -> ! {
+    let seeds: Vec<String> = failures
+        .iter()
+        .map(|f| format!("{} [{}]", f.seed, f.invariant))
+        .collect();
+    panic!(
+        "{} failing seed(s): {}\n\nfirst failure:\n{}",
+        failures.len(),
+        seeds.join(", "),
+        failures[0]
+    );
+}
+
+#[test]
+fn simulate_10k_seeds() {
+    let started = Instant::now();
+    let (totals, failures) = run_range(0..10_000, 5);
+    if !failures.is_empty() {
+        fail_with(&failures);
+    }
+    report(10_000, &totals, started.elapsed());
+    // The schedule must actually exercise what the invariants are about.
+    assert!(totals.leader_crashes > 5_000, "{totals:?}");
+    assert!(totals.leader_pauses > 3_000, "{totals:?}");
+    assert!(totals.open_writes > 1_000, "{totals:?}");
+    assert!(totals.restarts > 10_000, "{totals:?}");
+    assert!(totals.resigns > 2_000, "{totals:?}");
+    assert!(totals.exhaustions > 1_000, "{totals:?}");
+    assert!(totals.fresh_producer_ids > 1_000, "{totals:?}");
+    assert!(totals.ghosts > 50, "{totals:?}");
+    assert!(totals.depositions > 2_000, "{totals:?}");
+    assert!(totals.l1_checked > 2_000, "{totals:?}");
+    assert!(totals.l2_rank_checks > 10_000, "{totals:?}");
+    assert!(totals.l2_challenge_checks > 1_000, "{totals:?}");
+}
+
+#[test]
+fn replay_seed() {
+    let (seed, print) = match env_u64("SIM_SEED") {
+        Some(seed) => (seed, true),
+        None => (20_240_601, false),
+    };
+    match run_seed(seed, RUN_MS, print) {
+        Ok(stats) => println!("seed {seed} passed: {stats:#?}"),
+        Err(f) => panic!("{f}"),
+    }
+}
+
+#[test]
+#[ignore = "soak: a million seeds; run on demand"]
+fn soak() {
+    let count = env_u64("SIM_SEEDS").unwrap_or(1_000_000);
+    let start = env_u64("SIM_SEED_START").unwrap_or(10_000);
+    let threads = env_u64("SIM_THREADS").unwrap_or(1).max(1);
+    let started = Instant::now();
+    let chunk = 10_000;
+    let next = std::sync::atomic::AtomicU64::new(start);
+    let end = start + count;
+    let results = std::sync::Mutex::new((Stats::default(), Vec::<Failure>::new(), 0u64));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let from = next.fetch_add(chunk, std::sync::atomic::Ordering::SeqCst);
+                if from >= end {
+                    break;
+                }
+                let to = (from + chunk).min(end);
+                let (stats, failures) = run_range(from..to, 5);
+                let mut r = results.lock().unwrap();
+                r.0.add(&stats);
+                r.1.extend(failures);
+                r.2 += to - from;
+                let done = r.2;
+                if done % 100_000 == 0 || done == count {
+                    let secs = started.elapsed().as_secs_f64();
+                    println!(
+                        "soak: {done} seeds in {secs:.0} s ({:.0} seeds/s)",
+                        done as f64 / secs
+                    );
+                }
+                if r.1.len() >= 5 {
+                    break;
+                }
+            });
+        }
+    });
+    let (totals, failures, done) = results.into_inner().unwrap();
+    if !failures.is_empty() {
+        fail_with(&failures);
+    }
+    report(done, &totals, started.elapsed());
+}
