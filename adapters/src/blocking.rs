@@ -49,7 +49,9 @@ pub fn start_shared<T: Transport + Send + Sync + ?Sized + 'static>(
         .name(format!("kc-{role}"))
         .spawn(move || run_blocking(driver))
         .map_err(|e| {
-            Error::Transport(TransportError::fatal(format!("could not start the driver thread: {e}")))
+            Error::Transport(TransportError::fatal(format!(
+                "could not start the driver thread: {e}"
+            )))
         })?;
     Ok(candidacy)
 }

@@ -52,7 +52,10 @@ impl ManualClock {
     /// A clock that reads `start`.
     pub fn new(start: UnixMillis) -> Self {
         ManualClock {
-            inner: Arc::new(ManualInner { now: AtomicI64::new(start.0), moved: Event::new() }),
+            inner: Arc::new(ManualInner {
+                now: AtomicI64::new(start.0),
+                moved: Event::new(),
+            }),
         }
     }
 

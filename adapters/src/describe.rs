@@ -27,8 +27,11 @@ pub fn describe_role_state<R: StateReader + ?Sized>(
     partitions: i32,
 ) -> Result<RoleState, Error> {
     let role = Role::new(role)?;
-    let partition = role_partition(&role, partitions)
-        .map_err(|e| Error::InvalidOptions(TimingError::Partitions { partitions: e.partitions }))?;
+    let partition = role_partition(&role, partitions).map_err(|e| {
+        Error::InvalidOptions(TimingError::Partitions {
+            partitions: e.partitions,
+        })
+    })?;
     let mut state = RoleState::new(role);
     loop {
         let from = state.next_offset();

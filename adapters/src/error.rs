@@ -35,7 +35,11 @@ pub struct TransportError {
 impl TransportError {
     /// A failure of `kind` described by `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        TransportError { kind, message: message.into(), source: None }
+        TransportError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
     }
 
     /// Attaches the underlying error.
@@ -105,6 +109,8 @@ impl fmt::Display for TransportError {
 
 impl std::error::Error for TransportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

@@ -105,7 +105,12 @@ pub(crate) enum Doorbell {
 
 impl Doorbell {
     #[cfg_attr(
-        not(any(feature = "blocking", feature = "tokio", feature = "smol", feature = "async-std")),
+        not(any(
+            feature = "blocking",
+            feature = "tokio",
+            feature = "smol",
+            feature = "async-std"
+        )),
         allow(dead_code)
     )]
     pub(crate) fn listen(&self) -> EventListener {
@@ -175,7 +180,9 @@ impl Shared {
                 Ok(EndReason::Resigned) => Ok(()),
                 Ok(EndReason::Fenced { token }) => Err(Error::Fenced { token }),
                 Ok(EndReason::Unavailable) => Err(Error::Unavailable {
-                    waited: s.failing_since.map_or(Duration::ZERO, |(first, last)| last.since(first)),
+                    waited: s
+                        .failing_since
+                        .map_or(Duration::ZERO, |(first, last)| last.since(first)),
                     last: s
                         .last_failure
                         .clone()
@@ -247,12 +254,17 @@ impl CancelHandle {
 
 impl Candidacy {
     pub(crate) fn new(shared: Arc<Shared>) -> Candidacy {
-        Candidacy { shared, armed: true }
+        Candidacy {
+            shared,
+            armed: true,
+        }
     }
 
     /// A handle that cancels this candidacy.
     pub fn cancel_handle(&self) -> CancelHandle {
-        CancelHandle { shared: self.shared.clone() }
+        CancelHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     /// What the driver last reported.
@@ -273,7 +285,10 @@ impl Candidacy {
 
     /// Blocks until elected or until `timeout` passes on the *real* clock; on a timeout the
     /// candidacy is handed back, still running.
-    pub fn wait_timeout(mut self, timeout: Duration) -> Result<Result<Leadership, Error>, Candidacy> {
+    pub fn wait_timeout(
+        mut self,
+        timeout: Duration,
+    ) -> Result<Result<Leadership, Error>, Candidacy> {
         let deadline = Instant::now() + timeout;
         loop {
             let listener = self.shared.changed.listen();
@@ -296,14 +311,18 @@ impl Candidacy {
 
     fn take_leadership(&mut self, r: Result<FencingToken, Error>) -> Result<Leadership, Error> {
         self.armed = false;
-        r.map(|token| Leadership { shared: self.shared.clone(), token })
+        r.map(|token| Leadership {
+            shared: self.shared.clone(),
+            token,
+        })
     }
 
     /// Cancels and waits (blocking) until the registration is withdrawn.
     pub fn cancel(mut self) {
         self.armed = false;
         self.shared.request_cancel();
-        self.shared.wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
+        self.shared
+            .wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
     }
 }
 
@@ -358,7 +377,8 @@ impl Leadership {
 
     /// Blocks until the term is over.
     pub fn wait_done(&self) {
-        self.shared.wait_blocking(|s| (s.deposed.is_some() || s.outcome.is_some()).then_some(()))
+        self.shared
+            .wait_blocking(|s| (s.deposed.is_some() || s.outcome.is_some()).then_some(()))
     }
 
     /// Blocks until the term is over or `timeout` passes on the real clock; true when over.
@@ -392,14 +412,17 @@ impl Leadership {
     /// so standbys take over at once instead of waiting for the deadline. Idempotent.
     pub async fn resign(&self) -> Option<Error> {
         self.shared.request_cancel();
-        self.shared.wait_async(|s| s.outcome.as_ref().map(|_| ())).await;
+        self.shared
+            .wait_async(|s| s.outcome.as_ref().map(|_| ()))
+            .await;
         self.err()
     }
 
     /// [`resign`](Leadership::resign), blocking.
     pub fn resign_blocking(&self) -> Option<Error> {
         self.shared.request_cancel();
-        self.shared.wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
+        self.shared
+            .wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
         self.err()
     }
 

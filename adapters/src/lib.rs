@@ -23,7 +23,12 @@ mod log;
 pub mod clock;
 pub mod describe;
 #[cfg_attr(
-    not(any(feature = "blocking", feature = "tokio", feature = "smol", feature = "async-std")),
+    not(any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )),
     allow(dead_code, unused_imports)
 )]
 mod driver;
@@ -59,4 +64,6 @@ pub use error::{ErrorKind, TransportError};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
 pub use leadership::{CancelHandle, Candidacy, Error, Leadership, Snapshot};
 pub use options::Options;
-pub use transport::{Coordinator, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport};
+pub use transport::{
+    Coordinator, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport,
+};

@@ -109,6 +109,7 @@ impl Options {
     }
 
     pub(crate) fn give_up_after_or_default(&self) -> Duration {
-        self.give_up_after.unwrap_or(self.timing.lease_duration.saturating_mul(2))
+        self.give_up_after
+            .unwrap_or(self.timing.lease_duration.saturating_mul(2))
     }
 }

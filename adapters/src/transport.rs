@@ -68,8 +68,12 @@ pub trait StateReader {
 pub trait Registrar {
     /// Appends one record to `partition` (no partitioner) with `acks=all` and returns its
     /// offset. `value = None` writes a tombstone.
-    fn append(&self, partition: i32, key: &[u8], value: Option<&[u8]>)
-        -> Result<i64, TransportError>;
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError>;
 }
 
 /// Writes lease records through the producer that holds the role's epoch.

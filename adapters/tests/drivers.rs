@@ -11,7 +11,7 @@ use kafka_coordination::core::record::Role;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{
     describe_leadership, describe_role_state, Candidacy, Coordinator, Error, FencingToken,
-    LeaseWriter, Leadership, ManualClock, Options, ReadBatch, Registrar, Snapshot, StateReader,
+    Leadership, LeaseWriter, ManualClock, Options, ReadBatch, Registrar, Snapshot, StateReader,
     TransportError, UnixMillis,
 };
 
@@ -44,12 +44,20 @@ impl Coordinator for Cuttable {
         self.check()?;
         self.inner.acquire_epoch(role, t)
     }
-    fn describe_epoch(&self, role: &Role) -> Result<kafka_coordination::LeadershipStatus, TransportError> {
+    fn describe_epoch(
+        &self,
+        role: &Role,
+    ) -> Result<kafka_coordination::LeadershipStatus, TransportError> {
         self.inner.describe_epoch(role)
     }
 }
 impl StateReader for Cuttable {
-    fn read_partition(&self, p: i32, from: i64, wait: Duration) -> Result<ReadBatch, TransportError> {
+    fn read_partition(
+        &self,
+        p: i32,
+        from: i64,
+        wait: Duration,
+    ) -> Result<ReadBatch, TransportError> {
         self.check()?;
         self.inner.read_partition(p, from, wait)
     }
@@ -64,7 +72,13 @@ impl Registrar for Cuttable {
     }
 }
 impl LeaseWriter for Cuttable {
-    fn write_lease(&self, p: i32, k: &[u8], v: Option<&[u8]>, t: FencingToken) -> Result<(), TransportError> {
+    fn write_lease(
+        &self,
+        p: i32,
+        k: &[u8],
+        v: Option<&[u8]>,
+        t: FencingToken,
+    ) -> Result<(), TransportError> {
         self.check()?;
         self.inner.write_lease(p, k, v, t)
     }
@@ -124,7 +138,11 @@ impl World {
     fn new(start: Start) -> World {
         let clock = ManualClock::new(UnixMillis(1_700_000_000_000));
         let broker = MemoryBroker::new(16, Arc::new(clock.clone()));
-        World { clock, broker, start }
+        World {
+            clock,
+            broker,
+            start,
+        }
     }
     fn options(&self) -> Options {
         Options::new()
@@ -136,9 +154,17 @@ impl World {
     }
     fn join(&self, name: &str) -> Member {
         let cut = Arc::new(AtomicBool::new(false));
-        let t = Cuttable { inner: self.broker.transport(name), cut: cut.clone() };
+        let t = Cuttable {
+            inner: self.broker.transport(name),
+            cut: cut.clone(),
+        };
         let candidacy = (self.start)(t, ROLE, name, self.options()).expect("start");
-        Member { cut, candidacy: Some(candidacy), leadership: None, failed: None }
+        Member {
+            cut,
+            candidacy: Some(candidacy),
+            leadership: None,
+            failed: None,
+        }
     }
     fn now(&self) -> i64 {
         use kafka_coordination::Clock;
@@ -209,7 +235,10 @@ fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(sta
     let deadline = w.lease_deadline();
     w.advance_to(deadline + STAGGER_MS - 1, &mut [&mut a, &mut b, &mut c]);
     assert!(!c.is_leader(), "c challenged before deadline + 1 x stagger");
-    assert!(a.is_leader(), "the quiet leader does not fence itself on time");
+    assert!(
+        a.is_leader(),
+        "the quiet leader does not fence itself on time"
+    );
     w.advance_to(deadline + STAGGER_MS, &mut [&mut a, &mut b, &mut c]);
     let new = c.elected().token();
     assert!(new > old);
@@ -217,9 +246,15 @@ fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(sta
     a.cut.store(false, Ordering::SeqCst);
     w.advance_to(w.now() + 1000, &mut [&mut a, &mut b, &mut c]);
     let la = a.leadership.as_ref().unwrap();
-    assert!(la.wait_done_timeout(REACT), "the deposed leader's done did not fire");
+    assert!(
+        la.wait_done_timeout(REACT),
+        "the deposed leader's done did not fire"
+    );
     let err = la.err().expect("an error after a fence");
-    assert!(matches!(err, Error::Fenced { token } if token == old), "{err}");
+    assert!(
+        matches!(err, Error::Fenced { token } if token == old),
+        "{err}"
+    );
     let status = describe_leadership(&w.broker.transport("observer"), ROLE).unwrap();
     assert!(status.authoritative(&new) && !status.authoritative(&old));
 }
@@ -291,10 +326,18 @@ fn a_failing_transport_surfaces_an_error_after_the_give_up_time(start: Start) {
         w.settle(&mut [&mut b]);
     }
     let waited = w.now() - t0;
-    assert!((2 * LEASE_MS..2 * LEASE_MS + 6000).contains(&waited), "gave up after {waited} ms");
+    assert!(
+        (2 * LEASE_MS..2 * LEASE_MS + 6000).contains(&waited),
+        "gave up after {waited} ms"
+    );
     match &b.failed {
-        Some((Error::Unavailable { last, .. }, _)) => assert!(last.to_string().contains("link cut")),
-        other => panic!("expected Unavailable, got {:?}", other.as_ref().map(|(e, _)| e.to_string())),
+        Some((Error::Unavailable { last, .. }, _)) => {
+            assert!(last.to_string().contains("link cut"))
+        }
+        other => panic!(
+            "expected Unavailable, got {:?}",
+            other.as_ref().map(|(e, _)| e.to_string())
+        ),
     }
 }
 
@@ -309,7 +352,9 @@ macro_rules! scenarios {
             }
             #[test]
             fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced() {
-                super::standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced($start)
+                super::standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(
+                    $start,
+                )
             }
             #[test]
             fn resign_hands_over_without_waiting_for_the_deadline() {
@@ -337,7 +382,11 @@ scenarios!(blocking, kafka_coordination::blocking::start);
 fn tokio_runtime() -> &'static tokio::runtime::Runtime {
     static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
     })
 }
 
@@ -360,7 +409,9 @@ where
     Fut: std::future::Future<Output = Result<Leadership, Error>>,
 {
     let w = World::new(kafka_coordination::blocking::start);
-    let a = acquire(w.broker.transport("a"), "a", w.options()).await.expect("elected");
+    let a = acquire(w.broker.transport("a"), "a", w.options())
+        .await
+        .expect("elected");
     assert!(!a.is_done());
     assert!(a.resign().await.is_none());
     a.done().await;
@@ -371,19 +422,25 @@ where
 #[cfg(feature = "tokio")]
 #[test]
 fn tokio_async_api() {
-    tokio_runtime().block_on(async_round_trip(|t, m, o| kafka_coordination::tokio::acquire_leadership(t, ROLE, m, o)));
+    tokio_runtime().block_on(async_round_trip(|t, m, o| {
+        kafka_coordination::tokio::acquire_leadership(t, ROLE, m, o)
+    }));
 }
 
 #[cfg(feature = "smol")]
 #[test]
 fn smol_async_api() {
-    smol::block_on(async_round_trip(|t, m, o| kafka_coordination::smol::acquire_leadership(t, ROLE, m, o)));
+    smol::block_on(async_round_trip(|t, m, o| {
+        kafka_coordination::smol::acquire_leadership(t, ROLE, m, o)
+    }));
 }
 
 #[cfg(feature = "async-std")]
 #[test]
 fn async_std_async_api() {
-    async_std::task::block_on(async_round_trip(|t, m, o| kafka_coordination::async_std::acquire_leadership(t, ROLE, m, o)));
+    async_std::task::block_on(async_round_trip(|t, m, o| {
+        kafka_coordination::async_std::acquire_leadership(t, ROLE, m, o)
+    }));
 }
 
 #[cfg(feature = "tokio")]
@@ -393,7 +450,12 @@ fn dropping_the_acquire_future_deregisters() {
     let mut a = w.join("a");
     a.elected();
     tokio_runtime().block_on(async {
-        let fut = kafka_coordination::tokio::acquire_leadership(w.broker.transport("b"), ROLE, "b", w.options());
+        let fut = kafka_coordination::tokio::acquire_leadership(
+            w.broker.transport("b"),
+            ROLE,
+            "b",
+            w.options(),
+        );
         // Poll until b is registered, then drop the future.
         let mut fut = Box::pin(fut);
         let deadline = Instant::now() + REACT;
@@ -406,7 +468,11 @@ fn dropping_the_acquire_future_deregisters() {
     });
     let deadline = Instant::now() + REACT;
     while w.roster() != ["a"] {
-        assert!(Instant::now() < deadline, "b was not deregistered: {:?}", w.roster());
+        assert!(
+            Instant::now() < deadline,
+            "b was not deregistered: {:?}",
+            w.roster()
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }

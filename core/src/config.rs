@@ -80,8 +80,12 @@ pub enum TimingError {
 impl Timing {
     /// Checks every constraint and returns the timing unchanged when it holds.
     pub fn validate(self) -> Result<Timing, TimingError> {
-        let Timing { partitions, lease_duration: lease, renew_interval: renew, challenge_stagger } =
-            self;
+        let Timing {
+            partitions,
+            lease_duration: lease,
+            renew_interval: renew,
+            challenge_stagger,
+        } = self;
         if partitions <= 0 {
             return Err(TimingError::Partitions { partitions });
         }
@@ -98,7 +102,9 @@ impl Timing {
             return Err(TimingError::RenewNotBelowLease { renew, lease });
         }
         if challenge_stagger > Duration::from_secs(86_400) {
-            return Err(TimingError::StaggerTooLong { stagger: challenge_stagger });
+            return Err(TimingError::StaggerTooLong {
+                stagger: challenge_stagger,
+            });
         }
         Ok(self)
     }
@@ -121,20 +127,41 @@ mod tests {
             Err(TimingError::Partitions { partitions: 0 })
         );
         assert_eq!(
-            Timing { lease_duration: Duration::ZERO, ..t }.validate(),
-            Err(TimingError::LeaseTooShort { lease: Duration::ZERO })
+            Timing {
+                lease_duration: Duration::ZERO,
+                ..t
+            }
+            .validate(),
+            Err(TimingError::LeaseTooShort {
+                lease: Duration::ZERO
+            })
         );
         assert_eq!(
-            Timing { renew_interval: Duration::ZERO, ..t }.validate(),
-            Err(TimingError::RenewZero { renew: Duration::ZERO })
+            Timing {
+                renew_interval: Duration::ZERO,
+                ..t
+            }
+            .validate(),
+            Err(TimingError::RenewZero {
+                renew: Duration::ZERO
+            })
         );
-        let e = Timing { renew_interval: Duration::from_secs(30), ..t }.validate().unwrap_err();
+        let e = Timing {
+            renew_interval: Duration::from_secs(30),
+            ..t
+        }
+        .validate()
+        .unwrap_err();
         assert_eq!(
             alloc::format!("{e}"),
             "renew_interval 30s must be shorter than lease_duration 30s"
         );
         assert!(matches!(
-            Timing { lease_duration: MAX_LEASE + Duration::from_millis(1), ..t }.validate(),
+            Timing {
+                lease_duration: MAX_LEASE + Duration::from_millis(1),
+                ..t
+            }
+            .validate(),
             Err(TimingError::LeaseTooLong { .. })
         ));
     }

@@ -77,8 +77,10 @@ pub struct LeadershipStatus {
 
 impl LeadershipStatus {
     /// The status of a role the coordinator has never seen (TRANSACTIONAL_ID_NOT_FOUND).
-    pub const NOT_FOUND: LeadershipStatus =
-        LeadershipStatus { token: FencingToken::NO_EPOCH, state: None };
+    pub const NOT_FOUND: LeadershipStatus = LeadershipStatus {
+        token: FencingToken::NO_EPOCH,
+        state: None,
+    };
 
     /// The status from a DescribeTransactions answer.
     pub fn described(producer_id: i64, producer_epoch: i16, state: TransactionState) -> Self {
@@ -122,7 +124,13 @@ mod tests {
 
     #[test]
     fn states_round_trip() {
-        for s in ["Empty", "Ongoing", "PrepareEpochFence", "CompleteAbort", "Weird"] {
+        for s in [
+            "Empty",
+            "Ongoing",
+            "PrepareEpochFence",
+            "CompleteAbort",
+            "Weird",
+        ] {
             assert_eq!(TransactionState::parse(s).as_str(), s);
         }
     }

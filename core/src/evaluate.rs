@@ -63,12 +63,16 @@ pub fn evaluate(
     if let (Some(entry), Some(held)) = (lease, standing.holding) {
         if entry.lease.member == *member && entry.lease.token == held {
             let written = entry.lease.deadline.saturating_sub(timing.lease_duration);
-            return Step::Renew { at: written + timing.renew_interval };
+            return Step::Renew {
+                at: written + timing.renew_interval,
+            };
         }
     }
     // Until the read reaches its own registration, the member counts itself at that offset.
     let registered = state.next_offset() <= standing.join_offset
-        || state.join_offset(member).is_some_and(|o| o >= standing.join_offset);
+        || state
+            .join_offset(member)
+            .is_some_and(|o| o >= standing.join_offset);
     if !registered {
         return Step::NotRegistered;
     }
@@ -106,15 +110,24 @@ mod tests {
         Record::new(
             offset,
             Key::registration(role(), m(member)).encode(),
-            Registration { member: m(member), registered_at: UnixMillis(0) }.encode(),
+            Registration {
+                member: m(member),
+                registered_at: UnixMillis(0),
+            }
+            .encode(),
         )
     }
     fn lease(offset: i64, member: &str, token: FencingToken, deadline: i64) -> Record {
         Record::new(
             offset,
             Key::lease(role()).encode(),
-            Lease { member: m(member), token, granted_at: UnixMillis(0), deadline: UnixMillis(deadline) }
-                .encode(),
+            Lease {
+                member: m(member),
+                token,
+                granted_at: UnixMillis(0),
+                deadline: UnixMillis(deadline),
+            }
+            .encode(),
         )
     }
     fn timing() -> Timing {
@@ -126,34 +139,82 @@ mod tests {
         }
     }
     fn standing(join_offset: i64) -> Standing {
-        Standing { join_offset, unleased_since: UnixMillis(100), holding: None, contested_until: None }
+        Standing {
+            join_offset,
+            unleased_since: UnixMillis(100),
+            holding: None,
+            contested_until: None,
+        }
     }
 
     #[test]
     fn ranks_challenge_at_deadline_plus_stagger() {
         let t = FencingToken::new(1, 0);
-        let records = [reg(0, "a"), reg(1, "b"), reg(2, "c"), lease(3, "a", t, 10_000)];
+        let records = [
+            reg(0, "a"),
+            reg(1, "b"),
+            reg(2, "c"),
+            lease(3, "a", t, 10_000),
+        ];
         let s = RoleState::build(role(), &records);
-        let at = |who: &str, off: i64, now: i64| evaluate(&s, &m(who), &standing(off), UnixMillis(now), &timing());
-        assert_eq!(at("b", 1, 0), Step::Wait { until: UnixMillis(10_000), rank: 0 });
-        assert_eq!(at("c", 2, 0), Step::Wait { until: UnixMillis(10_500), rank: 1 });
+        let at = |who: &str, off: i64, now: i64| {
+            evaluate(&s, &m(who), &standing(off), UnixMillis(now), &timing())
+        };
+        assert_eq!(
+            at("b", 1, 0),
+            Step::Wait {
+                until: UnixMillis(10_000),
+                rank: 0
+            }
+        );
+        assert_eq!(
+            at("c", 2, 0),
+            Step::Wait {
+                until: UnixMillis(10_500),
+                rank: 1
+            }
+        );
         assert_eq!(at("b", 1, 10_000), Step::Challenge { rank: 0 });
-        assert_eq!(at("c", 2, 10_499), Step::Wait { until: UnixMillis(10_500), rank: 1 });
-        let leader = Standing { holding: Some(t), ..standing(0) };
+        assert_eq!(
+            at("c", 2, 10_499),
+            Step::Wait {
+                until: UnixMillis(10_500),
+                rank: 1
+            }
+        );
+        let leader = Standing {
+            holding: Some(t),
+            ..standing(0)
+        };
         assert_eq!(
             evaluate(&s, &m("a"), &leader, UnixMillis(0), &timing()),
-            Step::Renew { at: UnixMillis(8_000) }
+            Step::Renew {
+                at: UnixMillis(8_000)
+            }
         );
         // The holder restarted: its old lease binds it like any standby.
-        assert_eq!(at("a", 4, 0), Step::Wait { until: UnixMillis(11_000), rank: 2 });
+        assert_eq!(
+            at("a", 4, 0),
+            Step::Wait {
+                until: UnixMillis(11_000),
+                rank: 2
+            }
+        );
     }
 
     #[test]
     fn without_a_lease_members_count_from_first_sight() {
         let s = RoleState::build(role(), &[reg(0, "a"), reg(1, "b")]);
-        let e = |who: &str, off: i64| evaluate(&s, &m(who), &standing(off), UnixMillis(100), &timing());
+        let e =
+            |who: &str, off: i64| evaluate(&s, &m(who), &standing(off), UnixMillis(100), &timing());
         assert_eq!(e("a", 0), Step::Challenge { rank: 0 });
-        assert_eq!(e("b", 1), Step::Wait { until: UnixMillis(600), rank: 1 });
+        assert_eq!(
+            e("b", 1),
+            Step::Wait {
+                until: UnixMillis(600),
+                rank: 1
+            }
+        );
     }
 
     #[test]
@@ -162,20 +223,32 @@ mod tests {
         // b registered at offset 5, not yet readable: rank 1 behind a.
         assert_eq!(
             evaluate(&s, &m("b"), &standing(5), UnixMillis(100), &timing()),
-            Step::Wait { until: UnixMillis(600), rank: 1 }
+            Step::Wait {
+                until: UnixMillis(600),
+                rank: 1
+            }
         );
         let mut s2 = s.clone();
         s2.advance_to(6);
-        assert_eq!(evaluate(&s2, &m("b"), &standing(5), UnixMillis(100), &timing()), Step::NotRegistered);
+        assert_eq!(
+            evaluate(&s2, &m("b"), &standing(5), UnixMillis(100), &timing()),
+            Step::NotRegistered
+        );
     }
 
     #[test]
     fn a_lost_race_waits_for_the_winner() {
         let s = RoleState::build(role(), &[reg(0, "a"), reg(1, "b")]);
-        let st = Standing { contested_until: Some(UnixMillis(3100)), ..standing(0) };
+        let st = Standing {
+            contested_until: Some(UnixMillis(3100)),
+            ..standing(0)
+        };
         assert_eq!(
             evaluate(&s, &m("a"), &st, UnixMillis(200), &timing()),
-            Step::Wait { until: UnixMillis(3100), rank: 0 }
+            Step::Wait {
+                until: UnixMillis(3100),
+                rank: 0
+            }
         );
     }
 }

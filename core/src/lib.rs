@@ -32,11 +32,10 @@ pub mod time;
 pub mod token;
 
 pub use config::{Timing, TimingError};
+pub use describe::{LeadershipStatus, TransactionState};
 pub use evaluate::{evaluate, Standing, Step};
 pub use machine::{Candidate, Command, EndReason, Event, MachineError, Status};
 pub use state::{Record, RoleState};
-pub use describe::{LeadershipStatus, TransactionState};
-
 
 pub use partition::{murmur2, role_partition, to_positive, PartitionCountError};
 pub use record::{

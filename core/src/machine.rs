@@ -329,8 +329,10 @@ impl Candidate {
         now: UnixMillis,
     ) -> Result<Candidate, TimingError> {
         let timing = timing.validate()?;
-        let partition = role_partition(&role, timing.partitions)
-            .map_err(|e| TimingError::Partitions { partitions: e.partitions })?;
+        let partition =
+            role_partition(&role, timing.partitions).map_err(|e| TimingError::Partitions {
+                partitions: e.partitions,
+            })?;
         let registration_key = Key::registration(role.clone(), member.clone()).encode();
         let lease_key = Key::lease(role.clone()).encode();
         let mut c = Candidate {
@@ -477,7 +479,9 @@ impl Candidate {
         if self.ended.is_some() {
             return match event {
                 Event::Tick | Event::Resign => Ok(()),
-                other => Err(MachineError::Ended { event: other.name() }),
+                other => Err(MachineError::Ended {
+                    event: other.name(),
+                }),
             };
         }
         match event {
@@ -537,11 +541,20 @@ impl Candidate {
                 | (Io::Register | Io::Deregister, Event::Appended { .. })
                 | (Io::Read { .. }, Event::RecordsRead { .. })
                 | (Io::Acquire, Event::EpochGranted { .. })
-                | (Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_), Event::LeaseWritten)
-                | (Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_), Event::Fenced)
+                | (
+                    Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
+                    Event::LeaseWritten
+                )
+                | (
+                    Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
+                    Event::Fenced
+                )
         );
         if !fits {
-            return Err(MachineError::Unexpected { event: event.name(), expected: io.expects() });
+            return Err(MachineError::Unexpected {
+                event: event.name(),
+                expected: io.expects(),
+            });
         }
         self.io = None;
         if !matches!(event, Event::Failed) {
@@ -561,14 +574,24 @@ impl Candidate {
                 self.deregistered = true;
                 self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
             }
-            (Io::Read { .. }, Event::RecordsRead { records, end_offset }) => {
+            (
+                Io::Read { .. },
+                Event::RecordsRead {
+                    records,
+                    end_offset,
+                },
+            ) => {
                 self.on_read(now, &records, end_offset);
             }
             (Io::Acquire, Event::EpochGranted { token }) => {
                 if self.resigning {
                     self.issue(Io::Deregister);
                 } else {
-                    self.term = Some(Term { token, granted_at: now, elected: false });
+                    self.term = Some(Term {
+                        token,
+                        granted_at: now,
+                        elected: false,
+                    });
                     self.issue(Io::Claim(token));
                 }
             }
@@ -581,14 +604,20 @@ impl Candidate {
                     self.issue(Io::ClearLease(token));
                 } else {
                     self.commands.push_back(Command::Elected { token });
-                    self.timer = Some((self.issued_at + self.timing.renew_interval, Io::Renew(token)));
+                    self.timer = Some((
+                        self.issued_at + self.timing.renew_interval,
+                        Io::Renew(token),
+                    ));
                 }
             }
             (Io::Renew(token), Event::LeaseWritten) => {
                 if self.resigning {
                     self.issue(Io::ClearLease(token));
                 } else {
-                    self.timer = Some((self.issued_at + self.timing.renew_interval, Io::Renew(token)));
+                    self.timer = Some((
+                        self.issued_at + self.timing.renew_interval,
+                        Io::Renew(token),
+                    ));
                 }
             }
             (Io::ClearLease(_), Event::LeaseWritten) => {
@@ -621,7 +650,10 @@ impl Candidate {
             // `fits` admitted only the pairs above.
             (io, event) => {
                 self.io = Some(io);
-                return Err(MachineError::Unexpected { event: event.name(), expected: io.expects() });
+                return Err(MachineError::Unexpected {
+                    event: event.name(),
+                    expected: io.expects(),
+                });
             }
         }
         Ok(())
@@ -668,7 +700,9 @@ impl Candidate {
                     // The partition moved: keep tailing, and let a reader that can long-poll
                     // wait for the next record until our turn. A reader that answers at once
                     // returns nothing and the timer takes over: no busy loop.
-                    self.issue(Io::Read { wait_until: Some(until) });
+                    self.issue(Io::Read {
+                        wait_until: Some(until),
+                    });
                 } else {
                     self.timer = Some((until, Io::Read { wait_until: None }));
                 }
@@ -745,7 +779,11 @@ impl Candidate {
                 partition: self.partition,
                 key: self.registration_key.clone(),
                 value: Some(
-                    Registration { member: self.member.clone(), registered_at: now }.encode(),
+                    Registration {
+                        member: self.member.clone(),
+                        registered_at: now,
+                    }
+                    .encode(),
                 ),
             },
             Io::Deregister => Command::Append {

@@ -84,7 +84,13 @@ mod tests {
 
     #[test]
     fn zero_or_negative_count_is_refused() {
-        assert_eq!(partition_of_bytes(b"x", 0), Err(PartitionCountError { partitions: 0 }));
-        assert_eq!(partition_of_bytes(b"x", -3), Err(PartitionCountError { partitions: -3 }));
+        assert_eq!(
+            partition_of_bytes(b"x", 0),
+            Err(PartitionCountError { partitions: 0 })
+        );
+        assert_eq!(
+            partition_of_bytes(b"x", -3),
+            Err(PartitionCountError { partitions: -3 })
+        );
     }
 }

@@ -67,12 +67,18 @@ mod tests {
 
     #[test]
     fn arithmetic_saturates() {
-        assert_eq!(UnixMillis(i64::MAX - 1) + Duration::from_millis(5), UnixMillis(i64::MAX));
+        assert_eq!(
+            UnixMillis(i64::MAX - 1) + Duration::from_millis(5),
+            UnixMillis(i64::MAX)
+        );
         assert_eq!(
             UnixMillis(i64::MIN + 1).saturating_sub(Duration::from_millis(5)),
             UnixMillis(i64::MIN)
         );
         assert_eq!(UnixMillis(10).since(UnixMillis(20)), Duration::ZERO);
-        assert_eq!(UnixMillis(20).since(UnixMillis(10)), Duration::from_millis(10));
+        assert_eq!(
+            UnixMillis(20).since(UnixMillis(10)),
+            Duration::from_millis(10)
+        );
     }
 }

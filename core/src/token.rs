@@ -31,11 +31,17 @@ pub struct FencingToken {
 impl FencingToken {
     /// The token of a role that no member has taken. It ranks below every minted token and is
     /// never authoritative.
-    pub const NO_EPOCH: FencingToken = FencingToken { producer_id: -1, producer_epoch: -1 };
+    pub const NO_EPOCH: FencingToken = FencingToken {
+        producer_id: -1,
+        producer_epoch: -1,
+    };
 
     /// A token for a pair the coordinator granted.
     pub const fn new(producer_id: i64, producer_epoch: i16) -> FencingToken {
-        FencingToken { producer_id, producer_epoch }
+        FencingToken {
+            producer_id,
+            producer_epoch,
+        }
     }
 
     /// Whether this is [`FencingToken::NO_EPOCH`].

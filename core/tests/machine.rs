@@ -2,7 +2,9 @@
 
 use core::time::Duration;
 
-use kafka_coordination_core::machine::{backoff, Candidate, Command, EndReason, Event, MachineError, Status};
+use kafka_coordination_core::machine::{
+    backoff, Candidate, Command, EndReason, Event, MachineError, Status,
+};
 use kafka_coordination_core::record::{Key, Lease, MemberId, Registration, Role};
 use kafka_coordination_core::state::Record;
 use kafka_coordination_core::{role_partition, FencingToken, Timing, UnixMillis};
@@ -30,15 +32,24 @@ fn reg_record(offset: i64, member: &str) -> Record {
     Record::new(
         offset,
         Key::registration(role(), m(member)).encode(),
-        Registration { member: m(member), registered_at: UnixMillis(0) }.encode(),
+        Registration {
+            member: m(member),
+            registered_at: UnixMillis(0),
+        }
+        .encode(),
     )
 }
 fn lease_record(offset: i64, member: &str, token: FencingToken, deadline: i64) -> Record {
     Record::new(
         offset,
         Key::lease(role()).encode(),
-        Lease { member: m(member), token, granted_at: UnixMillis(0), deadline: UnixMillis(deadline) }
-            .encode(),
+        Lease {
+            member: m(member),
+            token,
+            granted_at: UnixMillis(0),
+            deadline: UnixMillis(deadline),
+        }
+        .encode(),
     )
 }
 fn drain(c: &mut Candidate) -> Vec<Command> {
@@ -61,10 +72,18 @@ fn lease_write(member: &str, token: FencingToken, granted: i64, deadline: i64) -
     }
 }
 fn read(from: i64, wait_until: Option<i64>) -> Command {
-    Command::ReadPartition { partition: part(), from_offset: from, wait_until: wait_until.map(UnixMillis) }
+    Command::ReadPartition {
+        partition: part(),
+        from_offset: from,
+        wait_until: wait_until.map(UnixMillis),
+    }
 }
 fn deregister(member: &str) -> Command {
-    Command::Append { partition: part(), key: Key::registration(role(), m(member)).encode(), value: None }
+    Command::Append {
+        partition: part(),
+        key: Key::registration(role(), m(member)).encode(),
+        value: None,
+    }
 }
 
 /// Drives a lone member to leadership with token 7/0 at T0.
@@ -74,12 +93,30 @@ fn elected(member: &str) -> Candidate {
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     drain(&mut c);
-    c.handle(now, Event::RecordsRead { records: vec![reg_record(0, member)], end_offset: 1 }).unwrap();
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records: vec![reg_record(0, member)],
+            end_offset: 1,
+        },
+    )
+    .unwrap();
     drain(&mut c);
-    c.handle(now, Event::EpochGranted { token: FencingToken::new(7, 0) }).unwrap();
+    c.handle(
+        now,
+        Event::EpochGranted {
+            token: FencingToken::new(7, 0),
+        },
+    )
+    .unwrap();
     drain(&mut c);
     c.handle(now, Event::LeaseWritten).unwrap();
-    assert_eq!(drain(&mut c), [Command::Elected { token: FencingToken::new(7, 0) }]);
+    assert_eq!(
+        drain(&mut c),
+        [Command::Elected {
+            token: FencingToken::new(7, 0)
+        }]
+    );
     c
 }
 
@@ -93,22 +130,45 @@ fn a_lone_member_registers_reads_challenges_and_leads() {
         [Command::Append {
             partition: part(),
             key: Key::registration(role(), m("a")).encode(),
-            value: Some(Registration { member: m("a"), registered_at: now }.encode()),
+            value: Some(
+                Registration {
+                    member: m("a"),
+                    registered_at: now
+                }
+                .encode()
+            ),
         }]
     );
-    assert_eq!(c.poll_timeout(), None, "nothing to wake for while I/O is outstanding");
+    assert_eq!(
+        c.poll_timeout(),
+        None,
+        "nothing to wake for while I/O is outstanding"
+    );
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     assert_eq!(drain(&mut c), [read(0, None)]);
-    c.handle(now, Event::RecordsRead { records: vec![reg_record(0, "a")], end_offset: 1 }).unwrap();
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records: vec![reg_record(0, "a")],
+            end_offset: 1,
+        },
+    )
+    .unwrap();
     assert_eq!(
         drain(&mut c),
-        [Command::AcquireEpoch { transactional_id: role(), transaction_timeout: Duration::from_millis(3000) }]
+        [Command::AcquireEpoch {
+            transactional_id: role(),
+            transaction_timeout: Duration::from_millis(3000)
+        }]
     );
     assert_eq!(c.status(), Status::Challenging);
     let token = FencingToken::new(7, 0);
     c.handle(now, Event::EpochGranted { token }).unwrap();
     assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 3000)]);
-    assert!(!c.is_leader(), "not a leader before the first lease commits");
+    assert!(
+        !c.is_leader(),
+        "not a leader before the first lease commits"
+    );
     c.handle(now, Event::LeaseWritten).unwrap();
     assert_eq!(drain(&mut c), [Command::Elected { token }]);
     assert!(c.is_leader());
@@ -122,15 +182,28 @@ fn poll_timeout_is_exactly_when_a_tick_acts() {
     let wake = c.poll_timeout().unwrap();
     c.handle(UnixMillis(wake.0 - 1), Event::Tick).unwrap();
     assert_eq!(drain(&mut c), []);
-    assert_eq!(c.poll_timeout(), Some(wake), "an early tick changes nothing");
+    assert_eq!(
+        c.poll_timeout(),
+        Some(wake),
+        "an early tick changes nothing"
+    );
     c.handle(wake, Event::Tick).unwrap();
     let token = FencingToken::new(7, 0);
     assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 3000)]);
-    assert_eq!(c.poll_timeout(), None, "the acted-on instant is not returned again");
+    assert_eq!(
+        c.poll_timeout(),
+        None,
+        "the acted-on instant is not returned again"
+    );
     c.handle(wake, Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [], "an extra tick is a no-op");
-    c.handle(UnixMillis(wake.0 + 50), Event::LeaseWritten).unwrap();
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 1000)), "the next renewal counts from the write's start");
+    c.handle(UnixMillis(wake.0 + 50), Event::LeaseWritten)
+        .unwrap();
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(wake.0 + 1000)),
+        "the next renewal counts from the write's start"
+    );
 }
 
 #[test]
@@ -143,12 +216,20 @@ fn a_fenced_renewal_deposes_the_leader_deregisters_and_ends() {
     assert_eq!(drain(&mut c), [Command::Deposed { token }, deregister("a")]);
     assert!(!c.is_leader());
     assert_eq!(c.status(), Status::Leaving);
-    c.handle(UnixMillis(T0 + 1002), Event::Appended { offset: 9 }).unwrap();
-    assert_eq!(drain(&mut c), [Command::Ended { reason: EndReason::Fenced { token } }]);
+    c.handle(UnixMillis(T0 + 1002), Event::Appended { offset: 9 })
+        .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::Ended {
+            reason: EndReason::Fenced { token }
+        }]
+    );
     assert!(c.deregistered());
     assert_eq!(
         c.handle(UnixMillis(T0 + 1003), Event::LeaseWritten),
-        Err(MachineError::Ended { event: "LeaseWritten" })
+        Err(MachineError::Ended {
+            event: "LeaseWritten"
+        })
     );
     assert_eq!(c.handle(UnixMillis(T0 + 1003), Event::Tick), Ok(()));
     assert_eq!(c.handle(UnixMillis(T0 + 1003), Event::Resign), Ok(()));
@@ -162,16 +243,40 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
     c.handle(now, Event::Appended { offset: 1 }).unwrap();
     drain(&mut c);
     let old = FencingToken::new(7, 0);
-    let records = vec![reg_record(0, "a"), reg_record(1, "b"), lease_record(2, "a", old, T0 - 10)];
-    c.handle(now, Event::RecordsRead { records, end_offset: 3 }).unwrap();
+    let records = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", old, T0 - 10),
+    ];
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records,
+            end_offset: 3,
+        },
+    )
+    .unwrap();
     assert!(matches!(drain(&mut c)[..], [Command::AcquireEpoch { .. }]));
-    c.handle(now, Event::EpochGranted { token: FencingToken::new(7, 1) }).unwrap();
+    c.handle(
+        now,
+        Event::EpochGranted {
+            token: FencingToken::new(7, 1),
+        },
+    )
+    .unwrap();
     drain(&mut c);
     c.handle(now, Event::Fenced).unwrap();
     assert_eq!(drain(&mut c), [read(3, None)], "back to reading, not ended");
     assert!(!c.is_ended());
     // The winner's lease is not readable yet: the loser waits a lease duration for it.
-    c.handle(now, Event::RecordsRead { records: vec![], end_offset: 3 }).unwrap();
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records: vec![],
+            end_offset: 3,
+        },
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 3000)));
     assert_eq!(c.status(), Status::Standby);
@@ -185,19 +290,49 @@ fn standbys_wait_for_deadline_plus_rank_times_stagger_and_re_read_before_challen
     c.handle(now, Event::Appended { offset: 2 }).unwrap();
     drain(&mut c);
     let token = FencingToken::new(7, 0);
-    let records = vec![reg_record(0, "a"), reg_record(1, "b"), reg_record(2, "c"), lease_record(3, "a", token, T0 + 2000)];
-    c.handle(now, Event::RecordsRead { records, end_offset: 4 }).unwrap();
+    let records = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        reg_record(2, "c"),
+        lease_record(3, "a", token, T0 + 2000),
+    ];
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records,
+            end_offset: 4,
+        },
+    )
+    .unwrap();
     // Records arrived: one more read that may long-poll until our turn (rank 1).
     assert_eq!(drain(&mut c), [read(4, Some(T0 + 2500))]);
     assert_eq!(c.rank(), Some(1));
-    c.handle(now, Event::RecordsRead { records: vec![], end_offset: 4 }).unwrap();
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records: vec![],
+            end_offset: 4,
+        },
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2500)));
     c.handle(UnixMillis(T0 + 2500), Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [read(4, None)], "a fresh read comes before any challenge");
+    assert_eq!(
+        drain(&mut c),
+        [read(4, None)],
+        "a fresh read comes before any challenge"
+    );
     // The leader renewed meanwhile: wait again.
     let renewed = vec![lease_record(4, "a", token, T0 + 4500)];
-    c.handle(UnixMillis(T0 + 2500), Event::RecordsRead { records: renewed, end_offset: 5 }).unwrap();
+    c.handle(
+        UnixMillis(T0 + 2500),
+        Event::RecordsRead {
+            records: renewed,
+            end_offset: 5,
+        },
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), [read(5, Some(T0 + 5000))]);
 }
 
@@ -209,14 +344,24 @@ fn a_resigning_leader_tombstones_the_lease_then_deregisters() {
     c.handle(now, Event::Resign).unwrap();
     assert_eq!(
         drain(&mut c),
-        [Command::WriteLease { partition: part(), key: Key::lease(role()).encode(), value: None, token }]
+        [Command::WriteLease {
+            partition: part(),
+            key: Key::lease(role()).encode(),
+            value: None,
+            token
+        }]
     );
     c.handle(now, Event::Resign).unwrap();
     assert_eq!(drain(&mut c), [], "resign is idempotent");
     c.handle(now, Event::LeaseWritten).unwrap();
     assert_eq!(drain(&mut c), [deregister("a")]);
     c.handle(now, Event::Appended { offset: 5 }).unwrap();
-    assert_eq!(drain(&mut c), [Command::Ended { reason: EndReason::Resigned }]);
+    assert_eq!(
+        drain(&mut c),
+        [Command::Ended {
+            reason: EndReason::Resigned
+        }]
+    );
 }
 
 #[test]
@@ -226,14 +371,36 @@ fn resign_during_outstanding_io_waits_for_the_answer() {
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     drain(&mut c);
-    c.handle(now, Event::RecordsRead { records: vec![reg_record(0, "a")], end_offset: 1 }).unwrap();
+    c.handle(
+        now,
+        Event::RecordsRead {
+            records: vec![reg_record(0, "a")],
+            end_offset: 1,
+        },
+    )
+    .unwrap();
     drain(&mut c);
     c.handle(now, Event::Resign).unwrap();
     assert_eq!(drain(&mut c), [], "the AcquireEpoch is still outstanding");
-    c.handle(now, Event::EpochGranted { token: FencingToken::new(7, 0) }).unwrap();
-    assert_eq!(drain(&mut c), [deregister("a")], "no lease is written after a resign");
+    c.handle(
+        now,
+        Event::EpochGranted {
+            token: FencingToken::new(7, 0),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [deregister("a")],
+        "no lease is written after a resign"
+    );
     c.handle(now, Event::Appended { offset: 1 }).unwrap();
-    assert_eq!(drain(&mut c), [Command::Ended { reason: EndReason::Resigned }]);
+    assert_eq!(
+        drain(&mut c),
+        [Command::Ended {
+            reason: EndReason::Resigned
+        }]
+    );
 }
 
 #[test]
@@ -242,15 +409,27 @@ fn events_that_do_not_fit_are_errors_and_change_nothing() {
     let mut c = Candidate::new(role(), m("a"), timing(), now).unwrap();
     drain(&mut c);
     let err = c.handle(now, Event::LeaseWritten).unwrap_err();
-    assert!(matches!(err, MachineError::Unexpected { event: "LeaseWritten", .. }));
-    assert!(err.to_string().contains("an Append is outstanding"), "{err}");
+    assert!(matches!(
+        err,
+        MachineError::Unexpected {
+            event: "LeaseWritten",
+            ..
+        }
+    ));
+    assert!(
+        err.to_string().contains("an Append is outstanding"),
+        "{err}"
+    );
     // The Append is still outstanding and its answer still works.
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     assert_eq!(drain(&mut c), [read(0, None)]);
     let mut idle = elected("a");
     assert!(matches!(
         idle.handle(now, Event::Fenced),
-        Err(MachineError::Unexpected { expected: "no I/O is outstanding", .. })
+        Err(MachineError::Unexpected {
+            expected: "no I/O is outstanding",
+            ..
+        })
     ));
     assert_eq!(idle.poll_timeout(), Some(UnixMillis(T0 + 1000)));
 }
@@ -268,8 +447,14 @@ fn a_leader_keeps_renewing_through_failures_and_never_fences_itself() {
         c.handle(now, Event::Failed).unwrap();
         assert_eq!(drain(&mut c), []);
         let wake = c.poll_timeout().unwrap();
-        assert_eq!(wake.0 - now.0, backoff(attempt, Duration::from_millis(250)).as_millis() as i64);
-        assert!(wake.0 - now.0 <= 250, "retries stay below the renew interval");
+        assert_eq!(
+            wake.0 - now.0,
+            backoff(attempt, Duration::from_millis(250)).as_millis() as i64
+        );
+        assert!(
+            wake.0 - now.0 <= 250,
+            "retries stay below the renew interval"
+        );
         now = wake;
         c.handle(now, Event::Tick).unwrap();
         assert!(matches!(drain(&mut c)[..], [Command::WriteLease { .. }]));
@@ -295,10 +480,17 @@ fn a_standby_gives_up_after_the_configured_time_of_failures() {
         assert!(cmds.is_empty());
         t = c.poll_timeout().unwrap();
         c.handle(t, Event::Tick).unwrap();
-        assert!(matches!(drain(&mut c)[..], [Command::Append { .. }]), "the registration is retried");
+        assert!(
+            matches!(drain(&mut c)[..], [Command::Append { .. }]),
+            "the registration is retried"
+        );
     }
     assert_eq!(c.end_reason(), Some(EndReason::Unavailable));
-    assert!(t.0 - T0 >= 10_000 && t.0 - T0 < 16_000, "gave up at {}", t.0 - T0);
+    assert!(
+        t.0 - T0 >= 10_000 && t.0 - T0 < 16_000,
+        "gave up at {}",
+        t.0 - T0
+    );
 }
 
 #[test]
@@ -313,7 +505,11 @@ fn time_that_goes_backwards_is_clamped() {
 
 #[test]
 fn invalid_timing_is_refused() {
-    let bad = Timing { renew_interval: Duration::from_secs(5), lease_duration: Duration::from_secs(5), ..timing() };
+    let bad = Timing {
+        renew_interval: Duration::from_secs(5),
+        lease_duration: Duration::from_secs(5),
+        ..timing()
+    };
     assert!(Candidate::new(role(), m("a"), bad, UnixMillis(0)).is_err());
 }
 
@@ -325,13 +521,20 @@ mod random {
         let ev = prop_oneof![
             (0i64..50).prop_map(|o| Event::Appended { offset: o }),
             (0i64..8, prop::bool::ANY).prop_map(|(n, lease)| {
-                let mut records: Vec<Record> = (0..n).map(|i| reg_record(i, if i % 2 == 0 { "a" } else { "b" })).collect();
+                let mut records: Vec<Record> = (0..n)
+                    .map(|i| reg_record(i, if i % 2 == 0 { "a" } else { "b" }))
+                    .collect();
                 if lease {
                     records.push(lease_record(n, "b", FencingToken::new(1, 1), T0 + 500));
                 }
-                Event::RecordsRead { records, end_offset: n + 1 }
+                Event::RecordsRead {
+                    records,
+                    end_offset: n + 1,
+                }
             }),
-            (0i16..5).prop_map(|e| Event::EpochGranted { token: FencingToken::new(3, e) }),
+            (0i16..5).prop_map(|e| Event::EpochGranted {
+                token: FencingToken::new(3, e)
+            }),
             Just(Event::LeaseWritten),
             Just(Event::Fenced),
             Just(Event::Failed),

@@ -10,7 +10,9 @@ pub(crate) use thread::run_blocking;
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 mod task;
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-pub(crate) use task::{describe_leadership_on, describe_role_state_on, start_on, BoxFuture, Runtime};
+pub(crate) use task::{
+    describe_leadership_on, describe_role_state_on, runtime_api, start_on, BoxFuture, Runtime,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,10 +42,18 @@ pub(crate) fn execute<T: Transport + ?Sized>(
     shared: &Shared,
 ) -> Result<Event, TransportError> {
     match command {
-        Command::Append { partition, key, value } => transport
+        Command::Append {
+            partition,
+            key,
+            value,
+        } => transport
             .append(partition, &key, value.as_deref())
             .map(|offset| Event::Appended { offset }),
-        Command::ReadPartition { partition, from_offset, wait_until } => {
+        Command::ReadPartition {
+            partition,
+            from_offset,
+            wait_until,
+        } => {
             let until = wait_until.filter(|_| transport.can_long_poll() && !long_poll.is_zero());
             loop {
                 let now = clock.now();
@@ -62,23 +72,32 @@ pub(crate) fn execute<T: Transport + ?Sized>(
                     || until.is_none_or(|u| clock.now() >= u)
                     || shared.lock().cancel;
                 if done {
-                    return Ok(Event::RecordsRead { records: batch.records, end_offset: batch.end_offset });
+                    return Ok(Event::RecordsRead {
+                        records: batch.records,
+                        end_offset: batch.end_offset,
+                    });
                 }
             }
         }
-        Command::AcquireEpoch { transactional_id, transaction_timeout } => transport
+        Command::AcquireEpoch {
+            transactional_id,
+            transaction_timeout,
+        } => transport
             .acquire_epoch(&transactional_id, transaction_timeout)
             .map(|token| Event::EpochGranted { token }),
-        Command::WriteLease { partition, key, value, token } => {
-            match transport.write_lease(partition, &key, value.as_deref(), token) {
-                Ok(()) => Ok(Event::LeaseWritten),
-                Err(e) if e.is_fenced() => Ok(Event::Fenced),
-                Err(e) => Err(e),
-            }
-        }
-        Command::Elected { .. } | Command::Deposed { .. } | Command::Ended { .. } => {
-            Err(TransportError::fatal("driver bug: a notification was sent to the transport"))
-        }
+        Command::WriteLease {
+            partition,
+            key,
+            value,
+            token,
+        } => match transport.write_lease(partition, &key, value.as_deref(), token) {
+            Ok(()) => Ok(Event::LeaseWritten),
+            Err(e) if e.is_fenced() => Ok(Event::Fenced),
+            Err(e) => Err(e),
+        },
+        Command::Elected { .. } | Command::Deposed { .. } | Command::Ended { .. } => Err(
+            TransportError::fatal("driver bug: a notification was sent to the transport"),
+        ),
     }
 }
 
@@ -109,7 +128,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         let role = Role::new(role)?;
         let member = MemberId::new(member)?;
         let clock = options.clock.clone();
-        let mut candidate = Candidate::new(role.clone(), member.clone(), options.timing, clock.now())?;
+        let mut candidate =
+            Candidate::new(role.clone(), member.clone(), options.timing, clock.now())?;
         candidate.set_give_up_after(Some(options.give_up_after_or_default()));
         let doorbell = match clock.as_manual() {
             Some(manual) => Doorbell::Clock(manual.clone()),
@@ -128,7 +148,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
     }
 
     fn handle(&mut self, event: Event) -> Result<(), Error> {
-        self.candidate.handle(self.clock.now(), event).map_err(Error::Internal)
+        self.candidate
+            .handle(self.clock.now(), event)
+            .map_err(Error::Internal)
     }
 
     /// Feeds a pending cancel or resign to the machine, once.
@@ -175,8 +197,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 }
             }
         }
-        let (status, rank, join_offset) =
-            (self.candidate.status(), self.candidate.rank(), self.candidate.join_offset());
+        let (status, rank, join_offset) = (
+            self.candidate.status(),
+            self.candidate.rank(),
+            self.candidate.join_offset(),
+        );
         let wake = self.candidate.poll_timeout();
         self.shared.update(|s| {
             if s.snapshot.join_offset.is_none() && join_offset.is_some() {
@@ -251,4 +276,3 @@ pub(crate) enum Wait {
     /// Wait for the doorbell or this much real time.
     For(UnixMillis, Duration),
 }
-

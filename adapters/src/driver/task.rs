@@ -40,7 +40,10 @@ pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
 }
 
 /// [`describe_leadership`](crate::describe_leadership) on runtime `R`'s blocking pool.
-pub(crate) async fn describe_leadership_on<R: Runtime, C: Coordinator + Send + Sync + ?Sized + 'static>(
+pub(crate) async fn describe_leadership_on<
+    R: Runtime,
+    C: Coordinator + Send + Sync + ?Sized + 'static,
+>(
     coordinator: Arc<C>,
     role: &str,
 ) -> Result<LeadershipStatus, Error> {
@@ -51,7 +54,10 @@ pub(crate) async fn describe_leadership_on<R: Runtime, C: Coordinator + Send + S
 }
 
 /// [`describe_role_state`](crate::describe_role_state) on runtime `R`'s blocking pool.
-pub(crate) async fn describe_role_state_on<R: Runtime, S: StateReader + Send + Sync + ?Sized + 'static>(
+pub(crate) async fn describe_role_state_on<
+    R: Runtime,
+    S: StateReader + Send + Sync + ?Sized + 'static,
+>(
     reader: Arc<S>,
     role: &str,
     partitions: i32,
@@ -64,7 +70,9 @@ pub(crate) async fn describe_role_state_on<R: Runtime, S: StateReader + Send + S
 
 /// The async loop: the same steps as the blocking one, waiting with the runtime's timer and
 /// running transport calls on its blocking pool.
-pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(mut d: Driver<T>) {
+pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
+    mut d: Driver<T>,
+) {
     if let Err(e) = async_loop::<R, T>(&mut d).await {
         d.shared.finish(Err(e));
     }
@@ -79,9 +87,11 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
         match d.drain() {
             Next::Ended => return Ok(()),
             Next::Io(cmd) => {
-                let (transport, clock, shared) = (d.transport.clone(), d.clock.clone(), d.shared.clone());
+                let (transport, clock, shared) =
+                    (d.transport.clone(), d.clock.clone(), d.shared.clone());
                 let long_poll = d.long_poll;
-                let mut io = R::unblock(move || execute(&*transport, cmd, &*clock, long_poll, &shared));
+                let mut io =
+                    R::unblock(move || execute(&*transport, cmd, &*clock, long_poll, &shared));
                 let outcome = loop {
                     let listener = d.shared.doorbell.listen();
                     // A resign during I/O is noted now and acted on when the I/O completes.
@@ -93,7 +103,9 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
                     .await;
                     if let Some(outcome) = finished {
                         break outcome.unwrap_or_else(|| {
-                            Err(TransportError::fatal("the runtime dropped the transport call"))
+                            Err(TransportError::fatal(
+                                "the runtime dropped the transport call",
+                            ))
                         });
                     }
                 };
@@ -121,3 +133,56 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
         }
     }
 }
+
+/// Defines a flavour's public API (`start`, `acquire_leadership`, `describe_leadership`,
+/// `describe_role_state`) over runtime type `$rt`.
+macro_rules! runtime_api {
+    ($rt:ty, $where:literal) => {
+        /// Starts competing for `role` as `member`
+        #[doc = $where]
+        /// and returns at once with the [`Candidacy`](crate::Candidacy).
+        pub fn start<T: $crate::Transport + Send + Sync + 'static>(
+            transport: T,
+            role: &str,
+            member: &str,
+            options: $crate::Options,
+        ) -> Result<$crate::Candidacy, $crate::Error> {
+            $crate::driver::start_on::<$rt, T>(transport, role, member, options)
+        }
+
+        /// Registers, waits for this member's turn, mints the epoch, writes the first lease
+        /// and returns the [`Leadership`](crate::Leadership); the lease is then renewed in the
+        /// background. Dropping the future before it completes cancels the candidacy (it
+        /// deregisters).
+        pub async fn acquire_leadership<T: $crate::Transport + Send + Sync + 'static>(
+            transport: T,
+            role: &str,
+            member: &str,
+            options: $crate::Options,
+        ) -> Result<$crate::Leadership, $crate::Error> {
+            start(transport, role, member, options)?.elected().await
+        }
+
+        /// [`describe_leadership`](crate::describe_leadership), off the async threads.
+        pub async fn describe_leadership<
+            C: $crate::Coordinator + Send + Sync + ?Sized + 'static,
+        >(
+            coordinator: std::sync::Arc<C>,
+            role: &str,
+        ) -> Result<$crate::LeadershipStatus, $crate::Error> {
+            $crate::driver::describe_leadership_on::<$rt, C>(coordinator, role).await
+        }
+
+        /// [`describe_role_state`](crate::describe_role_state), off the async threads.
+        pub async fn describe_role_state<
+            S: $crate::StateReader + Send + Sync + ?Sized + 'static,
+        >(
+            reader: std::sync::Arc<S>,
+            role: &str,
+            partitions: i32,
+        ) -> Result<$crate::RoleState, $crate::Error> {
+            $crate::driver::describe_role_state_on::<$rt, S>(reader, role, partitions).await
+        }
+    };
+}
+pub(crate) use runtime_api;

@@ -13,7 +13,9 @@ pub(crate) fn run_blocking<T: Transport + Send + Sync + ?Sized + 'static>(mut d:
     }
 }
 
-fn blocking_loop<T: Transport + Send + Sync + ?Sized + 'static>(d: &mut Driver<T>) -> Result<(), Error> {
+fn blocking_loop<T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+) -> Result<(), Error> {
     loop {
         d.check_cancel()?;
         match d.drain() {
@@ -44,4 +46,3 @@ fn blocking_loop<T: Transport + Send + Sync + ?Sized + 'static>(d: &mut Driver<T
         }
     }
 }
-

@@ -2,7 +2,7 @@
 //! guarded write goes through it, so the broker fences the writes of a superseded pair.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
@@ -120,7 +120,12 @@ impl EpochHolder {
         // A new acquire ends whatever term this transport held.
         *bound = None;
 
-        let mut cc = config.client_config(&[("linger.ms", "0")]);
+        // Connect to every broker at once: with sparse connections librdkafka drops the
+        // bootstrap connection after the first metadata and finds no usable broker for the
+        // coordinator lookup of init_transactions until its 500 ms retry timer fires, which
+        // would add half a second to every failover.
+        let mut cc =
+            config.client_config(&[("linger.ms", "0"), ("enable.sparse.connections", "false")]);
         cc.set("transactional.id", role.as_str())
             .set("transaction.timeout.ms", timeout_ms.to_string())
             .set("enable.idempotence", "true")
@@ -324,6 +329,7 @@ impl Bound {
             }
             slots.push(slot);
         }
+        self.await_deliveries(config, &slots);
         let mut committed = self.producer.commit_transaction(config.operation_timeout());
         if let Err(KafkaError::Transaction(e)) = &committed {
             // librdkafka: a retriable commit failure (a timeout) is resumed by calling commit
@@ -351,6 +357,23 @@ impl Bound {
             }
         }
         Ok(offsets)
+    }
+
+    /// Waits (at most the operation timeout) until every record of the transaction has its
+    /// delivery report and nothing is left in flight. rdkafka's `commit_transaction` flushes
+    /// first, and its flush polls in slices of 100 ms while this producer's own thread serves
+    /// the delivery reports, so a commit with a record still in flight waits ~100 ms for
+    /// nothing. A record that is not reported in time is left to the commit, which fails.
+    fn await_deliveries(&self, config: &KafkaConfig, slots: &[Arc<DeliverySlot>]) {
+        let deadline = Instant::now() + config.operation_timeout();
+        let remaining = || deadline.saturating_duration_since(Instant::now());
+        if !slots.iter().all(|s| s.wait(remaining()).is_some()) {
+            return;
+        }
+        // The report is handed over just before librdkafka counts the message as done.
+        while self.producer.in_flight_count() > 0 && !remaining().is_zero() {
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     /// Turns a failed transactional call into a failure, aborting the transaction if needed.

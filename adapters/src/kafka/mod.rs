@@ -45,8 +45,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kafka_coordination_core::describe::LeadershipStatus;
-use kafka_coordination_core::partition::role_partition;
-use kafka_coordination_core::record::Role;
+use kafka_coordination_core::partition::{partition_of_bytes, role_partition};
+use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{KafkaConfig, STATE_TOPIC};
@@ -204,8 +204,36 @@ impl KafkaTransport {
     fn check_partition(&self, partition: i32) -> Result<(), TransportError> {
         if partition < 0 || partition >= self.config.partitions() {
             return Err(TransportError::config(format!(
-                "partition {partition} is outside the {} partitions of {}",
+                "partition {partition} is outside the {} partitions of {}; every member must \
+                 pass the topic's real partition count (Options::partitions = {})",
                 self.config.partitions(),
+                self.config.topic(),
+                self.config.partitions()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that a coordination record (a registration or lease key) goes to its role's
+    /// partition for the topic's real count. A member whose options name another count than
+    /// its transport's computes another partition for the role; it would compete in a
+    /// partition no correctly configured member reads. (A count that happens to map the role
+    /// to the same partition is harmless for that role and passes.) Keys that are not
+    /// coordination keys are not checked.
+    fn check_key_partition(&self, partition: i32, key: &[u8]) -> Result<(), TransportError> {
+        let Ok(k) = KeyRef::decode(key) else {
+            return Ok(());
+        };
+        let partitions = self.config.partitions();
+        let expected = partition_of_bytes(k.role().as_bytes(), partitions)
+            .map_err(|e| TransportError::config(e.to_string()))?;
+        if expected != partition {
+            return Err(TransportError::config(format!(
+                "role '{}' belongs to partition {expected} of the {partitions} partitions of {}, \
+                 but this member computed partition {partition}: its Options::partitions (or \
+                 Timing::partitions) is not the topic's real partition count; set it to \
+                 {partitions}, as in the transport's KafkaConfig",
+                k.role(),
                 self.config.topic()
             )));
         }
@@ -270,6 +298,7 @@ impl Registrar for KafkaTransport {
         value: Option<&[u8]>,
     ) -> Result<i64, TransportError> {
         self.check_partition(partition)?;
+        self.check_key_partition(partition, key)?;
         self.check_topic()?;
         self.appender.append(&self.config, partition, key, value)
     }
@@ -284,6 +313,7 @@ impl LeaseWriter for KafkaTransport {
         token: FencingToken,
     ) -> Result<(), TransportError> {
         self.check_partition(partition)?;
+        self.check_key_partition(partition, key)?;
         self.check_topic()?;
         let topic = self.config.topic();
         self.epoch
@@ -298,5 +328,41 @@ impl LeaseWriter for KafkaTransport {
                 }],
             )
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_coordination_core::record::{Key, MemberId};
+
+    /// A role whose partition differs between 16 and 8 partitions.
+    fn moved_role() -> Role {
+        (0..)
+            .map(|i| Role::new(format!("role-{i}")).expect("role"))
+            .find(|r| role_partition(r, 8).ok() != role_partition(r, 16).ok())
+            .expect("some role moves")
+    }
+
+    #[test]
+    fn a_coordination_record_for_another_partition_count_is_refused_before_any_io() {
+        // Nothing listens on port 1: the check comes before the cluster is contacted.
+        let t = KafkaTransport::new(KafkaConfig::new("127.0.0.1:1", 16)).expect("transport");
+        let role = moved_role();
+        let wrong = role_partition(&role, 8).expect("partition");
+        let member = MemberId::new("m").expect("member");
+        let key = Key::registration(role.clone(), member).encode();
+        let err = t.append(wrong, &key, Some(b"v")).expect_err("refused");
+        assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+        assert!(err.message().contains("set it to 16"), "{err}");
+        let key = Key::lease(role).encode();
+        let err = t
+            .write_lease(wrong, &key, None, FencingToken::new(1, 0))
+            .expect_err("refused");
+        assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+        let err = t
+            .read_partition(16, 0, Duration::ZERO)
+            .expect_err("outside the topic");
+        assert!(err.message().contains("Options::partitions = 16"), "{err}");
     }
 }

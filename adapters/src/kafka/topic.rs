@@ -167,8 +167,9 @@ fn create_hint(config: &KafkaConfig) -> String {
     )
 }
 
-/// Why the check failed: the topic is missing (which may pass right after a creation), or
-/// anything else.
+/// Why the check failed: the topic is missing, or its configuration shows no
+/// `cleanup.policy` yet (both may pass right after a creation, while the new topic reaches
+/// every broker), or anything else.
 enum CheckError {
     Missing(TransportError),
     Other(TransportError),
@@ -212,15 +213,21 @@ fn check(admin: &Admin<'_>) -> Result<(), CheckError> {
             config.partitions()
         ))));
     }
-    match admin.cleanup_policy()? {
-        Some(p) if p.trim() == COMPACT => Ok(()),
-        other => Err(CheckError::Other(TransportError::config(format!(
-            "topic {topic} has cleanup.policy={} but it needs cleanup.policy=compact (without \
-             delete, which would drop registrations and leases by age); fix it with: \
-             kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
-             --add-config cleanup.policy=compact",
-            other.as_deref().unwrap_or("<unknown>")
-        )))),
+    let policy = admin.cleanup_policy()?;
+    if policy.as_deref().map(str::trim) == Some(COMPACT) {
+        return Ok(());
+    }
+    let error = TransportError::config(format!(
+        "topic {topic} has cleanup.policy={} but it needs cleanup.policy=compact (without \
+         delete, which would drop registrations and leases by age); fix it with: \
+         kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
+         --add-config cleanup.policy=compact",
+        policy.as_deref().unwrap_or("<unknown>")
+    ));
+    match policy {
+        // A broker that has not loaded a new topic yet describes it without its configuration.
+        None => Err(CheckError::Missing(error)),
+        Some(_) => Err(CheckError::Other(error)),
     }
 }
 
