@@ -476,3 +476,34 @@ fn dropping_the_acquire_future_deregisters() {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+#[test]
+fn invalid_options_and_names_are_refused_at_once() {
+    let w = World::new(kafka_coordination::blocking::start);
+    let t = || w.broker.transport("x");
+    let bad_renew = w
+        .options()
+        .renew_interval(Duration::from_millis(LEASE_MS as u64));
+    match kafka_coordination::blocking::start(t(), ROLE, "x", bad_renew) {
+        Err(Error::InvalidOptions(e)) => assert!(e.to_string().contains("renew_interval"), "{e}"),
+        other => panic!(
+            "expected InvalidOptions, got {:?}",
+            other.map(|c| c.snapshot())
+        ),
+    }
+    match kafka_coordination::blocking::start(t(), ROLE, "x", w.options().partitions(0)) {
+        Err(Error::InvalidOptions(e)) => assert!(e.to_string().contains("partitions"), "{e}"),
+        other => panic!(
+            "expected InvalidOptions, got {:?}",
+            other.map(|c| c.snapshot())
+        ),
+    }
+    match kafka_coordination::blocking::start(t(), "", "x", w.options()) {
+        Err(Error::InvalidName(e)) => assert!(e.to_string().contains("role"), "{e}"),
+        other => panic!(
+            "expected InvalidName, got {:?}",
+            other.map(|c| c.snapshot())
+        ),
+    }
+    assert!(w.roster().is_empty(), "nothing was registered");
+}
