@@ -68,11 +68,42 @@ fn replication() -> i32 {
 
 /// A transport on the shared state topic (created if missing).
 fn transport(bootstrap: &str) -> KafkaTransport {
-    let t = KafkaTransport::new(KafkaConfig::new(bootstrap, PARTITIONS)).expect("transport");
+    transport_with(KafkaConfig::new(bootstrap, PARTITIONS))
+}
+
+fn transport_with(config: KafkaConfig) -> KafkaTransport {
+    let t = KafkaTransport::new(config).expect("transport");
     let min_isr = (replication() > 1).then_some(2);
     t.create_topic(replication(), min_isr)
         .expect("the state topic exists or was created");
     t
+}
+
+/// A transport on a state topic of its own, for a test that leaves a transaction open: that
+/// holds back the last stable offset of its partition, which would stall the reads of every
+/// other test on the partition.
+fn isolated_transport(bootstrap: &str) -> KafkaTransport {
+    transport_with(KafkaConfig::new(bootstrap, PARTITIONS).with_topic(unique("coordination-open")))
+}
+
+/// Reads `p` from `from` until `done` holds (bounded). A commit is acknowledged a moment
+/// before its transaction marker makes it readable, and another test's transaction in flight
+/// on the same partition holds the last stable offset back, so a read right after a write may
+/// not reach it yet.
+fn read_until(
+    t: &KafkaTransport,
+    p: i32,
+    from: i64,
+    done: impl Fn(&kafka_coordination::ReadBatch) -> bool,
+) -> kafka_coordination::ReadBatch {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let batch = t.read_partition(p, from, Duration::ZERO).expect("read");
+        if done(&batch) || Instant::now() >= deadline {
+            return batch;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]
@@ -105,7 +136,10 @@ fn renewals_keep_the_token_and_describe_agrees() {
     );
     assert!(status.authoritative(&token));
 
-    let batch = t.read_partition(p, start, Duration::ZERO).expect("read");
+    let key = role.as_str().as_bytes();
+    let batch = read_until(&t, p, start, |b| {
+        b.records.iter().filter(|r| r.key == key).count() >= 25
+    });
     let ours: Vec<_> = batch
         .records
         .iter()
@@ -182,14 +216,16 @@ fn a_second_acquire_fences_the_first_holder() {
     assert!(!status.authoritative(&t1));
     assert!(!status.authoritative(&FencingToken::NO_EPOCH));
 
-    let values: Vec<_> = first
-        .read_partition(p, start, Duration::ZERO)
-        .expect("read")
-        .records
-        .into_iter()
-        .filter(|r| r.key == b"k" || r.key == b"g")
-        .filter_map(|r| r.value)
-        .collect();
+    let values: Vec<_> = read_until(&first, p, start, |b| {
+        b.records
+            .iter()
+            .any(|r| r.value.as_deref() == Some(b"third"))
+    })
+    .records
+    .into_iter()
+    .filter(|r| r.key == b"k" || r.key == b"g")
+    .filter_map(|r| r.value)
+    .collect();
     assert!(
         !values.iter().any(|v| v == b"stale"),
         "no write of a deposed holder is readable"
@@ -256,9 +292,7 @@ fn appends_return_increasing_offsets_on_the_pinned_partition() {
         "offsets must increase: {offsets:?}"
     );
 
-    let batch = t
-        .read_partition(p, offsets[0], Duration::ZERO)
-        .expect("read");
+    let batch = read_until(&t, p, offsets[0], |b| b.end_offset > tombstone);
     assert!(batch.end_offset > tombstone);
     let ours: Vec<_> = batch
         .records
@@ -347,7 +381,7 @@ fn an_open_transaction_is_invisible_until_a_takeover_aborts_it() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
     let Some(b) = bootstrap() else { return };
-    let t = transport(&b);
+    let t = isolated_transport(&b);
     let role = role("open-txn");
     let p = t.role_partition(&role).expect("partition");
 
@@ -364,7 +398,7 @@ fn an_open_transaction_is_invisible_until_a_takeover_aborts_it() {
     crashed.begin_transaction().expect("begin");
     crashed
         .send(
-            BaseRecord::to("__coordination_state")
+            BaseRecord::to(t.config().topic())
                 .partition(p)
                 .key(role.as_str())
                 .payload("uncommitted"),
@@ -510,7 +544,7 @@ fn the_coordinator_aborts_an_open_transaction_after_its_timeout() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
     let Some(b) = bootstrap() else { return };
-    let t = transport(&b);
+    let t = isolated_transport(&b);
     let role = role("expired-txn");
     let p = t.role_partition(&role).expect("partition");
 
@@ -527,7 +561,7 @@ fn the_coordinator_aborts_an_open_transaction_after_its_timeout() {
     stalled.begin_transaction().expect("begin");
     stalled
         .send(
-            BaseRecord::to("__coordination_state")
+            BaseRecord::to(t.config().topic())
                 .partition(p)
                 .key(role.as_str())
                 .payload("stalled"),

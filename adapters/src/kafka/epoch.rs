@@ -94,6 +94,8 @@ impl Failure {
 #[derive(Default)]
 pub(crate) struct EpochHolder {
     bound: Mutex<Option<Bound>>,
+    /// The role and pair of the last successful acquire; kept after the producer is dropped.
+    granted: Mutex<Option<(Role, FencingToken)>>,
 }
 
 impl EpochHolder {
@@ -191,12 +193,18 @@ impl EpochHolder {
             needs_abort: false,
             failed_aborts: 0,
         });
+        *lock(&self.granted) = Some((role.clone(), token));
         Ok(token)
     }
 
     /// Drops the bound producer, if any (the term is over for this transport).
     pub fn release(&self) {
         *lock(&self.bound) = None;
+    }
+
+    /// The role and pair of the last successful acquire, also after the producer was dropped.
+    pub fn granted(&self) -> Option<(Role, FencingToken)> {
+        lock(&self.granted).clone()
     }
 
     /// The pair this transport holds, if any.

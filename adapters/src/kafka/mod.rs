@@ -56,7 +56,7 @@ use self::describe::DescribeClient;
 use self::epoch::{AcquireError, EpochHolder};
 use self::reader::Readers;
 use self::registrar::Appender;
-use crate::error::TransportError;
+use crate::error::{ErrorKind, TransportError};
 use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
 
 // The transport is shared between a driver's threads.
@@ -177,7 +177,39 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        self.epoch.write(&self.config, token, records)
+        let written = self.epoch.write(&self.config, token, records);
+        self.fenced_if_superseded(token, written)
+    }
+
+    /// A transactional write that broke the producer without a fencing code may still mean
+    /// that the term is over: the coordinator aborts a transaction that outlives its timeout
+    /// (for example while a partition's leader is down) with an epoch bump, and librdkafka
+    /// then reports whatever the next call meets (such as INVALID_TXN_STATE when aborting).
+    /// The coordinator knows: if it no longer holds `token`, the write was fenced.
+    fn fenced_if_superseded<R>(
+        &self,
+        token: FencingToken,
+        result: Result<R, TransportError>,
+    ) -> Result<R, TransportError> {
+        let err = match result {
+            Err(e) if e.kind() == ErrorKind::Fatal && self.epoch.token().is_none() => e,
+            other => return other,
+        };
+        let Some((role, granted)) = self.epoch.granted() else {
+            return Err(err);
+        };
+        if granted != token {
+            return Err(err);
+        }
+        match self.describe.describe(&role) {
+            Ok(status) if status.token != token => Err(TransportError::fenced(format!(
+                "{}; the coordinator now holds {} for role '{role}', not {token}: the term is over",
+                err.message(),
+                status.token
+            ))
+            .with_source(err)),
+            _ => Err(err),
+        }
     }
 
     /// [`guarded_write`](Self::guarded_write) of one record; returns its offset.
@@ -316,18 +348,17 @@ impl LeaseWriter for KafkaTransport {
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
         let topic = self.config.topic();
-        self.epoch
-            .write(
-                &self.config,
-                token,
-                &[GuardedRecord {
-                    topic,
-                    partition,
-                    key: Some(key),
-                    value,
-                }],
-            )
-            .map(|_| ())
+        let written = self.epoch.write(
+            &self.config,
+            token,
+            &[GuardedRecord {
+                topic,
+                partition,
+                key: Some(key),
+                value,
+            }],
+        );
+        self.fenced_if_superseded(token, written).map(|_| ())
     }
 }
 

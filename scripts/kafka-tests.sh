@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The tests against real Apache Kafka (KRaft), each phase on a fresh throwaway cluster:
+#   1. one broker:    the Kafka transport (tests/kafka_transport.rs), the library end to end
+#                     (tests/kafka_leadership.rs) and the transport's unit tests that need a broker;
+#   2. three brokers: the leader of the role's partition crashes (kafka_leadership three_broker).
+# Runs from anywhere (it changes to the repository root). Needs Java 17+ and, the first time, Maven
+# (scripts/kafka/start.sh fetches the Kafka jars into .kafka/). Both phases run; exits non-zero if
+# any failed. Extra arguments go to every `cargo test` (e.g. --release).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+FEATURES="kafka,tokio,smol,async-std"
+
+# Phase 1's body, run by with-broker.sh inside the broker's lifetime.
+if [ "${1:-}" = "--single-broker-suite" ]; then
+    shift
+    cargo test -p kafka-coordination --features "$FEATURES" "$@" \
+        --test kafka_transport --test kafka_leadership || exit 1
+    exec cargo test -p kafka-coordination --features "$FEATURES" "$@" --lib kafka::
+fi
+
+failed=()
+phase() {
+    local name="$1"
+    shift
+    local started=$SECONDS
+    echo "==== kafka-tests: $name" >&2
+    if "$@"; then
+        echo "==== kafka-tests: $name: passed in $((SECONDS - started)) s" >&2
+    else
+        echo "==== kafka-tests: $name: FAILED after $((SECONDS - started)) s" >&2
+        failed+=("$name")
+    fi
+}
+
+# Build first, so that no cluster waits for a compile.
+phase "build" cargo test -p kafka-coordination --features "$FEATURES" "$@" --no-run \
+    --lib --test kafka_transport --test kafka_leadership
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "==== kafka-tests: FAILED: the tests do not build" >&2
+    exit 1
+fi
+phase "single broker" scripts/kafka/with-broker.sh "$ROOT/scripts/kafka-tests.sh" --single-broker-suite "$@"
+phase "three brokers" scripts/kafka/with-broker.sh --brokers 3 \
+    cargo test -p kafka-coordination --features "$FEATURES" "$@" --test kafka_leadership three_broker
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "==== kafka-tests: FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "==== kafka-tests: all passed" >&2
