@@ -403,6 +403,7 @@ scenarios!(smol_driver, kafka_coordination::smol::start);
 scenarios!(async_std_driver, kafka_coordination::async_std::start);
 
 /// The async API itself (acquire, done, resign) under each executor.
+#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 async fn async_round_trip<F, Fut>(acquire: F)
 where
     F: Fn(MemoryTransport, &'static str, Options) -> Fut,

@@ -305,6 +305,7 @@ fn evaluate_roster(c: &mut Criterion) {
     let last = &members[MEMBERS - 1];
     let standing = Standing {
         join_offset: (MEMBERS - 1) as i64,
+        registered_at: now,
         unleased_since: now,
         holding: None,
         contested_until: None,

@@ -17,6 +17,8 @@ use crate::token::FencingToken;
 pub struct Standing {
     /// The offset of this member's latest registration.
     pub join_offset: i64,
+    /// When this member wrote that registration, by its own clock.
+    pub registered_at: UnixMillis,
     /// When this member first saw the role without a lease (ignored while a lease exists).
     pub unleased_since: UnixMillis,
     /// The pair this member holds, when it leads.
@@ -69,7 +71,8 @@ pub fn evaluate(
         }
     }
     // Until the read reaches its own registration, the member counts itself at that offset.
-    let registered = state.next_offset() <= standing.join_offset
+    let unseen = state.next_offset() <= standing.join_offset;
+    let registered = unseen
         || state
             .join_offset(member)
             .is_some_and(|o| o >= standing.join_offset);
@@ -82,6 +85,14 @@ pub fn evaluate(
         (Some(entry), None) => entry.lease.deadline,
         (None, Some(c)) => c,
         (None, None) => standing.unleased_since,
+    };
+    // Records before our own registration may not be readable yet (a lease whose commit is
+    // still settling, or a read held back by an open transaction): until we can read our own
+    // registration, assume a lease may exist for one lease duration after we registered.
+    let base = if unseen {
+        base.max(standing.registered_at + timing.lease_duration)
+    } else {
+        base
     };
     let rank_ms = i64::try_from(rank).unwrap_or(i64::MAX);
     let delay = duration_millis(timing.challenge_stagger).saturating_mul(rank_ms);
@@ -141,6 +152,7 @@ mod tests {
     fn standing(join_offset: i64) -> Standing {
         Standing {
             join_offset,
+            registered_at: UnixMillis(100),
             unleased_since: UnixMillis(100),
             holding: None,
             contested_until: None,
@@ -220,9 +232,20 @@ mod tests {
     #[test]
     fn unreadable_own_registration_counts_at_the_tail_and_lost_registration_is_reported() {
         let s = RoleState::build(role(), &[reg(0, "a")]);
-        // b registered at offset 5, not yet readable: rank 1 behind a.
+        // b registered at offset 5 at t=100, not yet readable: rank 1 behind a, and a lease
+        // it cannot read yet may exist, so it waits one lease duration before its turn.
         assert_eq!(
             evaluate(&s, &m("b"), &standing(5), UnixMillis(100), &timing()),
+            Step::Wait {
+                until: UnixMillis(100 + 3000 + 500),
+                rank: 1
+            }
+        );
+        // Once its registration is readable, the member counts from its first sight.
+        let mut seen = s.clone();
+        seen.apply(&reg(5, "b"));
+        assert_eq!(
+            evaluate(&seen, &m("b"), &standing(5), UnixMillis(100), &timing()),
             Step::Wait {
                 until: UnixMillis(600),
                 rank: 1

@@ -306,6 +306,7 @@ pub struct Candidate {
     timer: Option<(UnixMillis, Io)>,
     commands: VecDeque<Command>,
     join_offset: Option<i64>,
+    registered_at: UnixMillis,
     unleased_since: Option<UnixMillis>,
     contested_until: Option<UnixMillis>,
     term: Option<Term>,
@@ -349,6 +350,7 @@ impl Candidate {
             timer: None,
             commands: VecDeque::new(),
             join_offset: None,
+            registered_at: now,
             unleased_since: None,
             contested_until: None,
             term: None,
@@ -564,6 +566,7 @@ impl Candidate {
         match (io, event) {
             (Io::Register, Event::Appended { offset }) => {
                 self.join_offset = Some(offset);
+                self.registered_at = self.issued_at;
                 if self.resigning {
                     self.issue(Io::Deregister);
                 } else {
@@ -681,6 +684,7 @@ impl Candidate {
         };
         let standing = Standing {
             join_offset,
+            registered_at: self.registered_at,
             unleased_since: self.unleased_since.unwrap_or(now),
             holding: None,
             contested_until: self.contested_until,
