@@ -31,6 +31,26 @@
 //!   [`FencingToken`]'s order is exact for equality and for epochs under one producer id only.
 //! - `describe_epoch` speaks PLAINTEXT only; with another `security.protocol` it returns a
 //!   [`Config`](crate::ErrorKind::Config) error.
+//!
+//! The README's ten lines, compiled:
+//!
+//! ```no_run
+//! use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+//! use kafka_coordination::{blocking, describe_leadership, Options};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = KafkaConfig::new("127.0.0.1:9092", 16);
+//! let member = KafkaTransport::connect(config.clone())?;
+//! let leadership =
+//!     blocking::acquire_leadership(member, "scheduler", "node-a", Options::new().partitions(16))?;
+//! let token = leadership.token();
+//! leadership.wait_done();
+//! let _why = leadership.err();
+//! let status = describe_leadership(&KafkaTransport::new(config)?, "scheduler")?;
+//! let _still_in_charge = status.authoritative(&token);
+//! # Ok(())
+//! # }
+//! ```
 
 mod classify;
 mod config;
