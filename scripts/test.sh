@@ -11,8 +11,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export CARGO_TERM_COLOR=never
 features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination-examples/kafka"
+adapter_features="tokio,smol,async-std,kafka"
 
-step() { printf '\n==== %s\n' "$*"; }
+step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }
 
 step "dependencies"
 scripts/ensure-deps.sh
@@ -37,6 +38,6 @@ scripts/kafka/with-broker.sh cargo test --workspace --features "$features"
 if [ -f adapters/tests/kafka_leadership.rs ]; then
     step "three-broker fault test"
     scripts/kafka/with-broker.sh --brokers 3 \
-        cargo test -p kafka-coordination --features "$features" --test kafka_leadership three_broker
+        cargo test -p kafka-coordination --features "$adapter_features" --test kafka_leadership three_broker
 fi
 step "all tests passed"
