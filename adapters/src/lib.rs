@@ -34,6 +34,7 @@ pub mod describe;
 mod driver;
 pub mod error;
 pub mod leadership;
+pub mod link;
 pub mod options;
 pub mod transport;
 
@@ -63,6 +64,7 @@ pub use describe::{describe_leadership, describe_role_state};
 pub use error::{ErrorKind, TransportError};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
 pub use leadership::{CancelHandle, Candidacy, Error, Leadership, Snapshot};
+pub use link::Link;
 pub use options::Options;
 pub use transport::{
     Coordinator, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport,

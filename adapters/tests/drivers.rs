@@ -2,7 +2,6 @@
 //! with a ManualClock. Lease timing is driven by moving the manual clock; real time is only
 //! spent waiting (with a bound) for driver threads to act on a move.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,9 +9,8 @@ use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::Role;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{
-    describe_leadership, describe_role_state, Candidacy, Coordinator, Error, FencingToken,
-    Leadership, LeaseWriter, ManualClock, Options, ReadBatch, Registrar, Snapshot, StateReader,
-    TransportError, UnixMillis,
+    describe_leadership, describe_role_state, Candidacy, Error, Leadership, Link, ManualClock,
+    Options, Snapshot, UnixMillis,
 };
 
 const ROLE: &str = "scheduler";
@@ -21,68 +19,9 @@ const STAGGER_MS: i64 = 500;
 /// Real time allowed for driver threads to react to one move of the manual clock.
 const REACT: Duration = Duration::from_secs(10);
 
-/// A transport whose link to the broker can be cut: calls then fail as retriable, as when a
-/// process is partitioned away (or frozen) without dying.
-#[derive(Clone)]
-struct Cuttable {
-    inner: MemoryTransport,
-    cut: Arc<AtomicBool>,
-}
-
-impl Cuttable {
-    fn check(&self) -> Result<(), TransportError> {
-        if self.cut.load(Ordering::SeqCst) {
-            Err(TransportError::retriable("link cut by the test"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Coordinator for Cuttable {
-    fn acquire_epoch(&self, role: &Role, t: Duration) -> Result<FencingToken, TransportError> {
-        self.check()?;
-        self.inner.acquire_epoch(role, t)
-    }
-    fn describe_epoch(
-        &self,
-        role: &Role,
-    ) -> Result<kafka_coordination::LeadershipStatus, TransportError> {
-        self.inner.describe_epoch(role)
-    }
-}
-impl StateReader for Cuttable {
-    fn read_partition(
-        &self,
-        p: i32,
-        from: i64,
-        wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
-        self.check()?;
-        self.inner.read_partition(p, from, wait)
-    }
-    fn can_long_poll(&self) -> bool {
-        self.inner.can_long_poll()
-    }
-}
-impl Registrar for Cuttable {
-    fn append(&self, p: i32, k: &[u8], v: Option<&[u8]>) -> Result<i64, TransportError> {
-        self.check()?;
-        self.inner.append(p, k, v)
-    }
-}
-impl LeaseWriter for Cuttable {
-    fn write_lease(
-        &self,
-        p: i32,
-        k: &[u8],
-        v: Option<&[u8]>,
-        t: FencingToken,
-    ) -> Result<(), TransportError> {
-        self.check()?;
-        self.inner.write_lease(p, k, v, t)
-    }
-}
+/// A member's transport: its link to the broker can be cut (calls then fail as retriable), as
+/// when a process is partitioned away or frozen without dying.
+type Cuttable = Link<MemoryTransport>;
 
 type Start = fn(Cuttable, &str, &str, Options) -> Result<Candidacy, Error>;
 
@@ -93,7 +32,7 @@ struct World {
 }
 
 struct Member {
-    cut: Arc<AtomicBool>,
+    link: Cuttable,
     candidacy: Option<Candidacy>,
     leadership: Option<Leadership>,
     failed: Option<(Error, Snapshot)>,
@@ -153,14 +92,10 @@ impl World {
             .clock(self.clock.clone())
     }
     fn join(&self, name: &str) -> Member {
-        let cut = Arc::new(AtomicBool::new(false));
-        let t = Cuttable {
-            inner: self.broker.transport(name),
-            cut: cut.clone(),
-        };
-        let candidacy = (self.start)(t, ROLE, name, self.options()).expect("start");
+        let link = Link::new(self.broker.transport(name));
+        let candidacy = (self.start)(link.clone(), ROLE, name, self.options()).expect("start");
         Member {
-            cut,
+            link,
             candidacy: Some(candidacy),
             leadership: None,
             failed: None,
@@ -230,8 +165,8 @@ fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(sta
     assert_eq!(b.snapshot().rank, Some(0));
     assert_eq!(c.snapshot().rank, Some(1));
     // The leader and the first standby go quiet; c (rank 1) must wait deadline + 1 stagger.
-    a.cut.store(true, Ordering::SeqCst);
-    b.cut.store(true, Ordering::SeqCst);
+    a.link.cut();
+    b.link.cut();
     let deadline = w.lease_deadline();
     w.advance_to(deadline + STAGGER_MS - 1, &mut [&mut a, &mut b, &mut c]);
     assert!(!c.is_leader(), "c challenged before deadline + 1 x stagger");
@@ -243,7 +178,7 @@ fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(sta
     let new = c.elected().token();
     assert!(new > old);
     // The old leader's link comes back: its next renewal is fenced and `done` fires.
-    a.cut.store(false, Ordering::SeqCst);
+    a.link.restore();
     w.advance_to(w.now() + 1000, &mut [&mut a, &mut b, &mut c]);
     let la = a.leadership.as_ref().unwrap();
     assert!(
@@ -316,7 +251,7 @@ fn cancelling_an_acquisition_leaves_no_registration(start: Start) {
 fn a_failing_transport_surfaces_an_error_after_the_give_up_time(start: Start) {
     let w = World::new(start);
     let mut b = w.join("b");
-    b.cut.store(true, Ordering::SeqCst);
+    b.link.cut();
     let t0 = w.now();
     // The default give-up time is two lease durations.
     let deadline = Instant::now() + REACT;
@@ -332,7 +267,7 @@ fn a_failing_transport_surfaces_an_error_after_the_give_up_time(start: Start) {
     );
     match &b.failed {
         Some((Error::Unavailable { last, .. }, _)) => {
-            assert!(last.to_string().contains("link cut"))
+            assert!(last.to_string().contains("link to the broker is cut"))
         }
         other => panic!(
             "expected Unavailable, got {:?}",

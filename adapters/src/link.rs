@@ -1,0 +1,157 @@
+//! [`Link`]: a transport wrapper whose connection to the broker can be cut, to play a process
+//! that dies, freezes or is partitioned away **without resigning**, in tests and failover drills.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::token::FencingToken;
+
+use crate::error::TransportError;
+use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
+
+/// Wraps a member's transport. While [`cut`](Link::cut), every call fails as a retriable
+/// transport error before it reaches the broker, as if the process had died or lost its network:
+/// a leader cannot renew, and it does not know that it has been replaced. [`restore`](Link::restore)
+/// brings the link back; the leader's next renewal then meets the broker's fence.
+///
+/// Cloning shares the switch and the transport (the same member).
+#[derive(Debug)]
+pub struct Link<T> {
+    inner: Arc<T>,
+    cut: Arc<AtomicBool>,
+}
+
+impl<T> Clone for Link<T> {
+    fn clone(&self) -> Self {
+        Link {
+            inner: Arc::clone(&self.inner),
+            cut: Arc::clone(&self.cut),
+        }
+    }
+}
+
+impl<T> Link<T> {
+    /// A link to `transport`, connected.
+    pub fn new(transport: T) -> Link<T> {
+        Link {
+            inner: Arc::new(transport),
+            cut: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Cuts the link: every later call fails (calls already in flight complete).
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+    }
+
+    /// Restores the link.
+    pub fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the link is cut.
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst)
+    }
+
+    /// The wrapped transport, reachable even while the link is cut.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    fn check(&self) -> Result<(), TransportError> {
+        if self.is_cut() {
+            Err(TransportError::retriable(
+                "the link to the broker is cut (Link::cut: a simulated dead, frozen or partitioned process)",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl<T: Coordinator> Coordinator for Link<T> {
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        self.check()?;
+        self.inner.acquire_epoch(role, transaction_timeout)
+    }
+
+    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
+        self.check()?;
+        self.inner.describe_epoch(role)
+    }
+}
+
+impl<T: StateReader> StateReader for Link<T> {
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<ReadBatch, TransportError> {
+        self.check()?;
+        self.inner.read_partition(partition, from_offset, max_wait)
+    }
+
+    fn can_long_poll(&self) -> bool {
+        self.inner.can_long_poll()
+    }
+}
+
+impl<T: Registrar> Registrar for Link<T> {
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError> {
+        self.check()?;
+        self.inner.append(partition, key, value)
+    }
+}
+
+impl<T: LeaseWriter> LeaseWriter for Link<T> {
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<(), TransportError> {
+        self.check()?;
+        self.inner.write_lease(partition, key, value, token)
+    }
+}
+
+#[cfg(all(test, feature = "memory"))]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryBroker;
+    use crate::ManualClock;
+
+    #[test]
+    fn a_cut_link_fails_every_call_as_retriable() {
+        let broker = MemoryBroker::new(1, Arc::new(ManualClock::default()));
+        let link = Link::new(broker.transport("a"));
+        link.append(0, b"k", Some(b"v")).unwrap();
+        link.cut();
+        let e = link.read_partition(0, 0, Duration::ZERO).unwrap_err();
+        assert!(e.is_retriable());
+        assert!(link.append(0, b"k", None).unwrap_err().is_retriable());
+        link.restore();
+        assert_eq!(
+            link.read_partition(0, 0, Duration::ZERO)
+                .unwrap()
+                .records
+                .len(),
+            1
+        );
+    }
+}
