@@ -9,12 +9,15 @@
 //! each waits for the event (elected, done) with a bound, and timing bounds are loose.
 #![cfg(feature = "kafka")]
 
-use std::io::Write;
+mod support;
+
+use support::{brokers, loud, replication, transport_with, unique, PARTITIONS};
+
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use kafka_coordination::blocking;
 use kafka_coordination::core::machine::Status;
@@ -26,8 +29,6 @@ use kafka_coordination::{
     RoleState, StateReader, SystemClock, TransportError,
 };
 
-/// The partition count of `__coordination_state` in the test cluster.
-const PARTITIONS: i32 = 16;
 /// Short timings: the transport needs a transaction timeout (the lease) of at least 1 s.
 const LEASE: Duration = Duration::from_secs(2);
 const RENEW: Duration = Duration::from_millis(500);
@@ -44,67 +45,16 @@ const SKEW_MS: i64 = 50;
 
 // ---- the broker ---------------------------------------------------------------------------
 
-fn loud(message: &str) {
-    // Straight to stderr: libtest captures eprintln! of passing tests.
-    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: {message} ***\n");
-}
-
 fn bootstrap() -> Option<String> {
-    match std::env::var("KAFKA_BOOTSTRAP") {
-        Ok(b) if !b.trim().is_empty() => Some(b),
-        _ => {
-            static LOUD: std::sync::Once = std::sync::Once::new();
-            LOUD.call_once(|| {
-                loud(
-                    "KAFKA_BOOTSTRAP is not set, so the Kafka leadership tests ran against \
-                     nothing. Run: scripts/kafka-tests.sh (or scripts/kafka/with-broker.sh cargo \
-                     test -p kafka-coordination --features kafka,tokio,smol,async-std --test \
-                     kafka_leadership)",
-                )
-            });
-            None
-        }
-    }
-}
-
-/// How many brokers the cluster has (`KAFKA_BROKERS`, exported by scripts/kafka/with-broker.sh).
-fn brokers() -> i32 {
-    std::env::var("KAFKA_BROKERS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(1)
-}
-
-/// The replication factor of the topics the tests create: 3 on a cluster of three, else 1.
-fn replication() -> i32 {
-    brokers().clamp(1, 3)
-}
-
-/// A name no other test (or earlier run) uses.
-fn unique(prefix: &str) -> String {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{prefix}-{}-{nanos:x}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
+    support::bootstrap(
+        "Kafka leadership tests",
+        "scripts/kafka-tests.sh (or scripts/kafka/with-broker.sh cargo test -p kafka-coordination \
+         --features kafka,tokio,smol,async-std --test kafka_leadership)",
     )
 }
 
 fn config(bootstrap: &str) -> KafkaConfig {
     KafkaConfig::new(bootstrap, PARTITIONS)
-}
-
-/// A transport of its own (one per member) on the state topic, which it creates if missing.
-fn transport_with(config: KafkaConfig) -> KafkaTransport {
-    let t = KafkaTransport::new(config).expect("transport");
-    let min_isr = (replication() > 1).then_some(2);
-    t.create_topic(replication(), min_isr)
-        .expect("the state topic exists or was created");
-    t
 }
 
 fn transport(bootstrap: &str) -> KafkaTransport {

@@ -5,10 +5,12 @@
 //! Without `KAFKA_BOOTSTRAP` every test says so loudly and returns.
 #![cfg(feature = "kafka")]
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU32, Ordering};
+mod support;
+
+use support::{transport_with, unique, PARTITIONS};
+
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use kafka_coordination::core::describe::LeadershipStatus;
 use kafka_coordination::core::record::Role;
@@ -16,40 +18,13 @@ use kafka_coordination::core::token::FencingToken;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader};
 
-/// The partition count of `__coordination_state` in the test cluster.
-const PARTITIONS: i32 = 16;
 const LEASE: Duration = Duration::from_secs(30);
 
 fn bootstrap() -> Option<String> {
-    match std::env::var("KAFKA_BOOTSTRAP") {
-        Ok(b) if !b.trim().is_empty() => Some(b),
-        _ => {
-            // Straight to stderr: libtest captures eprintln! of passing tests.
-            static LOUD: std::sync::Once = std::sync::Once::new();
-            LOUD.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n*** SKIPPED: KAFKA_BOOTSTRAP is not set, so the Kafka transport tests \
-                     ran against nothing. Run: scripts/kafka/with-broker.sh cargo test -p \
-                     kafka-coordination --features kafka --test kafka_transport ***\n"
-                );
-            });
-            None
-        }
-    }
-}
-
-/// A name no other test (or earlier run) uses.
-fn unique(prefix: &str) -> String {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{prefix}-{}-{nanos:x}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
+    support::bootstrap(
+        "Kafka transport tests",
+        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination --features kafka --test \
+         kafka_transport",
     )
 }
 
@@ -57,26 +32,9 @@ fn role(prefix: &str) -> Role {
     Role::new(unique(prefix)).expect("a valid role")
 }
 
-/// The state topic's replication factor: `KAFKA_TEST_REPLICATION`, else 3 on a cluster of
-/// three or more (`KAFKA_BROKERS`, exported by scripts/kafka/with-broker.sh), else 1.
-fn replication() -> i32 {
-    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<i32>().ok());
-    var("KAFKA_TEST_REPLICATION")
-        .or_else(|| var("KAFKA_BROKERS").map(|n| n.clamp(1, 3)))
-        .unwrap_or(1)
-}
-
 /// A transport on the shared state topic (created if missing).
 fn transport(bootstrap: &str) -> KafkaTransport {
     transport_with(KafkaConfig::new(bootstrap, PARTITIONS))
-}
-
-fn transport_with(config: KafkaConfig) -> KafkaTransport {
-    let t = KafkaTransport::new(config).expect("transport");
-    let min_isr = (replication() > 1).then_some(2);
-    t.create_topic(replication(), min_isr)
-        .expect("the state topic exists or was created");
-    t
 }
 
 /// A transport on a state topic of its own, for a test that leaves a transaction open: that

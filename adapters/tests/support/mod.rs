@@ -1,0 +1,75 @@
+//! What the real-broker test files share: finding the broker (or skipping loudly), unique
+//! names, and transports on a state topic they create when missing.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+
+/// The partition count of `__coordination_state` in the test cluster.
+pub const PARTITIONS: i32 = 16;
+
+/// Prints a SKIPPED banner straight to stderr (libtest captures `eprintln!` of passing tests).
+pub fn loud(message: &str) {
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: {message} ***\n");
+}
+
+/// The broker's address from `KAFKA_BOOTSTRAP` (set by scripts/kafka/with-broker.sh). When it is
+/// unset, says once, loudly, that `suite` ran against nothing and how to run it, and returns
+/// `None` so the caller returns early.
+pub fn bootstrap(suite: &str, how_to_run: &str) -> Option<String> {
+    match std::env::var("KAFKA_BOOTSTRAP") {
+        Ok(b) if !b.trim().is_empty() => Some(b),
+        _ => {
+            static LOUD: std::sync::Once = std::sync::Once::new();
+            LOUD.call_once(|| {
+                loud(&format!(
+                    "KAFKA_BOOTSTRAP is not set, so the {suite} ran against nothing. Run: {how_to_run}"
+                ))
+            });
+            None
+        }
+    }
+}
+
+/// How many brokers the cluster has (`KAFKA_BROKERS`, exported by scripts/kafka/with-broker.sh).
+pub fn brokers() -> i32 {
+    std::env::var("KAFKA_BROKERS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1)
+}
+
+/// The replication factor of the topics the tests create: `KAFKA_TEST_REPLICATION`, else 3 on a
+/// cluster of three or more, else 1.
+pub fn replication() -> i32 {
+    std::env::var("KAFKA_TEST_REPLICATION")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| brokers().clamp(1, 3))
+}
+
+/// A name no other test (or earlier run) uses.
+pub fn unique(prefix: &str) -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{nanos:x}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A transport of its own (one per member) on `config`'s state topic, created if missing.
+pub fn transport_with(config: KafkaConfig) -> KafkaTransport {
+    let t = KafkaTransport::new(config).expect("transport");
+    let min_isr = (replication() > 1).then_some(2);
+    t.create_topic(replication(), min_isr)
+        .expect("the state topic exists or was created");
+    t
+}
