@@ -56,7 +56,8 @@ pub enum Event {
 }
 
 impl Event {
-    fn name(&self) -> &'static str {
+    /// The variant's name, for logs and errors (`"Appended"`, `"Tick"`, ...).
+    pub fn name(&self) -> &'static str {
         match self {
             Event::Appended { .. } => "Appended",
             Event::RecordsRead { .. } => "RecordsRead",

@@ -878,7 +878,7 @@ impl Sim {
                     }
                 }
                 let live = self.members[i].live_mut().expect("driving a live member");
-                let name = event_name(&event);
+                let name = event.name();
                 if let Err(e) = live.cand.handle(now_m, event) {
                     return Err(self.fail("contract", format!("the candidate refused {name}: {e}")));
                 }
@@ -1913,19 +1913,6 @@ fn tail_rank(state: &RoleState, me: &MemberId, join: i64) -> usize {
         .count()
 }
 
-fn event_name(e: &Event) -> &'static str {
-    match e {
-        Event::Appended { .. } => "Appended",
-        Event::RecordsRead { .. } => "RecordsRead",
-        Event::EpochGranted { .. } => "EpochGranted",
-        Event::LeaseWritten => "LeaseWritten",
-        Event::Fenced => "Fenced",
-        Event::Failed => "Failed",
-        Event::Tick => "Tick",
-        Event::Resign => "Resign",
-    }
-}
-
 fn short_event(e: &Event) -> String {
     match e {
         Event::Appended { offset } => format!("Appended at {offset}"),
@@ -1934,6 +1921,6 @@ fn short_event(e: &Event) -> String {
             end_offset,
         } => format!("RecordsRead {} records to {end_offset}", records.len()),
         Event::EpochGranted { token } => format!("EpochGranted {token}"),
-        other => event_name(other).to_string(),
+        other => other.name().to_string(),
     }
 }
