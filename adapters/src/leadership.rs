@@ -204,6 +204,24 @@ impl Shared {
         }
     }
 
+    /// Waits (blocking) until `ready` gives a value or the real-time `deadline` passes; then
+    /// `ready` is asked one last time.
+    fn wait_blocking_until<T>(
+        &self,
+        deadline: Instant,
+        mut ready: impl FnMut(&State) -> Option<T>,
+    ) -> Option<T> {
+        loop {
+            let listener = self.changed.listen();
+            if let Some(v) = ready(&self.lock()) {
+                return Some(v);
+            }
+            if listener.wait_deadline(deadline).is_none() && Instant::now() >= deadline {
+                return ready(&self.lock());
+            }
+        }
+    }
+
     async fn wait_async<T>(&self, mut ready: impl FnMut(&State) -> Option<T>) -> T {
         loop {
             let listener = self.changed.listen();
@@ -213,6 +231,11 @@ impl Shared {
             listener.await;
         }
     }
+}
+
+/// `Some` once the term is over: fenced, resigned or failed.
+fn term_over(s: &State) -> Option<()> {
+    (s.deposed.is_some() || s.outcome.is_some()).then_some(())
 }
 
 fn elected_or_ended(s: &State) -> Option<Result<FencingToken, Error>> {
@@ -289,16 +312,12 @@ impl Candidacy {
         mut self,
         timeout: Duration,
     ) -> Result<Result<Leadership, Error>, Candidacy> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let listener = self.shared.changed.listen();
-            let ready = elected_or_ended(&self.shared.lock());
-            if let Some(r) = ready {
-                return Ok(self.take_leadership(r));
-            }
-            if listener.wait_deadline(deadline).is_none() && Instant::now() >= deadline {
-                return Err(self);
-            }
+        let ready = self
+            .shared
+            .wait_blocking_until(Instant::now() + timeout, elected_or_ended);
+        match ready {
+            Some(r) => Ok(self.take_leadership(r)),
+            None => Err(self),
         }
     }
 
@@ -364,35 +383,24 @@ impl Leadership {
 
     /// Whether the term is over: fenced, resigned or failed. Does not block.
     pub fn is_done(&self) -> bool {
-        let s = self.shared.lock();
-        s.deposed.is_some() || s.outcome.is_some()
+        term_over(&self.shared.lock()).is_some()
     }
 
     /// Completes when the term is over (fenced, resigned, or failed). Works on any executor.
     pub async fn done(&self) {
-        self.shared
-            .wait_async(|s| (s.deposed.is_some() || s.outcome.is_some()).then_some(()))
-            .await
+        self.shared.wait_async(term_over).await
     }
 
     /// Blocks until the term is over.
     pub fn wait_done(&self) {
-        self.shared
-            .wait_blocking(|s| (s.deposed.is_some() || s.outcome.is_some()).then_some(()))
+        self.shared.wait_blocking(term_over)
     }
 
     /// Blocks until the term is over or `timeout` passes on the real clock; true when over.
     pub fn wait_done_timeout(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let listener = self.shared.changed.listen();
-            if self.is_done() {
-                return true;
-            }
-            if listener.wait_deadline(deadline).is_none() && Instant::now() >= deadline {
-                return self.is_done();
-            }
-        }
+        self.shared
+            .wait_blocking_until(Instant::now() + timeout, term_over)
+            .is_some()
     }
 
     /// Why the term ended: `None` while it runs and after a clean resign; [`Error::Fenced`]
