@@ -11,7 +11,7 @@
 
 mod support;
 
-use support::{brokers, loud, replication, transport_with, unique, PARTITIONS};
+use support::{brokers, loud, transport_with, unique, PARTITIONS};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,12 +66,7 @@ const DATA_TOPIC: &str = "kafka-coordination-test-data";
 
 /// A transport on [`DATA_TOPIC`] (created if missing), to read back guarded writes.
 fn data_reader(bootstrap: &str) -> KafkaTransport {
-    let t = KafkaTransport::new(KafkaConfig::new(bootstrap, 1).with_topic(DATA_TOPIC))
-        .expect("transport");
-    let min_isr = (replication() > 1).then_some(2);
-    t.create_topic(replication(), min_isr)
-        .expect("the data topic exists or was created");
-    t
+    transport_with(KafkaConfig::new(bootstrap, 1).with_topic(DATA_TOPIC))
 }
 
 fn options() -> Options {

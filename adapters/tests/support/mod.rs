@@ -4,9 +4,11 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::StateReader;
 
 /// The partition count of `__coordination_state` in the test cluster.
 pub const PARTITIONS: i32 = 16;
@@ -66,10 +68,31 @@ pub fn unique(prefix: &str) -> String {
 }
 
 /// A transport of its own (one per member) on `config`'s state topic, created if missing.
+/// Before the first transport on a topic is handed out, every partition of the topic has
+/// answered a read: right after a topic is created (perhaps by a parallel test) its partitions
+/// may have no leader yet, and a read then fails as retriable (NotLeaderForPartition).
 pub fn transport_with(config: KafkaConfig) -> KafkaTransport {
+    static READY: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let t = KafkaTransport::new(config).expect("transport");
     let min_isr = (replication() > 1).then_some(2);
     t.create_topic(replication(), min_isr)
         .expect("the state topic exists or was created");
+    let topic = t.config().topic().to_owned();
+    let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
+    if !ready.contains(&topic) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for p in 0..t.config().partitions() {
+            loop {
+                match t.read_partition(p, 0, Duration::ZERO) {
+                    Ok(_) => break,
+                    Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(50))
+                    }
+                    Err(e) => panic!("partition {p} of {topic} is not readable: {e}"),
+                }
+            }
+        }
+        ready.push(topic);
+    }
     t
 }
