@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener, Listener};
-use kafka_coordination_core::machine::{EndReason, MachineError, Status};
+use kafka_coordination_core::machine::{Cleanup, EndReason, MachineError, Status};
 use kafka_coordination_core::record::{MemberId, NameError, Role};
 use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
@@ -44,6 +44,15 @@ pub enum Error {
     /// broken producer).
     #[error(transparent)]
     Transport(TransportError),
+    /// The member left (resigned, or its candidacy was cancelled) but could not finish its exit;
+    /// `cleanup` says which steps are missing and what that means for the role.
+    #[error("the exit was incomplete: {cleanup}{}", last.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
+    Incomplete {
+        /// What the exit managed to do.
+        cleanup: Cleanup,
+        /// The last transport failure met on the way out.
+        last: Option<TransportError>,
+    },
     /// A driver bug: the machine refused an event. Please report it.
     #[error("internal error: {0}")]
     Internal(#[from] MachineError),
@@ -67,6 +76,9 @@ pub struct Snapshot {
     pub join_offset: Option<i64>,
     /// The pair it leads with.
     pub token: Option<FencingToken>,
+    /// The term number it leads with: the offset of its term's first lease record. Strictly
+    /// greater than every earlier term's of the role.
+    pub term: Option<i64>,
     /// When the driver last went to sleep with nothing outstanding, by its clock; `None` while
     /// it is busy. Tests use it to let drivers settle after moving a manual clock.
     pub idle_at: Option<UnixMillis>,
@@ -83,6 +95,10 @@ pub(crate) struct State {
     /// The clock readings of the first and the latest failure of the current run of failures.
     pub(crate) failing_since: Option<(UnixMillis, UnixMillis)>,
     pub(crate) last_failure: Option<TransportError>,
+    /// The failure that will not pass, which ended (or is ending) the candidacy.
+    pub(crate) fatal: Option<TransportError>,
+    /// While idle on a manual clock: the clock's change count the driver had acted on.
+    pub(crate) idle_seen: Option<u64>,
 }
 
 /// State shared by a driver and the handles.
@@ -140,6 +156,7 @@ impl Shared {
                     rank: None,
                     join_offset: None,
                     token: None,
+                    term: None,
                     idle_at: None,
                     wake_at: None,
                 },
@@ -148,6 +165,8 @@ impl Shared {
                 cancel: false,
                 failing_since: None,
                 last_failure: None,
+                fatal: None,
+                idle_seen: None,
             }),
             changed: Event::new(),
             doorbell,
@@ -162,6 +181,18 @@ impl Shared {
     pub(crate) fn update(&self, f: impl FnOnce(&mut State)) {
         f(&mut self.lock());
         self.changed.notify(usize::MAX);
+        if let Doorbell::Clock(clock) = &self.doorbell {
+            clock.note_progress();
+        }
+    }
+
+    /// Marks the driver idle since `at` having acted on the clock's changes up to `seen`, or
+    /// busy (`None`).
+    pub(crate) fn set_idle(&self, idle: Option<(UnixMillis, u64)>) {
+        self.update(|s| {
+            s.snapshot.idle_at = idle.map(|(at, _)| at);
+            s.idle_seen = idle.map(|(_, seen)| seen);
+        });
     }
 
     pub(crate) fn request_cancel(&self) {
@@ -169,15 +200,45 @@ impl Shared {
         self.doorbell.ring();
     }
 
-    pub(crate) fn finish(&self, reason: Result<EndReason, Error>) {
+    /// The driver stopped with an error of its own (it ran no cleanup).
+    pub(crate) fn finish(&self, error: Error) {
+        self.finish_with(Err(error), None);
+    }
+
+    /// The candidate ended for `reason` after an exit that did `cleanup`.
+    pub(crate) fn finish_ended(&self, reason: EndReason, cleanup: Cleanup) {
+        self.finish_with(Ok(reason), Some(cleanup));
+    }
+
+    fn finish_with(&self, reason: Result<EndReason, Error>, cleanup: Option<Cleanup>) {
         self.update(|s| {
             if s.outcome.is_some() {
                 return;
             }
             s.snapshot.status = Status::Ended;
             s.snapshot.token = None;
+            s.snapshot.term = None;
+            let incomplete = cleanup.filter(|c| !c.complete());
             s.outcome = Some(match reason {
-                Ok(EndReason::Resigned) => Ok(()),
+                Ok(EndReason::Resigned) => match incomplete {
+                    None => Ok(()),
+                    Some(cleanup) => Err(Error::Incomplete {
+                        cleanup,
+                        last: s.last_failure.clone(),
+                    }),
+                },
+                Ok(EndReason::Failed) => {
+                    let e = s.fatal.clone().unwrap_or_else(|| {
+                        TransportError::fatal("a transport call failed for good")
+                    });
+                    Err(Error::Transport(match incomplete {
+                        None => e,
+                        Some(cleanup) => TransportError::new(
+                            e.kind(),
+                            format!("{}; on the way out: {cleanup}", e.message()),
+                        ),
+                    }))
+                }
                 Ok(EndReason::Fenced { token }) => Err(Error::Fenced { token }),
                 Ok(EndReason::Unavailable) => Err(Error::Unavailable {
                     waited: s
@@ -233,14 +294,31 @@ impl Shared {
     }
 }
 
+impl crate::clock::Participant for Shared {
+    fn unsettled(&self, changes: u64) -> Option<String> {
+        let s = self.lock();
+        if s.outcome.is_some() || s.idle_seen == Some(changes) {
+            return None;
+        }
+        let doing = match s.idle_seen {
+            Some(seen) => format!("idle at change {seen}, about to wake"),
+            None => "busy (in a transport call or acting on a change)".to_owned(),
+        };
+        Some(format!(
+            "`{}` of role `{}` ({:?}): {doing}",
+            self.member, self.role, s.snapshot.status
+        ))
+    }
+}
+
 /// `Some` once the term is over: fenced, resigned or failed.
 fn term_over(s: &State) -> Option<()> {
     (s.deposed.is_some() || s.outcome.is_some()).then_some(())
 }
 
-fn elected_or_ended(s: &State) -> Option<Result<FencingToken, Error>> {
-    if let Some(token) = s.snapshot.token {
-        return Some(Ok(token));
+fn elected_or_ended(s: &State) -> Option<Result<(FencingToken, i64), Error>> {
+    if let (Some(token), Some(term)) = (s.snapshot.token, s.snapshot.term) {
+        return Some(Ok((token, term)));
     }
     match &s.outcome {
         Some(Err(e)) => Some(Err(e.clone())),
@@ -281,6 +359,11 @@ impl Candidacy {
             shared,
             armed: true,
         }
+    }
+
+    #[cfg_attr(not(feature = "memory"), allow(dead_code))]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// A handle that cancels this candidacy.
@@ -328,11 +411,15 @@ impl Candidacy {
         self.take_leadership(r)
     }
 
-    fn take_leadership(&mut self, r: Result<FencingToken, Error>) -> Result<Leadership, Error> {
+    fn take_leadership(
+        &mut self,
+        r: Result<(FencingToken, i64), Error>,
+    ) -> Result<Leadership, Error> {
         self.armed = false;
-        r.map(|token| Leadership {
+        r.map(|(token, term)| Leadership {
             shared: self.shared.clone(),
             token,
+            term,
         })
     }
 
@@ -362,6 +449,7 @@ impl Drop for Candidacy {
 pub struct Leadership {
     shared: Arc<Shared>,
     token: FencingToken,
+    term: i64,
 }
 
 impl Leadership {
@@ -369,6 +457,15 @@ impl Leadership {
     /// minted its epoch.
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+
+    /// The term number: the offset of this term's first lease record in the role's partition.
+    /// It strictly grows per role across every hand-over, failover, producer-id change and
+    /// epoch exhaustion, so a downstream store that keeps "the highest term seen" and refuses
+    /// lower ones fences every earlier leader. (Compare terms, never tokens: producer ids are
+    /// not ordered.) Negative only with a transport that could not report the offset.
+    pub fn term(&self) -> i64 {
+        self.term
     }
 
     /// The role.
@@ -416,8 +513,13 @@ impl Leadership {
         }
     }
 
-    /// Gives up the role and waits until the lease is cleared and the registration withdrawn,
-    /// so standbys take over at once instead of waiting for the deadline. Idempotent.
+    /// Gives up the role and waits until the exit is done: the member mints one more epoch for
+    /// the role (so that, once this returns, its pair is not
+    /// [`authoritative`](kafka_coordination_core::LeadershipStatus::authoritative) and the
+    /// broker refuses every write that carries it), clears the lease through that new pair so
+    /// that standbys take over at once instead of waiting for the deadline, and withdraws its
+    /// registration. Idempotent. Returns [`Error::Incomplete`] when a step could not be done
+    /// (say the broker was unreachable throughout): the error names which, and what that means.
     pub async fn resign(&self) -> Option<Error> {
         self.shared.request_cancel();
         self.shared

@@ -11,7 +11,10 @@
 //! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.
 //! * Transports: the four traits of [`transport`]; [`memory::MemoryBroker`] (feature `memory`,
 //!   default) and `kafka::KafkaTransport` (feature `kafka`).
-//! * Clocks: [`SystemClock`], and [`ManualClock`] for tests.
+//! * Clocks: [`SystemClock`], and [`ManualClock`] for tests, with exact quiescence
+//!   ([`ManualClock::settle`]).
+//! * Testing your own code: `testkit::TestCluster` (features `memory` and a driver): members on
+//!   any driver, a manual clock, cuttable links and the broker's fault switches.
 //! * The sans-IO core is re-exported as [`core`] for custom event loops.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -59,7 +62,18 @@ pub mod memory;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+#[cfg(all(
+    feature = "memory",
+    any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )
+))]
+pub mod testkit;
+
+pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
 pub use describe::{describe_leadership, describe_role_state};
 pub use error::{ErrorKind, TransportError};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};

@@ -87,6 +87,10 @@ impl<T: Coordinator> Coordinator for Link<T> {
         self.check()?;
         self.inner.describe_epoch(role)
     }
+
+    fn release_epoch(&self, role: &Role) {
+        self.inner.release_epoch(role)
+    }
 }
 
 impl<T: StateReader> StateReader for Link<T> {
@@ -124,7 +128,7 @@ impl<T: LeaseWriter> LeaseWriter for Link<T> {
         key: &[u8],
         value: Option<&[u8]>,
         token: FencingToken,
-    ) -> Result<(), TransportError> {
+    ) -> Result<i64, TransportError> {
         self.check()?;
         self.inner.write_lease(partition, key, value, token)
     }

@@ -39,6 +39,13 @@ pub trait Coordinator {
     /// The coordinator's current pair and transaction state for the role (DescribeTransactions),
     /// or [`LeadershipStatus::NOT_FOUND`] when no member ever took it.
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError>;
+
+    /// Drops the producer session this transport holds for `role`, if any, so that it can
+    /// write nothing more for the role. Drivers call it when a candidacy ends. The default does
+    /// nothing.
+    fn release_epoch(&self, role: &Role) {
+        let _ = role;
+    }
 }
 
 /// Reads a partition of `__coordination_state` with read_committed isolation.
@@ -79,15 +86,17 @@ pub trait Registrar {
 /// Writes lease records through the producer that holds the role's epoch.
 pub trait LeaseWriter {
     /// Writes one record to `partition` in one transaction of the producer bound by the last
-    /// `acquire_epoch`, which must have granted `token`. A superseded pair fails with
-    /// [`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced). `value = None` writes a tombstone.
+    /// `acquire_epoch`, which must have granted `token`, and returns the record's offset (`-1`
+    /// when the write committed but the offset could not be learned). A superseded pair fails
+    /// with [`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced). `value = None` writes a
+    /// tombstone. The offset of a term's first lease record is the term number.
     fn write_lease(
         &self,
         partition: i32,
         key: &[u8],
         value: Option<&[u8]>,
         token: FencingToken,
-    ) -> Result<(), TransportError>;
+    ) -> Result<i64, TransportError>;
 }
 
 /// All four traits: what a member needs.

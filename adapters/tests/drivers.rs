@@ -1,445 +1,346 @@
-//! The same scenarios on every driver (blocking, tokio, smol, async-std), on the MemoryBroker
-//! with a ManualClock. Lease timing is driven by moving the manual clock; real time is only
-//! spent waiting (with a bound) for driver threads to act on a move.
+//! The same scenarios on every driver this build has (blocking, tokio, smol, async-std), on the
+//! MemoryBroker with a ManualClock, through the public test kit. Time moves only when a test
+//! moves it, and every move returns once every driver has acted on it (exact quiescence): no
+//! verdict here depends on how fast threads are scheduled.
+#![cfg(all(
+    feature = "memory",
+    any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )
+))]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::Role;
-use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
-use kafka_coordination::{
-    describe_leadership, describe_role_state, Candidacy, Error, Leadership, Link, ManualClock,
-    Options, Snapshot, UnixMillis,
-};
+use kafka_coordination::testkit::{Flavour, TestCluster, LEASE, STAGGER};
+use kafka_coordination::{Error, UnixMillis};
 
 const ROLE: &str = "scheduler";
-const LEASE_MS: i64 = 3000;
-const STAGGER_MS: i64 = 500;
-/// Real time allowed for driver threads to react to one move of the manual clock.
-const REACT: Duration = Duration::from_secs(10);
 
-/// A member's transport: its link to the broker can be cut (calls then fail as retriable), as
-/// when a process is partitioned away or frozen without dying.
-type Cuttable = Link<MemoryTransport>;
-
-type Start = fn(Cuttable, &str, &str, Options) -> Result<Candidacy, Error>;
-
-struct World {
-    clock: ManualClock,
-    broker: MemoryBroker,
-    start: Start,
+fn cluster(flavour: Flavour) -> TestCluster {
+    TestCluster::new().flavour(flavour)
 }
 
-struct Member {
-    link: Cuttable,
-    candidacy: Option<Candidacy>,
-    leadership: Option<Leadership>,
-    failed: Option<(Error, Snapshot)>,
+fn lease_deadline(w: &TestCluster) -> UnixMillis {
+    w.role_state(ROLE).lease().expect("a lease").lease.deadline
 }
 
-impl Member {
-    fn snapshot(&self) -> Snapshot {
-        match (&self.candidacy, &self.leadership, &self.failed) {
-            (Some(c), _, _) => c.snapshot(),
-            (None, Some(l), _) => l.snapshot(),
-            (None, None, Some((_, s))) => s.clone(),
-            (None, None, None) => panic!("member has no handle"),
-        }
-    }
-    fn is_leader(&self) -> bool {
-        self.leadership.as_ref().is_some_and(|l| !l.is_done())
-    }
-    /// Turns the candidacy into a leadership if it was elected (without waiting).
-    fn poll(&mut self) {
-        if let Some(c) = self.candidacy.take() {
-            let snapshot = c.snapshot();
-            match c.wait_timeout(Duration::ZERO) {
-                Ok(Ok(l)) => self.leadership = Some(l),
-                Ok(Err(e)) => self.failed = Some((e, snapshot)),
-                Err(c) => self.candidacy = Some(c),
-            }
-        }
-    }
-    fn elected(&mut self) -> &Leadership {
-        if let Some(c) = self.candidacy.take() {
-            match c.wait_timeout(REACT) {
-                Ok(Ok(l)) => self.leadership = Some(l),
-                Ok(Err(e)) => panic!("candidacy failed: {e}"),
-                Err(_) => panic!("not elected within {REACT:?} of real time"),
-            }
-        }
-        self.leadership.as_ref().expect("elected")
-    }
-}
-
-impl World {
-    fn new(start: Start) -> World {
-        let clock = ManualClock::new(UnixMillis(1_700_000_000_000));
-        let broker = MemoryBroker::new(16, Arc::new(clock.clone()));
-        World {
-            clock,
-            broker,
-            start,
-        }
-    }
-    fn options(&self) -> Options {
-        Options::new()
-            .partitions(16)
-            .lease_duration(Duration::from_millis(LEASE_MS as u64))
-            .renew_interval(Duration::from_millis(1000))
-            .challenge_stagger(Duration::from_millis(STAGGER_MS as u64))
-            .clock(self.clock.clone())
-    }
-    fn join(&self, name: &str) -> Member {
-        let link = Link::new(self.broker.transport(name));
-        let candidacy = (self.start)(link.clone(), ROLE, name, self.options()).expect("start");
-        Member {
-            link,
-            candidacy: Some(candidacy),
-            leadership: None,
-            failed: None,
-        }
-    }
-    fn now(&self) -> i64 {
-        use kafka_coordination::Clock;
-        self.clock.now().0
-    }
-    /// Waits (real time, bounded) until every live member is idle at the current manual time.
-    fn settle(&self, members: &mut [&mut Member]) {
-        let deadline = Instant::now() + REACT;
-        loop {
-            let now = self.now();
-            let settled = members.iter_mut().all(|m| {
-                m.poll();
-                let s = m.snapshot();
-                s.status == Status::Ended || s.idle_at == Some(UnixMillis(now))
-            });
-            if settled {
-                return;
-            }
-            assert!(Instant::now() < deadline, "drivers did not settle at {now}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-    fn advance_to(&self, t: i64, members: &mut [&mut Member]) {
-        // Move in steps no longer than the renew interval so leaders renew as they would.
-        while self.now() < t {
-            let step = (t - self.now()).min(200);
-            self.clock.advance(Duration::from_millis(step as u64));
-            self.settle(members);
-        }
-    }
-    fn lease_deadline(&self) -> i64 {
-        let state = describe_role_state(&self.broker.transport("observer"), ROLE, 16).unwrap();
-        state.lease().expect("a lease").lease.deadline.0
-    }
-    fn roster(&self) -> Vec<String> {
-        let state = describe_role_state(&self.broker.transport("observer"), ROLE, 16).unwrap();
-        state.roster().map(|(m, _)| m.to_string()).collect()
-    }
-}
-
-fn single_member_is_elected(start: Start) {
-    let w = World::new(start);
-    let mut a = w.join("a");
-    let token = a.elected().token();
-    assert_eq!(w.broker.epoch_of(&Role::new(ROLE).unwrap()), Some(token));
-    let status = describe_leadership(&w.broker.transport("observer"), ROLE).unwrap();
-    assert!(status.authoritative(&token));
-    // The leader renews with the same token as the clock moves.
-    w.advance_to(w.now() + 10 * LEASE_MS, &mut [&mut a]);
+fn single_member_is_elected(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let token = a.token().expect("elected");
+    assert_eq!(w.broker().epoch_of(&Role::new(ROLE).unwrap()), Some(token));
+    assert!(w.leadership_status(ROLE).authoritative(&token));
+    // The leader renews with the same token as the clock moves: ten leases of virtual time.
+    let writes = w.broker().accepted_lease_writes().len();
+    w.advance(LEASE * 10);
     assert!(a.is_leader());
-    assert_eq!(a.elected().token(), token);
-    assert!(w.lease_deadline() > w.now());
+    assert_eq!(a.token(), Some(token));
+    assert!(lease_deadline(&w) > w.now());
+    // Renewed every second: 30 s of virtual time give 30 renewals, give or take the edges.
+    let renewals = w.broker().accepted_lease_writes().len() - writes;
+    assert!((29..=31).contains(&renewals), "{renewals} renewals");
 }
 
-fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(start: Start) {
-    let w = World::new(start);
-    let mut a = w.join("a");
-    let old = a.elected().token();
-    let mut b = w.join("b");
-    w.settle(&mut [&mut a, &mut b]);
-    let mut c = w.join("c");
-    w.settle(&mut [&mut a, &mut b, &mut c]);
-    assert_eq!(b.snapshot().rank, Some(0));
-    assert_eq!(c.snapshot().rank, Some(1));
+fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let old = a.token().expect("a is elected");
+    let b = w.join(ROLE, "b");
+    let c = w.join(ROLE, "c");
+    assert_eq!(b.rank(), Some(0));
+    assert_eq!(c.rank(), Some(1));
     // The leader and the first standby go quiet; c (rank 1) must wait deadline + 1 stagger.
-    a.link.cut();
-    b.link.cut();
-    let deadline = w.lease_deadline();
-    w.advance_to(deadline + STAGGER_MS - 1, &mut [&mut a, &mut b, &mut c]);
+    a.link().cut();
+    b.link().cut();
+    let deadline = lease_deadline(&w);
+    w.advance_to(UnixMillis(deadline.saturating_add(STAGGER).0 - 1));
     assert!(!c.is_leader(), "c challenged before deadline + 1 x stagger");
     assert!(
         a.is_leader(),
         "the quiet leader does not fence itself on time"
     );
-    w.advance_to(deadline + STAGGER_MS, &mut [&mut a, &mut b, &mut c]);
-    let new = c.elected().token();
-    assert!(new > old);
+    w.advance_to(deadline.saturating_add(STAGGER));
+    assert!(c.is_leader(), "c was not elected at deadline + 1 x stagger");
+    let new = c.token().unwrap();
+    assert_ne!(new, old);
     // The old leader's link comes back: its next renewal is fenced and `done` fires.
-    a.link.restore();
-    w.advance_to(w.now() + 1000, &mut [&mut a, &mut b, &mut c]);
-    let la = a.leadership.as_ref().unwrap();
-    assert!(
-        la.wait_done_timeout(REACT),
-        "the deposed leader's done did not fire"
-    );
-    let err = la.err().expect("an error after a fence");
+    a.link().restore();
+    w.advance(Duration::from_secs(1));
+    assert!(!a.is_leader(), "the deposed leader's done did not fire");
+    let err = a.error().expect("an error after a fence");
     assert!(
         matches!(err, Error::Fenced { token } if token == old),
         "{err}"
     );
-    let status = describe_leadership(&w.broker.transport("observer"), ROLE).unwrap();
+    let status = w.leadership_status(ROLE);
     assert!(status.authoritative(&new) && !status.authoritative(&old));
 }
 
-fn resign_hands_over_without_waiting_for_the_deadline(start: Start) {
-    let w = World::new(start);
-    let mut a = w.join("a");
-    let old = a.elected().token();
-    let mut b = w.join("b");
-    w.settle(&mut [&mut a, &mut b]);
+fn resign_hands_over_without_waiting_for_the_deadline(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let old = a.token().unwrap();
+    let b = w.join(ROLE, "b");
     let before = w.now();
-    assert!(a.leadership.as_ref().unwrap().resign_blocking().is_none());
-    // The clock does not move: b hears of the tombstone and takes over at once.
-    let new = b.elected().token();
+    assert!(a.resign().is_none());
+    // The clock did not move: b heard of the tombstone and took over at once.
     assert_eq!(w.now(), before);
-    assert!(new > old);
-    assert_eq!(w.roster(), ["b"]);
-    assert!(a.leadership.as_ref().unwrap().is_done());
+    assert!(b.is_leader());
+    assert_ne!(b.token().unwrap(), old);
+    assert_eq!(w.roster(ROLE), ["b"]);
+    assert!(!a.is_leader() && a.is_ended());
 }
 
-fn a_restarted_member_lands_at_the_tail(start: Start) {
-    let w = World::new(start);
-    let mut a = w.join("a");
-    a.elected();
-    let mut b = w.join("b");
-    w.settle(&mut [&mut a, &mut b]);
-    let mut c = w.join("c");
-    w.settle(&mut [&mut a, &mut b, &mut c]);
-    assert_eq!(w.roster(), ["a", "b", "c"]);
-    b.candidacy.take().unwrap().cancel();
-    let mut b = w.join("b");
-    w.settle(&mut [&mut a, &mut b, &mut c]);
-    assert_eq!(w.roster(), ["a", "c", "b"]);
-    assert_eq!(c.snapshot().rank, Some(0));
-    assert_eq!(b.snapshot().rank, Some(1));
+fn a_restarted_member_lands_at_the_tail(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let c = w.join(ROLE, "c");
+    assert_eq!(w.roster(ROLE), ["a", "b", "c"]);
+    b.resign();
+    let b = w.join(ROLE, "b");
+    assert_eq!(w.roster(ROLE), ["a", "c", "b"]);
+    assert_eq!(c.rank(), Some(0));
+    assert_eq!(b.rank(), Some(1));
     // And it does not preempt the live leader.
-    w.advance_to(w.now() + 3 * LEASE_MS, &mut [&mut a, &mut b, &mut c]);
+    w.advance(LEASE * 3);
     assert!(a.is_leader() && !b.is_leader() && !c.is_leader());
 }
 
-fn cancelling_an_acquisition_leaves_no_registration(start: Start) {
-    let w = World::new(start);
-    let mut a = w.join("a");
-    a.elected();
-    let mut b = w.join("b");
-    w.settle(&mut [&mut a, &mut b]);
-    assert_eq!(w.roster(), ["a", "b"]);
-    let cancel = b.candidacy.as_ref().unwrap().cancel_handle();
-    cancel.cancel();
-    match b.candidacy.take().unwrap().wait_timeout(REACT) {
-        Ok(Err(Error::Cancelled)) => {}
-        Ok(Ok(_)) => panic!("a cancelled candidacy was elected"),
-        Ok(Err(e)) => panic!("unexpected error {e}"),
-        Err(_) => panic!("cancellation did not finish"),
-    }
-    assert_eq!(w.roster(), ["a"]);
+fn cancelling_an_acquisition_leaves_no_registration(flavour: Flavour) {
+    let w = cluster(flavour);
+    let _a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    assert_eq!(w.roster(ROLE), ["a", "b"]);
+    assert!(b.resign().is_none());
+    assert!(b.is_ended() && b.token().is_none());
+    assert_eq!(b.snapshot().status, Status::Ended);
+    assert_eq!(w.roster(ROLE), ["a"]);
 }
 
-fn a_failing_transport_surfaces_an_error_after_the_give_up_time(start: Start) {
-    let w = World::new(start);
-    let mut b = w.join("b");
-    b.link.cut();
+fn a_failing_transport_surfaces_an_error_after_the_give_up_time(flavour: Flavour) {
+    let w = cluster(flavour);
+    let b = w.join(ROLE, "b");
+    // b was elected at once; a second member whose link is cut from the start fails.
+    let c = w.try_join_with(ROLE, "c", w.options()).expect("starts");
+    c.link().cut();
     let t0 = w.now();
     // The default give-up time is two lease durations.
-    let deadline = Instant::now() + REACT;
-    while b.failed.is_none() {
-        assert!(Instant::now() < deadline);
-        w.clock.advance(Duration::from_millis(100));
-        w.settle(&mut [&mut b]);
-    }
-    let waited = w.now() - t0;
     assert!(
-        (2 * LEASE_MS..2 * LEASE_MS + 6000).contains(&waited),
-        "gave up after {waited} ms"
+        w.advance_until(LEASE * 4, || c.is_ended()),
+        "c did not give up within four leases"
     );
-    match &b.failed {
-        Some((Error::Unavailable { last, .. }, _)) => {
-            assert!(last.to_string().contains("link to the broker is cut"))
+    let waited = w.now().since(t0);
+    assert!(
+        (LEASE * 2..LEASE * 2 + Duration::from_secs(2)).contains(&waited),
+        "gave up after {waited:?}"
+    );
+    match c.error() {
+        Some(Error::Unavailable { last, .. }) => {
+            assert!(
+                last.to_string().contains("link to the broker is cut"),
+                "{last}"
+            )
         }
-        other => panic!(
-            "expected Unavailable, got {:?}",
-            other.as_ref().map(|(e, _)| e.to_string())
-        ),
+        other => panic!("expected Unavailable, got {other:?}"),
     }
+    assert!(b.is_leader());
+}
+
+fn dropping_a_candidacy_deregisters(flavour: Flavour) {
+    let w = cluster(flavour);
+    let _a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    assert_eq!(w.roster(ROLE), ["a", "b"]);
+    drop(b);
+    w.settle();
+    assert_eq!(w.roster(ROLE), ["a"]);
+}
+
+fn dropping_a_leadership_resigns(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let leadership = a.take_leadership().expect("a leads");
+    drop(leadership);
+    w.settle();
+    assert!(b.is_leader(), "b took over without the clock moving");
+    assert_eq!(w.roster(ROLE), ["b"]);
 }
 
 macro_rules! scenarios {
-    ($flavour:ident, $start:expr) => {
+    ($flavour:ident, $value:expr) => {
         mod $flavour {
-            #[allow(unused_imports)]
-            use super::*;
+            use kafka_coordination::testkit::Flavour;
+            const F: Flavour = $value;
             #[test]
             fn single_member_is_elected() {
-                super::single_member_is_elected($start)
+                super::single_member_is_elected(F)
             }
             #[test]
             fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced() {
-                super::standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(
-                    $start,
-                )
+                super::standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced(F)
             }
             #[test]
             fn resign_hands_over_without_waiting_for_the_deadline() {
-                super::resign_hands_over_without_waiting_for_the_deadline($start)
+                super::resign_hands_over_without_waiting_for_the_deadline(F)
             }
             #[test]
             fn a_restarted_member_lands_at_the_tail() {
-                super::a_restarted_member_lands_at_the_tail($start)
+                super::a_restarted_member_lands_at_the_tail(F)
             }
             #[test]
             fn cancelling_an_acquisition_leaves_no_registration() {
-                super::cancelling_an_acquisition_leaves_no_registration($start)
+                super::cancelling_an_acquisition_leaves_no_registration(F)
             }
             #[test]
             fn a_failing_transport_surfaces_an_error_after_the_give_up_time() {
-                super::a_failing_transport_surfaces_an_error_after_the_give_up_time($start)
+                super::a_failing_transport_surfaces_an_error_after_the_give_up_time(F)
+            }
+            #[test]
+            fn dropping_a_candidacy_deregisters() {
+                super::dropping_a_candidacy_deregisters(F)
+            }
+            #[test]
+            fn dropping_a_leadership_resigns() {
+                super::dropping_a_leadership_resigns(F)
             }
         }
     };
 }
 
-scenarios!(blocking, kafka_coordination::blocking::start);
-
+#[cfg(feature = "blocking")]
+scenarios!(blocking, Flavour::Blocking);
 #[cfg(feature = "tokio")]
-fn tokio_runtime() -> &'static tokio::runtime::Runtime {
-    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    })
-}
-
-#[cfg(feature = "tokio")]
-scenarios!(tokio_driver, |t, r, m, o| {
-    let _guard = tokio_runtime().enter();
-    kafka_coordination::tokio::start(t, r, m, o)
-});
-
+scenarios!(tokio_driver, Flavour::Tokio);
 #[cfg(feature = "smol")]
-scenarios!(smol_driver, kafka_coordination::smol::start);
-
+scenarios!(smol_driver, Flavour::Smol);
 #[cfg(feature = "async-std")]
-scenarios!(async_std_driver, kafka_coordination::async_std::start);
+scenarios!(async_std_driver, Flavour::AsyncStd);
 
 /// The async API itself (acquire, done, resign) under each executor.
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-async fn async_round_trip<F, Fut>(acquire: F)
+async fn async_round_trip<F, Fut>(w: &TestCluster, acquire: F)
 where
-    F: Fn(MemoryTransport, &'static str, Options) -> Fut,
-    Fut: std::future::Future<Output = Result<Leadership, Error>>,
+    F: Fn(kafka_coordination::testkit::TestTransport, &'static str) -> Fut,
+    Fut: std::future::Future<Output = Result<kafka_coordination::Leadership, Error>>,
 {
-    let w = World::new(kafka_coordination::blocking::start);
-    let a = acquire(w.broker.transport("a"), "a", w.options())
-        .await
-        .expect("elected");
+    let transport = kafka_coordination::Link::new(w.broker().transport("a"));
+    let a = acquire(transport, "a").await.expect("elected");
     assert!(!a.is_done());
     assert!(a.resign().await.is_none());
     a.done().await;
     assert!(a.err().is_none());
-    assert!(w.roster().is_empty());
+    assert!(w.roster(ROLE).is_empty());
 }
 
 #[cfg(feature = "tokio")]
 #[test]
 fn tokio_async_api() {
-    tokio_runtime().block_on(async_round_trip(|t, m, o| {
-        kafka_coordination::tokio::acquire_leadership(t, ROLE, m, o)
+    let w = TestCluster::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async_round_trip(&w, |t, m| {
+        kafka_coordination::tokio::acquire_leadership(t, ROLE, m, w.options())
     }));
 }
 
 #[cfg(feature = "smol")]
 #[test]
 fn smol_async_api() {
-    smol::block_on(async_round_trip(|t, m, o| {
-        kafka_coordination::smol::acquire_leadership(t, ROLE, m, o)
+    let w = TestCluster::new();
+    smol::block_on(async_round_trip(&w, |t, m| {
+        kafka_coordination::smol::acquire_leadership(t, ROLE, m, w.options())
     }));
 }
 
 #[cfg(feature = "async-std")]
 #[test]
 fn async_std_async_api() {
-    async_std::task::block_on(async_round_trip(|t, m, o| {
-        kafka_coordination::async_std::acquire_leadership(t, ROLE, m, o)
+    let w = TestCluster::new();
+    async_std::task::block_on(async_round_trip(&w, |t, m| {
+        kafka_coordination::async_std::acquire_leadership(t, ROLE, m, w.options())
     }));
 }
 
+/// Dropping the future of an acquisition that is still waiting withdraws the registration.
 #[cfg(feature = "tokio")]
 #[test]
 fn dropping_the_acquire_future_deregisters() {
-    let w = World::new(kafka_coordination::blocking::start);
-    let mut a = w.join("a");
-    a.elected();
-    tokio_runtime().block_on(async {
+    let w = TestCluster::new().flavour(Flavour::Tokio);
+    let _a = w.join(ROLE, "a");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
         let fut = kafka_coordination::tokio::acquire_leadership(
-            w.broker.transport("b"),
+            kafka_coordination::Link::new(w.broker().transport("b")),
             ROLE,
             "b",
             w.options(),
         );
-        // Poll until b is registered, then drop the future.
         let mut fut = Box::pin(fut);
-        let deadline = Instant::now() + REACT;
-        while !w.roster().contains(&"b".to_string()) {
-            assert!(futures_lite::future::poll_once(&mut fut).await.is_none());
-            assert!(Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        // The first poll starts the driver; b registers and stands by.
+        assert!(futures_lite::future::poll_once(&mut fut).await.is_none());
+        let clock = w.clock().clone();
+        tokio::task::spawn_blocking(move || clock.settle())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(w.roster(ROLE), ["a", "b"]);
         drop(fut);
     });
-    let deadline = Instant::now() + REACT;
-    while w.roster() != ["a"] {
-        assert!(
-            Instant::now() < deadline,
-            "b was not deregistered: {:?}",
-            w.roster()
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    w.settle();
+    assert_eq!(w.roster(ROLE), ["a"]);
 }
 
 #[test]
 fn invalid_options_and_names_are_refused_at_once() {
-    let w = World::new(kafka_coordination::blocking::start);
-    let t = || w.broker.transport("x");
-    let bad_renew = w
-        .options()
-        .renew_interval(Duration::from_millis(LEASE_MS as u64));
-    match kafka_coordination::blocking::start(t(), ROLE, "x", bad_renew) {
+    let w = TestCluster::new();
+    let bad_renew = w.options().renew_interval(LEASE);
+    match w.try_join_with(ROLE, "x", bad_renew) {
         Err(Error::InvalidOptions(e)) => assert!(e.to_string().contains("renew_interval"), "{e}"),
-        other => panic!(
-            "expected InvalidOptions, got {:?}",
-            other.map(|c| c.snapshot())
-        ),
+        other => panic!("expected InvalidOptions, got {other:?}"),
     }
-    match kafka_coordination::blocking::start(t(), ROLE, "x", w.options().partitions(0)) {
+    match w.try_join_with(ROLE, "x", w.options().partitions(0)) {
         Err(Error::InvalidOptions(e)) => assert!(e.to_string().contains("partitions"), "{e}"),
-        other => panic!(
-            "expected InvalidOptions, got {:?}",
-            other.map(|c| c.snapshot())
-        ),
+        other => panic!("expected InvalidOptions, got {other:?}"),
     }
-    match kafka_coordination::blocking::start(t(), "", "x", w.options()) {
+    match w.try_join_with("", "x", w.options()) {
         Err(Error::InvalidName(e)) => assert!(e.to_string().contains("role"), "{e}"),
-        other => panic!(
-            "expected InvalidName, got {:?}",
-            other.map(|c| c.snapshot())
-        ),
+        other => panic!("expected InvalidName, got {other:?}"),
     }
-    assert!(w.roster().is_empty(), "nothing was registered");
+    assert!(w.clock().live_drivers() == 0, "no driver was started");
+    assert!(w.roster(ROLE).is_empty(), "nothing was registered");
+}
+
+/// Settling is exact: right after a member joins, every other driver has already acted on its
+/// registration (no sleep, no polling), however loaded the machine is.
+#[test]
+fn settle_is_exact_after_every_join() {
+    for flavour in Flavour::all() {
+        let w = cluster(flavour);
+        let mut members = Vec::new();
+        for i in 0..6 {
+            members.push(w.join(ROLE, &format!("m{i}")));
+            for (rank, standby) in members.iter().skip(1).enumerate() {
+                assert_eq!(
+                    standby.rank(),
+                    Some(rank),
+                    "{flavour:?} after {} joins",
+                    i + 1
+                );
+            }
+        }
+    }
 }

@@ -198,7 +198,11 @@ fn exhaustion_gives_a_fresh_producer_id_with_epoch_zero() {
     let fresh = a.acquire_epoch(&r, TIMEOUT).unwrap();
     assert_eq!(fresh.producer_epoch, 0);
     assert!(fresh.producer_id > t0.producer_id);
-    assert!(fresh > t, "the pair order reads the producer id first");
+    assert_eq!(
+        fresh.spec_compare(&t),
+        std::cmp::Ordering::Greater,
+        "the spec's Compare reads the producer id first"
+    );
     // The old pair is fenced; the fresh one writes.
     assert!(a
         .write_lease(0, b"k", Some(b"v"), t)
@@ -229,9 +233,10 @@ fn smaller_producer_id_knob() {
     broker.force_epoch(&r, EXHAUSTED_EPOCH);
     let fresh = a.acquire_epoch(&r, TIMEOUT).unwrap();
     assert_eq!(fresh, FencingToken::new(next, 0));
-    assert!(
-        fresh < t0,
-        "the order across a producer-id change is only a convention"
+    assert_eq!(
+        fresh.spec_compare(&t0),
+        std::cmp::Ordering::Less,
+        "across a producer-id change the newer pair compares less: no order to fence by"
     );
     // Equality still decides: the fresh pair is the authoritative one.
     let status = a.describe_epoch(&r).unwrap();

@@ -90,6 +90,8 @@ fn simulate_10k_seeds() {
     assert!(totals.l1_checked > 2_000, "{totals:?}");
     assert!(totals.l2_rank_checks > 10_000, "{totals:?}");
     assert!(totals.l2_challenge_checks > 1_000, "{totals:?}");
+    assert!(totals.r1_checked > 1_000, "{totals:?}");
+    assert!(totals.terms_checked > 10_000, "{totals:?}");
 }
 
 #[test]

@@ -3,8 +3,15 @@
 //! Life: register, read the role's partition and evaluate, wait or challenge, mint the epoch,
 //! write the first lease, lead and renew every renew interval, end on a fence error only. A
 //! member that loses the race for its first lease write (fenced before it ever led) goes back
-//! to waiting. Resign: a leader tombstones the lease through its fenced producer, every member
-//! tombstones its registration, then the candidate ends.
+//! to waiting. Resign: a member that holds a pair first mints one more epoch for the role (so
+//! that no pair it held stays authoritative or writable), tombstones the lease through that
+//! new pair, then every member tombstones its registration and the candidate ends.
+//!
+//! The **term** of a leader is the offset of its first committed lease record in the role's
+//! partition. A new leader's first lease is appended after its acquire fenced every older pair,
+//! so it lands past every record an earlier term could write: terms strictly grow per role,
+//! across hand-overs, producer-id changes and epoch exhaustion, and compaction never renumbers
+//! offsets.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -41,14 +48,23 @@ pub enum Event {
         /// The granted pair.
         token: FencingToken,
     },
-    /// The outstanding [`Command::WriteLease`] committed.
-    LeaseWritten,
+    /// The outstanding [`Command::WriteLease`] committed; its record is at `offset` (negative
+    /// when the transport could not learn it).
+    LeaseWritten {
+        /// The lease record's offset in the role's partition.
+        offset: i64,
+    },
     /// The outstanding [`Command::WriteLease`] was rejected: a newer pair exists.
     Fenced,
     /// The outstanding I/O command failed in a way that may pass; the candidate retries with
     /// backoff. (Errors that will not pass, such as configuration errors, are the driver's to
     /// report; it stops feeding the candidate.)
     Failed,
+    /// The outstanding I/O command failed in a way that will not pass (authorization, a broken
+    /// producer, a configuration error). The candidate cleans up as far as it can (supersede
+    /// its pair, clear its lease, deregister: each step tried a bounded number of times and
+    /// skipped when it fails for good) and ends with [`EndReason::Failed`].
+    Fatal,
     /// Time passed. Only acts at or after [`Candidate::poll_timeout`]; an extra tick is a no-op.
     Tick,
     /// Give up the role (or stop competing for it). Idempotent.
@@ -62,9 +78,10 @@ impl Event {
             Event::Appended { .. } => "Appended",
             Event::RecordsRead { .. } => "RecordsRead",
             Event::EpochGranted { .. } => "EpochGranted",
-            Event::LeaseWritten => "LeaseWritten",
+            Event::LeaseWritten { .. } => "LeaseWritten",
             Event::Fenced => "Fenced",
             Event::Failed => "Failed",
+            Event::Fatal => "Fatal",
             Event::Tick => "Tick",
             Event::Resign => "Resign",
         }
@@ -96,7 +113,8 @@ pub enum Command {
         wait_until: Option<UnixMillis>,
     },
     /// Mint the role's epoch (InitProducerId); answer [`Event::EpochGranted`] or
-    /// [`Event::Failed`]. This fences the previous holder.
+    /// [`Event::Failed`]. This fences the previous holder. A resigning member sends it too, to
+    /// supersede its own pair before it clears the lease.
     AcquireEpoch {
         /// The transactional id: the role.
         transactional_id: Role,
@@ -119,6 +137,9 @@ pub enum Command {
     Elected {
         /// The leader's pair.
         token: FencingToken,
+        /// The term number: the offset of the term's first lease record (see the module docs);
+        /// negative when the transport could not report the offset.
+        term: i64,
     },
     /// The broker fenced this leader: stop the role's work now. The candidate still
     /// deregisters before it ends.
@@ -146,6 +167,62 @@ pub enum EndReason {
     /// The transport kept failing for longer than the give-up time while the member was not
     /// leading.
     Unavailable,
+    /// A transport call failed in a way that will not pass ([`Event::Fatal`]).
+    Failed,
+}
+
+/// What a candidate's exit managed to do, once it ended. Every field is `true` when the step
+/// was done or was not needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cleanup {
+    /// No pair this member held is still the coordinator's current pair: it minted one more
+    /// epoch on the way out, or was superseded by another member.
+    pub superseded: bool,
+    /// The lease record it wrote was tombstoned (or it never wrote one, or another member took
+    /// over).
+    pub lease_cleared: bool,
+    /// Its registration was tombstoned (or it never registered).
+    pub deregistered: bool,
+}
+
+impl Cleanup {
+    /// Whether every step was done.
+    pub fn complete(&self) -> bool {
+        self.superseded && self.lease_cleared && self.deregistered
+    }
+}
+
+impl fmt::Display for Cleanup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.complete() {
+            return f.write_str("complete");
+        }
+        let steps = [
+            (
+                self.superseded,
+                "its pair was not superseded (it stays authoritative until a successor acquires)",
+            ),
+            (
+                self.lease_cleared,
+                "its lease was not cleared (standbys wait for the deadline)",
+            ),
+            (
+                self.deregistered,
+                "its registration was not withdrawn (a ghost on the roster)",
+            ),
+        ];
+        let mut first = true;
+        for (done, what) in steps {
+            if !done {
+                if !first {
+                    f.write_str("; ")?;
+                }
+                f.write_str(what)?;
+                first = false;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for EndReason {
@@ -154,6 +231,7 @@ impl fmt::Display for EndReason {
             EndReason::Fenced { token } => write!(f, "fenced: the pair {token} was superseded"),
             EndReason::Resigned => f.write_str("resigned"),
             EndReason::Unavailable => f.write_str("the transport kept failing"),
+            EndReason::Failed => f.write_str("a transport call failed for good"),
         }
     }
 }
@@ -215,8 +293,12 @@ pub fn backoff(attempt: u32, cap: Duration) -> Duration {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Io {
     Register,
-    Read { wait_until: Option<UnixMillis> },
+    Read {
+        wait_until: Option<UnixMillis>,
+    },
     Acquire,
+    /// A resigning holder of `FencingToken` mints one more epoch to supersede it.
+    Supersede(FencingToken),
     Claim(FencingToken),
     Renew(FencingToken),
     ClearLease(FencingToken),
@@ -228,7 +310,9 @@ impl Io {
         match self {
             Io::Register | Io::Deregister => "an Append is outstanding (Appended or Failed)",
             Io::Read { .. } => "a ReadPartition is outstanding (RecordsRead or Failed)",
-            Io::Acquire => "an AcquireEpoch is outstanding (EpochGranted or Failed)",
+            Io::Acquire | Io::Supersede(_) => {
+                "an AcquireEpoch is outstanding (EpochGranted or Failed)"
+            }
             Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_) => {
                 "a WriteLease is outstanding (LeaseWritten, Fenced or Failed)"
             }
@@ -241,6 +325,8 @@ struct Term {
     token: FencingToken,
     granted_at: UnixMillis,
     elected: bool,
+    /// The offset of the first lease record, once written.
+    number: i64,
 }
 
 /// One member of one role, from registration to leadership and back, with no I/O, no clock
@@ -266,14 +352,14 @@ struct Term {
 ///             Command::Append { key, value, .. } | Command::WriteLease { key, value, .. } => {
 ///                 let offset = log.len() as i64;
 ///                 log.push(Record { offset, key, value });
-///                 if offset == 0 { Event::Appended { offset } } else { Event::LeaseWritten }
+///                 if offset == 0 { Event::Appended { offset } } else { Event::LeaseWritten { offset } }
 ///             }
 ///             Command::ReadPartition { from_offset, .. } => Event::RecordsRead {
 ///                 records: log[from_offset as usize..].to_vec(),
 ///                 end_offset: log.len() as i64,
 ///             },
 ///             Command::AcquireEpoch { .. } => Event::EpochGranted { token: FencingToken::new(1, 0) },
-///             Command::Elected { token } => { println!("leading with {token}"); continue }
+///             Command::Elected { token, term } => { println!("leading with {token}, term {term}"); continue }
 ///             Command::Deposed { .. } | Command::Ended { .. } => continue,
 ///         };
 ///         c.handle(now, answer).unwrap();
@@ -319,6 +405,10 @@ pub struct Candidate {
     pending_end: Option<EndReason>,
     ended: Option<EndReason>,
     deregistered: bool,
+    /// Whether the pair this member held (if any) is known to be superseded.
+    superseded: bool,
+    /// Whether a lease this member wrote is still uncleared.
+    lease_written: bool,
 }
 
 impl Candidate {
@@ -363,6 +453,8 @@ impl Candidate {
             pending_end: None,
             ended: None,
             deregistered: false,
+            superseded: true,
+            lease_written: false,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -405,6 +497,21 @@ impl Candidate {
     /// The pair this member leads with, while it leads.
     pub fn token(&self) -> Option<FencingToken> {
         self.term.filter(|t| t.elected).map(|t| t.token)
+    }
+
+    /// The term number of this member's leadership, while it leads: the offset of the term's
+    /// first lease record (see the [module docs](self)).
+    pub fn term(&self) -> Option<i64> {
+        self.term.filter(|t| t.elected).map(|t| t.number)
+    }
+
+    /// What the exit managed to do (meaningful once ended; see [`Cleanup`]).
+    pub fn cleanup(&self) -> Cleanup {
+        Cleanup {
+            superseded: self.superseded,
+            lease_cleared: !self.lease_written,
+            deregistered: self.deregistered || self.join_offset.is_none(),
+        }
     }
 
     /// Whether this member leads (its first lease write committed and no fence since).
@@ -496,6 +603,7 @@ impl Candidate {
                 self.on_resign();
                 Ok(())
             }
+            Event::Fatal => self.on_fatal(),
             event => self.on_io(now, event),
         }
     }
@@ -522,13 +630,53 @@ impl Candidate {
         self.start_cleanup();
     }
 
-    /// Begins the exit: tombstone the lease if this member led, then deregister.
+    /// Begins the exit: a member holding a pair supersedes it and clears the lease through the
+    /// new pair; then it deregisters (if it registered) and ends.
     fn start_cleanup(&mut self) {
         self.failures = 0;
         match self.term {
-            Some(t) if t.elected => self.issue(Io::ClearLease(t.token)),
-            _ => self.issue(Io::Deregister),
+            Some(t) => self.issue(Io::Supersede(t.token)),
+            None => self.deregister_or_finish(),
         }
+    }
+
+    fn deregister_or_finish(&mut self) {
+        self.term = None;
+        if self.join_offset.is_some() {
+            self.issue(Io::Deregister);
+        } else {
+            self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
+        }
+    }
+
+    /// The outstanding I/O failed for good: skip that step, clean up what is left, end with
+    /// [`EndReason::Failed`].
+    fn on_fatal(&mut self) -> Result<(), MachineError> {
+        let Some(io) = self.io else {
+            return Err(MachineError::Unexpected {
+                event: "Fatal",
+                expected: "no I/O is outstanding",
+            });
+        };
+        self.io = None;
+        self.timer = None;
+        if self.pending_end.is_none() {
+            self.pending_end = Some(EndReason::Failed);
+        }
+        let first = !self.resigning;
+        self.resigning = true;
+        self.failures = 0;
+        match io {
+            Io::Supersede(old) => self.issue(Io::ClearLease(old)),
+            Io::ClearLease(_) => self.deregister_or_finish(),
+            Io::Deregister => self.finish(self.pending_end.unwrap_or(EndReason::Failed)),
+            Io::Register if self.join_offset.is_none() && self.term.is_none() => {
+                self.finish(EndReason::Failed)
+            }
+            _ if first => self.start_cleanup(),
+            _ => self.deregister_or_finish(),
+        }
+        Ok(())
     }
 
     fn on_io(&mut self, now: UnixMillis, event: Event) -> Result<(), MachineError> {
@@ -543,10 +691,10 @@ impl Candidate {
             (_, Event::Failed)
                 | (Io::Register | Io::Deregister, Event::Appended { .. })
                 | (Io::Read { .. }, Event::RecordsRead { .. })
-                | (Io::Acquire, Event::EpochGranted { .. })
+                | (Io::Acquire | Io::Supersede(_), Event::EpochGranted { .. })
                 | (
                     Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
-                    Event::LeaseWritten
+                    Event::LeaseWritten { .. }
                 )
                 | (
                     Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
@@ -588,35 +736,48 @@ impl Candidate {
                 self.on_read(now, &records, end_offset);
             }
             (Io::Acquire, Event::EpochGranted { token }) => {
+                self.term = Some(Term {
+                    token,
+                    granted_at: now,
+                    elected: false,
+                    number: -1,
+                });
+                self.superseded = false;
                 if self.resigning {
-                    self.issue(Io::Deregister);
+                    self.start_cleanup();
                 } else {
-                    self.term = Some(Term {
-                        token,
-                        granted_at: now,
-                        elected: false,
-                    });
                     self.issue(Io::Claim(token));
                 }
             }
-            (Io::Claim(token), Event::LeaseWritten) => {
+            (Io::Supersede(_), Event::EpochGranted { token }) => {
+                // The pair this member held is superseded; clear the lease through the new one,
+                // which nobody else will ever be handed.
+                self.superseded = true;
+                self.issue(Io::ClearLease(token));
+            }
+            (Io::Claim(token), Event::LeaseWritten { offset }) => {
                 if let Some(t) = self.term.as_mut() {
                     t.elected = true;
+                    t.number = offset;
                 }
+                self.lease_written = true;
                 self.contested_until = None;
                 if self.resigning {
-                    self.issue(Io::ClearLease(token));
+                    self.start_cleanup();
                 } else {
-                    self.commands.push_back(Command::Elected { token });
+                    self.commands.push_back(Command::Elected {
+                        token,
+                        term: offset,
+                    });
                     self.timer = Some((
                         self.issued_at + self.timing.renew_interval,
                         Io::Renew(token),
                     ));
                 }
             }
-            (Io::Renew(token), Event::LeaseWritten) => {
+            (Io::Renew(token), Event::LeaseWritten { .. }) => {
                 if self.resigning {
-                    self.issue(Io::ClearLease(token));
+                    self.start_cleanup();
                 } else {
                     self.timer = Some((
                         self.issued_at + self.timing.renew_interval,
@@ -624,16 +785,17 @@ impl Candidate {
                     ));
                 }
             }
-            (Io::ClearLease(_), Event::LeaseWritten) => {
-                self.term = None;
-                self.issue(Io::Deregister);
+            (Io::ClearLease(_), Event::LeaseWritten { .. }) => {
+                self.lease_written = false;
+                self.deregister_or_finish();
             }
             (Io::Claim(_), Event::Fenced) => {
                 // Lost the race: another member minted a newer pair after ours. Wait for the
                 // winner's first lease instead of challenging again at once.
                 self.term = None;
+                self.superseded = true;
                 if self.resigning {
-                    self.issue(Io::Deregister);
+                    self.deregister_or_finish();
                 } else {
                     self.contested_until = Some(now + self.timing.lease_duration);
                     self.issue(Io::Read { wait_until: None });
@@ -641,14 +803,18 @@ impl Candidate {
             }
             (Io::Renew(token), Event::Fenced) => {
                 self.term = None;
+                self.superseded = true;
+                // The lease names a superseded pair: the new leader overwrites it.
+                self.lease_written = false;
                 self.commands.push_back(Command::Deposed { token });
                 self.pending_end = Some(EndReason::Fenced { token });
-                self.issue(Io::Deregister);
+                self.deregister_or_finish();
             }
             (Io::ClearLease(_), Event::Fenced) => {
                 // Someone took over while we resigned: the hand-over happened anyway.
-                self.term = None;
-                self.issue(Io::Deregister);
+                self.superseded = true;
+                self.lease_written = false;
+                self.deregister_or_finish();
             }
             (io, Event::Failed) => self.on_failure(now, io),
             // `fits` admitted only the pairs above.
@@ -733,14 +899,14 @@ impl Candidate {
                     self.timer = Some((at, io));
                 }
             }
-            Io::ClearLease(_) | Io::Deregister => {
+            Io::Supersede(_) | Io::ClearLease(_) | Io::Deregister => {
                 if self.failures >= CLEANUP_ATTEMPTS {
                     self.failures = 0;
-                    if matches!(io, Io::ClearLease(_)) {
-                        self.term = None;
-                        self.issue(Io::Deregister);
-                    } else {
-                        self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
+                    match io {
+                        // Best effort: clear the lease through the old pair.
+                        Io::Supersede(old) => self.issue(Io::ClearLease(old)),
+                        Io::ClearLease(_) => self.deregister_or_finish(),
+                        _ => self.finish(self.pending_end.unwrap_or(EndReason::Resigned)),
                     }
                 } else {
                     self.timer = Some((now + backoff(self.failures, leader_cap), io));
@@ -753,8 +919,10 @@ impl Candidate {
                 }
                 if let Some(limit) = self.give_up_after {
                     if now.since(since) >= limit {
-                        self.term = None;
-                        self.finish(EndReason::Unavailable);
+                        // Best effort on the way out: supersede a pair it was granted, deregister.
+                        self.pending_end = Some(EndReason::Unavailable);
+                        self.resigning = true;
+                        self.start_cleanup();
                         return;
                     }
                 }
@@ -801,7 +969,7 @@ impl Candidate {
                 from_offset: self.state.next_offset(),
                 wait_until,
             },
-            Io::Acquire => Command::AcquireEpoch {
+            Io::Acquire | Io::Supersede(_) => Command::AcquireEpoch {
                 transactional_id: self.role.clone(),
                 transaction_timeout: self.timing.lease_duration,
             },

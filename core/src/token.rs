@@ -7,19 +7,29 @@ use core::fmt;
 ///
 /// Pass it to every guarded write; the broker rejects a write whose pair was superseded.
 ///
-/// # Order
+/// # No order
 ///
-/// Tokens compare by producer id first, then by epoch. The epoch is an `i16` and, at exhaustion
-/// (epoch 32766), Kafka hands out a fresh producer id with epoch 0, so comparing epochs alone
-/// would call a stale writer newer after about 32,000 leadership changes.
+/// `FencingToken` has equality but deliberately no `Ord`: Kafka does not promise that producer
+/// ids grow cluster-wide. Ids come from per-broker blocks, so when the role's transaction
+/// coordinator moves to another broker, or the transactional id expires after a long idle
+/// period, the next producer id can be *smaller*. A store that kept "the largest token seen"
+/// would then refuse the new leader and accept the deposed one. Decide with:
 ///
-/// **Caveat.** Kafka does not promise that producer ids grow cluster-wide: ids come from
-/// per-broker blocks, so when the role's transaction coordinator moves to another broker, or the
-/// transactional id expires after a long idle period, the next producer id can be *smaller*. The
-/// order across a producer-id change is therefore this library's convention, not a fact from
-/// Kafka. Equality is exact: the broker's current pair is the only authoritative one, which is
-/// what [`LeadershipStatus::authoritative`](crate::describe::LeadershipStatus::authoritative)
-/// checks.
+/// * equality with the coordinator's current pair,
+///   [`LeadershipStatus::authoritative`](crate::describe::LeadershipStatus::authoritative), for
+///   "is this writer the current one";
+/// * the term number (the offset of the term's first lease record, which strictly grows per
+///   role across every hand-over, producer-id change and epoch exhaustion) for "is this write
+///   newer than the last one I accepted".
+///
+/// The specification's Compare (producer id first, then epoch; `NO_EPOCH` lowest) is kept as
+/// [`FencingToken::spec_compare`] for ports and test vectors, with that caveat.
+///
+/// ```compile_fail
+/// use kafka_coordination_core::FencingToken;
+/// // Does not compile: tokens have no order.
+/// let newer = FencingToken::new(8, 0) > FencingToken::new(7, 1);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FencingToken {
     /// The producer id the coordinator assigned to the role's transactional id.
@@ -48,10 +58,16 @@ impl FencingToken {
     pub fn is_no_epoch(&self) -> bool {
         *self == FencingToken::NO_EPOCH
     }
-}
 
-impl Ord for FencingToken {
-    fn cmp(&self, other: &Self) -> Ordering {
+    /// The specification's Compare: producer id first, then epoch; [`NO_EPOCH`](Self::NO_EPOCH)
+    /// below every minted token.
+    ///
+    /// **Not a fencing decision.** It is exact between two pairs of one producer id (epochs
+    /// only grow under one id), but across a producer-id change a newer pair can compare
+    /// *less* (see [No order](Self#no-order)). Fence with
+    /// [`authoritative`](crate::describe::LeadershipStatus::authoritative) and the term number
+    /// instead. Kept for ports of the record format and the golden `tokens.json` vectors.
+    pub fn spec_compare(&self, other: &FencingToken) -> Ordering {
         match (self.is_no_epoch(), other.is_no_epoch()) {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Less,
@@ -61,12 +77,6 @@ impl Ord for FencingToken {
                 .cmp(&other.producer_id)
                 .then(self.producer_epoch.cmp(&other.producer_epoch)),
         }
-    }
-}
-
-impl PartialOrd for FencingToken {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
     }
 }
 
@@ -87,17 +97,24 @@ mod tests {
     use alloc::format;
 
     #[test]
-    fn producer_id_is_read_first() {
+    fn spec_compare_reads_the_producer_id_first() {
         let old = FencingToken::new(7, 32766);
         let fresh = FencingToken::new(8, 0);
-        assert!(old < fresh);
-        assert!(FencingToken::new(7, 1) < FencingToken::new(7, 2));
+        assert_eq!(old.spec_compare(&fresh), Ordering::Less);
+        assert_eq!(
+            FencingToken::new(7, 1).spec_compare(&FencingToken::new(7, 2)),
+            Ordering::Less
+        );
     }
 
     #[test]
     fn no_epoch_is_below_every_minted_token() {
-        assert!(FencingToken::NO_EPOCH < FencingToken::new(0, 0));
-        assert!(FencingToken::NO_EPOCH < FencingToken::new(i64::MIN, i16::MIN));
+        let no = FencingToken::NO_EPOCH;
+        assert_eq!(no.spec_compare(&FencingToken::new(0, 0)), Ordering::Less);
+        assert_eq!(
+            no.spec_compare(&FencingToken::new(i64::MIN, i16::MIN)),
+            Ordering::Less
+        );
         assert_eq!(format!("{}", FencingToken::new(7042, 3)), "7042/3");
         assert_eq!(format!("{}", FencingToken::NO_EPOCH), "none");
     }

@@ -3,7 +3,7 @@
 use core::time::Duration;
 
 use kafka_coordination_core::machine::{
-    backoff, Candidate, Command, EndReason, Event, MachineError, Status,
+    backoff, Candidate, Command, EndReason, Event, MachineError, Status, CLEANUP_ATTEMPTS,
 };
 use kafka_coordination_core::record::{Key, Lease, MemberId, Registration, Role};
 use kafka_coordination_core::state::Record;
@@ -110,11 +110,12 @@ fn elected(member: &str) -> Candidate {
     )
     .unwrap();
     drain(&mut c);
-    c.handle(now, Event::LeaseWritten).unwrap();
+    c.handle(now, Event::LeaseWritten { offset: 1 }).unwrap();
     assert_eq!(
         drain(&mut c),
         [Command::Elected {
-            token: FencingToken::new(7, 0)
+            token: FencingToken::new(7, 0),
+            term: 1
         }]
     );
     c
@@ -169,10 +170,15 @@ fn a_lone_member_registers_reads_challenges_and_leads() {
         !c.is_leader(),
         "not a leader before the first lease commits"
     );
-    c.handle(now, Event::LeaseWritten).unwrap();
-    assert_eq!(drain(&mut c), [Command::Elected { token }]);
+    c.handle(now, Event::LeaseWritten { offset: 4 }).unwrap();
+    assert_eq!(drain(&mut c), [Command::Elected { token, term: 4 }]);
     assert!(c.is_leader());
     assert_eq!(c.token(), Some(token));
+    assert_eq!(
+        c.term(),
+        Some(4),
+        "the term is the first lease record's offset"
+    );
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
 }
 
@@ -197,7 +203,7 @@ fn poll_timeout_is_exactly_when_a_tick_acts() {
     );
     c.handle(wake, Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [], "an extra tick is a no-op");
-    c.handle(UnixMillis(wake.0 + 50), Event::LeaseWritten)
+    c.handle(UnixMillis(wake.0 + 50), Event::LeaseWritten { offset: 2 })
         .unwrap();
     assert_eq!(
         c.poll_timeout(),
@@ -226,7 +232,7 @@ fn a_fenced_renewal_deposes_the_leader_deregisters_and_ends() {
     );
     assert!(c.deregistered());
     assert_eq!(
-        c.handle(UnixMillis(T0 + 1003), Event::LeaseWritten),
+        c.handle(UnixMillis(T0 + 1003), Event::LeaseWritten { offset: 2 }),
         Err(MachineError::Ended {
             event: "LeaseWritten"
         })
@@ -337,31 +343,131 @@ fn standbys_wait_for_deadline_plus_rank_times_stagger_and_re_read_before_challen
 }
 
 #[test]
-fn a_resigning_leader_tombstones_the_lease_then_deregisters() {
+fn a_resigning_leader_supersedes_its_pair_clears_the_lease_then_deregisters() {
     let mut c = elected("a");
-    let token = FencingToken::new(7, 0);
     let now = UnixMillis(T0 + 10);
     c.handle(now, Event::Resign).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::AcquireEpoch {
+            transactional_id: role(),
+            transaction_timeout: Duration::from_millis(3000)
+        }],
+        "first one more epoch, so that the leader's pair is neither authoritative nor writable"
+    );
+    c.handle(now, Event::Resign).unwrap();
+    assert_eq!(drain(&mut c), [], "resign is idempotent");
+    let after = FencingToken::new(7, 1);
+    c.handle(now, Event::EpochGranted { token: after }).unwrap();
     assert_eq!(
         drain(&mut c),
         [Command::WriteLease {
             partition: part(),
             key: Key::lease(role()).encode(),
             value: None,
-            token
-        }]
+            token: after
+        }],
+        "the tombstone goes through the new pair"
     );
-    c.handle(now, Event::Resign).unwrap();
-    assert_eq!(drain(&mut c), [], "resign is idempotent");
-    c.handle(now, Event::LeaseWritten).unwrap();
+    c.handle(now, Event::LeaseWritten { offset: 9 }).unwrap();
     assert_eq!(drain(&mut c), [deregister("a")]);
-    c.handle(now, Event::Appended { offset: 5 }).unwrap();
+    c.handle(now, Event::Appended { offset: 10 }).unwrap();
     assert_eq!(
         drain(&mut c),
         [Command::Ended {
             reason: EndReason::Resigned
         }]
     );
+    assert!(c.cleanup().complete(), "{}", c.cleanup());
+}
+
+#[test]
+fn a_resign_whose_supersede_keeps_failing_clears_the_lease_with_the_old_pair() {
+    let mut c = elected("a");
+    let old = FencingToken::new(7, 0);
+    let mut now = UnixMillis(T0 + 10);
+    c.handle(now, Event::Resign).unwrap();
+    for _ in 0..CLEANUP_ATTEMPTS {
+        assert!(matches!(drain(&mut c)[..], [Command::AcquireEpoch { .. }]));
+        c.handle(now, Event::Failed).unwrap();
+        if let Some(wake) = c.poll_timeout() {
+            now = wake;
+            c.handle(now, Event::Tick).unwrap();
+        }
+    }
+    assert_eq!(
+        drain(&mut c),
+        [Command::WriteLease {
+            partition: part(),
+            key: Key::lease(role()).encode(),
+            value: None,
+            token: old
+        }]
+    );
+    c.handle(now, Event::LeaseWritten { offset: 9 }).unwrap();
+    assert_eq!(drain(&mut c), [deregister("a")]);
+    c.handle(now, Event::Appended { offset: 10 }).unwrap();
+    assert!(c.is_ended());
+    let cleanup = c.cleanup();
+    assert!(!cleanup.superseded && cleanup.lease_cleared && cleanup.deregistered);
+    assert!(cleanup.to_string().contains("not superseded"), "{cleanup}");
+}
+
+#[test]
+fn a_leader_whose_transport_fails_for_good_cleans_up_and_ends_failed() {
+    let mut c = elected("a");
+    let mut now = UnixMillis(T0);
+    // Renew until the renewal fails for good (say an ACL was revoked).
+    let wake = c.poll_timeout().unwrap();
+    now = now.max(wake);
+    c.handle(now, Event::Tick).unwrap();
+    assert!(matches!(drain(&mut c)[..], [Command::WriteLease { .. }]));
+    c.handle(now, Event::Fatal).unwrap();
+    assert!(
+        matches!(drain(&mut c)[..], [Command::AcquireEpoch { .. }]),
+        "it supersedes its pair before it goes"
+    );
+    c.handle(
+        now,
+        Event::EpochGranted {
+            token: FencingToken::new(7, 1),
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        drain(&mut c)[..],
+        [Command::WriteLease { value: None, .. }]
+    ));
+    c.handle(now, Event::Fatal).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [deregister("a")],
+        "a step that fails for good is skipped"
+    );
+    c.handle(now, Event::Appended { offset: 12 }).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::Ended {
+            reason: EndReason::Failed
+        }]
+    );
+    let cleanup = c.cleanup();
+    assert!(cleanup.superseded && !cleanup.lease_cleared && cleanup.deregistered);
+}
+
+#[test]
+fn a_fatal_error_before_registering_ends_at_once() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("a"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Fatal).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::Ended {
+            reason: EndReason::Failed
+        }]
+    );
+    assert!(c.cleanup().complete());
 }
 
 #[test]
@@ -389,12 +495,24 @@ fn resign_during_outstanding_io_waits_for_the_answer() {
         },
     )
     .unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [deregister("a")],
-        "no lease is written after a resign"
+    assert!(
+        matches!(drain(&mut c)[..], [Command::AcquireEpoch { .. }]),
+        "the granted pair is superseded at once: no lease is written after a resign"
     );
-    c.handle(now, Event::Appended { offset: 1 }).unwrap();
+    c.handle(
+        now,
+        Event::EpochGranted {
+            token: FencingToken::new(7, 1),
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        drain(&mut c)[..],
+        [Command::WriteLease { value: None, .. }]
+    ));
+    c.handle(now, Event::LeaseWritten { offset: 1 }).unwrap();
+    assert_eq!(drain(&mut c), [deregister("a")]);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
     assert_eq!(
         drain(&mut c),
         [Command::Ended {
@@ -408,7 +526,9 @@ fn events_that_do_not_fit_are_errors_and_change_nothing() {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("a"), timing(), now).unwrap();
     drain(&mut c);
-    let err = c.handle(now, Event::LeaseWritten).unwrap_err();
+    let err = c
+        .handle(now, Event::LeaseWritten { offset: 0 })
+        .unwrap_err();
     assert!(matches!(
         err,
         MachineError::Unexpected {
@@ -460,8 +580,9 @@ fn a_leader_keeps_renewing_through_failures_and_never_fences_itself() {
         assert!(matches!(drain(&mut c)[..], [Command::WriteLease { .. }]));
         assert!(c.is_leader());
     }
-    c.handle(now, Event::LeaseWritten).unwrap();
+    c.handle(now, Event::LeaseWritten { offset: 3 }).unwrap();
     assert!(c.is_leader());
+    assert_eq!(c.term(), Some(1), "renewals do not change the term");
 }
 
 #[test]
@@ -535,9 +656,10 @@ mod random {
             (0i16..5).prop_map(|e| Event::EpochGranted {
                 token: FencingToken::new(3, e)
             }),
-            Just(Event::LeaseWritten),
+            (0i64..20).prop_map(|offset| Event::LeaseWritten { offset }),
             Just(Event::Fenced),
             Just(Event::Failed),
+            Just(Event::Fatal),
             Just(Event::Tick),
             Just(Event::Tick),
             Just(Event::Resign),

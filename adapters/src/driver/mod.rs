@@ -26,7 +26,7 @@ use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Shared};
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
-use crate::transport::Transport;
+use crate::transport::{ReadBatch, Transport};
 
 /// Executes one I/O command against the transport and turns the outcome into the event the
 /// machine expects. A fence on a lease write is an event, not an error.
@@ -55,29 +55,15 @@ pub(crate) fn execute<T: Transport + ?Sized>(
             wait_until,
         } => {
             let until = wait_until.filter(|_| transport.can_long_poll() && !long_poll.is_zero());
-            loop {
-                let now = clock.now();
-                let max_wait = until.map_or(Duration::ZERO, |u| u.since(now).min(long_poll));
-                let listening = !max_wait.is_zero();
-                if listening {
-                    shared.update(|s| s.snapshot.idle_at = Some(now));
-                }
-                let batch = transport.read_partition(partition, from_offset, max_wait);
-                if listening {
-                    shared.update(|s| s.snapshot.idle_at = None);
-                }
-                let batch = batch?;
-                let done = !listening
-                    || !batch.records.is_empty()
-                    || until.is_none_or(|u| clock.now() >= u)
-                    || shared.lock().cancel;
-                if done {
-                    return Ok(Event::RecordsRead {
-                        records: batch.records,
-                        end_offset: batch.end_offset,
-                    });
-                }
-            }
+            let read = |max_wait| transport.read_partition(partition, from_offset, max_wait);
+            let batch = match clock.as_manual() {
+                Some(manual) => long_poll_manual(manual, read, until, shared)?,
+                None => long_poll_real(clock, read, until, long_poll, shared)?,
+            };
+            Ok(Event::RecordsRead {
+                records: batch.records,
+                end_offset: batch.end_offset,
+            })
         }
         Command::AcquireEpoch {
             transactional_id,
@@ -91,13 +77,71 @@ pub(crate) fn execute<T: Transport + ?Sized>(
             value,
             token,
         } => match transport.write_lease(partition, &key, value.as_deref(), token) {
-            Ok(()) => Ok(Event::LeaseWritten),
+            Ok(offset) => Ok(Event::LeaseWritten { offset }),
             Err(e) if e.is_fenced() => Ok(Event::Fenced),
             Err(e) => Err(e),
         },
         Command::Elected { .. } | Command::Deposed { .. } | Command::Ended { .. } => Err(
             TransportError::fatal("driver bug: a notification was sent to the transport"),
         ),
+    }
+}
+
+/// A standby's long poll on the real clock: reads that wait in the transport, in slices of at
+/// most `long_poll`, until records arrive, `until` comes, or a cancel is asked for.
+fn long_poll_real(
+    clock: &dyn Clock,
+    read: impl Fn(Duration) -> Result<ReadBatch, TransportError>,
+    until: Option<UnixMillis>,
+    long_poll: Duration,
+    shared: &Shared,
+) -> Result<ReadBatch, TransportError> {
+    loop {
+        let now = clock.now();
+        let max_wait = until.map_or(Duration::ZERO, |u| u.since(now).min(long_poll));
+        let listening = !max_wait.is_zero();
+        if listening {
+            shared.update(|s| s.snapshot.idle_at = Some(now));
+        }
+        let batch = read(max_wait);
+        if listening {
+            shared.update(|s| s.snapshot.idle_at = None);
+        }
+        let batch = batch?;
+        let done = !listening
+            || !batch.records.is_empty()
+            || until.is_none_or(|u| clock.now() >= u)
+            || shared.lock().cancel;
+        if done {
+            return Ok(batch);
+        }
+    }
+}
+
+/// A standby's long poll on a [`ManualClock`](crate::clock::ManualClock): reads that answer at once,
+/// and between them a wait for the clock's next change (a move, a cancel, or a transport that
+/// [notified](crate::clock::ManualClock::notify_change) a new record). While it waits the driver is
+/// idle at the change count it read before the read, so `settle` knows it has seen everything.
+fn long_poll_manual(
+    clock: &crate::clock::ManualClock,
+    read: impl Fn(Duration) -> Result<ReadBatch, TransportError>,
+    until: Option<UnixMillis>,
+    shared: &Shared,
+) -> Result<ReadBatch, TransportError> {
+    use event_listener::Listener;
+    loop {
+        let listener = clock.listen();
+        let seen = clock.changes();
+        let batch = read(Duration::ZERO)?;
+        let now = clock.now();
+        let wait =
+            until.is_some_and(|u| now < u) && batch.records.is_empty() && !shared.lock().cancel;
+        if !wait {
+            return Ok(batch);
+        }
+        shared.set_idle(Some((now, seen)));
+        listener.wait();
+        shared.set_idle(None);
     }
 }
 
@@ -136,6 +180,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             None => Doorbell::Own(event_listener::Event::new()),
         };
         let shared = Shared::new(role, member, doorbell);
+        if let Some(manual) = clock.as_manual() {
+            let participant: Arc<dyn crate::clock::Participant> = shared.clone();
+            manual.register(Arc::downgrade(&participant));
+        }
         let driver = Driver {
             candidate,
             transport,
@@ -173,20 +221,27 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         let mut io = None;
         while let Some(cmd) = self.candidate.poll_command() {
             match cmd {
-                Command::Elected { token } => {
-                    log_info!(role = %self.shared.role, member = %self.shared.member, %token, "elected");
-                    self.shared.update(|s| s.snapshot.token = Some(token));
+                Command::Elected { token, term } => {
+                    log_info!(role = %self.shared.role, member = %self.shared.member, %token, term, "elected");
+                    self.shared.update(|s| {
+                        s.snapshot.token = Some(token);
+                        s.snapshot.term = Some(term);
+                    });
                 }
                 Command::Deposed { token } => {
                     log_warn!(role = %self.shared.role, member = %self.shared.member, %token, "fenced: a newer leader holds the role");
                     self.shared.update(|s| {
                         s.deposed = Some(token);
                         s.snapshot.token = None;
+                        s.snapshot.term = None;
                     });
                 }
                 Command::Ended { reason } => {
-                    log_info!(role = %self.shared.role, member = %self.shared.member, %reason, "ended");
-                    self.shared.finish(Ok(reason));
+                    let cleanup = self.candidate.cleanup();
+                    log_info!(role = %self.shared.role, member = %self.shared.member, %reason, %cleanup, "ended");
+                    // Whatever pair the transport still holds for the role is over for it.
+                    self.transport.release_epoch(&self.shared.role);
+                    self.shared.finish_ended(reason, cleanup);
                     return Next::Ended;
                 }
                 other => {
@@ -242,8 +297,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 self.handle(Event::Failed)
             }
             Err(e) => {
-                log_warn!(role = %self.shared.role, member = %self.shared.member, error = %e, "transport failed for good");
-                Err(Error::Transport(e))
+                log_warn!(role = %self.shared.role, member = %self.shared.member, error = %e, "transport failed for good; cleaning up and ending");
+                self.shared.update(|s| s.fatal = Some(e));
+                self.handle(Event::Fatal)
             }
         }
     }
@@ -253,8 +309,16 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         self.handle(Event::Tick)
     }
 
-    pub(crate) fn set_idle(&self, at: Option<UnixMillis>) {
-        self.shared.update(|s| s.snapshot.idle_at = at);
+    /// Marks the driver idle at `now`, having acted on the manual clock's changes up to
+    /// `seen` (see [`Driver::changes`]), or busy.
+    pub(crate) fn set_idle(&self, idle: Option<(UnixMillis, u64)>) {
+        self.shared.set_idle(idle);
+    }
+
+    /// The manual clock's change count (0 on a real clock). Read it after creating the
+    /// doorbell listener and before deciding to wait, so a change in between wakes the wait.
+    pub(crate) fn changes(&self) -> u64 {
+        self.clock.as_manual().map_or(0, |c| c.changes())
     }
 
     /// Whether the wake instant has come, or the time until it on the real clock.

@@ -74,7 +74,7 @@ pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 
     mut d: Driver<T>,
 ) {
     if let Err(e) = async_loop::<R, T>(&mut d).await {
-        d.shared.finish(Err(e));
+        d.shared.finish(e);
     }
 }
 
@@ -113,17 +113,18 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
             }
             Next::Wait(wake) => {
                 let listener = d.shared.doorbell.listen();
+                let seen = d.changes();
                 if d.cancel_pending() {
                     continue;
                 }
                 match d.until_wake(wake) {
                     Wait::Due => {}
                     Wait::ClockMoves(now) => {
-                        d.set_idle(Some(now));
+                        d.set_idle(Some((now, seen)));
                         listener.await;
                     }
                     Wait::For(now, dur) => {
-                        d.set_idle(Some(now));
+                        d.set_idle(Some((now, seen)));
                         or(listener, R::sleep(dur)).await;
                     }
                 }

@@ -9,7 +9,7 @@ use crate::transport::Transport;
 /// The blocking loop: runs on its own thread until the candidate ends.
 pub(crate) fn run_blocking<T: Transport + Send + Sync + ?Sized + 'static>(mut d: Driver<T>) {
     if let Err(e) = blocking_loop(&mut d) {
-        d.shared.finish(Err(e));
+        d.shared.finish(e);
     }
 }
 
@@ -26,17 +26,18 @@ fn blocking_loop<T: Transport + Send + Sync + ?Sized + 'static>(
             }
             Next::Wait(wake) => {
                 let listener = d.shared.doorbell.listen();
+                let seen = d.changes();
                 if d.cancel_pending() {
                     continue;
                 }
                 match d.until_wake(wake) {
                     Wait::Due => {}
                     Wait::ClockMoves(now) => {
-                        d.set_idle(Some(now));
+                        d.set_idle(Some((now, seen)));
                         listener.wait();
                     }
                     Wait::For(now, dur) => {
-                        d.set_idle(Some(now));
+                        d.set_idle(Some((now, seen)));
                         listener.wait_timeout(dur);
                     }
                 }

@@ -178,12 +178,6 @@ impl KafkaTransport {
         self.epoch.token()
     }
 
-    /// Drops the role's transactional producer: this transport stops writing for the role.
-    /// The coordinator keeps the pair until another member acquires.
-    pub fn release_epoch(&self) {
-        self.epoch.release();
-    }
-
     /// Writes `records` (to any topics, each to an explicit partition) in **one transaction of
     /// the role's producer**, which must hold `token`. The broker fences the transaction if a
     /// newer epoch exists, so a deposed leader's writes never become visible to read_committed
@@ -321,6 +315,15 @@ impl Coordinator for KafkaTransport {
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         self.describe.describe(role)
     }
+
+    /// Drops the role's transactional producer: this transport stops writing for the role.
+    /// The coordinator keeps the pair until another member acquires (a resigning driver
+    /// supersedes its pair first).
+    fn release_epoch(&self, role: &Role) {
+        if self.epoch.granted().is_some_and(|(r, _)| &r == role) {
+            self.epoch.release();
+        }
+    }
 }
 
 impl StateReader for KafkaTransport {
@@ -363,7 +366,7 @@ impl LeaseWriter for KafkaTransport {
         key: &[u8],
         value: Option<&[u8]>,
         token: FencingToken,
-    ) -> Result<(), TransportError> {
+    ) -> Result<i64, TransportError> {
         self.check_partition(partition)?;
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
@@ -378,7 +381,8 @@ impl LeaseWriter for KafkaTransport {
                 value,
             }],
         );
-        self.fenced_if_superseded(token, written).map(|_| ())
+        self.fenced_if_superseded(token, written)
+            .map(|offsets| offsets.first().copied().unwrap_or(-1))
     }
 }
 

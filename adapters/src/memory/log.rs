@@ -78,7 +78,8 @@ pub(super) struct PartitionLog {
     /// The next offset to assign: the log end offset (high watermark).
     end: i64,
     /// Open transactions with records here: producer pair -> offset of its first record here.
-    open: BTreeMap<FencingToken, i64>,
+    /// Keyed by (producer id, epoch): a map key, not an order of terms.
+    open: BTreeMap<(i64, i16), i64>,
 }
 
 impl PartitionLog {
@@ -130,7 +131,9 @@ impl PartitionLog {
                 status: TxnStatus::Open,
             },
         );
-        self.open.entry(producer).or_insert(offset);
+        self.open
+            .entry((producer.producer_id, producer.producer_epoch))
+            .or_insert(offset);
         offset
     }
 
@@ -138,7 +141,10 @@ impl PartitionLog {
     /// (visible) or aborted (invisible forever), and a control marker is appended. Returns
     /// whether the transaction had records here.
     pub(super) fn end_transaction(&mut self, producer: FencingToken, commit: bool) -> bool {
-        let Some(first) = self.open.remove(&producer) else {
+        let Some(first) = self
+            .open
+            .remove(&(producer.producer_id, producer.producer_epoch))
+        else {
             return false;
         };
         let start = self.entries.partition_point(|e| e.offset < first);

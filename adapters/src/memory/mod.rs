@@ -62,6 +62,12 @@
 //! takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below
 //! the LSO, offsets unchanged.
 //!
+//! **Manual clocks.** With a [`ManualClock`](crate::clock::ManualClock), every change that
+//! wakes readers (an append, a commit, an abort) is also counted on the clock
+//! ([`ManualClock::notify_change`](crate::clock::ManualClock::notify_change)); that is what lets
+//! [`ManualClock::settle`](crate::clock::ManualClock::settle) know that every driver has seen
+//! every record.
+//!
 //! **Long poll.** `read_partition` with `max_wait > 0` and nothing readable at or past `from`
 //! waits, in real time, until a record is appended or a transaction ends on that partition, or
 //! until `max_wait` passes, and then answers. With a [`ManualClock`](crate::clock::ManualClock)
@@ -244,10 +250,19 @@ impl DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        for index in std::mem::take(&mut self.guard.dirty) {
+        let dirty = std::mem::take(&mut self.guard.dirty);
+        if dirty.is_empty() {
+            return;
+        }
+        for index in dirty {
             if let Some(event) = self.shared.events.get(index) {
                 event.notify(usize::MAX);
             }
+        }
+        // Drivers on a manual clock wait on the clock, not on the partition: count the change
+        // there too (after the new state is visible), so `ManualClock::settle` is exact.
+        if let Some(manual) = self.shared.clock.as_manual() {
+            manual.notify_change();
         }
     }
 }

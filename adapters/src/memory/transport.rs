@@ -176,6 +176,11 @@ impl Coordinator for MemoryTransport {
         locked.finish_call(BrokerOp::Describe)?;
         Ok(status)
     }
+
+    /// Forgets the session for `role`: later lease writes of this member for it fail.
+    fn release_epoch(&self, role: &Role) {
+        self.sessions().remove(role);
+    }
 }
 
 impl StateReader for MemoryTransport {
@@ -239,13 +244,15 @@ impl LeaseWriter for MemoryTransport {
         key: &[u8],
         value: Option<&[u8]>,
         token: FencingToken,
-    ) -> Result<(), TransportError> {
+    ) -> Result<i64, TransportError> {
         let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
         let sessions = self.sessions();
         let role = self.resolve(&sessions, token)?;
         let now = self.shared.clock.now();
-        locked.lease_write(&role, token, partition, key, value, &self.name, now, true)?;
-        locked.finish_call(BrokerOp::WriteLease)
+        let offset =
+            locked.lease_write(&role, token, partition, key, value, &self.name, now, true)?;
+        locked.finish_call(BrokerOp::WriteLease)?;
+        Ok(offset)
     }
 }
 

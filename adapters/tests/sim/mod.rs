@@ -66,10 +66,20 @@
 //!   leader that stops renewing goes unnoticed: its successor takes over on time, and the old
 //!   leader, never writing again, never learns it was fenced; S1 allows a stale belief.)
 //!
+//! * **R1** A completed resign fences: when a member's candidate ends `Resigned` with its pair
+//!   superseded (`Cleanup::superseded`), no pair it was granted for a challenge in that
+//!   incarnation is the broker's current one (so none is `authoritative`), and the broker never
+//!   accepts a lease write carrying one of them afterwards. (The current pair is then the one
+//!   it minted on the way out, which nobody was handed and its transport released.)
+//! * **T1** Terms strictly grow with the pairs: of two elected pairs, the one the coordinator
+//!   granted later has the larger term (across hand-overs, crashes, producer-id changes and
+//!   exhaustion), and every `Elected { term }` is the offset of a lease record the broker
+//!   accepted with the elected pair.
+//!
 //! Besides: the candidate's contract (one I/O outstanding; a due `Tick` acts; no event is
 //! refused) and a livelock guard.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
@@ -277,6 +287,10 @@ pub struct Stats {
     pub l2_challenge_checks: u64,
     /// Accepted lease writes audited.
     pub audited_writes: u64,
+    /// Completed resigns whose pairs R1 checked.
+    pub r1_checked: u64,
+    /// Elections whose term T1 checked.
+    pub terms_checked: u64,
 }
 
 impl Stats {
@@ -307,6 +321,8 @@ impl Stats {
         self.l1_worst_ms = self.l1_worst_ms.max(o.l1_worst_ms);
         self.l2_rank_checks += o.l2_rank_checks;
         self.l2_challenge_checks += o.l2_challenge_checks;
+        self.r1_checked += o.r1_checked;
+        self.terms_checked += o.terms_checked;
         self.audited_writes += o.audited_writes;
     }
 }
@@ -409,6 +425,12 @@ struct Live {
     cand: Candidate,
     io: Option<InFlight>,
     paused: bool,
+    /// Every pair a challenge of this incarnation was granted (R1). The pair minted on the
+    /// way out (to supersede these) is not among them: it is never handed out, and the
+    /// transport releases it when the candidate ends.
+    held: Vec<FencingToken>,
+    /// Whether the outstanding acquire is the exit's supersede.
+    exit_acquire: bool,
 }
 
 #[derive(Debug)]
@@ -425,7 +447,7 @@ struct Member {
     /// Starts so far; 1 for the first life, >= 2 for a restarted or rejoined member.
     incarnation: u32,
     /// Every token this member saw fenced, in any incarnation.
-    fenced: BTreeSet<FencingToken>,
+    fenced: HashSet<FencingToken>,
     /// When a lease write of this member last took effect (L3).
     last_write: i64,
     /// When this member last met trouble: a `Failed` answer, a start or a resume (L3).
@@ -531,8 +553,14 @@ struct Sim {
     last_window_end: i64,
     last_disturbance: i64,
     last_current: Option<FencingToken>,
-    superseded: BTreeSet<FencingToken>,
-    granted: BTreeSet<FencingToken>,
+    superseded: HashSet<FencingToken>,
+    granted: HashSet<FencingToken>,
+    /// Pairs of members whose resign completed (R1).
+    resigned: HashSet<FencingToken>,
+    /// The order in which the broker granted each pair (T1).
+    grant_order: std::collections::HashMap<FencingToken, u64>,
+    /// Elected terms by the grant order of their pair (T1).
+    terms: std::collections::BTreeMap<u64, i64>,
     producer_ids: BTreeSet<i64>,
     audit_seen: usize,
     audit_dirty: bool,
@@ -558,7 +586,7 @@ impl Sim {
                     skew: rng.range(-MAX_SKEW_MS, MAX_SKEW_MS),
                     transport: broker.transport(name),
                     incarnation: 0,
-                    fenced: BTreeSet::new(),
+                    fenced: HashSet::new(),
                     last_write: T0,
                     last_trouble: T0,
                     life: Life::Down,
@@ -588,8 +616,11 @@ impl Sim {
             last_window_end: T0,
             last_disturbance: T0,
             last_current: None,
-            superseded: BTreeSet::new(),
-            granted: BTreeSet::new(),
+            superseded: HashSet::new(),
+            granted: HashSet::new(),
+            resigned: HashSet::new(),
+            grant_order: std::collections::HashMap::new(),
+            terms: std::collections::BTreeMap::new(),
             producer_ids: BTreeSet::new(),
             audit_seen: 0,
             audit_dirty: false,
@@ -897,7 +928,7 @@ impl Sim {
             let mut ended = None;
             for cmd in commands {
                 match cmd {
-                    Command::Elected { token } => self.on_elected(i, token)?,
+                    Command::Elected { token, term } => self.on_elected(i, token, term)?,
                     Command::Deposed { token } => {
                         self.members[i].fenced.insert(token);
                         self.stats.depositions += 1;
@@ -1016,6 +1047,9 @@ impl Sim {
                     );
                 }
                 self.check_l2_challenge(i)?;
+                if let Some(live) = self.members[i].live_mut() {
+                    live.exit_acquire = live.cand.status() == Status::Leaving;
+                }
                 Op::Acquire {
                     timeout: transaction_timeout,
                 }
@@ -1082,11 +1116,11 @@ impl Sim {
                 self.audit_dirty = true;
                 transport
                     .write_lease(*partition, key, value.as_deref(), *token)
-                    .map(|()| Event::LeaseWritten)
+                    .map(|offset| Event::LeaseWritten { offset })
             }
         };
         match &result {
-            Ok(Event::LeaseWritten) => {
+            Ok(Event::LeaseWritten { .. }) => {
                 if let Some(i) = who {
                     self.members[i].last_write = self.now;
                 }
@@ -1108,6 +1142,8 @@ impl Sim {
                 if !self.granted.insert(token) {
                     return Err(self.fail("S4", format!("the pair {token} was granted twice")));
                 }
+                let order = self.grant_order.len() as u64;
+                self.grant_order.insert(token, order);
                 if self.producer_ids.insert(token.producer_id) && self.producer_ids.len() > 1 {
                     self.stats.fresh_producer_ids += 1;
                 }
@@ -1116,6 +1152,11 @@ impl Sim {
                         "S4",
                         format!("acquire returned {token}, which is not the current pair"),
                     ));
+                }
+                if let Some(live) = who.and_then(|i| self.members[i].live_mut()) {
+                    if !live.exit_acquire {
+                        live.held.push(token);
+                    }
                 }
             }
             _ => {}
@@ -1156,10 +1197,41 @@ impl Sim {
         }
     }
 
-    fn on_elected(&mut self, i: usize, token: FencingToken) -> Res {
+    fn on_elected(&mut self, i: usize, token: FencingToken, term: i64) -> Res {
         self.stats.elections += 1;
         self.last_disturbance = self.now;
-        self.note(Some(i), format!("ELECTED {token}"));
+        self.note(Some(i), format!("ELECTED {token} term {term}"));
+        // Terms follow the order in which the coordinator granted the pairs: a pair granted
+        // later (which fenced every earlier one) has a larger term. (A member can hear of its
+        // election only after a later pair was granted and elected, when its claim's reply was
+        // slow: its smaller term then correctly ranks it below its successor.)
+        let Some(&order) = self.grant_order.get(&token) else {
+            return Err(self.fail("T1", format!("elected with {token}, never granted")));
+        };
+        let before = self.terms.range(..order).next_back().map(|(_, t)| *t);
+        let after = self.terms.range(order + 1..).next().map(|(_, t)| *t);
+        if before.is_some_and(|b| b >= term) || after.is_some_and(|a| a <= term) {
+            return Err(self.fail(
+                "T1",
+                format!(
+                    "{} was elected with {token} and term {term}; the term of the pair granted                      before is {before:?}, after {after:?}: terms must grow with the grant order",
+                    self.members[i].id
+                ),
+            ));
+        }
+        self.terms.insert(order, term);
+        let names_a_record = self
+            .broker
+            .accepted_lease_writes()
+            .iter()
+            .any(|w| w.offset == term && w.token == token);
+        if !names_a_record {
+            return Err(self.fail(
+                "T1",
+                format!("term {term} is not the offset of a lease record accepted with {token}"),
+            ));
+        }
+        self.stats.terms_checked += 1;
         if self.members[i].fenced.contains(&token) {
             return Err(self.fail(
                 "S3",
@@ -1192,13 +1264,44 @@ impl Sim {
 
     fn on_ended(&mut self, i: usize, reason: EndReason) -> Res {
         self.last_disturbance = self.now;
-        self.note(Some(i), format!("ENDED: {reason}"));
+        let (cleanup, held) = match self.members[i].live() {
+            Some(l) => (Some(l.cand.cleanup()), l.held.clone()),
+            None => (None, Vec::new()),
+        };
+        self.note(
+            Some(i),
+            format!(
+                "ENDED: {reason} (cleanup: {})",
+                cleanup.map_or("-".into(), |c| c.to_string())
+            ),
+        );
+        // As the drivers do: the transport lets go of whatever session it holds for the role.
+        self.members[i].transport.release_epoch(&self.role);
+        if reason == EndReason::Resigned && cleanup.is_some_and(|c| c.superseded) {
+            let current = self.broker.epoch_of(&self.role);
+            for t in held {
+                if current == Some(t) {
+                    return Err(self.fail(
+                        "R1",
+                        format!(
+                            "{} resigned, but its pair {t} is still the current one (authoritative)",
+                            self.members[i].id
+                        ),
+                    ));
+                }
+                self.resigned.insert(t);
+            }
+            self.stats.r1_checked += 1;
+        }
         self.members[i].life = Life::Down;
         let delay = match reason {
             EndReason::Fenced { .. } => self.rng.range(200, 5_000),
             EndReason::Resigned => self.rng.range(1_000, 15_000),
-            EndReason::Unavailable => {
-                return Err(self.fail("contract", "ended Unavailable without a give-up time"));
+            EndReason::Unavailable | EndReason::Failed => {
+                return Err(self.fail(
+                    "contract",
+                    format!("ended {reason:?}: no give-up time and no fatal error in the model"),
+                ));
             }
         };
         self.schedule(self.now + delay, Action::Start { member: i });
@@ -1234,6 +1337,8 @@ impl Sim {
             cand,
             io: None,
             paused: false,
+            held: Vec::new(),
+            exit_acquire: false,
         }));
         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
         self.note(
@@ -1714,6 +1819,10 @@ impl Sim {
             return Ok(());
         }
         let Some(l) = m.live() else { return Ok(()) };
+        if l.cand.status() == Status::Leaving {
+            // A resigning member supersedes its own pair on the way out: not a challenge.
+            return Ok(());
+        }
         let c = &l.cand;
         let (Some(entry), Some(join)) = (c.state().lease(), c.join_offset()) else {
             return Ok(());
@@ -1870,6 +1979,15 @@ impl Sim {
         let all = self.broker.accepted_lease_writes();
         for w in all.iter().skip(self.audit_seen) {
             self.stats.audited_writes += 1;
+            if self.resigned.contains(&w.token) {
+                return Err(self.fail(
+                    "R1",
+                    format!(
+                        "the broker accepted a lease write by {} at offset {} with {}, a pair whose holder completed its resign",
+                        w.member, w.offset, w.token
+                    ),
+                ));
+            }
             if w.token != w.current {
                 return Err(self.fail(
                     "S2",
