@@ -73,6 +73,7 @@ pub enum Flavour {
 
 impl Flavour {
     /// Every flavour this build has, blocking first.
+    #[allow(clippy::vec_init_then_push)] // one push per enabled driver feature
     pub fn all() -> Vec<Flavour> {
         #[allow(unused_mut)]
         let mut all = Vec::new();

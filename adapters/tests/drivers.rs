@@ -173,6 +173,130 @@ fn dropping_a_leadership_resigns(flavour: Flavour) {
     assert_eq!(w.roster(ROLE), ["b"]);
 }
 
+/// A resign fences even with no successor: once `resign` returns, the coordinator no longer
+/// holds the leader's pair, and the broker refuses a write that carries it.
+fn a_resign_supersedes_the_pair_even_without_a_successor(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let old = a.token().unwrap();
+    assert!(w.leadership_status(ROLE).authoritative(&old));
+    assert!(a.resign().is_none(), "{:?}", a.error());
+    let status = w.leadership_status(ROLE);
+    assert!(!status.authoritative(&old), "{status:?}");
+    assert!(
+        w.role_state(ROLE).lease().is_none(),
+        "the lease was cleared"
+    );
+    assert!(w.roster(ROLE).is_empty());
+    // A guarded write with the resigned pair, through the member's own session and through
+    // a fresh one, is refused.
+    let key = kafka_coordination::core::record::Key::lease(Role::new(ROLE).unwrap()).encode();
+    let partition = w.role_state(ROLE).role().clone();
+    let partition = kafka_coordination::core::partition::role_partition(&partition, 16).unwrap();
+    use kafka_coordination::LeaseWriter;
+    let err = a
+        .transport()
+        .write_lease(partition, &key, Some(b"zombie"), old)
+        .unwrap_err();
+    assert!(
+        err.is_fenced() || err.kind() == kafka_coordination::ErrorKind::Fatal,
+        "{err}"
+    );
+    assert!(w
+        .broker()
+        .accepted_lease_writes()
+        .iter()
+        .all(|write| write.token != old || write.offset < w.role_state(ROLE).next_offset()));
+    // The next member is elected at once.
+    let b = w.join(ROLE, "b");
+    assert!(b.is_leader());
+}
+
+/// Terms grow with every new leader: hand-over, failover, producer-id change, exhaustion.
+fn terms_strictly_grow_across_every_kind_of_change(flavour: Flavour) {
+    let w = cluster(flavour);
+    let role = Role::new(ROLE).unwrap();
+    let term_of = |m: &kafka_coordination::testkit::TestMember| {
+        m.with_leadership(|l| l.term()).expect("leads")
+    };
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let c = w.join(ROLE, "c");
+    let mut terms = vec![term_of(&a)];
+    // Hand-over.
+    a.resign();
+    assert!(b.is_leader());
+    terms.push(term_of(&b));
+    // Failover after a death, with the next producer id made smaller (a coordinator move)
+    // and the epoch at exhaustion: the successor's pair has a smaller producer id.
+    w.broker().next_producer_id_smaller();
+    w.broker()
+        .force_epoch(&role, kafka_coordination::memory::EXHAUSTED_EPOCH);
+    b.link().cut();
+    assert!(w.advance_until(LEASE * 3, || c.is_leader()), "c took over");
+    let (old, new) = (b.token().unwrap(), c.token().unwrap());
+    assert_eq!(
+        new.spec_compare(&old),
+        std::cmp::Ordering::Less,
+        "the new pair {new} compares below the old {old}: tokens cannot order terms"
+    );
+    terms.push(term_of(&c));
+    let d = w.join(ROLE, "d");
+    c.resign();
+    // b (cut off, still registered) ranks ahead of d: d waits one stagger, then leads.
+    let resigned_at = w.now();
+    assert!(
+        w.advance_until(STAGGER * 2, || d.is_leader()),
+        "d took over"
+    );
+    assert!(w.now().since(resigned_at) <= STAGGER);
+    terms.push(term_of(&d));
+    assert!(terms.windows(2).all(|p| p[0] < p[1]), "terms {terms:?}");
+}
+
+/// A leader whose transport fails for good (an ACL revoked) still supersedes its pair, clears
+/// its lease and deregisters on the way out: the standby takes over at once, no ghost stays.
+fn a_leader_stopped_by_a_fatal_error_cleans_up(flavour: Flavour) {
+    use kafka_coordination::memory::BrokerOp;
+    use kafka_coordination::ErrorKind;
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let old = a.token().unwrap();
+    w.broker()
+        .fail_next_op(BrokerOp::WriteLease, 1, ErrorKind::Unauthorized);
+    // The next renewal meets the error; a moment later b leads, long before the deadline.
+    let deadline = lease_deadline(&w);
+    w.advance(Duration::from_secs(1));
+    assert!(b.is_leader(), "b did not take over at once");
+    assert!(w.now() < deadline);
+    assert!(!w.leadership_status(ROLE).authoritative(&old));
+    assert_eq!(w.roster(ROLE), ["b"], "no ghost");
+    match a.error() {
+        Some(Error::Transport(e)) => assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}"),
+        other => panic!("expected the transport error, got {other:?}"),
+    }
+}
+
+/// When the way out fails too, the error says what could not be cleaned up.
+fn a_fatal_error_with_a_dead_link_says_what_was_left_behind(flavour: Flavour) {
+    use kafka_coordination::memory::BrokerOp;
+    use kafka_coordination::ErrorKind;
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    w.broker()
+        .fail_next_op(BrokerOp::WriteLease, 1, ErrorKind::Unauthorized);
+    w.broker()
+        .fail_next_op(BrokerOp::Acquire, 100, ErrorKind::Retriable);
+    w.broker()
+        .fail_next_op(BrokerOp::WriteLease, 100, ErrorKind::Retriable);
+    assert!(w.advance_until(LEASE * 2, || a.is_ended()), "a ended");
+    let msg = a.error().expect("an error").to_string();
+    assert!(msg.contains("on the way out"), "{msg}");
+    assert!(msg.contains("not superseded"), "{msg}");
+    assert!(msg.contains("lease was not cleared"), "{msg}");
+}
+
 macro_rules! scenarios {
     ($flavour:ident, $value:expr) => {
         mod $flavour {
@@ -209,6 +333,22 @@ macro_rules! scenarios {
             #[test]
             fn dropping_a_leadership_resigns() {
                 super::dropping_a_leadership_resigns(F)
+            }
+            #[test]
+            fn a_resign_supersedes_the_pair_even_without_a_successor() {
+                super::a_resign_supersedes_the_pair_even_without_a_successor(F)
+            }
+            #[test]
+            fn terms_strictly_grow_across_every_kind_of_change() {
+                super::terms_strictly_grow_across_every_kind_of_change(F)
+            }
+            #[test]
+            fn a_leader_stopped_by_a_fatal_error_cleans_up() {
+                super::a_leader_stopped_by_a_fatal_error_cleans_up(F)
+            }
+            #[test]
+            fn a_fatal_error_with_a_dead_link_says_what_was_left_behind() {
+                super::a_fatal_error_with_a_dead_link_says_what_was_left_behind(F)
             }
         }
     };

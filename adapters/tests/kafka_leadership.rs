@@ -487,6 +487,7 @@ fn a_standby_takes_over_after_the_holder_dies_and_the_holder_is_fenced() {
         elected_at - turn
     );
     assert_ne!(b.token(), a.token());
+    assert!(b.term() > a.term(), "terms {} then {}", a.term(), b.term());
     let status = describe_leadership(&observer, &role).expect("describe");
     assert!(status.authoritative(&b.token()));
     assert!(!status.authoritative(&a.token()));
@@ -556,11 +557,78 @@ fn a_resign_hands_over_before_the_lease_would_have_ended() {
          (the resign began at {resigned_at})"
     );
     assert_ne!(b.token(), a.token());
+    assert!(b.term() > a.term(), "terms {} then {}", a.term(), b.term());
     eventually_lease(&observer, &role, "b", b.token());
     eventually_state(&observer, &role, "the resigned member deregistered", |s| {
         s.roster().map(|(m, _)| m.as_str()).eq(["b"])
     });
     assert!(b.resign_blocking().is_none());
+}
+
+/// A resign fences on the real broker too, with nobody to take over: once `resign` returns the
+/// coordinator holds a newer pair (minted on the way out and released), so the resigned token
+/// is not authoritative and no write with it is accepted; the lease is cleared, and the term
+/// was the offset of the term's first lease record.
+#[test]
+fn a_resign_without_a_successor_leaves_the_old_pair_unauthoritative() {
+    let Some(b) = bootstrap() else { return };
+    let role = unique("resign-alone");
+    let observer = transport(&b);
+    let from = end_of_partition(&observer, &role);
+    let a_kafka = Arc::new(transport(&b));
+    let a = blocking::start_shared(a_kafka.clone(), &role, "a", options())
+        .expect("start")
+        .wait()
+        .expect("elected");
+    let old = a.token();
+    assert!(describe_leadership(&observer, &role)
+        .expect("describe")
+        .authoritative(&old));
+    // The term is the offset of the term's first lease record.
+    let r = Role::new(role.clone()).expect("role");
+    let p = observer.role_partition(&r).expect("partition");
+    let first_lease = observer
+        .read_partition(p, from, Duration::ZERO)
+        .expect("read")
+        .records
+        .into_iter()
+        .find(|rec| {
+            Key::decode(&rec.key).ok() == Some(Key::lease(r.clone()))
+                && rec
+                    .value
+                    .as_deref()
+                    .is_some_and(|v| Lease::decode(v).is_ok_and(|l| l.token == old))
+        })
+        .expect("the term's first lease record");
+    assert_eq!(
+        a.term(),
+        first_lease.offset,
+        "the term is that record's offset"
+    );
+    guarded_send(&a_kafka, &role, old, 0).expect("the leader's guarded write");
+
+    assert!(
+        a.resign_blocking().is_none(),
+        "a clean resign: {:?}",
+        a.err()
+    );
+    let status = describe_leadership(&observer, &role).expect("describe");
+    eprintln!("after a resign with no successor: {status:?} (was {old})");
+    assert!(!status.authoritative(&old), "{status:?}");
+    assert_ne!(status.token, old);
+    assert_eq!(a_kafka.held_token(), None, "the producer was released");
+    let err = guarded_send(&a_kafka, &role, old, 1).expect_err("a resigned token");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    eventually_state(
+        &observer,
+        &role,
+        "the lease cleared and the roster empty",
+        |s| s.lease().is_none() && s.roster().next().is_none(),
+    );
+    // A new member is elected at once, with a larger term.
+    let c = blocking::acquire_leadership(transport(&b), &role, "c", options()).expect("elected");
+    assert!(c.term() > a.term(), "terms {} then {}", a.term(), c.term());
+    assert!(c.resign_blocking().is_none());
 }
 
 // ---- 4. the third-party check ---------------------------------------------------------------

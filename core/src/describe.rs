@@ -96,6 +96,11 @@ impl LeadershipStatus {
     ///
     /// The answer is a snapshot: a challenger may supersede the pair right after the request.
     /// The broker's fence, not this check, is what stops a deposed writer's writes.
+    ///
+    /// After a member's resign returned without error, its pair is never authoritative again:
+    /// the member minted one more epoch on its way out. (The current pair is then that exit
+    /// pair, which no member was handed, until a successor acquires.) To order writes across
+    /// terms, compare the leader's term number, never tokens: producer ids are not ordered.
     pub fn authoritative(&self, token: &FencingToken) -> bool {
         !token.is_no_epoch()
             && *token == self.token

@@ -195,8 +195,12 @@ impl StateReader for MemoryTransport {
         from_offset: i64,
         max_wait: Duration,
     ) -> Result<ReadBatch, TransportError> {
-        // Listen to the clock before the lock reads it, so that no move is missed.
-        let mut clock_moved = self.shared.clock.as_manual().map(|c| c.listen());
+        // Listen to the clock before the lock reads it, so that no move is missed. The manual
+        // clock also counts changes that do not move time (this broker's own appends): only a
+        // move of the time answers early.
+        let manual = self.shared.clock.as_manual();
+        let mut clock_moved = manual.map(|c| c.listen());
+        let started_at = self.shared.clock.now();
         let mut locked = self.shared.begin_call(BrokerOp::Read)?;
         let index = locked.available(partition)?;
         let deadline = Instant::now().checked_add(max_wait);
@@ -215,7 +219,14 @@ impl StateReader for MemoryTransport {
             let mut changed = event.listen();
             drop(locked);
             let woke = wait_any(&mut changed, clock_moved.as_mut(), deadline);
-            answer_now = woke != Woke::Partition;
+            answer_now = match woke {
+                Woke::Partition => false,
+                Woke::Deadline => true,
+                Woke::Clock => {
+                    clock_moved = manual.map(|c| c.listen());
+                    self.shared.clock.now() != started_at
+                }
+            };
             locked = self.shared.lock();
         }
     }

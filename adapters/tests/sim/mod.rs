@@ -66,8 +66,9 @@
 //!   leader that stops renewing goes unnoticed: its successor takes over on time, and the old
 //!   leader, never writing again, never learns it was fenced; S1 allows a stale belief.)
 //!
-//! * **R1** A completed resign fences: when a member's candidate ends `Resigned` with its pair
-//!   superseded (`Cleanup::superseded`), no pair it was granted for a challenge in that
+//! * **R1** A resign fences: when a member's candidate ends `Resigned` and no call failed on
+//!   its way out (judged by the harness, not by the candidate's report), its exit reports
+//!   complete, no pair it was granted for a challenge in that
 //!   incarnation is the broker's current one (so none is `authoritative`), and the broker never
 //!   accepts a lease write carrying one of them afterwards. (The current pair is then the one
 //!   it minted on the way out, which nobody was handed and its transport released.)
@@ -431,6 +432,8 @@ struct Live {
     held: Vec<FencingToken>,
     /// Whether the outstanding acquire is the exit's supersede.
     exit_acquire: bool,
+    /// Whether a call failed while the member was leaving (R1 then does not apply).
+    exit_trouble: bool,
 }
 
 #[derive(Debug)]
@@ -897,6 +900,11 @@ impl Sim {
                         );
                     }
                     Event::Failed => {
+                        if let Some(live) = self.members[i].live_mut() {
+                            if live.cand.status() == Status::Leaving {
+                                live.exit_trouble = true;
+                            }
+                        }
                         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
                         self.stats.failed_events += 1;
                         self.last_disturbance = self.now;
@@ -1264,9 +1272,9 @@ impl Sim {
 
     fn on_ended(&mut self, i: usize, reason: EndReason) -> Res {
         self.last_disturbance = self.now;
-        let (cleanup, held) = match self.members[i].live() {
-            Some(l) => (Some(l.cand.cleanup()), l.held.clone()),
-            None => (None, Vec::new()),
+        let (cleanup, held, exit_trouble) = match self.members[i].live() {
+            Some(l) => (Some(l.cand.cleanup()), l.held.clone(), l.exit_trouble),
+            None => (None, Vec::new(), true),
         };
         self.note(
             Some(i),
@@ -1277,7 +1285,19 @@ impl Sim {
         );
         // As the drivers do: the transport lets go of whatever session it holds for the role.
         self.members[i].transport.release_epoch(&self.role);
-        if reason == EndReason::Resigned && cleanup.is_some_and(|c| c.superseded) {
+        // Judged by the harness, not by the candidate's own report: every resign whose exit met
+        // no failed call must leave none of its pairs current.
+        if reason == EndReason::Resigned && !exit_trouble {
+            if cleanup.is_some_and(|c| !c.complete()) {
+                return Err(self.fail(
+                    "R1",
+                    format!(
+                        "{} resigned with no failed call on the way out, yet reports an incomplete exit: {}",
+                        self.members[i].id,
+                        cleanup.map_or(String::new(), |c| c.to_string())
+                    ),
+                ));
+            }
             let current = self.broker.epoch_of(&self.role);
             for t in held {
                 if current == Some(t) {
@@ -1339,6 +1359,7 @@ impl Sim {
             paused: false,
             held: Vec::new(),
             exit_acquire: false,
+            exit_trouble: false,
         }));
         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
         self.note(
