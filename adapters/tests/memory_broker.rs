@@ -271,11 +271,12 @@ fn a_stale_pair_is_fenced_and_the_message_names_both_pairs() {
     // A token that is not the session's own pair is fenced too.
     let err = a.write_lease(2, b"k", Some(b"a"), tb).unwrap_err();
     assert!(err.is_fenced(), "{err}");
-    // A member without a session cannot write.
+    // A member without a session cannot write: fenced, as Kafka refuses a producer that
+    // holds no epoch.
     let c = broker.transport("c");
     assert_eq!(
         c.write_lease(2, b"k", Some(b"c"), tb).unwrap_err().kind(),
-        ErrorKind::Fatal
+        ErrorKind::Fenced
     );
     b.write_lease(2, b"k", Some(b"b"), tb).unwrap();
     let values: Vec<_> = read_all(&b, 2).into_iter().map(|r| r.value).collect();
@@ -292,7 +293,7 @@ fn a_stale_pair_is_fenced_and_the_message_names_both_pairs() {
     b.crash();
     assert_eq!(
         b.write_lease(2, b"k", None, tb).unwrap_err().kind(),
-        ErrorKind::Fatal
+        ErrorKind::Fenced
     );
     let tb2 = b.acquire_epoch(&r, TIMEOUT).unwrap();
     b.write_lease(2, b"k", None, tb2).unwrap();

@@ -171,6 +171,9 @@ impl Coordinator for Link {
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         self.pass(|k| k.describe_epoch(role))
     }
+    fn release_epoch(&self, role: &Role) {
+        self.kafka.release_epoch(role)
+    }
 }
 
 impl StateReader for Link {
@@ -200,7 +203,7 @@ impl LeaseWriter for Link {
         key: &[u8],
         value: Option<&[u8]>,
         token: FencingToken,
-    ) -> Result<(), TransportError> {
+    ) -> Result<i64, TransportError> {
         let started = now_ms();
         let r = self.pass(|k| k.write_lease(p, key, value, token));
         if r.is_ok() {

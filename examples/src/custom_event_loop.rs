@@ -100,7 +100,8 @@ struct Node {
     transport: MemoryTransport,
     candidate: Candidate,
     parked: Option<Parked>,
-    elected: Option<(FencingToken, UnixMillis)>,
+    /// Its token, term number and when it was elected.
+    elected: Option<(FencingToken, i64, UnixMillis)>,
     last_deadline: Option<UnixMillis>,
     resigned: bool,
 }
@@ -251,14 +252,16 @@ fn run_on(time: Time, out: &Timeline) -> Result<(), Failure> {
 
     // The checks.
     let (a, b) = (&nodes[0], &nodes[1]);
-    let (ta, a_at) = a
+    let (ta, term_a, a_at) = a
         .elected
         .ok_or_else(|| Failure::Failed("a was never elected".to_owned()))?;
-    let (tb, b_at) = b
+    let (tb, term_b, b_at) = b
         .elected
         .ok_or_else(|| Failure::Failed("b was never elected".to_owned()))?;
-    ensure(a_at < b_at && ta < tb, || {
-        format!("expected a then b: a {ta} at {a_at}, b {tb} at {b_at}")
+    ensure(a_at < b_at && ta != tb && term_a < term_b, || {
+        format!(
+            "expected a then b: a {ta} (term {term_a}) at {a_at}, b {tb} (term {term_b}) at {b_at}"
+        )
     })?;
     let a_deadline = a.last_deadline.unwrap_or(UnixMillis(i64::MAX));
     ensure(b_at < a_deadline, || {
@@ -292,7 +295,7 @@ fn resign_instant(n: &Node, start: UnixMillis) -> Option<UnixMillis> {
     }
     match n.name {
         "a" => Some(UnixMillis(start.0 + A_RESIGNS_AT)),
-        _ => n.elected.map(|(_, at)| UnixMillis(at.0 + B_LEADS_FOR)),
+        _ => n.elected.map(|(_, _, at)| UnixMillis(at.0 + B_LEADS_FOR)),
     }
 }
 
@@ -331,12 +334,12 @@ fn step(n: &mut Node, now: UnixMillis, p: &Printer<'_>) -> Result<bool, Failure>
     while let Some(cmd) = n.candidate.poll_command() {
         did = true;
         let (what, answer) = match cmd {
-            Command::Elected { token } => {
-                n.elected = Some((token, now));
+            Command::Elected { token, term } => {
+                n.elected = Some((token, term, now));
                 p.event(
                     now,
                     n.name,
-                    format!("⇒ Elected with {token}: start the role's work"),
+                    format!("⇒ Elected with {token}, term {term}: start the role's work"),
                 );
                 continue;
             }
@@ -433,7 +436,7 @@ fn step(n: &mut Node, now: UnixMillis, p: &Printer<'_>) -> Result<bool, Failure>
                     .transport
                     .write_lease(partition, &key, value.as_deref(), token)
                 {
-                    Ok(()) => Ok(Event::LeaseWritten),
+                    Ok(offset) => Ok(Event::LeaseWritten { offset }),
                     Err(e) if e.is_fenced() => Ok(Event::Fenced),
                     Err(e) => Err(e),
                 };
@@ -479,6 +482,7 @@ fn describe(event: &Event) -> String {
             if records.len() == 1 { "" } else { "s" }
         ),
         Event::EpochGranted { token } => format!("EpochGranted {token}"),
+        Event::LeaseWritten { offset } => format!("LeaseWritten at offset {offset}"),
         other => format!("{other:?}"),
     }
 }

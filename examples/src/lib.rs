@@ -9,10 +9,15 @@
 //! | [`failover`] | `cargo run --example failover` | election, renewal, death of the leader, takeover, fencing, third-party check, resign hand-over |
 //! | [`blocking_worker`] | `cargo run --example blocking_worker` | work done only while leading, a zombie's writes refused by token, stop on fence |
 //! | [`custom_event_loop`] | `cargo run --example custom_event_loop` | driving the sans-IO [`Candidate`](kafka_coordination::core::machine::Candidate) by hand |
-//! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with a [`ManualClock`](kafka_coordination::ManualClock) |
+//! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with the test kit ([`TestCluster`](kafka_coordination::testkit::TestCluster), a [`ManualClock`](kafka_coordination::ManualClock)) |
 //!
 //! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
 //! to print to, and returns `Err` with a message when anything did not happen as expected.
+//!
+//! The programs keep the system clock, for people watching them run. The tests run every
+//! scenario in virtual time (`--virtual-time`, the default of `custom_event_loop`, the test kit
+//! in `manual_clock`): on a [`ManualClock`](kafka_coordination::ManualClock) that only the
+//! scenario moves, so no verdict depends on how fast threads are scheduled. See [`time`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -20,11 +25,11 @@ pub mod args;
 pub mod blocking_worker;
 pub mod custom_event_loop;
 pub mod failover;
-pub mod link;
 pub mod manual_clock;
+pub mod time;
 pub mod timeline;
 
-pub use link::Link;
+pub use time::Time;
 pub use timeline::Timeline;
 
 /// Runs an example's `run` function as a program: prints the error and exits with status 1 on

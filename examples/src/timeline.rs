@@ -5,22 +5,35 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use kafka_coordination::{Clock, UnixMillis};
+
 #[derive(Debug)]
 enum Sink {
     Stdout,
     Buffer(Vec<u8>),
 }
 
-/// A shared, line-oriented printer. Lines of events carry a stamp: the real time elapsed since
-/// the timeline was created ([`event`](Self::event)), or a time the caller gives
-/// ([`event_at`](Self::event_at), for virtual time).
+/// A shared, line-oriented printer. Lines of events carry a stamp: the time elapsed since the
+/// timeline was created ([`event`](Self::event)), real or by a clock given with
+/// [`on_clock`](Self::on_clock), or a time the caller gives ([`event_at`](Self::event_at)).
 ///
 /// Cloning shares the sink, so threads can print to one timeline; every line is written whole.
 /// Tests use [`Timeline::buffer`] and read the text back with [`contents`](Self::contents).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Timeline {
     start: Instant,
+    /// When stamps come from a clock (virtual time): the clock and its reading at the start.
+    clock: Option<(Arc<dyn Clock>, UnixMillis)>,
     sink: Arc<Mutex<Sink>>,
+}
+
+impl std::fmt::Debug for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timeline")
+            .field("elapsed", &self.elapsed())
+            .field("sink", &self.sink)
+            .finish()
+    }
 }
 
 impl Timeline {
@@ -37,13 +50,28 @@ impl Timeline {
     fn with(sink: Sink) -> Timeline {
         Timeline {
             start: Instant::now(),
+            clock: None,
             sink: Arc::new(Mutex::new(sink)),
         }
     }
 
-    /// Real time elapsed since the timeline was created.
+    /// A timeline on the same output whose stamps are `clock`'s time since now (for a
+    /// [`ManualClock`](kafka_coordination::ManualClock): virtual time).
+    pub fn on_clock(&self, clock: Arc<dyn Clock>) -> Timeline {
+        let now = clock.now();
+        Timeline {
+            start: Instant::now(),
+            clock: Some((clock, now)),
+            sink: self.sink.clone(),
+        }
+    }
+
+    /// Time elapsed since the timeline was created: real, or by its clock.
     pub fn elapsed(&self) -> Duration {
-        self.start.elapsed()
+        match &self.clock {
+            Some((clock, start)) => clock.now().since(*start),
+            None => self.start.elapsed(),
+        }
     }
 
     /// The text printed so far, for a [`buffer`](Self::buffer) timeline (empty for stdout).
@@ -59,7 +87,7 @@ impl Timeline {
         self.write(&format!("{text}\n"));
     }
 
-    /// Prints an event of `who`, stamped with the real time elapsed.
+    /// Prints an event of `who`, stamped with the time elapsed.
     pub fn event(&self, who: &str, what: impl Display) {
         self.event_at(self.elapsed(), who, what);
     }

@@ -86,7 +86,7 @@
 //!
 //! Errors: `Fenced` for stale pairs, `Retriable` for injected failures and unavailable
 //! partitions, `Config` for a partition out of range or a bad transaction timeout, `Fatal` for a
-//! read past the log end or a lease write by a transport that holds no session.
+//! read past the log end. A lease write by a transport that holds no session is `Fenced`.
 
 mod coordinator;
 mod faults;

@@ -138,9 +138,10 @@ impl MemoryTransport {
             return Ok(role.clone());
         }
         if sessions.is_empty() {
-            return Err(TransportError::fatal(format!(
-                "member `{}` holds no producer session: acquire_epoch before writing a lease \
-                 (token {token})",
+            // As the Kafka transport: a transport that holds no epoch refuses as fenced.
+            return Err(TransportError::fenced(format!(
+                "member `{}` holds no producer session for pair {token}: it never acquired the \
+                 role, or its term ended (PRODUCER_FENCED)",
                 self.name
             )));
         }
