@@ -86,6 +86,11 @@ impl KafkaConfig {
         self
     }
 
+    /// The `client.id` (see [`with_client_id`](Self::with_client_id)).
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
     /// The bootstrap servers.
     pub fn bootstrap_servers(&self) -> &str {
         &self.bootstrap_servers
@@ -123,6 +128,16 @@ impl KafkaConfig {
             .rev()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The setting made last among `keys`, as (key, value): librdkafka names some settings
+    /// twice (`sasl.mechanisms` and its alias `sasl.mechanism`), and the last one set wins.
+    pub(crate) fn property_among(&self, keys: &[&str]) -> Option<(&str, &str)> {
+        self.properties
+            .iter()
+            .rev()
+            .find(|(k, _)| keys.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     pub(crate) fn validate(&self) -> Result<(), TransportError> {

@@ -1,6 +1,5 @@
-//! librdkafka client contexts: the producer's view of its own (producer id, epoch) from the
-//! statistics, delivery reports, and the last global error (for messages about an unreachable
-//! cluster).
+//! librdkafka client contexts: delivery reports and the last global error (for messages about
+//! an unreachable cluster).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -10,63 +9,10 @@ use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
-use serde::Deserialize;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
-/// The `eos` section of librdkafka's statistics JSON.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(default)]
-pub(crate) struct EosSnapshot {
-    /// `Init`, `RequestPID`, `WaitPID`, `Assigned`, `DrainBump`, `FatalError`, ...
-    pub idemp_state: String,
-    /// `Init`, `Ready`, `InTransaction`, `CommittingTransaction`, `FatalError`, ...
-    pub txn_state: String,
-    /// -1 until assigned.
-    pub producer_id: i64,
-    /// -1 until assigned.
-    pub producer_epoch: i64,
-    /// How many producer ids or epochs this producer was assigned.
-    pub epoch_cnt: i64,
-}
-
-impl EosSnapshot {
-    /// The pair, when librdkafka reports one.
-    pub fn pair(&self) -> Option<(i64, i64)> {
-        (self.producer_id >= 0 && self.producer_epoch >= 0)
-            .then_some((self.producer_id, self.producer_epoch))
-    }
-
-    /// The pair once the idempotent producer state is `Assigned`.
-    pub fn assigned_pair(&self) -> Option<(i64, i64)> {
-        if self.idemp_state == "Assigned" {
-            self.pair()
-        } else {
-            None
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct StatsEos {
-    #[serde(default)]
-    eos: Option<EosSnapshot>,
-}
-
-#[derive(Default)]
-struct EosWatch {
-    /// Incremented for every statistics report that carried an `eos` section.
-    seq: u64,
-    latest: Option<EosSnapshot>,
-    /// Every distinct (producer id, epoch) reported, in order (a few at most: a fresh
-    /// producer's first pair, then any pair librdkafka moved to by itself).
-    pairs: Vec<(i64, i64)>,
-}
-
-/// More distinct pairs than this are not recorded (one is enough to end a term).
-const MAX_PAIRS: usize = 8;
 
 /// The outcome of one produced record: its offset, or why it failed.
 #[derive(Default)]
@@ -100,62 +46,15 @@ impl DeliverySlot {
                 .unwrap_or_else(|e| e.into_inner().0);
         }
     }
-
-    /// The delivery report if it already arrived.
-    pub fn peek(&self) -> Option<Result<i64, KafkaError>> {
-        lock(&self.outcome).clone()
-    }
 }
 
-/// The context of the transport's producers (transactional and plain).
+/// The context of the registration producer.
 #[derive(Default)]
 pub(crate) struct ProducerCtx {
-    eos: Mutex<EosWatch>,
-    eos_changed: Condvar,
     last_error: Mutex<Option<String>>,
 }
 
 impl ProducerCtx {
-    /// The number of statistics reports seen so far and the latest `eos` section.
-    pub fn eos(&self) -> (u64, Option<EosSnapshot>) {
-        let w = lock(&self.eos);
-        (w.seq, w.latest.clone())
-    }
-
-    /// A pair other than `held` that this producer reported at any time, if any. Sticky: once
-    /// librdkafka moved to another pair, the held one is gone for good.
-    pub fn other_pair(&self, held: (i64, i64)) -> Option<(i64, i64)> {
-        lock(&self.eos).pairs.iter().copied().find(|p| *p != held)
-    }
-
-    /// Waits up to `timeout` for a statistics report numbered above `after` whose snapshot
-    /// satisfies `accept`, and returns that snapshot.
-    pub fn wait_eos(
-        &self,
-        after: u64,
-        timeout: Duration,
-        accept: impl Fn(&EosSnapshot) -> bool,
-    ) -> Option<EosSnapshot> {
-        let deadline = Instant::now() + timeout;
-        let mut w = lock(&self.eos);
-        loop {
-            if w.seq > after {
-                if let Some(s) = w.latest.as_ref().filter(|s| accept(s)) {
-                    return Some(s.clone());
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            w = self
-                .eos_changed
-                .wait_timeout(w, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-    }
-
     /// The last global error librdkafka reported (for example a refused connection).
     pub fn last_error(&self) -> Option<String> {
         lock(&self.last_error).clone()
@@ -163,22 +62,6 @@ impl ProducerCtx {
 }
 
 impl ClientContext for ProducerCtx {
-    fn stats_raw(&self, statistics: &[u8]) {
-        // Only the `eos` section matters; a report that does not parse is skipped.
-        if let Ok(StatsEos { eos: Some(eos) }) = serde_json::from_slice::<StatsEos>(statistics) {
-            let mut w = lock(&self.eos);
-            w.seq += 1;
-            if let Some(pair) = eos.pair() {
-                if !w.pairs.contains(&pair) && w.pairs.len() < MAX_PAIRS {
-                    w.pairs.push(pair);
-                }
-            }
-            w.latest = Some(eos);
-            drop(w);
-            self.eos_changed.notify_all();
-        }
-    }
-
     fn error(&self, error: KafkaError, reason: &str) {
         *lock(&self.last_error) = Some(format!("{error}: {reason}"));
     }

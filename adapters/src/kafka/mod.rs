@@ -53,15 +53,19 @@
 //! ```
 
 mod classify;
+mod cluster;
 mod config;
 mod context;
 mod describe;
-mod epoch;
+mod net;
 mod reader;
 mod registrar;
+mod security;
 mod topic;
+mod txn;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination_core::describe::LeadershipStatus;
@@ -70,10 +74,11 @@ use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{KafkaConfig, STATE_TOPIC};
-pub use self::epoch::GuardedRecord;
+pub use self::txn::GuardedRecord;
 
+use self::cluster::Cluster;
 use self::describe::DescribeClient;
-use self::epoch::{AcquireError, EpochHolder};
+use self::txn::Sessions;
 use self::reader::Readers;
 use self::registrar::Appender;
 use crate::error::{ErrorKind, TransportError};
@@ -89,7 +94,8 @@ const _: fn() = || {
 pub struct KafkaTransport {
     config: KafkaConfig,
     topic_checked: AtomicBool,
-    epoch: EpochHolder,
+    cluster: Arc<Cluster>,
+    sessions: Sessions,
     appender: Appender,
     readers: Readers,
     describe: DescribeClient,
@@ -101,7 +107,7 @@ impl std::fmt::Debug for KafkaTransport {
             .field("bootstrap_servers", &self.config.bootstrap_servers())
             .field("topic", &self.config.topic())
             .field("partitions", &self.config.partitions())
-            .field("token", &self.epoch.token())
+            .field("sessions", &self.sessions.len())
             .finish_non_exhaustive()
     }
 }
@@ -111,11 +117,13 @@ impl KafkaTransport {
     /// first call that touches it (or by [`connect`](Self::connect)).
     pub fn new(config: KafkaConfig) -> Result<Self, TransportError> {
         config.validate()?;
+        let cluster = Arc::new(Cluster::new(&config, config.client_id())?);
         Ok(KafkaTransport {
-            describe: DescribeClient::new(&config),
+            describe: DescribeClient::on(Arc::clone(&cluster), &config),
+            sessions: Sessions::new(Arc::clone(&cluster), &config),
+            cluster,
             config,
             topic_checked: AtomicBool::new(false),
-            epoch: EpochHolder::default(),
             appender: Appender::default(),
             readers: Readers::default(),
         })
@@ -175,7 +183,12 @@ impl KafkaTransport {
     /// The pair this transport holds (from its last successful acquire), if its term is not
     /// known to be over.
     pub fn held_token(&self) -> Option<FencingToken> {
-        self.epoch.token()
+        self.sessions.any_token()
+    }
+
+    /// How many native broker connections this transport has open (shared by every role).
+    pub fn open_connections(&self) -> usize {
+        self.cluster.open_connections()
     }
 
     /// Writes `records` (to any topics, each to an explicit partition) in **one transaction of
@@ -191,30 +204,27 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        let written = self.epoch.write(&self.config, token, records);
+        let written = self.sessions.write(token, records);
         self.fenced_if_superseded(token, written)
     }
 
-    /// A transactional write that broke the producer without a fencing code may still mean
-    /// that the term is over: the coordinator aborts a transaction that outlives its timeout
-    /// (for example while a partition's leader is down) with an epoch bump, and librdkafka
-    /// then reports whatever the next call meets (such as INVALID_TXN_STATE when aborting).
-    /// The coordinator knows: if it no longer holds `token`, the write was fenced.
+    /// A transactional write that failed without a fencing code may still mean that the term is
+    /// over: the coordinator aborts a transaction that outlives its timeout (for example while
+    /// a partition's leader is down) with an epoch bump, and the next commit then finds no
+    /// transaction open (INVALID_TXN_STATE). The coordinator knows: if it no longer holds
+    /// `token`, the write was fenced.
     fn fenced_if_superseded<R>(
         &self,
         token: FencingToken,
         result: Result<R, TransportError>,
     ) -> Result<R, TransportError> {
         let err = match result {
-            Err(e) if e.kind() == ErrorKind::Fatal && self.epoch.token().is_none() => e,
+            Err(e) if e.kind() == ErrorKind::Fatal || e.message().contains("INVALID_TXN_STATE") => e,
             other => return other,
         };
-        let Some((role, granted)) = self.epoch.granted() else {
+        let Some(role) = self.sessions.role_of(token) else {
             return Err(err);
         };
-        if granted != token {
-            return Err(err);
-        }
         match self.describe.describe(&role) {
             Ok(status) if status.token != token => Err(TransportError::fenced(format!(
                 "{}; the coordinator now holds {} for role '{role}', not {token}: the term is over",
@@ -293,23 +303,17 @@ impl Coordinator for KafkaTransport {
         role: &Role,
         transaction_timeout: Duration,
     ) -> Result<FencingToken, TransportError> {
-        match self.epoch.acquire(&self.config, role, transaction_timeout) {
-            Ok(token) => Ok(token),
-            Err(AcquireError::Other(e)) => Err(e),
-            Err(AcquireError::InvalidTimeout {
-                requested_ms,
-                detail,
-            }) => {
-                let broker_max = topic::broker_setting(&self.config, "transaction.max.timeout.ms")
-                    .map(|v| format!("{v} ms"))
-                    .unwrap_or_else(|| "unknown (default 900000 ms)".to_owned());
-                Err(TransportError::config(format!(
-                    "the transaction timeout of role '{role}' ({requested_ms} ms, the lease duration) \
-                     exceeds the brokers' transaction.max.timeout.ms ({broker_max}); use a shorter \
-                     lease or raise transaction.max.timeout.ms on the brokers ({detail})"
-                )))
-            }
-        }
+        self.sessions
+            .acquire(role, transaction_timeout)
+            .map_err(|e| {
+                if !e.message().contains("INVALID_TRANSACTION_TIMEOUT") {
+                    return e;
+                }
+                // Name the brokers' real maximum when it can be read.
+                let max = topic::broker_setting(&self.config, "transaction.max.timeout.ms")
+                    .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
+                TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
+            })
     }
 
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
@@ -320,9 +324,7 @@ impl Coordinator for KafkaTransport {
     /// The coordinator keeps the pair until another member acquires (a resigning driver
     /// supersedes its pair first).
     fn release_epoch(&self, role: &Role) {
-        if self.epoch.granted().is_some_and(|(r, _)| &r == role) {
-            self.epoch.release();
-        }
+        self.sessions.release(role);
     }
 }
 
@@ -371,8 +373,7 @@ impl LeaseWriter for KafkaTransport {
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
         let topic = self.config.topic();
-        let written = self.epoch.write(
-            &self.config,
+        let written = self.sessions.write(
             token,
             &[GuardedRecord {
                 topic,

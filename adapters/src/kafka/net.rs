@@ -1,0 +1,312 @@
+//! Native Kafka connections (crate `kafka-protocol`): one connection per broker address, shared
+//! by every role and every request of the process's client; framing, correlation ids, version
+//! negotiation (ApiVersions), and security (TLS and SASL, in [`super::security`]).
+//!
+//! A connection serves one request at a time (a mutex per connection); connections to different
+//! brokers work in parallel. A connection that fails mid-request is dropped and opened again on
+//! the next call, so a stream is never used out of step.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+use super::context::lock;
+use super::security::Security;
+use crate::error::TransportError;
+
+/// The largest response accepted. The answers this client asks for are small (a metadata
+/// answer for a large cluster is the biggest); a bogus length must not allocate gigabytes.
+pub(crate) const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+
+/// Why a call failed.
+#[derive(Debug)]
+pub(crate) enum NetError {
+    /// The connection failed or timed out, or the broker is unreachable: the connection is
+    /// dropped; another attempt (perhaps elsewhere) may succeed.
+    Io(String),
+    /// Anything else: the error says what (configuration, authentication, a malformed answer).
+    Stop(TransportError),
+}
+
+/// A byte stream to a broker: plain TCP or TLS over TCP.
+pub(crate) trait Stream: Read + Write + Send {
+    /// Sets the read and write timeouts of the socket underneath.
+    fn set_timeouts(&mut self, timeout: Duration) -> io::Result<()>;
+}
+
+impl Stream for TcpStream {
+    fn set_timeouts(&mut self, timeout: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(timeout))?;
+        self.set_write_timeout(Some(timeout))
+    }
+}
+
+/// One connection to one broker, authenticated and version-negotiated.
+pub(crate) struct Conn {
+    addr: String,
+    stream: Box<dyn Stream>,
+    /// API key -> the highest version both sides support.
+    versions: HashMap<i16, i16>,
+    correlation: i32,
+    client_id: StrBytes,
+}
+
+impl Conn {
+    /// Connects to `addr` (`host:port`), sets up security and negotiates versions.
+    pub(crate) fn open(
+        addr: &str,
+        security: &Security,
+        client_id: &StrBytes,
+        deadline: Instant,
+    ) -> Result<Conn, NetError> {
+        let tcp = connect_tcp(addr, deadline)?;
+        let stream = security.wrap(addr, tcp, deadline)?;
+        let mut conn = Conn {
+            addr: addr.to_owned(),
+            stream,
+            versions: HashMap::new(),
+            correlation: 0,
+            client_id: client_id.clone(),
+        };
+        conn.negotiate(deadline)?;
+        security.authenticate(&mut conn, deadline)?;
+        Ok(conn)
+    }
+
+    /// The broker's address.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The version to use for request type `R`, if the broker supports one this crate knows.
+    pub(crate) fn version<R: Request>(&self) -> Option<i16> {
+        self.versions.get(&R::KEY).copied()
+    }
+
+    /// The highest version of `R` at most `max`, if the broker supports one.
+    pub(crate) fn version_at_most<R: Request>(&self, max: i16) -> Option<i16> {
+        let broker = self.version::<R>()?;
+        let min = R::VERSIONS.min;
+        let v = broker.min(max);
+        (v >= min).then_some(v)
+    }
+
+    fn negotiate(&mut self, deadline: Instant) -> Result<(), NetError> {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("kafka-coordination"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let resp = self.call(&req, 3, deadline)?;
+        if resp.error_code == 35 {
+            return Err(NetError::Stop(TransportError::config(format!(
+                "the broker at {} does not support ApiVersions v3: Kafka 2.4 or newer is needed",
+                self.addr
+            ))));
+        }
+        if resp.error_code != 0 {
+            return Err(NetError::Io(format!(
+                "ApiVersions at {} failed with error {}",
+                self.addr, resp.error_code
+            )));
+        }
+        for k in resp.api_keys {
+            let ours = ApiKey::try_from(k.api_key)
+                .ok()
+                .map(|key| key.valid_versions());
+            if let Some(ours) = ours {
+                let max = k.max_version.min(ours.max);
+                if max >= k.min_version.max(ours.min) {
+                    self.versions.insert(k.api_key, max);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `req` at `version` and reads its response, by `deadline`.
+    pub(crate) fn call<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        deadline: Instant,
+    ) -> Result<R::Response, NetError> {
+        let body = self.send::<R>(req, version, deadline)?;
+        let mut body = body;
+        let malformed = |e: String| {
+            NetError::Stop(TransportError::fatal(format!(
+                "malformed response from {} to API key {} v{version}: {e}",
+                self.addr,
+                R::KEY
+            )))
+        };
+        R::Response::decode(&mut body, version).map_err(|e| malformed(e.to_string()))
+    }
+
+    /// Sends a raw request and returns the response body after its header.
+    fn send<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        deadline: Instant,
+    ) -> Result<Bytes, NetError> {
+        self.correlation = self.correlation.wrapping_add(1);
+        let correlation_id = self.correlation;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[0; 4]);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .and_then(|()| req.encode(&mut buf, version))
+            .map_err(|e| {
+                NetError::Stop(TransportError::fatal(format!(
+                    "encoding request {} v{version}: {e}",
+                    R::KEY
+                )))
+            })?;
+        let size = i32::try_from(buf.len() - 4)
+            .map_err(|_| NetError::Stop(TransportError::fatal("request too large")))?;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.write_frame(&buf, deadline)?;
+        let mut body = self.read_frame(deadline)?;
+        let resp_header = ResponseHeader::decode(
+            &mut body,
+            <R::Response as HeaderVersion>::header_version(version),
+        )
+        .map_err(|e| NetError::Io(format!("a malformed response header from {}: {e}", self.addr)))?;
+        if resp_header.correlation_id != correlation_id {
+            return Err(NetError::Io(format!(
+                "response correlation id {} from {} does not match request {correlation_id}",
+                resp_header.correlation_id, self.addr
+            )));
+        }
+        Ok(body)
+    }
+
+    fn io_error(&self, what: &str, e: &io::Error) -> NetError {
+        NetError::Io(format!("{what} {}: {e}", self.addr))
+    }
+
+    fn arm(&mut self, deadline: Instant) -> Result<(), NetError> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(NetError::Io(format!(
+                "timed out talking to {}",
+                self.addr
+            )));
+        }
+        self.stream
+            .set_timeouts(remaining)
+            .map_err(|e| self.io_error("setting timeouts for", &e))
+    }
+
+    /// Writes one size-prefixed frame (the size already in `frame`).
+    pub(crate) fn write_frame(&mut self, frame: &[u8], deadline: Instant) -> Result<(), NetError> {
+        self.arm(deadline)?;
+        let written = self.stream.write_all(frame).and_then(|()| self.stream.flush());
+        written.map_err(|e| self.io_error("writing to", &e))
+    }
+
+    /// Reads one size-prefixed frame and returns its body.
+    pub(crate) fn read_frame(&mut self, deadline: Instant) -> Result<Bytes, NetError> {
+        self.arm(deadline)?;
+        let mut len = [0u8; 4];
+        if let Err(e) = self.stream.read_exact(&mut len) {
+            return Err(self.io_error("reading from", &e));
+        }
+        let len = i32::from_be_bytes(len);
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|l| *l <= MAX_RESPONSE)
+            .ok_or_else(|| {
+                NetError::Io(format!(
+                    "{} announced a response of {len} bytes (at most {MAX_RESPONSE} accepted)",
+                    self.addr
+                ))
+            })?;
+        let mut body = vec![0u8; len];
+        if let Err(e) = self.stream.read_exact(&mut body) {
+            return Err(self.io_error("reading from", &e));
+        }
+        Ok(Bytes::from(body))
+    }
+}
+
+fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| NetError::Io(format!("cannot resolve {addr}: {e}")))?
+        .collect();
+    let mut last = format!("{addr} resolved to no address");
+    for sa in addrs {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        match TcpStream::connect_timeout(&sa, remaining) {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = format!("cannot connect to {addr} ({sa}): {e}"),
+        }
+    }
+    Err(NetError::Io(last))
+}
+
+/// The process's connections, one per broker address, opened on demand.
+pub(crate) struct Pool {
+    security: Security,
+    client_id: StrBytes,
+    conns: Mutex<HashMap<String, Arc<Mutex<Option<Conn>>>>>,
+}
+
+impl Pool {
+    pub(crate) fn new(security: Security, client_id: impl Into<String>) -> Pool {
+        Pool {
+            security,
+            client_id: StrBytes::from_string(client_id.into()),
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs `f` with the connection to `addr`, opening it when needed. An `Io` failure drops
+    /// the connection (the next call opens a new one).
+    pub(crate) fn with<T>(
+        &self,
+        addr: &str,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
+    ) -> Result<T, NetError> {
+        let slot = {
+            let mut conns = lock(&self.conns);
+            Arc::clone(conns.entry(addr.to_owned()).or_default())
+        };
+        let mut guard = lock(&slot);
+        if guard.is_none() {
+            *guard = Some(Conn::open(addr, &self.security, &self.client_id, deadline)?);
+        }
+        let Some(conn) = guard.as_mut() else {
+            return Err(NetError::Io(format!("no connection to {addr}")));
+        };
+        let result = f(conn);
+        if matches!(result, Err(NetError::Io(_))) {
+            *guard = None;
+        }
+        result
+    }
+
+    /// How many connections are open.
+    pub(crate) fn open_connections(&self) -> usize {
+        let slots: Vec<_> = lock(&self.conns).values().cloned().collect();
+        slots.iter().filter(|s| lock(s).is_some()).count()
+    }
+}

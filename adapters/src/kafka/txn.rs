@@ -1,0 +1,653 @@
+//! Native transactional sessions: one per role held by this process, on the shared
+//! connections of [`Cluster`]. No librdkafka producer, no statistics, no thread per session.
+//!
+//! * **Acquire** is InitProducerId for `transactional.id = role` with the lease duration as the
+//!   transaction timeout; the granted pair comes from the response. Nothing else in this
+//!   process ever sends InitProducerId for the role, so its epoch moves only when the library
+//!   asks (a challenge, a resign's supersede) or another member does.
+//! * **A write** is one transaction: AddPartitionsToTxn for the partitions it touches,
+//!   Produce of one transactional record batch per partition (the pair, and a base sequence
+//!   per partition that starts at 0 for the pair and grows by the record count), then
+//!   EndTxn(commit).
+//! * **Versions** are pinned below transaction version 2 (KIP-890 part 2): EndTxn <= v3,
+//!   AddPartitionsToTxn <= v3, Produce <= v9, InitProducerId <= v4. With them the coordinator
+//!   never bumps the epoch at a commit, so a term's pair stays constant across renewals.
+//! * **Unknown outcomes are resolved, never guessed.** A produce whose answer was lost is sent
+//!   again with the same sequence (the broker de-duplicates). A commit whose answer was lost
+//!   is sent again (the coordinator answers NONE once the transaction is `CompleteCommit`, and
+//!   CONCURRENT_TRANSACTIONS while it is `PrepareCommit`); it is never turned into an abort,
+//!   which the coordinator refuses for a committed transaction. When a deadline passes with an
+//!   outcome still unknown, the session remembers it and resolves it before its next write.
+//! * **Fencing**: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING
+//!   anywhere end the session ([`ErrorKind::Fenced`](crate::ErrorKind::Fenced)).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::token::FencingToken;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, DescribeProducersRequest, EndTxnRequest, InitProducerIdRequest,
+    ProduceRequest, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use super::cluster::{code, Attempt, Cluster};
+use super::config::KafkaConfig;
+use super::context::lock;
+use crate::error::TransportError;
+
+/// The highest request versions this client sends (all below transaction version 2).
+const MAX_INIT_PRODUCER_ID: i16 = 4;
+const MAX_ADD_PARTITIONS: i16 = 3;
+const MAX_PRODUCE: i16 = 9;
+const MAX_END_TXN: i16 = 3;
+
+/// The shortest transaction timeout accepted (the coordinator checks for expired
+/// transactions on a timer; a shorter timeout only churns).
+pub(crate) const MIN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One record of a guarded write.
+#[derive(Clone, Copy, Debug)]
+pub struct GuardedRecord<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition, always explicit: the transport applies no partitioner. For Java-compatible
+    /// key partitioning use
+    /// [`partition_of_bytes`](kafka_coordination_core::partition::partition_of_bytes).
+    pub partition: i32,
+    /// The key, if any.
+    pub key: Option<&'a [u8]>,
+    /// The value; `None` writes a tombstone.
+    pub value: Option<&'a [u8]>,
+}
+
+type TopicPartition = (String, i32);
+
+/// What a session left unfinished when a deadline passed.
+#[derive(Clone, Debug, Default)]
+struct Unfinished {
+    /// A transaction is open (partitions were added): it must end before the next begins.
+    open: bool,
+    /// The commit was sent and its outcome is unknown: it must be committed again, never
+    /// aborted.
+    committing: bool,
+    /// Partitions whose last produce outcome is unknown: their next sequence must be learned
+    /// from the partition leader (DescribeProducers).
+    sequences: BTreeSet<TopicPartition>,
+}
+
+/// The transactional session of one role.
+struct Session {
+    role: Role,
+    token: FencingToken,
+    /// The next base sequence per partition, for this pair.
+    sequences: HashMap<TopicPartition, i32>,
+    unfinished: Unfinished,
+    /// Set once the broker fenced the pair: every later write is refused at once.
+    fenced: bool,
+}
+
+/// The sessions of every role this process holds, on one cluster.
+pub(crate) struct Sessions {
+    cluster: Arc<Cluster>,
+    request_timeout: Duration,
+    operation_timeout: Duration,
+    roles: Mutex<BTreeMap<Role, Arc<Mutex<Session>>>>,
+}
+
+impl Sessions {
+    pub(crate) fn new(cluster: Arc<Cluster>, config: &KafkaConfig) -> Sessions {
+        Sessions {
+            cluster,
+            request_timeout: config.request_timeout(),
+            operation_timeout: config.operation_timeout(),
+            roles: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// How many roles hold a session.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.roles).len()
+    }
+
+    /// A pair held by some role whose session was not fenced (for single-role callers).
+    pub(crate) fn any_token(&self) -> Option<FencingToken> {
+        let roles: Vec<_> = lock(&self.roles).values().cloned().collect();
+        roles.iter().map(|s| lock(s)).find(|s| !s.fenced).map(|s| s.token)
+    }
+
+    /// The role whose session holds (or held, until released) `token`.
+    pub(crate) fn role_of(&self, token: FencingToken) -> Option<Role> {
+        let roles: Vec<_> = lock(&self.roles).values().cloned().collect();
+        roles
+            .iter()
+            .map(|s| lock(s))
+            .find(|s| s.token == token)
+            .map(|s| s.role.clone())
+    }
+
+    /// Drops the session of `role` (the term is over for this process). An open transaction
+    /// that was not committing is aborted, best effort, so that it does not hold back readers
+    /// until its timeout.
+    pub(crate) fn release(&self, role: &Role) {
+        let Some(session) = lock(&self.roles).remove(role) else {
+            return;
+        };
+        let mut s = lock(&session);
+        if s.unfinished.open && !s.unfinished.committing && !s.fenced {
+            let deadline = Instant::now() + self.request_timeout.min(Duration::from_secs(2));
+            let _ = self.end_txn(&mut s, false, deadline);
+        }
+    }
+
+    /// InitProducerId for `role`: fences every earlier holder of the role and returns the new
+    /// pair, which this process's session for the role now holds.
+    pub(crate) fn acquire(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        if transaction_timeout < MIN_TRANSACTION_TIMEOUT {
+            return Err(TransportError::config(format!(
+                "transaction timeout {transaction_timeout:?} for role '{role}' is below {:?}; \
+                 use a lease duration of at least 1 s",
+                MIN_TRANSACTION_TIMEOUT
+            )));
+        }
+        let timeout_ms = i32::try_from(transaction_timeout.as_millis()).map_err(|_| {
+            TransportError::config(format!(
+                "transaction timeout {transaction_timeout:?} for role '{role}' does not fit \
+                 Kafka's i32 milliseconds"
+            ))
+        })?;
+        // The old session (if any) ends now: whatever it held is about to be superseded.
+        lock(&self.roles).remove(role);
+        let deadline = Instant::now() + self.operation_timeout;
+        let what = format!("InitProducerId for role '{role}'");
+        let token = self.cluster.retry(&what, deadline, |cluster| {
+            cluster.at_coordinator(role.as_str(), deadline, |conn| {
+                let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID)
+                else {
+                    return Err(Attempt::Stop(TransportError::config(format!(
+                        "the broker at {} does not support transactional InitProducerId",
+                        conn.addr()
+                    ))));
+                };
+                let req = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+                        role.as_str().to_owned(),
+                    ))))
+                    .with_transaction_timeout_ms(timeout_ms)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1);
+                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                match resp.error_code {
+                    code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
+                    // The coordinator is aborting the previous holder's open transaction (with
+                    // a fencing bump) or completing a transition: ask again.
+                    code::CONCURRENT_TRANSACTIONS => Err(Attempt::again(format!(
+                        "{}: the coordinator is ending the previous holder's transaction \
+                         (CONCURRENT_TRANSACTIONS)",
+                        conn.addr()
+                    ))),
+                    code::COORDINATOR_LOAD_IN_PROGRESS => Err(Attempt::again(format!(
+                        "{}: the coordinator is loading (COORDINATOR_LOAD_IN_PROGRESS)",
+                        conn.addr()
+                    ))),
+                    code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE => {
+                        Err(Attempt::relookup(format!(
+                            "{}: {}",
+                            conn.addr(),
+                            code::name(resp.error_code)
+                        )))
+                    }
+                    code::INVALID_TRANSACTION_TIMEOUT => {
+                        Err(Attempt::Stop(TransportError::config(format!(
+                            "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease \
+                             duration) exceeds the brokers' transaction.max.timeout.ms (MAX); use \
+                             a shorter lease or raise transaction.max.timeout.ms on the brokers \
+                             (INVALID_TRANSACTION_TIMEOUT)"
+                        ))))
+                    }
+                    code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+                        Err(Attempt::Stop(TransportError::unauthorized(format!(
+                            "InitProducerId for role '{role}': the principal needs the WRITE ACL \
+                             on TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+                        ))))
+                    }
+                    code::CLUSTER_AUTHORIZATION_FAILED => {
+                        Err(Attempt::Stop(TransportError::unauthorized(format!(
+                            "InitProducerId for role '{role}': the principal needs the \
+                             IDEMPOTENT_WRITE ACL on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
+                        ))))
+                    }
+                    other => Err(Attempt::again(format!(
+                        "InitProducerId for role '{role}' at {} failed with error {other} ({})",
+                        conn.addr(),
+                        code::name(other)
+                    ))),
+                }
+            })
+        })?;
+        let session = Session {
+            role: role.clone(),
+            token,
+            sequences: HashMap::new(),
+            unfinished: Unfinished::default(),
+            fenced: false,
+        };
+        lock(&self.roles).insert(role.clone(), Arc::new(Mutex::new(session)));
+        Ok(token)
+    }
+
+    /// Writes `records` in one transaction of the session holding `token`; returns each
+    /// record's offset.
+    pub(crate) fn write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        let session = {
+            let roles = lock(&self.roles);
+            let found = roles.values().find(|s| lock(s).token == token).cloned();
+            match found {
+                Some(s) => s,
+                None if roles.is_empty() => {
+                    return Err(TransportError::fenced(format!(
+                        "this client holds no epoch (token {token}): acquire_epoch was not \
+                         called, or the term ended"
+                    )))
+                }
+                None => {
+                    let held: Vec<String> = roles
+                        .values()
+                        .map(|s| {
+                            let s = lock(s);
+                            format!("{} for role '{}'", s.token, s.role)
+                        })
+                        .collect();
+                    return Err(TransportError::fenced(format!(
+                        "token {token} is not a pair this client holds ({})",
+                        held.join(", ")
+                    )));
+                }
+            }
+        };
+        let mut s = lock(&session);
+        if s.fenced {
+            return Err(TransportError::fenced(format!(
+                "the pair {token} of role '{}' was fenced by a newer leader",
+                s.role
+            )));
+        }
+        let deadline = Instant::now() + self.operation_timeout;
+        let result = self.transact(&mut s, records, deadline);
+        if let Err(e) = &result {
+            if e.is_fenced() {
+                s.fenced = true;
+            }
+        }
+        result
+    }
+
+    fn request_deadline(&self, deadline: Instant) -> Instant {
+        deadline.min(Instant::now() + self.request_timeout)
+    }
+
+    fn transact(
+        &self,
+        s: &mut Session,
+        records: &[GuardedRecord<'_>],
+        deadline: Instant,
+    ) -> Result<Vec<i64>, TransportError> {
+        self.finish_unfinished(s, deadline)?;
+        let partitions: BTreeSet<TopicPartition> = records
+            .iter()
+            .map(|r| (r.topic.to_owned(), r.partition))
+            .collect();
+        for tp in &partitions {
+            if s.unfinished.sequences.contains(tp) {
+                self.learn_sequence(s, tp, deadline)?;
+            }
+        }
+        s.unfinished.open = true;
+        self.add_partitions(s, &partitions, deadline)?;
+        let mut offsets = vec![-1i64; records.len()];
+        for tp in &partitions {
+            let indexes: Vec<usize> = records
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.topic == tp.0 && r.partition == tp.1)
+                .map(|(i, _)| i)
+                .collect();
+            let batch: Vec<&GuardedRecord<'_>> = indexes.iter().map(|&i| &records[i]).collect();
+            let base = self.produce(s, tp, &batch, deadline)?;
+            for (n, &i) in indexes.iter().enumerate() {
+                offsets[i] = base + n as i64;
+            }
+        }
+        s.unfinished.committing = true;
+        self.end_txn(s, true, deadline)?;
+        s.unfinished = Unfinished::default();
+        Ok(offsets)
+    }
+
+    /// Ends what an earlier write left open: a commit in doubt is committed again; any other
+    /// open transaction is aborted.
+    fn finish_unfinished(&self, s: &mut Session, deadline: Instant) -> Result<(), TransportError> {
+        if !s.unfinished.open {
+            return Ok(());
+        }
+        let commit = s.unfinished.committing;
+        self.end_txn(s, commit, deadline)?;
+        s.unfinished.open = false;
+        s.unfinished.committing = false;
+        Ok(())
+    }
+
+    /// Maps a per-request error code on a transactional call to an attempt.
+    fn txn_error(&self, s: &Session, what: &str, addr: &str, error: i16) -> Attempt {
+        let role = &s.role;
+        match error {
+            code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH | code::INVALID_PRODUCER_ID_MAPPING => {
+                Attempt::Stop(TransportError::fenced(format!(
+                    "{what} of role '{role}' with pair {} was fenced: a newer leader holds the \
+                     role ({})",
+                    s.token,
+                    code::name(error)
+                )))
+            }
+            code::CONCURRENT_TRANSACTIONS | code::COORDINATOR_LOAD_IN_PROGRESS => {
+                Attempt::again(format!("{what} at {addr}: {}", code::name(error)))
+            }
+            code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE => {
+                Attempt::relookup(format!("{what} at {addr}: {}", code::name(error)))
+            }
+            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Attempt::Stop(TransportError::unauthorized(
+                format!(
+                    "{what} of role '{role}': the principal needs the WRITE ACL on \
+                     TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+                ),
+            )),
+            code::TOPIC_AUTHORIZATION_FAILED => Attempt::Stop(TransportError::unauthorized(format!(
+                "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
+                 (TOPIC_AUTHORIZATION_FAILED)"
+            ))),
+            other if code::partition_retriable(other) => {
+                Attempt::relookup(format!("{what} at {addr}: {}", code::name(other)))
+            }
+            other => Attempt::again(format!(
+                "{what} of role '{role}' at {addr}: error {other} ({})",
+                code::name(other)
+            )),
+        }
+    }
+
+    fn add_partitions(
+        &self,
+        s: &Session,
+        partitions: &BTreeSet<TopicPartition>,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            by_topic.entry(t.as_str()).or_default().push(*p);
+        }
+        let topics: Vec<AddPartitionsToTxnTopic> = by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(t.to_owned())))
+                    .with_partitions(ps)
+            })
+            .collect();
+        let what = format!("AddPartitionsToTxn for role '{}'", s.role);
+        self.cluster.retry(&what, deadline, |cluster| {
+            cluster.at_coordinator(s.role.as_str(), deadline, |conn| {
+                let Some(version) = conn.version_at_most::<AddPartitionsToTxnRequest>(MAX_ADD_PARTITIONS)
+                else {
+                    return Err(Attempt::Stop(TransportError::config(format!(
+                        "the broker at {} supports no AddPartitionsToTxn version up to v{MAX_ADD_PARTITIONS}",
+                        conn.addr()
+                    ))));
+                };
+                let req = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
+                        s.role.as_str().to_owned(),
+                    )))
+                    .with_v3_and_below_producer_id(ProducerId(s.token.producer_id))
+                    .with_v3_and_below_producer_epoch(s.token.producer_epoch)
+                    .with_v3_and_below_topics(topics.clone());
+                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let addr = conn.addr().to_owned();
+                // Every partition answers the same code, or OPERATION_NOT_ATTEMPTED (55)
+                // beside the one that failed.
+                let worst = resp
+                    .results_by_topic_v3_and_below
+                    .iter()
+                    .flat_map(|t| t.results_by_partition.iter())
+                    .map(|p| p.partition_error_code)
+                    .find(|c| *c != code::NONE && *c != 55)
+                    .unwrap_or(code::NONE);
+                match worst {
+                    code::NONE => Ok(()),
+                    err => Err(self.txn_error(s, "AddPartitionsToTxn", &addr, err)),
+                }
+            })
+        })
+    }
+
+    /// Produces one transactional batch to `tp`; returns its base offset.
+    fn produce(
+        &self,
+        s: &mut Session,
+        tp: &TopicPartition,
+        records: &[&GuardedRecord<'_>],
+        deadline: Instant,
+    ) -> Result<i64, TransportError> {
+        let base_sequence = *s.sequences.get(tp).unwrap_or(&0);
+        let count = i32::try_from(records.len())
+            .map_err(|_| TransportError::config("too many records in one guarded write"))?;
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let batch: Vec<Record> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Record {
+                transactional: true,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: s.token.producer_id,
+                producer_epoch: s.token.producer_epoch,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: base_sequence.wrapping_add(i as i32),
+                timestamp: now_ms,
+                key: r.key.map(bytes::Bytes::copy_from_slice),
+                value: r.value.map(bytes::Bytes::copy_from_slice),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut encoded = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut encoded,
+            batch.iter(),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .map_err(|e| TransportError::fatal(format!("encoding a record batch: {e}")))?;
+        let encoded = encoded.freeze();
+        let (topic, partition) = (tp.0.as_str(), tp.1);
+        let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let what = format!("Produce to {topic}/{partition} for role '{}'", s.role);
+        // From the first send on, the outcome is unknown until a definite answer arrives.
+        s.unfinished.sequences.insert(tp.clone());
+        let session: &Session = s;
+        let base = self.cluster.retry(&what, deadline, |cluster| {
+            cluster.at_leader(topic, partition, deadline, |conn| {
+                let Some(version) = conn.version_at_most::<ProduceRequest>(MAX_PRODUCE) else {
+                    return Err(Attempt::Stop(TransportError::config(format!(
+                        "the broker at {} supports no Produce version up to v{MAX_PRODUCE}",
+                        conn.addr()
+                    ))));
+                };
+                let req = ProduceRequest::default()
+                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+                        session.role.as_str().to_owned(),
+                    ))))
+                    .with_acks(-1)
+                    .with_timeout_ms(timeout_ms)
+                    .with_topic_data(vec![TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                        .with_partition_data(vec![PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(encoded.clone()))])]);
+                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let addr = conn.addr().to_owned();
+                let Some(p) = resp
+                    .responses
+                    .iter()
+                    .flat_map(|t| t.partition_responses.iter())
+                    .find(|p| p.index == partition)
+                else {
+                    return Err(Attempt::again(format!(
+                        "the Produce answer from {addr} did not mention {topic}/{partition}"
+                    )));
+                };
+                match p.error_code {
+                    // A duplicate: an earlier send of this very batch was written.
+                    code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => Ok(p.base_offset),
+                    code::OUT_OF_ORDER_SEQUENCE_NUMBER => Err(Attempt::Stop(TransportError::retriable(
+                        format!(
+                            "{what}: the broker expected another sequence than {base_sequence} \
+                             (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
+                             sequence learned again"
+                        ),
+                    ))),
+                    err => Err(self.txn_error(session, "Produce", &addr, err)),
+                }
+            })
+        })?;
+        s.unfinished.sequences.remove(tp);
+        s.sequences.insert(tp.clone(), base_sequence.wrapping_add(count));
+        Ok(base)
+    }
+
+    /// Learns the next sequence of `tp` for this pair from the partition leader.
+    fn learn_sequence(
+        &self,
+        s: &mut Session,
+        tp: &TopicPartition,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let (topic, partition) = (tp.0.as_str(), tp.1);
+        let token = s.token;
+        let what = format!("DescribeProducers of {topic}/{partition}");
+        let last = self.cluster.retry(&what, deadline, |cluster| {
+            cluster.at_leader(topic, partition, deadline, |conn| {
+                if conn.version::<DescribeProducersRequest>().is_none() {
+                    return Err(Attempt::Stop(TransportError::config(format!(
+                        "the broker at {} does not support DescribeProducers (Kafka 2.8 or newer)",
+                        conn.addr()
+                    ))));
+                }
+                let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                    .with_partition_indexes(vec![partition])]);
+                let resp = conn.call(&req, 0, self.request_deadline(deadline))?;
+                let Some(p) = resp
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == partition)
+                else {
+                    return Err(Attempt::again(format!("{what}: no answer for the partition")));
+                };
+                if p.error_code != code::NONE {
+                    return Err(if code::partition_retriable(p.error_code) {
+                        Attempt::relookup(format!("{what}: {}", code::name(p.error_code)))
+                    } else {
+                        Attempt::Stop(TransportError::retriable(format!(
+                            "{what}: error {} ({})",
+                            p.error_code,
+                            code::name(p.error_code)
+                        )))
+                    });
+                }
+                Ok(p.active_producers
+                    .iter()
+                    .find(|a| {
+                        a.producer_id.0 == token.producer_id
+                            && a.producer_epoch == i32::from(token.producer_epoch)
+                    })
+                    .map(|a| a.last_sequence))
+            })
+        })?;
+        let next = last.map_or(0, |l| l.wrapping_add(1));
+        s.sequences.insert(tp.clone(), next);
+        s.unfinished.sequences.remove(tp);
+        Ok(())
+    }
+
+    /// EndTxn: commit (retried until definite) or abort.
+    fn end_txn(&self, s: &mut Session, commit: bool, deadline: Instant) -> Result<(), TransportError> {
+        let verb = if commit { "commit" } else { "abort" };
+        let what = format!("EndTxn ({verb}) for role '{}'", s.role);
+        let session: &Session = s;
+        let ended = self.cluster.retry(&what, deadline, |cluster| {
+            cluster.at_coordinator(session.role.as_str(), deadline, |conn| {
+                let Some(version) = conn.version_at_most::<EndTxnRequest>(MAX_END_TXN) else {
+                    return Err(Attempt::Stop(TransportError::config(format!(
+                        "the broker at {} supports no EndTxn version up to v{MAX_END_TXN}",
+                        conn.addr()
+                    ))));
+                };
+                let req = EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_string(
+                        session.role.as_str().to_owned(),
+                    )))
+                    .with_producer_id(ProducerId(session.token.producer_id))
+                    .with_producer_epoch(session.token.producer_epoch)
+                    .with_committed(commit);
+                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let addr = conn.addr().to_owned();
+                match resp.error_code {
+                    code::NONE => Ok(()),
+                    // The transaction ended the other way: the coordinator aborted it after its
+                    // timeout (with an epoch bump, so the pair is fenced), or nothing was open.
+                    // Nothing is open at the coordinator: for an abort that is the goal; for a
+                    // commit the transaction ended otherwise (the caller checks whether the
+                    // coordinator's pair moved on, which means a fence).
+                    code::INVALID_TXN_STATE if commit => Err(Attempt::Stop(TransportError::retriable(
+                        format!(
+                            "{what}: the coordinator has no transaction of pair {} open \
+                             (INVALID_TXN_STATE)",
+                            session.token
+                        ),
+                    ))),
+                    code::INVALID_TXN_STATE => Ok(()),
+                    err => Err(self.txn_error(session, &format!("EndTxn ({verb})"), &addr, err)),
+                }
+            })
+        });
+        let nothing_open = matches!(&ended, Err(e) if e.message().contains("INVALID_TXN_STATE"));
+        if ended.is_ok() || nothing_open {
+            s.unfinished.open = false;
+            s.unfinished.committing = false;
+        }
+        ended
+    }
+}
