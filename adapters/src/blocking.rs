@@ -44,7 +44,13 @@ pub fn start_shared<T: Transport + Send + Sync + ?Sized + 'static>(
     member: &str,
     options: Options,
 ) -> Result<Candidacy, Error> {
-    let (driver, candidacy) = Driver::new(transport, role, member, options)?;
+    // Async guarded writes on a blocking-flavour leadership run on a thread of their own.
+    let spawner: Arc<crate::leadership::Spawner> = Arc::new(|job| {
+        let _ = std::thread::Builder::new()
+            .name("kc-guarded-write".to_owned())
+            .spawn(job);
+    });
+    let (driver, candidacy) = Driver::new(transport, role, member, options, spawner)?;
     std::thread::Builder::new()
         .name(format!("kc-{role}"))
         .spawn(move || run_blocking(driver))

@@ -13,6 +13,17 @@ use kafka_coordination_core::token::FencingToken;
 use kafka_coordination_core::TimingError;
 
 use crate::error::TransportError;
+use crate::transport::GuardedRecord;
+
+/// Executes a guarded write through the candidacy's transport.
+pub(crate) type WriteFn =
+    dyn Fn(FencingToken, &[GuardedRecord<'_>]) -> Result<Vec<i64>, TransportError> + Send + Sync;
+
+/// A job for a blocking pool.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs a job off the async threads (the driver's runtime's blocking pool, or a thread).
+pub(crate) type Spawner = dyn Fn(Job) + Send + Sync;
 
 /// Why a candidacy or a term failed.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -97,12 +108,13 @@ pub(crate) struct State {
     pub(crate) last_failure: Option<TransportError>,
     /// The failure that will not pass, which ended (or is ending) the candidacy.
     pub(crate) fatal: Option<TransportError>,
+    /// A guarded write with this pair was fenced; the driver tells the machine.
+    pub(crate) superseded_write: Option<FencingToken>,
     /// While idle on a manual clock: the clock's change count the driver had acted on.
     pub(crate) idle_seen: Option<u64>,
 }
 
 /// State shared by a driver and the handles.
-#[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) role: Role,
     pub(crate) member: MemberId,
@@ -111,6 +123,10 @@ pub(crate) struct Shared {
     pub(crate) changed: Event,
     /// Wakes the driver (cancel, resign). For a manual clock this is the clock's own event.
     pub(crate) doorbell: Doorbell,
+    /// Guarded writes through the candidacy's transport.
+    pub(crate) writer: Arc<WriteFn>,
+    /// Where async guarded writes run.
+    pub(crate) spawner: Arc<Spawner>,
 }
 
 #[derive(Debug)]
@@ -145,9 +161,31 @@ impl Doorbell {
     }
 }
 
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.lock();
+        f.debug_struct("Candidacy")
+            .field("role", &self.role.as_str())
+            .field("member", &self.member.as_str())
+            .field("status", &s.snapshot.status)
+            .field("token", &s.snapshot.token)
+            .field("term", &s.snapshot.term)
+            .field("rank", &s.snapshot.rank)
+            .finish()
+    }
+}
+
 impl Shared {
-    pub(crate) fn new(role: Role, member: MemberId, doorbell: Doorbell) -> Arc<Shared> {
+    pub(crate) fn new(
+        role: Role,
+        member: MemberId,
+        doorbell: Doorbell,
+        writer: Arc<WriteFn>,
+        spawner: Arc<Spawner>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
+            writer,
+            spawner,
             role,
             member,
             state: Mutex::new(State {
@@ -166,6 +204,7 @@ impl Shared {
                 failing_since: None,
                 last_failure: None,
                 fatal: None,
+                superseded_write: None,
                 idle_seen: None,
             }),
             changed: Event::new(),
@@ -539,6 +578,98 @@ impl Leadership {
     /// What the driver last reported.
     pub fn snapshot(&self) -> Snapshot {
         self.shared.lock().snapshot.clone()
+    }
+
+    /// Writes `records` (to any topics and partitions, each explicit) in **one transaction**
+    /// of this term's producer, and returns each record's offset. The broker accepts it only
+    /// while this term's pair is the role's current one: once a newer leader exists the whole
+    /// write is refused ([`Error::Fenced`]), nothing of it ever becomes readable to
+    /// read_committed readers, and the term ends at once (`done` fires now, not at the next
+    /// renewal). After the term ended, writes are refused without contacting the broker.
+    ///
+    /// Runs the transport call off the async threads (the driver's runtime's blocking pool),
+    /// so it can be awaited on tokio, smol and async-std alike.
+    pub async fn guarded_write(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
+        self.refuse_after_the_term()?;
+        let owned: Vec<OwnedRecord> = records.iter().map(OwnedRecord::from).collect();
+        let slot: Arc<(Mutex<Option<Result<Vec<i64>, TransportError>>>, Event)> =
+            Arc::new((Mutex::new(None), Event::new()));
+        let (writer, token, done) = (self.shared.writer.clone(), self.token, slot.clone());
+        let listener = slot.1.listen();
+        (self.shared.spawner)(Box::new(move || {
+            let borrowed: Vec<GuardedRecord<'_>> = owned.iter().map(OwnedRecord::borrow).collect();
+            let result = writer(token, &borrowed);
+            *done.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            done.1.notify(usize::MAX);
+        }));
+        let mut listener = listener;
+        loop {
+            if let Some(result) = slot.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return self.after_write(result);
+            }
+            listener.await;
+            listener = slot.1.listen();
+        }
+    }
+
+    /// [`guarded_write`](Self::guarded_write), blocking the calling thread.
+    pub fn guarded_write_blocking(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
+        self.refuse_after_the_term()?;
+        let result = (self.shared.writer)(self.token, records);
+        self.after_write(result)
+    }
+
+    fn refuse_after_the_term(&self) -> Result<(), Error> {
+        if self.is_done() {
+            return Err(self.err().unwrap_or(Error::Fenced { token: self.token }));
+        }
+        Ok(())
+    }
+
+    fn after_write(&self, result: Result<Vec<i64>, TransportError>) -> Result<Vec<i64>, Error> {
+        match result {
+            Ok(offsets) => Ok(offsets),
+            Err(e) if e.is_fenced() => {
+                let token = self.token;
+                self.shared.update(|s| {
+                    if s.deposed.is_none() {
+                        s.deposed = Some(token);
+                    }
+                    s.superseded_write = Some(token);
+                });
+                self.shared.doorbell.ring();
+                Err(Error::Fenced { token })
+            }
+            Err(e) => Err(Error::Transport(e)),
+        }
+    }
+}
+
+/// A guarded record's bytes, owned, to cross into a blocking pool.
+struct OwnedRecord {
+    topic: String,
+    partition: i32,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+}
+
+impl OwnedRecord {
+    fn from(r: &GuardedRecord<'_>) -> OwnedRecord {
+        OwnedRecord {
+            topic: r.topic.to_owned(),
+            partition: r.partition,
+            key: r.key.map(<[u8]>::to_vec),
+            value: r.value.map(<[u8]>::to_vec),
+        }
+    }
+
+    fn borrow(&self) -> GuardedRecord<'_> {
+        GuardedRecord {
+            topic: &self.topic,
+            partition: self.partition,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+        }
     }
 }
 

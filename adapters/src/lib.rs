@@ -87,5 +87,5 @@ pub use leadership::{CancelHandle, Candidacy, Error, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
 pub use transport::{
-    Coordinator, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport,
+    Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport,
 };

@@ -10,7 +10,9 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
 use crate::error::TransportError;
-use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
+use crate::transport::{
+    Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Registrar, StateReader,
+};
 
 /// Wraps a member's transport. While [`cut`](Link::cut), every call fails as a retriable
 /// transport error before it reaches the broker, as if the process had died or lost its network:
@@ -88,8 +90,12 @@ impl<T: Coordinator> Coordinator for Link<T> {
         self.inner.describe_epoch(role)
     }
 
-    fn release_epoch(&self, role: &Role) {
-        self.inner.release_epoch(role)
+    fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
+        self.inner.claim_role(role)
+    }
+
+    fn release_role(&self, role: &Role) {
+        self.inner.release_role(role)
     }
 }
 
@@ -131,6 +137,15 @@ impl<T: LeaseWriter> LeaseWriter for Link<T> {
     ) -> Result<i64, TransportError> {
         self.check()?;
         self.inner.write_lease(partition, key, value, token)
+    }
+
+    fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        self.check()?;
+        self.inner.guarded_write(token, records)
     }
 }
 

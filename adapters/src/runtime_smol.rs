@@ -19,6 +19,9 @@ impl Runtime for Rt {
     fn spawn(f: BoxFuture<()>) {
         ::smol::spawn(f).detach();
     }
+    fn spawner() -> std::sync::Arc<crate::leadership::Spawner> {
+        std::sync::Arc::new(|job| ::blocking::unblock(job).detach())
+    }
 }
 
 crate::driver::runtime_api!(Rt, " on a smol task");

@@ -254,6 +254,17 @@ impl TestCluster {
         options: Options,
     ) -> Result<TestMember, Error> {
         let link = Link::new(self.broker.transport(member));
+        self.try_join_on(link, role, member, options)
+    }
+
+    /// Starts a member on a given transport (shared by several roles, say) without settling.
+    pub fn try_join_on(
+        &self,
+        link: TestTransport,
+        role: &str,
+        member: &str,
+        options: Options,
+    ) -> Result<TestMember, Error> {
         let options = options.clock(self.clock.clone());
         let candidacy = self.start(link.clone(), role, member, options)?;
         Ok(TestMember {

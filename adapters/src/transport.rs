@@ -15,6 +15,22 @@ pub use kafka_coordination_core::state::Record;
 
 use crate::error::TransportError;
 
+/// One record of a guarded write: a write of the role's own work (to any topic) that the
+/// broker accepts only while the writer's pair is the role's current one.
+#[derive(Clone, Copy, Debug)]
+pub struct GuardedRecord<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition, always explicit: the transport applies no partitioner. For Java-compatible
+    /// key partitioning use
+    /// [`partition_of_bytes`](kafka_coordination_core::partition::partition_of_bytes).
+    pub partition: i32,
+    /// The key, if any.
+    pub key: Option<&'a [u8]>,
+    /// The value; `None` writes a tombstone.
+    pub value: Option<&'a [u8]>,
+}
+
 /// Records read from one partition, and how far the read reached.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadBatch {
@@ -40,10 +56,20 @@ pub trait Coordinator {
     /// or [`LeadershipStatus::NOT_FOUND`] when no member ever took it.
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError>;
 
-    /// Drops the producer session this transport holds for `role`, if any, so that it can
-    /// write nothing more for the role. Drivers call it when a candidacy ends. The default does
-    /// nothing.
-    fn release_epoch(&self, role: &Role) {
+    /// Reserves `role` for one candidacy on this transport. A transport shared by many
+    /// candidacies (one client per process) refuses a second candidacy for a role it already
+    /// holds or contests, with a [`Config`](crate::ErrorKind::Config) error: two candidacies of
+    /// one process for one role would fence each other. Drivers call it when a candidacy
+    /// starts. The default accepts everything.
+    fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
+        let _ = role;
+        Ok(())
+    }
+
+    /// Ends a candidacy's hold on `role`: drops the producer session held for it (so this
+    /// transport writes nothing more with its pair) and the claim. Drivers call it when a
+    /// candidacy ends. The default does nothing.
+    fn release_role(&self, role: &Role) {
         let _ = role;
     }
 }
@@ -97,6 +123,24 @@ pub trait LeaseWriter {
         value: Option<&[u8]>,
         token: FencingToken,
     ) -> Result<i64, TransportError>;
+
+    /// Writes `records` (any topics, each to its explicit partition) in **one transaction** of
+    /// the producer that holds `token`, and returns each record's offset. The broker refuses
+    /// the whole transaction once a newer pair exists: a
+    /// [`Fenced`](crate::error::ErrorKind::Fenced) error, and nothing of it ever becomes
+    /// readable to read_committed readers. The default refuses with a
+    /// [`Config`](crate::error::ErrorKind::Config) error: a transport without transactions
+    /// cannot fence.
+    fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        let _ = (token, records);
+        Err(TransportError::config(
+            "this transport does not support guarded writes",
+        ))
+    }
 }
 
 /// All four traits: what a member needs.

@@ -297,6 +297,88 @@ fn a_fatal_error_with_a_dead_link_says_what_was_left_behind(flavour: Flavour) {
     assert!(msg.contains("lease was not cleared"), "{msg}");
 }
 
+/// Guarded writes from the handle: blocking, and (for the async flavours) as a future.
+fn guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(flavour: Flavour) {
+    use kafka_coordination::GuardedRecord;
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let rec = |v: &'static [u8]| GuardedRecord {
+        topic: "jobs",
+        partition: 0,
+        key: Some(b"k"),
+        value: Some(v),
+    };
+    let offsets = a
+        .with_leadership(|l| l.guarded_write_blocking(&[rec(b"one"), rec(b"two")]))
+        .expect("a leads")
+        .expect("written");
+    assert_eq!(offsets, [0, 1]);
+    let written = w.broker().topic_records("jobs", 0);
+    assert_eq!(written.len(), 2);
+    // a freezes; b takes over; a comes back and its next guarded write is fenced: the term
+    // ends at once, before any renewal, with the clock not moving.
+    let old = a.token().unwrap();
+    a.link().cut();
+    assert!(w.advance_until(LEASE * 2, || b.is_leader()), "b took over");
+    a.link().restore();
+    let renewals_before = w.broker().accepted_lease_writes().len();
+    let now = w.now();
+    let err = a
+        .with_leadership(|l| l.guarded_write_blocking(&[rec(b"zombie")]))
+        .expect("a still holds its handle")
+        .expect_err("fenced");
+    assert!(
+        matches!(err, Error::Fenced { token } if token == old),
+        "{err}"
+    );
+    assert!(!a.is_leader(), "done fired at once");
+    w.settle();
+    assert_eq!(w.now(), now);
+    assert!(
+        a.is_ended(),
+        "the driver deregistered without waiting for a renewal"
+    );
+    assert_eq!(w.roster(ROLE), ["b"]);
+    assert_eq!(w.broker().accepted_lease_writes().len(), renewals_before);
+    assert_eq!(
+        w.broker().topic_records("jobs", 0).len(),
+        2,
+        "the zombie wrote nothing"
+    );
+    // Later writes are refused without a broker call.
+    let again = a.with_leadership(|l| l.guarded_write_blocking(&[rec(b"x")]));
+    assert!(matches!(again, Some(Err(Error::Fenced { .. }))));
+}
+
+/// One transport (one client) serves several roles; a second candidacy for a role it already
+/// holds or contests is refused.
+fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(flavour: Flavour) {
+    let w = cluster(flavour);
+    let shared = kafka_coordination::Link::new(w.broker().transport("process-1"));
+    let start = |role: &str| w.try_join_on(shared.clone(), role, "process-1", w.options());
+    let a = start("billing").expect("billing");
+    let b = start("shipping").expect("shipping");
+    w.settle();
+    assert!(a.is_leader() && b.is_leader());
+    assert_ne!(a.token(), b.token());
+    match start("billing") {
+        Err(Error::Transport(e)) => {
+            assert_eq!(e.kind(), kafka_coordination::ErrorKind::Config, "{e}");
+            assert!(e.to_string().contains("already has a candidacy"), "{e}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Both renew through the one transport.
+    w.advance(LEASE * 2);
+    assert!(a.is_leader() && b.is_leader());
+    // Once a candidacy ends, its role can be taken again on the same transport.
+    a.resign();
+    let again = start("billing").expect("billing again");
+    w.settle();
+    assert!(again.is_leader());
+}
+
 macro_rules! scenarios {
     ($flavour:ident, $value:expr) => {
         mod $flavour {
@@ -347,6 +429,14 @@ macro_rules! scenarios {
                 super::a_leader_stopped_by_a_fatal_error_cleans_up(F)
             }
             #[test]
+            fn guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once() {
+                super::guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(F)
+            }
+            #[test]
+            fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one() {
+                super::one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(F)
+            }
+            #[test]
             fn a_fatal_error_with_a_dead_link_says_what_was_left_behind() {
                 super::a_fatal_error_with_a_dead_link_says_what_was_left_behind(F)
             }
@@ -373,6 +463,18 @@ where
     let transport = kafka_coordination::Link::new(w.broker().transport("a"));
     let a = acquire(transport, "a").await.expect("elected");
     assert!(!a.is_done());
+    // A guarded write awaited on this executor.
+    let offsets = a
+        .guarded_write(&[kafka_coordination::GuardedRecord {
+            topic: "audit",
+            partition: 3,
+            key: None,
+            value: Some(b"from an async task"),
+        }])
+        .await
+        .expect("written");
+    assert_eq!(offsets, [0]);
+    assert_eq!(w.broker().topic_records("audit", 3).len(), 1);
     assert!(a.resign().await.is_none());
     a.done().await;
     assert!(a.err().is_none());

@@ -65,6 +65,14 @@ pub enum Event {
     /// its pair, clear its lease, deregister: each step tried a bounded number of times and
     /// skipped when it fails for good) and ends with [`EndReason::Failed`].
     Fatal,
+    /// A write outside the machine (a guarded write of the role's work) carrying `token` was
+    /// fenced by the broker: a newer leader holds the role. A leader with that pair is deposed
+    /// at once (after the I/O it has outstanding, if any), without waiting for its next renewal
+    /// to meet the fence. Answers no command; any other token is ignored.
+    Superseded {
+        /// The pair the fenced write carried.
+        token: FencingToken,
+    },
     /// Time passed. Only acts at or after [`Candidate::poll_timeout`]; an extra tick is a no-op.
     Tick,
     /// Give up the role (or stop competing for it). Idempotent.
@@ -82,6 +90,7 @@ impl Event {
             Event::Fenced => "Fenced",
             Event::Failed => "Failed",
             Event::Fatal => "Fatal",
+            Event::Superseded { .. } => "Superseded",
             Event::Tick => "Tick",
             Event::Resign => "Resign",
         }
@@ -409,6 +418,8 @@ pub struct Candidate {
     superseded: bool,
     /// Whether a lease this member wrote is still uncleared.
     lease_written: bool,
+    /// A fence seen outside the machine while I/O was outstanding, acted on once it completes.
+    superseded_pending: Option<FencingToken>,
 }
 
 impl Candidate {
@@ -455,6 +466,7 @@ impl Candidate {
             deregistered: false,
             superseded: true,
             lease_written: false,
+            superseded_pending: None,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -588,7 +600,7 @@ impl Candidate {
         let now = self.now;
         if self.ended.is_some() {
             return match event {
-                Event::Tick | Event::Resign => Ok(()),
+                Event::Tick | Event::Resign | Event::Superseded { .. } => Ok(()),
                 other => Err(MachineError::Ended {
                     event: other.name(),
                 }),
@@ -604,8 +616,39 @@ impl Candidate {
                 Ok(())
             }
             Event::Fatal => self.on_fatal(),
-            event => self.on_io(now, event),
+            Event::Superseded { token } => {
+                self.superseded_pending = Some(token);
+                if self.io.is_none() {
+                    self.act_on_superseded();
+                }
+                Ok(())
+            }
+            event => {
+                let r = self.on_io(now, event);
+                if self.io.is_none() && self.ended.is_none() {
+                    self.act_on_superseded();
+                }
+                r
+            }
         }
+    }
+
+    /// Deposes the leader if a pending outside fence names its pair.
+    fn act_on_superseded(&mut self) {
+        let Some(token) = self.superseded_pending.take() else {
+            return;
+        };
+        let leads_with_it = self.term.is_some_and(|t| t.elected && t.token == token);
+        if !leads_with_it || self.resigning {
+            return;
+        }
+        self.timer = None;
+        self.term = None;
+        self.superseded = true;
+        self.lease_written = false;
+        self.commands.push_back(Command::Deposed { token });
+        self.pending_end = Some(EndReason::Fenced { token });
+        self.deregister_or_finish();
     }
 
     fn on_tick(&mut self, now: UnixMillis) {

@@ -697,3 +697,44 @@ mod random {
         }
     }
 }
+
+#[test]
+fn an_outside_fence_deposes_the_leader_at_once() {
+    let mut c = elected("a");
+    let token = FencingToken::new(7, 0);
+    let now = UnixMillis(T0 + 10);
+    // Another pair is ignored.
+    c.handle(
+        now,
+        Event::Superseded {
+            token: FencingToken::new(7, 9),
+        },
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert!(c.is_leader());
+    c.handle(now, Event::Superseded { token }).unwrap();
+    assert_eq!(drain(&mut c), [Command::Deposed { token }, deregister("a")]);
+    assert!(!c.is_leader());
+    c.handle(now, Event::Appended { offset: 9 }).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::Ended {
+            reason: EndReason::Fenced { token }
+        }]
+    );
+}
+
+#[test]
+fn an_outside_fence_during_a_renewal_waits_for_its_answer() {
+    let mut c = elected("a");
+    let token = FencingToken::new(7, 0);
+    let wake = c.poll_timeout().unwrap();
+    c.handle(wake, Event::Tick).unwrap();
+    assert!(matches!(drain(&mut c)[..], [Command::WriteLease { .. }]));
+    c.handle(wake, Event::Superseded { token }).unwrap();
+    assert_eq!(drain(&mut c), [], "one I/O outstanding at a time");
+    // The renewal commits (it raced the fence); the fence is acted on right after.
+    c.handle(wake, Event::LeaseWritten { offset: 5 }).unwrap();
+    assert_eq!(drain(&mut c), [Command::Deposed { token }, deregister("a")]);
+}

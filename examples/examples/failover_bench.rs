@@ -171,8 +171,8 @@ impl Coordinator for Link {
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         self.pass(|k| k.describe_epoch(role))
     }
-    fn release_epoch(&self, role: &Role) {
-        self.kafka.release_epoch(role)
+    fn release_role(&self, role: &Role) {
+        self.kafka.release_role(role)
     }
 }
 

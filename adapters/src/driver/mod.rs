@@ -159,6 +159,17 @@ pub(crate) struct Driver<T: ?Sized> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) long_poll: Duration,
     resign_sent: bool,
+    /// Releases the role on the transport: run once, when the candidate ends or the driver is
+    /// dropped (a runtime that went away).
+    release: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl<T: ?Sized> Drop for Driver<T> {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release();
+        }
+    }
 }
 
 impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
@@ -168,6 +179,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         role: &str,
         member: &str,
         options: Options,
+        spawner: Arc<crate::leadership::Spawner>,
     ) -> Result<(Driver<T>, Candidacy), Error> {
         let role = Role::new(role)?;
         let member = MemberId::new(member)?;
@@ -175,11 +187,20 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         let mut candidate =
             Candidate::new(role.clone(), member.clone(), options.timing, clock.now())?;
         candidate.set_give_up_after(Some(options.give_up_after_or_default()));
+        transport.claim_role(&role).map_err(Error::Transport)?;
+        let release: Box<dyn FnOnce() + Send> = {
+            let (transport, role) = (Arc::clone(&transport), role.clone());
+            Box::new(move || transport.release_role(&role))
+        };
         let doorbell = match clock.as_manual() {
             Some(manual) => Doorbell::Clock(manual.clone()),
             None => Doorbell::Own(event_listener::Event::new()),
         };
-        let shared = Shared::new(role, member, doorbell);
+        let writer: Arc<crate::leadership::WriteFn> = {
+            let transport = Arc::clone(&transport);
+            Arc::new(move |token, records| transport.guarded_write(token, records))
+        };
+        let shared = Shared::new(role, member, doorbell, writer, spawner);
         if let Some(manual) = clock.as_manual() {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
             manual.register(Arc::downgrade(&participant));
@@ -191,6 +212,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             shared: shared.clone(),
             long_poll: options.long_poll,
             resign_sent: false,
+            release: Some(release),
         };
         Ok((driver, Candidacy::new(shared)))
     }
@@ -203,6 +225,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
 
     /// Feeds a pending cancel or resign to the machine, once.
     pub(crate) fn check_cancel(&mut self) -> Result<(), Error> {
+        let superseded = self.shared.lock().superseded_write.take();
+        if let Some(token) = superseded {
+            log_warn!(role = %self.shared.role, member = %self.shared.member, %token, "a guarded write was fenced: the term is over");
+            self.handle(Event::Superseded { token })?;
+        }
         if !self.resign_sent && self.shared.lock().cancel {
             self.resign_sent = true;
             log_info!(role = %self.shared.role, member = %self.shared.member, "resigning");
@@ -211,9 +238,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         Ok(())
     }
 
-    /// Whether a cancel is waiting to be fed.
+    /// Whether a cancel (or an outside fence) is waiting to be fed.
     pub(crate) fn cancel_pending(&self) -> bool {
-        !self.resign_sent && self.shared.lock().cancel
+        let s = self.shared.lock();
+        (!self.resign_sent && s.cancel) || s.superseded_write.is_some()
     }
 
     /// Drains the machine's commands: publishes notifications, returns the I/O to do.
@@ -240,7 +268,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                     let cleanup = self.candidate.cleanup();
                     log_info!(role = %self.shared.role, member = %self.shared.member, %reason, %cleanup, "ended");
                     // Whatever pair the transport still holds for the role is over for it.
-                    self.transport.release_epoch(&self.shared.role);
+                    if let Some(release) = self.release.take() {
+                        release();
+                    }
                     self.shared.finish_ended(reason, cleanup);
                     return Next::Ended;
                 }

@@ -25,6 +25,9 @@ pub(crate) trait Runtime: 'static {
     fn sleep(d: Duration) -> BoxFuture<()>;
     /// Runs `f` as a detached task.
     fn spawn(f: BoxFuture<()>);
+    /// Where the handle's async guarded writes run: the runtime's blocking pool. Called when a
+    /// candidacy starts (in the runtime's context, for tokio).
+    fn spawner() -> std::sync::Arc<crate::leadership::Spawner>;
 }
 
 /// Starts a candidacy whose driver is a task of runtime `R`.
@@ -34,7 +37,8 @@ pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
     member: &str,
     options: Options,
 ) -> Result<Candidacy, Error> {
-    let (driver, candidacy) = Driver::new(Arc::new(transport), role, member, options)?;
+    let (driver, candidacy) =
+        Driver::new(Arc::new(transport), role, member, options, R::spawner())?;
     R::spawn(Box::pin(run_async::<R, T>(driver)));
     Ok(candidacy)
 }

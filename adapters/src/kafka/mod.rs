@@ -74,13 +74,13 @@ use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{KafkaConfig, STATE_TOPIC};
-pub use self::txn::GuardedRecord;
+pub use crate::transport::GuardedRecord;
 
 use self::cluster::Cluster;
 use self::describe::DescribeClient;
-use self::txn::Sessions;
 use self::reader::Readers;
 use self::registrar::Appender;
+use self::txn::Sessions;
 use crate::error::{ErrorKind, TransportError};
 use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
 
@@ -96,6 +96,7 @@ pub struct KafkaTransport {
     topic_checked: AtomicBool,
     cluster: Arc<Cluster>,
     sessions: Sessions,
+    claims: std::sync::Mutex<std::collections::BTreeSet<Role>>,
     appender: Appender,
     readers: Readers,
     describe: DescribeClient,
@@ -121,6 +122,7 @@ impl KafkaTransport {
         Ok(KafkaTransport {
             describe: DescribeClient::on(Arc::clone(&cluster), &config),
             sessions: Sessions::new(Arc::clone(&cluster), &config),
+            claims: Default::default(),
             cluster,
             config,
             topic_checked: AtomicBool::new(false),
@@ -204,6 +206,14 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
+        self.write_guarded(token, records)
+    }
+
+    fn write_guarded(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
         let written = self.sessions.write(token, records);
         self.fenced_if_superseded(token, written)
     }
@@ -219,7 +229,9 @@ impl KafkaTransport {
         result: Result<R, TransportError>,
     ) -> Result<R, TransportError> {
         let err = match result {
-            Err(e) if e.kind() == ErrorKind::Fatal || e.message().contains("INVALID_TXN_STATE") => e,
+            Err(e) if e.kind() == ErrorKind::Fatal || e.message().contains("INVALID_TXN_STATE") => {
+                e
+            }
             other => return other,
         };
         let Some(role) = self.sessions.role_of(token) else {
@@ -297,6 +309,12 @@ impl KafkaTransport {
     }
 }
 
+fn lock_claims(
+    m: &std::sync::Mutex<std::collections::BTreeSet<Role>>,
+) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<Role>> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Coordinator for KafkaTransport {
     fn acquire_epoch(
         &self,
@@ -323,8 +341,19 @@ impl Coordinator for KafkaTransport {
     /// Drops the role's transactional producer: this transport stops writing for the role.
     /// The coordinator keeps the pair until another member acquires (a resigning driver
     /// supersedes its pair first).
-    fn release_epoch(&self, role: &Role) {
+    fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
+        if !lock_claims(&self.claims).insert(role.clone()) {
+            return Err(TransportError::config(format!(
+                "role '{role}' already has a candidacy on this Kafka client: one candidacy per \
+                 role per client (two would fence each other)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn release_role(&self, role: &Role) {
         self.sessions.release(role);
+        lock_claims(&self.claims).remove(role);
     }
 }
 
@@ -384,6 +413,14 @@ impl LeaseWriter for KafkaTransport {
         );
         self.fenced_if_superseded(token, written)
             .map(|offsets| offsets.first().copied().unwrap_or(-1))
+    }
+
+    fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        self.write_guarded(token, records)
     }
 }
 

@@ -44,6 +44,7 @@ use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
 use crate::error::TransportError;
+use crate::transport::GuardedRecord;
 
 /// The highest request versions this client sends (all below transaction version 2).
 const MAX_INIT_PRODUCER_ID: i16 = 4;
@@ -54,21 +55,6 @@ const MAX_END_TXN: i16 = 3;
 /// The shortest transaction timeout accepted (the coordinator checks for expired
 /// transactions on a timer; a shorter timeout only churns).
 pub(crate) const MIN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// One record of a guarded write.
-#[derive(Clone, Copy, Debug)]
-pub struct GuardedRecord<'a> {
-    /// The topic.
-    pub topic: &'a str,
-    /// The partition, always explicit: the transport applies no partitioner. For Java-compatible
-    /// key partitioning use
-    /// [`partition_of_bytes`](kafka_coordination_core::partition::partition_of_bytes).
-    pub partition: i32,
-    /// The key, if any.
-    pub key: Option<&'a [u8]>,
-    /// The value; `None` writes a tombstone.
-    pub value: Option<&'a [u8]>,
-}
 
 type TopicPartition = (String, i32);
 
@@ -122,7 +108,11 @@ impl Sessions {
     /// A pair held by some role whose session was not fenced (for single-role callers).
     pub(crate) fn any_token(&self) -> Option<FencingToken> {
         let roles: Vec<_> = lock(&self.roles).values().cloned().collect();
-        roles.iter().map(|s| lock(s)).find(|s| !s.fenced).map(|s| s.token)
+        roles
+            .iter()
+            .map(|s| lock(s))
+            .find(|s| !s.fenced)
+            .map(|s| s.token)
     }
 
     /// The role whose session holds (or held, until released) `token`.
@@ -175,7 +165,8 @@ impl Sessions {
         let what = format!("InitProducerId for role '{role}'");
         let token = self.cluster.retry(&what, deadline, |cluster| {
             cluster.at_coordinator(role.as_str(), deadline, |conn| {
-                let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID)
+                let Some(version) =
+                    conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID)
                 else {
                     return Err(Attempt::Stop(TransportError::config(format!(
                         "the broker at {} does not support transactional InitProducerId",
@@ -358,30 +349,32 @@ impl Sessions {
     fn txn_error(&self, s: &Session, what: &str, addr: &str, error: i16) -> Attempt {
         let role = &s.role;
         match error {
-            code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH | code::INVALID_PRODUCER_ID_MAPPING => {
-                Attempt::Stop(TransportError::fenced(format!(
-                    "{what} of role '{role}' with pair {} was fenced: a newer leader holds the \
+            code::PRODUCER_FENCED
+            | code::INVALID_PRODUCER_EPOCH
+            | code::INVALID_PRODUCER_ID_MAPPING => Attempt::Stop(TransportError::fenced(format!(
+                "{what} of role '{role}' with pair {} was fenced: a newer leader holds the \
                      role ({})",
-                    s.token,
-                    code::name(error)
-                )))
-            }
+                s.token,
+                code::name(error)
+            ))),
             code::CONCURRENT_TRANSACTIONS | code::COORDINATOR_LOAD_IN_PROGRESS => {
                 Attempt::again(format!("{what} at {addr}: {}", code::name(error)))
             }
             code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE => {
                 Attempt::relookup(format!("{what} at {addr}: {}", code::name(error)))
             }
-            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Attempt::Stop(TransportError::unauthorized(
-                format!(
+            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+                Attempt::Stop(TransportError::unauthorized(format!(
                     "{what} of role '{role}': the principal needs the WRITE ACL on \
                      TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-                ),
-            )),
-            code::TOPIC_AUTHORIZATION_FAILED => Attempt::Stop(TransportError::unauthorized(format!(
-                "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
+                )))
+            }
+            code::TOPIC_AUTHORIZATION_FAILED => {
+                Attempt::Stop(TransportError::unauthorized(format!(
+                    "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
                  (TOPIC_AUTHORIZATION_FAILED)"
-            ))),
+                )))
+            }
             other if code::partition_retriable(other) => {
                 Attempt::relookup(format!("{what} at {addr}: {}", code::name(other)))
             }
@@ -530,19 +523,20 @@ impl Sessions {
                 match p.error_code {
                     // A duplicate: an earlier send of this very batch was written.
                     code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => Ok(p.base_offset),
-                    code::OUT_OF_ORDER_SEQUENCE_NUMBER => Err(Attempt::Stop(TransportError::retriable(
-                        format!(
+                    code::OUT_OF_ORDER_SEQUENCE_NUMBER => {
+                        Err(Attempt::Stop(TransportError::retriable(format!(
                             "{what}: the broker expected another sequence than {base_sequence} \
                              (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
                              sequence learned again"
-                        ),
-                    ))),
+                        ))))
+                    }
                     err => Err(self.txn_error(session, "Produce", &addr, err)),
                 }
             })
         })?;
         s.unfinished.sequences.remove(tp);
-        s.sequences.insert(tp.clone(), base_sequence.wrapping_add(count));
+        s.sequences
+            .insert(tp.clone(), base_sequence.wrapping_add(count));
         Ok(base)
     }
 
@@ -564,9 +558,10 @@ impl Sessions {
                         conn.addr()
                     ))));
                 }
-                let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
-                    .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                    .with_partition_indexes(vec![partition])]);
+                let req =
+                    DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                        .with_partition_indexes(vec![partition])]);
                 let resp = conn.call(&req, 0, self.request_deadline(deadline))?;
                 let Some(p) = resp
                     .topics
@@ -574,7 +569,9 @@ impl Sessions {
                     .flat_map(|t| t.partitions.iter())
                     .find(|p| p.partition_index == partition)
                 else {
-                    return Err(Attempt::again(format!("{what}: no answer for the partition")));
+                    return Err(Attempt::again(format!(
+                        "{what}: no answer for the partition"
+                    )));
                 };
                 if p.error_code != code::NONE {
                     return Err(if code::partition_retriable(p.error_code) {
@@ -603,7 +600,12 @@ impl Sessions {
     }
 
     /// EndTxn: commit (retried until definite) or abort.
-    fn end_txn(&self, s: &mut Session, commit: bool, deadline: Instant) -> Result<(), TransportError> {
+    fn end_txn(
+        &self,
+        s: &mut Session,
+        commit: bool,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
         let verb = if commit { "commit" } else { "abort" };
         let what = format!("EndTxn ({verb}) for role '{}'", s.role);
         let session: &Session = s;
@@ -631,13 +633,13 @@ impl Sessions {
                     // Nothing is open at the coordinator: for an abort that is the goal; for a
                     // commit the transaction ended otherwise (the caller checks whether the
                     // coordinator's pair moved on, which means a fence).
-                    code::INVALID_TXN_STATE if commit => Err(Attempt::Stop(TransportError::retriable(
-                        format!(
+                    code::INVALID_TXN_STATE if commit => {
+                        Err(Attempt::Stop(TransportError::retriable(format!(
                             "{what}: the coordinator has no transaction of pair {} open \
                              (INVALID_TXN_STATE)",
                             session.token
-                        ),
-                    ))),
+                        ))))
+                    }
                     code::INVALID_TXN_STATE => Ok(()),
                     err => Err(self.txn_error(session, &format!("EndTxn ({verb})"), &addr, err)),
                 }

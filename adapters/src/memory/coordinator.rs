@@ -305,6 +305,43 @@ impl Inner {
         Ok(())
     }
 
+    /// A guarded write of `role` through a session holding `bound`: every record is appended,
+    /// committed, to its data topic partition, or none is (fenced when `bound` is not the
+    /// current pair). Data topics spring into being on first use.
+    pub(super) fn guarded_write(
+        &mut self,
+        role: &Role,
+        bound: FencingToken,
+        records: &[crate::transport::GuardedRecord<'_>],
+        member: &str,
+    ) -> Result<Vec<i64>, TransportError> {
+        let current = self.current_pair(role, member)?;
+        if current != bound {
+            return Err(fenced(member, role, bound, current));
+        }
+        let mut offsets = Vec::with_capacity(records.len());
+        for r in records {
+            if r.partition < 0 {
+                return Err(TransportError::config(format!(
+                    "partition {} of topic '{}' is negative",
+                    r.partition, r.topic
+                )));
+            }
+            let log = self
+                .data
+                .entry((r.topic.to_owned(), r.partition))
+                .or_default();
+            let offset = i64::try_from(log.len()).unwrap_or(i64::MAX);
+            log.push(crate::transport::Record {
+                offset,
+                key: r.key.map(<[u8]>::to_vec).unwrap_or_default(),
+                value: r.value.map(<[u8]>::to_vec),
+            });
+            offsets.push(offset);
+        }
+        Ok(offsets)
+    }
+
     fn entry_mut(&mut self, role: &Role, member: &str) -> Result<&mut TxnEntry, TransportError> {
         self.txns
             .get_mut(role)

@@ -164,6 +164,8 @@ struct Inner {
     max_transaction_timeout: Duration,
     /// Partitions whose readers must be woken when the lock is released.
     dirty: BTreeSet<usize>,
+    /// Data topics written by guarded writes: (topic, partition) -> committed records.
+    data: BTreeMap<(String, i32), Vec<Record>>,
 }
 
 impl Inner {
@@ -358,6 +360,7 @@ impl MemoryBroker {
             counts: CallCounts::default(),
             max_transaction_timeout: DEFAULT_MAX_TRANSACTION_TIMEOUT,
             dirty: BTreeSet::new(),
+            data: BTreeMap::new(),
         };
         MemoryBroker {
             shared: Arc::new(Shared {
@@ -498,6 +501,16 @@ impl MemoryBroker {
         let locked = self.shared.lock();
         let index = locked.index(partition)?;
         Ok(locked.log(index)?.read(0).records)
+    }
+
+    /// The records guarded writes committed to `topic`/`partition`, in offset order.
+    pub fn topic_records(&self, topic: &str, partition: i32) -> Vec<Record> {
+        self.shared
+            .lock()
+            .data
+            .get(&(topic.to_owned(), partition))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Every lease write the broker accepted (committed), in commit order.

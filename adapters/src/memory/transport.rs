@@ -16,7 +16,9 @@ use kafka_coordination_core::token::FencingToken;
 
 use super::{BrokerOp, MemoryBroker, Shared};
 use crate::error::TransportError;
-use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
+use crate::transport::{
+    Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Registrar, StateReader,
+};
 
 /// The producer sessions of one member: role -> the pair its last `acquire_epoch` bound.
 type Sessions = BTreeMap<Role, FencingToken>;
@@ -32,6 +34,7 @@ pub struct MemoryTransport {
     shared: Arc<Shared>,
     name: Arc<str>,
     sessions: Arc<Mutex<Sessions>>,
+    claims: Arc<Mutex<std::collections::BTreeSet<Role>>>,
 }
 
 impl fmt::Debug for MemoryTransport {
@@ -49,6 +52,7 @@ impl MemoryTransport {
             shared,
             name: name.into(),
             sessions: Arc::default(),
+            claims: Arc::default(),
         }
     }
 
@@ -178,9 +182,27 @@ impl Coordinator for MemoryTransport {
         Ok(status)
     }
 
-    /// Forgets the session for `role`: later lease writes of this member for it fail.
-    fn release_epoch(&self, role: &Role) {
+    /// One candidacy per role on a transport (its clones included).
+    fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
+        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        if !claims.insert(role.clone()) {
+            return Err(TransportError::config(format!(
+                "role `{role}` already has a candidacy on transport `{}`: one candidacy per role \
+                 per client (two would fence each other)",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forgets the session for `role` (later lease writes of this member for it fail) and the
+    /// claim.
+    fn release_role(&self, role: &Role) {
         self.sessions().remove(role);
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(role);
     }
 }
 
@@ -265,6 +287,22 @@ impl LeaseWriter for MemoryTransport {
             locked.lease_write(&role, token, partition, key, value, &self.name, now, true)?;
         locked.finish_call(BrokerOp::WriteLease)?;
         Ok(offset)
+    }
+
+    /// Appends every record to its data topic (see [`MemoryBroker::topic_records`]) if `token`
+    /// is the current pair of the role this member's session holds it for; counted and
+    /// faulted as a [`BrokerOp::WriteLease`] call.
+    fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
+        let sessions = self.sessions();
+        let role = self.resolve(&sessions, token)?;
+        let offsets = locked.guarded_write(&role, token, records, &self.name)?;
+        locked.finish_call(BrokerOp::WriteLease)?;
+        Ok(offsets)
     }
 }
 

@@ -1284,7 +1284,7 @@ impl Sim {
             ),
         );
         // As the drivers do: the transport lets go of whatever session it holds for the role.
-        self.members[i].transport.release_epoch(&self.role);
+        self.members[i].transport.release_role(&self.role);
         // Judged by the harness, not by the candidate's own report: every resign whose exit met
         // no failed call must leave none of its pairs current.
         if reason == EndReason::Resigned && !exit_trouble {
