@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need and a fresh machine may lack:
-#  - cmake, a C/C++ toolchain, pkg-config, OpenSSL and zlib headers (librdkafka and the static
-#    libcurl are built from source by rdkafka-sys),
+#  - cmake, a C/C++ toolchain, pkg-config, OpenSSL and zlib headers (librdkafka, with SSL and
+#    SASL SCRAM on the system's OpenSSL, and the static libcurl are built from source by
+#    rdkafka-sys),
+#  - the openssl command (the Kafka test broker's CA and certificates),
 #  - Java 17+ and Maven (the Kafka test broker and the golden-vector check run from Maven
 #    Central artifacts),
 #  - python3 (the golden-vector generator's --check).
@@ -16,6 +18,7 @@ need_cmd gcc gcc
 need_cmd g++ g++
 need_cmd pkg-config pkg-config
 need_cmd perl perl
+need_cmd openssl openssl
 need_cmd python3 python3
 need_cmd java openjdk-17-jdk-headless
 need_cmd mvn maven

@@ -16,7 +16,7 @@ FEATURES="kafka,tokio,smol,async-std"
 if [ "${1:-}" = "--single-broker-suite" ]; then
     shift
     cargo test -p kafka-coordination --features "$FEATURES" "$@" \
-        --test kafka_transport --test kafka_leadership || exit 1
+        --test kafka_transport --test kafka_leadership --test kafka_security || exit 1
     exec cargo test -p kafka-coordination --features "$FEATURES" "$@" --lib kafka::
 fi
 
@@ -36,7 +36,7 @@ phase() {
 
 # Build first, so that no cluster waits for a compile.
 phase "build" cargo test -p kafka-coordination --features "$FEATURES" "$@" --no-run \
-    --lib --test kafka_transport --test kafka_leadership
+    --lib --test kafka_transport --test kafka_leadership --test kafka_security
 if [ ${#failed[@]} -gt 0 ]; then
     echo "==== kafka-tests: FAILED: the tests do not build" >&2
     exit 1

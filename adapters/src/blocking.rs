@@ -1,6 +1,7 @@
 //! The blocking flavour: the driver runs on its own thread; calls block the caller.
 //!
 //! ```
+//! # #[cfg(feature = "memory")] {
 //! use std::time::Duration;
 //! use kafka_coordination::blocking::acquire_leadership;
 //! use kafka_coordination::memory::MemoryBroker;
@@ -15,6 +16,7 @@
 //! assert!(!leadership.is_done());
 //! leadership.resign_blocking();
 //! assert!(leadership.is_done() && leadership.err().is_none());
+//! # }
 //! # Ok::<(), kafka_coordination::Error>(())
 //! ```
 

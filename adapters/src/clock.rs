@@ -54,6 +54,7 @@ pub const SETTLE_GUARD: Duration = Duration::from_secs(120);
 /// for the next change. No sleep, no polling, no verdict that depends on thread scheduling.
 ///
 /// ```
+/// # #[cfg(all(feature = "memory", feature = "blocking"))] {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use kafka_coordination::memory::MemoryBroker;
@@ -67,6 +68,7 @@ pub const SETTLE_GUARD: Duration = Duration::from_secs(120);
 /// clock.settle().unwrap(); // both registered, one elected, the other standing by
 /// let standby = if a.snapshot().token.is_some() { &b } else { &a };
 /// assert_eq!(standby.snapshot().rank, Some(0));
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct ManualClock {

@@ -240,6 +240,15 @@ impl Shared {
     }
 
     /// The driver stopped with an error of its own (it ran no cleanup).
+    #[cfg_attr(
+        not(any(
+            feature = "blocking",
+            feature = "tokio",
+            feature = "smol",
+            feature = "async-std"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn finish(&self, error: Error) {
         self.finish_with(Err(error), None);
     }
@@ -400,7 +409,7 @@ impl Candidacy {
         }
     }
 
-    #[cfg_attr(not(feature = "memory"), allow(dead_code))]
+    #[allow(dead_code)] // Used by the test kit (features `memory` and a driver).
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -592,8 +601,7 @@ impl Leadership {
     pub async fn guarded_write(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
         self.refuse_after_the_term()?;
         let owned: Vec<OwnedRecord> = records.iter().map(OwnedRecord::from).collect();
-        let slot: Arc<(Mutex<Option<Result<Vec<i64>, TransportError>>>, Event)> =
-            Arc::new((Mutex::new(None), Event::new()));
+        let slot: Arc<WriteSlot> = Arc::new((Mutex::new(None), Event::new()));
         let (writer, token, done) = (self.shared.writer.clone(), self.token, slot.clone());
         let listener = slot.1.listen();
         (self.shared.spawner)(Box::new(move || {
@@ -644,6 +652,9 @@ impl Leadership {
         }
     }
 }
+
+/// Where a guarded write run on a blocking pool leaves its result, and the event that says so.
+type WriteSlot = (Mutex<Option<Result<Vec<i64>, TransportError>>>, Event);
 
 /// A guarded record's bytes, owned, to cross into a blocking pool.
 struct OwnedRecord {

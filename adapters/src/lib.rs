@@ -23,7 +23,7 @@ pub use kafka_coordination_core as core;
 
 /// The README's Rust blocks, compiled and run as doc tests (the Kafka ten-liner is compiled in
 /// the `kafka` module's docs, where it has its feature).
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "memory", feature = "blocking"))]
 #[doc = include_str!("../../README.md")]
 mod readme {}
 

@@ -147,3 +147,68 @@ pub trait LeaseWriter {
 pub trait Transport: Coordinator + StateReader + Registrar + LeaseWriter {}
 
 impl<T: Coordinator + StateReader + Registrar + LeaseWriter + ?Sized> Transport for T {}
+
+/// A shared transport is a transport: hand one client (`Arc<KafkaTransport>`, or any other) to
+/// every candidacy of the process.
+impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        (**self).acquire_epoch(role, transaction_timeout)
+    }
+    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
+        (**self).describe_epoch(role)
+    }
+    fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
+        (**self).claim_role(role)
+    }
+    fn release_role(&self, role: &Role) {
+        (**self).release_role(role)
+    }
+}
+
+impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<ReadBatch, TransportError> {
+        (**self).read_partition(partition, from_offset, max_wait)
+    }
+    fn can_long_poll(&self) -> bool {
+        (**self).can_long_poll()
+    }
+}
+
+impl<T: Registrar + ?Sized> Registrar for std::sync::Arc<T> {
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, TransportError> {
+        (**self).append(partition, key, value)
+    }
+}
+
+impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<i64, TransportError> {
+        (**self).write_lease(partition, key, value, token)
+    }
+    fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        (**self).guarded_write(token, records)
+    }
+}

@@ -9,6 +9,8 @@
 //! each waits for the event (elected, done) with a bound, and timing bounds are loose.
 #![cfg(all(feature = "kafka", feature = "blocking"))]
 
+#[path = "support/proxy.rs"]
+mod proxy;
 mod support;
 
 use support::{brokers, loud, transport_with, unique, PARTITIONS};
@@ -510,6 +512,13 @@ fn a_standby_takes_over_after_the_holder_dies_and_the_holder_is_fenced() {
     assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
     assert_eq!(a_link.kafka().held_token(), None);
     guarded_send(b_link.kafka(), &role, b.token(), 2).expect("the new leader's guarded write");
+    // The paused, superseded holder resumed; it never mints an epoch of its own (the library
+    // decides every InitProducerId), so the current leader is not fenced by it: b keeps its
+    // pair over several more renewals.
+    thread::sleep(RENEW * 4);
+    assert!(!b.is_done(), "b lost its role: {:?}", b.err());
+    let status = describe_leadership(&observer, &role).expect("describe");
+    assert!(status.authoritative(&b.token()), "{status:?}");
 
     // Only the writes of each term's holder are readable.
     eventually_guarded_writes(&data, &role, &[a.token(), b.token()]);
@@ -629,6 +638,60 @@ fn a_resign_without_a_successor_leaves_the_old_pair_unauthoritative() {
     let c = blocking::acquire_leadership(transport(&b), &role, "c", options()).expect("elected");
     assert!(c.term() > a.term(), "terms {} then {}", a.term(), c.term());
     assert!(c.resign_blocking().is_none());
+}
+
+/// A lease commit whose answer is lost (the broker committed; the client's request timed out)
+/// is committed again, never aborted: the leader keeps its role and its token. The broker's
+/// answers to EndTxn are held by a proxy for longer than the client's request timeout.
+#[test]
+fn a_commit_that_times_out_on_the_client_does_not_cost_the_leader_its_role() {
+    let Some(b) = bootstrap() else { return };
+    let role = unique("commit-timeout");
+    let observer = transport(&b);
+    let broker = b.split(',').next().expect("a broker").trim().to_owned();
+    let proxy = proxy::Proxy::start(&broker);
+    // Every native connection of this member goes through the proxy; its requests time out
+    // after 700 ms (the held answer comes after 1.5 s, on a connection the client gave up).
+    let cfg = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.clone(), proxy.addr.clone())
+        .with_request_timeout(Duration::from_millis(700))
+        .with_operation_timeout(Duration::from_secs(10));
+    let member = transport_with(cfg);
+    let leader = blocking::acquire_leadership(
+        member,
+        &role,
+        "a",
+        options()
+            .lease_duration(Duration::from_secs(6))
+            .renew_interval(Duration::from_millis(500)),
+    )
+    .expect("elected");
+    let token = leader.token();
+    let before = proxy.forwarded(proxy::END_TXN);
+    assert!(before >= 1, "the first lease went through the proxy");
+    // The next two lease commits: their answers are held past the request timeout.
+    proxy.hold_next(proxy::END_TXN, 2, Duration::from_millis(1500));
+    wait_for("two held commit answers", PROMPT, || proxy.held() >= 2);
+    // The leader retried the commits (the coordinator answers NONE for a committed
+    // transaction) and renews on: same token, role kept, no abort, no fence.
+    wait_for("renewals after the held commits", PROMPT, || {
+        proxy.forwarded(proxy::END_TXN) >= before + 5
+    });
+    assert!(
+        !leader.is_done(),
+        "the leader lost its role: {:?}",
+        leader.err()
+    );
+    assert_eq!(leader.token(), token);
+    let status = describe_leadership(&observer, &role).expect("describe");
+    assert!(status.authoritative(&token), "{status:?}");
+    eventually_lease(&observer, &role, "a", token);
+    eprintln!(
+        "held {} commit answers; {} EndTxn requests in all; the leader kept {token}",
+        proxy.held(),
+        proxy.forwarded(proxy::END_TXN) - before
+    );
+    assert!(leader.resign_blocking().is_none());
 }
 
 // ---- 4. the third-party check ---------------------------------------------------------------

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Starts a throwaway Apache Kafka (KRaft) test cluster on 127.0.0.1 and prints
-#   export KAFKA_BOOTSTRAP=127.0.0.1:PORT[,...]
-# on stdout (everything else goes to stderr), so `eval "$(scripts/kafka/start.sh)"` works.
+# Starts a throwaway Apache Kafka (KRaft) test cluster on 127.0.0.1 and prints export lines on
+# stdout (everything else goes to stderr), so `eval "$(scripts/kafka/start.sh)"` works:
+#   KAFKA_BOOTSTRAP                the PLAINTEXT listeners (principal User:ANONYMOUS, a super user)
+#   KAFKA_SASL_SSL_BOOTSTRAP       the SASL_SSL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
+#   KAFKA_SSL_BOOTSTRAP            the SSL listeners that require a client certificate (mutual TLS)
+#   KAFKA_SSL_CA                   the PEM CA that signed the brokers' and the client's certificates
+#   KAFKA_SSL_CLIENT_CERT/_KEY     a PEM client certificate and key (principal User:CN=kc-client)
+#   KAFKA_SCRAM_USER/_PASSWORD     a super user (admin), with PLAIN and both SCRAM credentials
+#   KAFKA_SCRAM_LIMITED_USER/_PASSWORD
+#                                  a user with the same credentials kinds and no ACL at all
+# ACLs are enforced (StandardAuthorizer); the brokers' certificate names 127.0.0.1 and localhost.
 #
 # Usage: scripts/kafka/start.sh [--brokers 1|3]
 #
 #   --brokers 1   one combined broker+controller node, internal topics with replication 1 (default)
 #   --brokers 3   three combined nodes with a 3-voter controller quorum, replication factor 3 and
-#                 min.insync.replicas=2 (internal topics and new topics)
+#                 min.insync.replicas=2 (internal topics and new topics); every node has the
+#                 three listeners
 #
 # Environment:
 #   KAFKA_VERSION       Kafka version from Maven Central (default: the one pinned in pom.xml)
@@ -45,7 +54,7 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
     *) die "unknown argument '$1' (usage: start.sh [--brokers 1|3])" ;;
@@ -57,6 +66,7 @@ case "$BROKERS" in
 esac
 
 command -v java >/dev/null || die "java not found; Kafka 4.x needs Java 17 or newer"
+command -v openssl >/dev/null || die "openssl not found; it makes the test CA and certificates (scripts/ensure-deps.sh installs it)"
 JAVA_MAJOR="$(java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -1)"
 if [ -n "$JAVA_MAJOR" ] && [ "$JAVA_MAJOR" -lt 17 ]; then
     die "Java $JAVA_MAJOR found; Kafka 4.x needs Java 17 or newer"
@@ -111,12 +121,54 @@ free_port() {
     die "could not find a free TCP port on 127.0.0.1"
 }
 
-declare -a BPORT CPORT
+declare -a BPORT CPORT SPORT TPORT
 VOTERS=""
 for n in $(seq 1 "$BROKERS"); do
     BPORT[n]="$(free_port)"
     CPORT[n]="$(free_port)"
+    SPORT[n]="$(free_port)"
+    TPORT[n]="$(free_port)"
     VOTERS="${VOTERS:+$VOTERS,}$n@127.0.0.1:${CPORT[n]}"
+done
+
+# ---- TLS material and SASL users ----------------------------------------------------------
+# A CA, a broker certificate for 127.0.0.1 and localhost, and a client certificate, all PEM
+# (EC P-256 keys, unencrypted PKCS#8). Valid for 30 days: a run dir lives for one test run.
+TLS="$RUN_DIR/tls"
+mkdir -p "$TLS"
+chmod 700 "$TLS"
+tls_log="$RUN_DIR/logs/openssl.log"
+ossl() { openssl "$@" >>"$tls_log" 2>&1 || die "openssl $1 failed (log: $tls_log)"; }
+ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+    -subj "/CN=kafka-coordination test CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$TLS/ca.key" -out "$TLS/ca.pem"
+leaf() { # leaf NAME SUBJECT EXTENSIONS...
+    local name="$1" subject="$2"
+    shift 2
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" \
+        "keyUsage=critical,digitalSignature,keyEncipherment" "$@" >"$TLS/$name.ext"
+    ossl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$subject" \
+        -keyout "$TLS/$name.key" -out "$TLS/$name.csr"
+    ossl x509 -req -in "$TLS/$name.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
+        -set_serial "0x$(openssl rand -hex 16)" -days 30 -extfile "$TLS/$name.ext" \
+        -out "$TLS/$name.pem"
+    rm -f "$TLS/$name.csr" "$TLS/$name.ext"
+}
+leaf broker "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth"
+leaf client "/CN=kc-client" "extendedKeyUsage=clientAuth"
+# The broker's PEM key store: its key, then its certificate chain.
+cat "$TLS/broker.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+ADMIN_USER=admin
+LIMITED_USER=limited
+ADMIN_PASSWORD="admin-$(openssl rand -hex 12)"
+LIMITED_PASSWORD="limited-$(openssl rand -hex 12)"
+# SCRAM credentials go into the cluster's metadata when the storage is formatted.
+SCRAM_ARGS=()
+for user in "$ADMIN_USER=$ADMIN_PASSWORD" "$LIMITED_USER=$LIMITED_PASSWORD"; do
+    for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+        SCRAM_ARGS+=(--add-scram "$mech=[name=${user%%=*},password=${user#*=}]")
+    done
 done
 
 if [ "$BROKERS" = 1 ]; then
@@ -151,10 +203,21 @@ process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$VOTERS
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},CONTROLLER://127.0.0.1:${CPORT[n]}
-advertised.listeners=PLAINTEXT://127.0.0.1:${BPORT[n]}
+listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},CONTROLLER://127.0.0.1:${CPORT[n]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]}
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS/ca.pem
+listener.name.ssl.ssl.client.auth=required
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$ADMIN_USER="$ADMIN_PASSWORD" user_$LIMITED_USER="$LIMITED_PASSWORD";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$ADMIN_USER;User:CN=kc-client
 log.dirs=$RUN_DIR/node-$n/data
 auto.create.topics.enable=false
 num.partitions=1
@@ -187,7 +250,7 @@ JAVA_OPTS=(-Xms"$HEAP" -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
 for n in $(seq 1 "$BROKERS"); do
     if ! java -cp "$CLASSPATH" -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties" \
         kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$RUN_DIR/node-$n/server.properties" \
-        >>"$RUN_DIR/logs/storage-tool.log" 2>&1; then
+        "${SCRAM_ARGS[@]}" >>"$RUN_DIR/logs/storage-tool.log" 2>&1; then
         tail -20 "$RUN_DIR/logs/storage-tool.log" >&2
         die "formatting node $n failed (log: $RUN_DIR/logs/storage-tool.log)"
     fi
@@ -204,8 +267,12 @@ for n in $(seq 1 "$BROKERS"); do
 done
 
 BOOTSTRAP=""
+SASL_SSL_BOOTSTRAP=""
+SSL_BOOTSTRAP=""
 for n in $(seq 1 "$BROKERS"); do
     BOOTSTRAP="${BOOTSTRAP:+$BOOTSTRAP,}127.0.0.1:${BPORT[n]}"
+    SASL_SSL_BOOTSTRAP="${SASL_SSL_BOOTSTRAP:+$SASL_SSL_BOOTSTRAP,}127.0.0.1:${SPORT[n]}"
+    SSL_BOOTSTRAP="${SSL_BOOTSTRAP:+$SSL_BOOTSTRAP,}127.0.0.1:${TPORT[n]}"
 done
 say "started $BROKERS node(s) (cluster $CLUSTER_ID, Kafka $VERSION); waiting up to ${START_TIMEOUT}s for $BOOTSTRAP"
 
@@ -245,5 +312,16 @@ while :; do
 done
 
 echo "$BOOTSTRAP" >"$RUN_DIR/bootstrap"
-say "ready: $BROKERS broker(s) at $BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
-echo "export KAFKA_BOOTSTRAP=$BOOTSTRAP"
+say "ready: $BROKERS broker(s) at $BOOTSTRAP, SASL_SSL at $SASL_SSL_BOOTSTRAP, mutual TLS at $SSL_BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
+{
+    printf 'export KAFKA_BOOTSTRAP=%q\n' "$BOOTSTRAP"
+    printf 'export KAFKA_SASL_SSL_BOOTSTRAP=%q\n' "$SASL_SSL_BOOTSTRAP"
+    printf 'export KAFKA_SSL_BOOTSTRAP=%q\n' "$SSL_BOOTSTRAP"
+    printf 'export KAFKA_SSL_CA=%q\n' "$TLS/ca.pem"
+    printf 'export KAFKA_SSL_CLIENT_CERT=%q\n' "$TLS/client.pem"
+    printf 'export KAFKA_SSL_CLIENT_KEY=%q\n' "$TLS/client.key"
+    printf 'export KAFKA_SCRAM_USER=%q\n' "$ADMIN_USER"
+    printf 'export KAFKA_SCRAM_PASSWORD=%q\n' "$ADMIN_PASSWORD"
+    printf 'export KAFKA_SCRAM_LIMITED_USER=%q\n' "$LIMITED_USER"
+    printf 'export KAFKA_SCRAM_LIMITED_PASSWORD=%q\n' "$LIMITED_PASSWORD"
+} | tee "$RUN_DIR/env"

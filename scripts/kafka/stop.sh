@@ -54,7 +54,9 @@ done
 for d in "$RUN_DIR"/node-*/; do
     [ -d "$d" ] && rm -rf "$d"
 done
-rm -f "$RUN_DIR/bootstrap" "$RUN_DIR/log4j2.properties"
+rm -f "$RUN_DIR/bootstrap" "$RUN_DIR/log4j2.properties" "$RUN_DIR/env"
+# The test CA, certificates and keys of this run.
+rm -rf "$RUN_DIR/tls"
 if [ "$PURGE" = 1 ]; then
     rm -rf "$RUN_DIR"
     say "stopped ${#pids[@]} node(s); removed $RUN_DIR"

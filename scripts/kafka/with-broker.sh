@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs CMD with a fresh single-node Kafka test broker: starts it, exports KAFKA_BOOTSTRAP, runs
-# CMD, always stops the broker, and exits with CMD's exit code.
+# Runs CMD with a fresh single-node Kafka test broker: starts it, exports what start.sh prints
+# (KAFKA_BOOTSTRAP, and the secured listeners' KAFKA_SASL_SSL_BOOTSTRAP, KAFKA_SSL_BOOTSTRAP,
+# KAFKA_SSL_CA, KAFKA_SSL_CLIENT_CERT/_KEY, KAFKA_SCRAM_*), runs CMD, always stops the broker,
+# and exits with CMD's exit code.
 #
 # Usage: scripts/kafka/with-broker.sh [--brokers 1|3] CMD [ARGS...]
 #
@@ -44,7 +46,7 @@ fi
 eval "$exports"
 # How many brokers, so tests can pick a replication factor that fits.
 export KAFKA_BROKERS="$BROKERS"
-echo "with-broker: KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP (KAFKA_BROKERS=$KAFKA_BROKERS)" >&2
+echo "with-broker: KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP KAFKA_SASL_SSL_BOOTSTRAP=${KAFKA_SASL_SSL_BOOTSTRAP:-} (KAFKA_BROKERS=$KAFKA_BROKERS)" >&2
 
 # CMD runs in the background so a TERM or INT sent to this script reaches it and the broker is
 # still stopped (a trap waits for a foreground command to finish first). stdin stays CMD's.

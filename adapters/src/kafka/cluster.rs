@@ -8,10 +8,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{
-    FindCoordinatorRequest, MetadataRequest, TopicName,
-};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::config::KafkaConfig;
@@ -153,6 +151,8 @@ impl Attempt {
 /// The native client's view of the cluster.
 pub(crate) struct Cluster {
     bootstrap: Vec<String>,
+    /// advertised address -> the address to connect to.
+    overrides: HashMap<String, String>,
     pool: Pool,
     /// transactional id -> the coordinator's address.
     coordinators: Mutex<HashMap<String, String>>,
@@ -168,6 +168,16 @@ impl Cluster {
         let bootstrap = parse_bootstrap(config.bootstrap_servers())?;
         Ok(Cluster {
             bootstrap,
+            overrides: {
+                let mut m = HashMap::new();
+                for (advertised, _) in config.address_overrides() {
+                    m.insert(
+                        advertised.clone(),
+                        config.connect_address(advertised).to_owned(),
+                    );
+                }
+                m
+            },
             pool: Pool::new(security, client_id),
             coordinators: Mutex::new(HashMap::new()),
             leaders: Mutex::new(HashMap::new()),
@@ -274,6 +284,7 @@ impl Cluster {
         f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
     ) -> Result<T, Attempt> {
         let mut outcome: Option<Result<T, Attempt>> = None;
+        let addr = self.overrides.get(addr).map_or(addr, String::as_str);
         let net = self.pool.with(addr, deadline, |conn| match f(conn) {
             // Returned as `Io`, so that the pool drops the connection.
             Err(Attempt::Broken(why)) => Err(NetError::Io(why)),
@@ -291,7 +302,11 @@ impl Cluster {
     }
 
     /// Asks each bootstrap server in turn for the coordinator of `transactional_id`.
-    fn find_coordinator(&self, transactional_id: &str, deadline: Instant) -> Result<String, Attempt> {
+    fn find_coordinator(
+        &self,
+        transactional_id: &str,
+        deadline: Instant,
+    ) -> Result<String, Attempt> {
         let mut last = String::from("no bootstrap server configured");
         for server in &self.bootstrap {
             let outcome = self.on(server, deadline, |conn| {
@@ -313,7 +328,9 @@ impl Cluster {
                 let (error, message, host, port) = if version >= 4 {
                     match resp.coordinators.into_iter().next() {
                         Some(c) => (c.error_code, c.error_message, c.host, c.port),
-                        None => return Err(Attempt::relookup("FindCoordinator named no coordinator")),
+                        None => {
+                            return Err(Attempt::relookup("FindCoordinator named no coordinator"))
+                        }
                     }
                 } else {
                     (resp.error_code, resp.error_message, resp.host, resp.port)
@@ -326,13 +343,13 @@ impl Cluster {
                         "FindCoordinator: {}",
                         message.as_deref().unwrap_or(code::name(error))
                     ))),
-                    code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Err(Attempt::Stop(
-                        TransportError::unauthorized(format!(
+                    code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+                        Err(Attempt::Stop(TransportError::unauthorized(format!(
                             "FindCoordinator for transactional id '{transactional_id}': the \
                              principal needs the DESCRIBE ACL on TransactionalId \
                              '{transactional_id}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-                        )),
-                    )),
+                        ))))
+                    }
                     other => Err(Attempt::relookup(format!(
                         "FindCoordinator for '{transactional_id}' failed with error {other} ({})",
                         message.as_deref().unwrap_or(code::name(other))
@@ -376,7 +393,9 @@ impl Cluster {
                     .iter()
                     .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
                 else {
-                    return Err(Attempt::again(format!("Metadata did not mention topic '{topic}'")));
+                    return Err(Attempt::again(format!(
+                        "Metadata did not mention topic '{topic}'"
+                    )));
                 };
                 match t.error_code {
                     code::NONE => {}
@@ -468,7 +487,15 @@ mod tests {
             ["a:1".to_owned(), "b:2".to_owned()]
         );
         assert!(parse_bootstrap("[::1]:9092").is_ok());
-        for bad in ["", ",,,", "localhost:notaport", "http://127.0.0.1:9092", "host", ":9092", "h:0"] {
+        for bad in [
+            "",
+            ",,,",
+            "localhost:notaport",
+            "http://127.0.0.1:9092",
+            "host",
+            ":9092",
+            "h:0",
+        ] {
             let e = parse_bootstrap(bad).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}: {e}");
         }

@@ -29,6 +29,7 @@ pub struct KafkaConfig {
     request_timeout: Duration,
     operation_timeout: Duration,
     client_id: String,
+    address_overrides: Vec<(String, String)>,
 }
 
 impl KafkaConfig {
@@ -45,6 +46,7 @@ impl KafkaConfig {
             request_timeout: Duration::from_secs(10),
             operation_timeout: Duration::from_secs(30),
             client_id: "kafka-coordination".to_owned(),
+            address_overrides: Vec::new(),
         }
     }
 
@@ -84,6 +86,33 @@ impl KafkaConfig {
     pub fn with_client_id(mut self, client_id: impl Into<String>) -> Self {
         self.client_id = client_id.into();
         self
+    }
+
+    /// Connects to `actual` (`host:port`) wherever the cluster names `advertised` (a broker's
+    /// advertised listener): for brokers reached through a port forward, a NAT or a proxy.
+    /// Applies to the native connections (transactions, reads, DescribeTransactions).
+    pub fn with_address_override(
+        mut self,
+        advertised: impl Into<String>,
+        actual: impl Into<String>,
+    ) -> Self {
+        self.address_overrides
+            .push((advertised.into(), actual.into()));
+        self
+    }
+
+    pub(crate) fn address_overrides(&self) -> &[(String, String)] {
+        &self.address_overrides
+    }
+
+    /// Where the native client connects for `addr` (see
+    /// [`with_address_override`](Self::with_address_override)).
+    pub(crate) fn connect_address<'a>(&'a self, addr: &'a str) -> &'a str {
+        self.address_overrides
+            .iter()
+            .rev()
+            .find(|(from, _)| from == addr)
+            .map_or(addr, |(_, to)| to.as_str())
     }
 
     /// The `client.id` (see [`with_client_id`](Self::with_client_id)).

@@ -5,7 +5,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
@@ -82,33 +81,6 @@ impl ProducerContext for ProducerCtx {
     }
 }
 
-/// The context of the read_committed consumers.
-#[derive(Default)]
-pub(crate) struct ReaderCtx {
-    last_error: Mutex<Option<String>>,
-}
-
-impl ReaderCtx {
-    /// The last global error librdkafka reported.
-    pub fn last_error(&self) -> Option<String> {
-        lock(&self.last_error).clone()
-    }
-}
-
-impl ClientContext for ReaderCtx {
-    fn stats_raw(&self, _statistics: &[u8]) {}
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        *lock(&self.last_error) = Some(format!("{error}: {reason}"));
-    }
-
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        log_librdkafka(level, fac, message);
-    }
-}
-
-impl ConsumerContext for ReaderCtx {}
-
 /// The context of short-lived admin clients.
 #[derive(Default)]
 pub(crate) struct AdminCtx {
@@ -148,54 +120,5 @@ fn log_librdkafka(level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &
             L::Notice | L::Info => tracing::info!(target: "librdkafka", "{fac} {message}"),
             L::Debug => tracing::debug!(target: "librdkafka", "{fac} {message}"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eos_section_is_read_from_statistics() {
-        let ctx = ProducerCtx::default();
-        ctx.stats_raw(br#"{"name":"p","eos":{"idemp_state":"Assigned","idemp_stateage":5,"txn_state":"Ready","txn_stateage":3,"txn_may_enq":false,"producer_id":7042,"producer_epoch":3,"epoch_cnt":1},"brokers":{}}"#);
-        let (seq, eos) = ctx.eos();
-        assert_eq!(seq, 1);
-        assert_eq!(eos.and_then(|e| e.assigned_pair()), Some((7042, 3)));
-        assert_eq!(ctx.other_pair((7042, 3)), None);
-        ctx.stats_raw(
-            br#"{"eos":{"idemp_state":"Assigned","producer_id":7042,"producer_epoch":4}}"#,
-        );
-        ctx.stats_raw(
-            br#"{"eos":{"idemp_state":"Assigned","producer_id":7042,"producer_epoch":3}}"#,
-        );
-        assert_eq!(
-            ctx.other_pair((7042, 3)),
-            Some((7042, 4)),
-            "a moved pair is remembered"
-        );
-    }
-
-    #[test]
-    fn statistics_without_eos_or_malformed_are_skipped() {
-        let ctx = ProducerCtx::default();
-        ctx.stats_raw(br#"{"name":"p"}"#);
-        ctx.stats_raw(b"not json");
-        assert_eq!(ctx.eos().0, 0);
-        assert!(ctx
-            .wait_eos(0, Duration::from_millis(1), |_| true)
-            .is_none());
-    }
-
-    #[test]
-    fn unassigned_state_has_no_pair() {
-        let s = EosSnapshot {
-            idemp_state: "WaitPID".into(),
-            producer_id: -1,
-            producer_epoch: -1,
-            ..Default::default()
-        };
-        assert_eq!(s.assigned_pair(), None);
-        assert_eq!(s.pair(), None);
     }
 }

@@ -35,6 +35,7 @@
 //! The README's ten lines, compiled:
 //!
 //! ```no_run
+//! # #[cfg(feature = "blocking")] mod with_blocking {
 //! use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 //! use kafka_coordination::{blocking, describe_leadership, Options};
 //!
@@ -50,6 +51,8 @@
 //! let _still_in_charge = status.authoritative(&token);
 //! # Ok(())
 //! # }
+//! # }
+//! # fn main() {}
 //! ```
 
 mod classify;
@@ -57,8 +60,8 @@ mod cluster;
 mod config;
 mod context;
 mod describe;
+mod fetch;
 mod net;
-mod reader;
 mod registrar;
 mod security;
 mod topic;
@@ -78,7 +81,7 @@ pub use crate::transport::GuardedRecord;
 
 use self::cluster::Cluster;
 use self::describe::DescribeClient;
-use self::reader::Readers;
+use self::fetch::SharedReader;
 use self::registrar::Appender;
 use self::txn::Sessions;
 use crate::error::{ErrorKind, TransportError};
@@ -98,7 +101,7 @@ pub struct KafkaTransport {
     sessions: Sessions,
     claims: std::sync::Mutex<std::collections::BTreeSet<Role>>,
     appender: Appender,
-    readers: Readers,
+    reader: SharedReader,
     describe: DescribeClient,
 }
 
@@ -122,12 +125,12 @@ impl KafkaTransport {
         Ok(KafkaTransport {
             describe: DescribeClient::on(Arc::clone(&cluster), &config),
             sessions: Sessions::new(Arc::clone(&cluster), &config),
+            reader: SharedReader::new(&config, Arc::clone(&cluster))?,
             claims: Default::default(),
             cluster,
             config,
             topic_checked: AtomicBool::new(false),
             appender: Appender::default(),
-            readers: Readers::default(),
         })
     }
 
@@ -358,7 +361,8 @@ impl Coordinator for KafkaTransport {
 }
 
 impl StateReader for KafkaTransport {
-    /// A consumer poll waits for fetched records, so a standby hears of a resign within one fetch.
+    /// A read may wait for the reader's long-polling Fetch, so a standby hears of a resign as
+    /// soon as its commit is readable.
     fn can_long_poll(&self) -> bool {
         true
     }
@@ -371,8 +375,7 @@ impl StateReader for KafkaTransport {
     ) -> Result<ReadBatch, TransportError> {
         self.check_partition(partition)?;
         self.check_topic()?;
-        self.readers
-            .read(&self.config, partition, from_offset, max_wait)
+        self.reader.read(partition, from_offset, max_wait)
     }
 }
 

@@ -181,7 +181,12 @@ impl Conn {
             &mut body,
             <R::Response as HeaderVersion>::header_version(version),
         )
-        .map_err(|e| NetError::Io(format!("a malformed response header from {}: {e}", self.addr)))?;
+        .map_err(|e| {
+            NetError::Io(format!(
+                "a malformed response header from {}: {e}",
+                self.addr
+            ))
+        })?;
         if resp_header.correlation_id != correlation_id {
             return Err(NetError::Io(format!(
                 "response correlation id {} from {} does not match request {correlation_id}",
@@ -192,16 +197,15 @@ impl Conn {
     }
 
     fn io_error(&self, what: &str, e: &io::Error) -> NetError {
-        NetError::Io(format!("{what} {}: {e}", self.addr))
+        // A TLS refusal that retrying cannot fix (the broker rejected the client certificate)
+        // is a configuration error; everything else is an I/O failure.
+        super::security::io_error(&self.addr, what, e)
     }
 
     fn arm(&mut self, deadline: Instant) -> Result<(), NetError> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            return Err(NetError::Io(format!(
-                "timed out talking to {}",
-                self.addr
-            )));
+            return Err(NetError::Io(format!("timed out talking to {}", self.addr)));
         }
         self.stream
             .set_timeouts(remaining)
@@ -211,7 +215,10 @@ impl Conn {
     /// Writes one size-prefixed frame (the size already in `frame`).
     pub(crate) fn write_frame(&mut self, frame: &[u8], deadline: Instant) -> Result<(), NetError> {
         self.arm(deadline)?;
-        let written = self.stream.write_all(frame).and_then(|()| self.stream.flush());
+        let written = self
+            .stream
+            .write_all(frame)
+            .and_then(|()| self.stream.flush());
         written.map_err(|e| self.io_error("writing to", &e))
     }
 

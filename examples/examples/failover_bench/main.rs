@@ -7,8 +7,12 @@
 //!     -- --bootstrap 127.0.0.1:PORT
 //! ```
 //!
-//! Two members take turns. Each round the holder "dies": its link to the cluster is severed, so
-//! it stops renewing (nothing is resigned). The successor is elected once the last lease ends,
+//! `--mode kill` (the default): members are separate processes, and each round the leader is
+//! SIGKILLed (even rounds) or resigns (odd rounds); see `processes.rs`. It prints the failover
+//! overhead and the hand-over time after a resign.
+//!
+//! `--mode cut`: two members in this process take turns. Each round the holder "dies": its
+//! link to the cluster is severed, so it stops renewing (nothing is resigned). The successor is elected once the last lease ends,
 //! at `deadline + rank x stagger`. The figure of merit is the **overhead**: the instant the
 //! successor's first lease committed, minus `deadline + rank x stagger`, both on the
 //! successor's clock. It is broken down into the successor's wake-up (from its turn to the
@@ -20,6 +24,8 @@
 //! (3000), `--renew-ms` (1000), `--stagger-ms` (500), `--describe-calls N` (200),
 //! `--partitions N` (16, the state topic's real count), `--replication N` (1; used only if the
 //! state topic must be created).
+
+mod processes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +41,9 @@ use kafka_coordination::{
 };
 
 struct Args {
+    mode: String,
+    member: Option<String>,
+    role: Option<String>,
     bootstrap: String,
     failovers: usize,
     lease: Duration,
@@ -47,6 +56,9 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
+        mode: "kill".to_owned(),
+        member: None,
+        role: None,
         bootstrap: std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default(),
         failovers: 20,
         lease: Duration::from_millis(3000),
@@ -65,6 +77,9 @@ fn parse_args() -> Result<Args, String> {
         };
         match flag.as_str() {
             "--bootstrap" => a.bootstrap = value()?,
+            "--mode" => a.mode = value()?,
+            "--member" => a.member = Some(value()?),
+            "--role" => a.role = Some(value()?),
             "--failovers" => a.failovers = number(value()?)? as usize,
             "--lease-ms" => a.lease = Duration::from_millis(number(value()?)?),
             "--renew-ms" => a.renew = Duration::from_millis(number(value()?)?),
@@ -72,19 +87,20 @@ fn parse_args() -> Result<Args, String> {
             "--describe-calls" => a.describe_calls = number(value()?)? as usize,
             "--partitions" => a.partitions = number(value()?)? as i32,
             "--replication" => a.replication = number(value()?)? as i32,
-            "-h" | "--help" => {
-                return Err(
-                    "usage: failover_bench --bootstrap HOST:PORT [--failovers N] \
+            "-h" | "--help" => return Err(
+                "usage: failover_bench --bootstrap HOST:PORT [--mode kill|cut] [--failovers N] \
                             [--lease-ms MS] [--renew-ms MS] [--stagger-ms MS] \
                             [--describe-calls N] [--partitions N] [--replication N]"
-                        .to_owned(),
-                )
-            }
+                    .to_owned(),
+            ),
             other => return Err(format!("unknown argument {other} (try --help)")),
         }
     }
     if a.bootstrap.is_empty() {
         return Err("--bootstrap HOST:PORT (or KAFKA_BOOTSTRAP) is required".to_owned());
+    }
+    if a.mode != "kill" && a.mode != "cut" {
+        return Err(format!("--mode is kill or cut, not {}", a.mode));
     }
     if a.failovers == 0 || a.describe_calls == 0 {
         return Err("--failovers and --describe-calls must be positive".to_owned());
@@ -264,13 +280,96 @@ fn summary(name: &str, values: &[f64], unit: &str) -> (f64, f64) {
     (median, p90)
 }
 
+/// `--mode kill`: member processes; the failover and hand-over figures, then the describe
+/// figure.
+fn run_processes(args: &Args, role: &str, config: &KafkaConfig) {
+    let t = KafkaTransport::new(config.clone()).unwrap_or_else(|e| fail(e.to_string()));
+    let min_isr = (args.replication > 1).then_some(2);
+    t.create_topic(args.replication, min_isr)
+        .unwrap_or_else(|e| fail(e.to_string()));
+    let ms = |d: Duration| d.as_millis().to_string();
+    let forwarded: Vec<String> = vec![
+        "--bootstrap".into(),
+        args.bootstrap.clone(),
+        "--partitions".into(),
+        args.partitions.to_string(),
+        "--lease-ms".into(),
+        ms(args.lease),
+        "--renew-ms".into(),
+        ms(args.renew),
+        "--stagger-ms".into(),
+        ms(args.stagger),
+    ];
+    println!(
+        "failover_bench --mode kill: role {role} on {} ({} partitions); lease {:?}, renew {:?}, \
+         stagger {:?}; {} rounds (kills and resigns alternate), member processes",
+        args.bootstrap, args.partitions, args.lease, args.renew, args.stagger, args.failovers
+    );
+    let (overheads, handovers) = processes::run(
+        role,
+        config,
+        args.partitions,
+        args.lease,
+        args.stagger,
+        args.failovers,
+        &forwarded,
+    );
+    println!();
+    let (om, op) = summary("failover overhead (ms)", &overheads, "ms");
+    let (hm, hp) = summary("hand-over after resign (ms)", &handovers, "ms");
+    // The third-party check, against a role some member holds now.
+    let holder = KafkaTransport::new(config.clone()).unwrap_or_else(|e| fail(e.to_string()));
+    let leader = blocking::acquire_leadership(
+        KafkaTransport::new(config.clone()).unwrap_or_else(|e| fail(e.to_string())),
+        role,
+        "describe-target",
+        Options::new()
+            .partitions(args.partitions)
+            .lease_duration(args.lease)
+            .renew_interval(args.renew)
+            .challenge_stagger(args.stagger),
+    )
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let token = leader.token();
+    let mut latencies = Vec::with_capacity(args.describe_calls);
+    for _ in 0..args.describe_calls {
+        let started = Instant::now();
+        let status = describe_leadership(&holder, role).unwrap_or_else(|e| fail(e.to_string()));
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        if !status.authoritative(&token) {
+            fail(format!(
+                "describe: {token} is not authoritative: {status:?}"
+            ));
+        }
+    }
+    let (dm, dp) = summary("describe_leadership (ms)", &latencies, "ms");
+    if let Some(e) = leader.resign_blocking() {
+        fail(format!("resign: {e}"));
+    }
+    println!(
+        "\nfailover overhead (SIGKILL): median {om:.0} ms, p90 {op:.0} ms (target: median <= 30, p90 <= 60) {}",
+        if om <= 30.0 && op <= 60.0 { "OK" } else { "ABOVE TARGET" }
+    );
+    println!(
+        "hand-over after resign: median {hm:.0} ms, p90 {hp:.0} ms (target: median <= 50) {}",
+        if hm <= 50.0 { "OK" } else { "ABOVE TARGET" }
+    );
+    println!(
+        "describe_leadership: median {dm:.2} ms, p90 {dp:.2} ms (target: median <= 1 ms) {}",
+        if dm <= 1.0 { "OK" } else { "ABOVE TARGET" }
+    );
+}
+
 fn main() {
     let args = parse_args().unwrap_or_else(|e| fail(e));
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let role = format!("failover-bench-{nanos:x}");
+    let role = args
+        .role
+        .clone()
+        .unwrap_or_else(|| format!("failover-bench-{nanos:x}"));
     let config = KafkaConfig::new(args.bootstrap.clone(), args.partitions);
     let options = Options::new()
         .partitions(args.partitions)
@@ -278,6 +377,14 @@ fn main() {
         .renew_interval(args.renew)
         .challenge_stagger(args.stagger)
         .give_up_after(args.lease * 10);
+    if let Some(name) = &args.member {
+        processes::member_main(name, &role, config, options);
+        return;
+    }
+    if args.mode == "kill" {
+        run_processes(&args, &role, &config);
+        return;
+    }
     let member = |name: &str| -> Link {
         let t = KafkaTransport::new(config.clone()).unwrap_or_else(|e| fail(e.to_string()));
         let min_isr = (args.replication > 1).then_some(2);

@@ -1,0 +1,1245 @@
+//! The process's reader of the state topic: [`SharedReader`] tails each partition someone reads
+//! once, with native read_committed Fetch requests, and serves every candidate (and watcher) of
+//! the transport from an in-memory view of it.
+//!
+//! - **Views.** Per partition, the committed records fetched so far (control batches and the
+//!   records of aborted transactions removed, as Kafka's consumer does), in offset order, and
+//!   `end`, how far the view covers (the last stable offset once caught up). Superseded records
+//!   (an older record of a key) are dropped from the view once they are [`TAIL`] offsets behind
+//!   its end: an in-memory compaction that leaves the state a reader builds unchanged (records
+//!   are applied in offset order; tombstones are kept).
+//! - **Fetch threads.** One thread per partition leader with partitions in use, on the reader's
+//!   own [`Cluster`] (so one connection per such broker): one long-polling Fetch (up to
+//!   [`LONG_POLL`]) with every such partition of that leader, applied to the views, waiters
+//!   notified, and again. A delayed read_committed fetch completes as soon as committed bytes
+//!   below the last stable offset arrive, so a commit marker wakes it at once. A partition
+//!   nobody read for [`IDLE`] is dropped (view included); a thread with no partition left ends.
+//! - **Reads.** A read that may not wait (and the first read of a partition, or one whose leader
+//!   was lost) catches up first: quick Fetches (no wait) through the transport's shared
+//!   cluster from the view's end until the view reaches the last stable offset that the first of
+//!   them reported, so a read always covers what was committed before it began (a member reads
+//!   its own registration). It also looks the leader up and hands the partition to that
+//!   leader's fetch thread. A read that may wait returns as soon as the view holds records at
+//!   or past `from`, or after `max_wait`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use super::cluster::{code, Attempt, Cluster};
+use super::config::KafkaConfig;
+use super::context::lock;
+use super::net::Conn;
+use crate::error::TransportError;
+use crate::transport::{ReadBatch, Record};
+
+/// The highest Fetch version used: v13 and later name topics by id.
+const MAX_FETCH_VERSION: i16 = 12;
+/// The highest ListOffsets version used (v10 adds a timeout this reader does not need).
+const MAX_LIST_OFFSETS_VERSION: i16 = 7;
+/// How long a fetch thread's Fetch waits at the broker for committed records.
+const LONG_POLL: Duration = Duration::from_millis(500);
+/// A partition nobody read for this long is no longer fetched, and its view is dropped.
+const IDLE: Duration = Duration::from_secs(30);
+/// Byte limits of a fetch thread's Fetch (the connection accepts answers up to 16 MiB).
+const FETCH_MAX_BYTES: i32 = 8 * 1024 * 1024;
+/// Byte limit per partition, and of a read's catch-up Fetch.
+const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
+/// Superseded records within this many offsets of a view's end stay in it.
+const TAIL: i64 = 4096;
+/// How many superseded records a view accumulates between two compactions.
+const COMPACT_EVERY: usize = 1024;
+/// How many failed Fetches in a row a fetch thread tries before it hands its partitions back
+/// to the readers (who look their leaders up again).
+const FETCH_ATTEMPTS: u32 = 3;
+/// `isolation_level` READ_COMMITTED.
+const READ_COMMITTED: i8 = 1;
+/// ListOffsets' timestamp for the log start offset.
+const EARLIEST: i64 = -2;
+/// The size of a record batch's header (magic v2), from its base offset to its record count.
+const BATCH_HEADER: usize = 61;
+/// The bytes before a batch's length field counts from: base offset (8) and length (4).
+const LOG_OVERHEAD: usize = 12;
+
+/// One reader per transport (per process): see the [module docs](self).
+pub(crate) struct SharedReader {
+    inner: Arc<Inner>,
+}
+
+impl SharedReader {
+    /// A reader of `config`'s state topic: Fetch long polls on a cluster view of its own
+    /// (client id `<client id>-reader`); lookups and catch-up reads through `shared`. Nothing
+    /// is contacted yet.
+    pub(crate) fn new(config: &KafkaConfig, shared: Arc<Cluster>) -> Result<Self, TransportError> {
+        let fetch = Cluster::new(config, &format!("{}-reader", config.client_id()))?;
+        let topic = config.topic().to_owned();
+        Ok(SharedReader {
+            inner: Arc::new(Inner {
+                topic_name: TopicName(StrBytes::from_string(topic.clone())),
+                topic,
+                partitions: config.partitions(),
+                request_timeout: config.request_timeout(),
+                shared,
+                fetch,
+                state: Mutex::new(State::default()),
+                changed: Condvar::new(),
+            }),
+        })
+    }
+
+    /// Committed records of `partition` at offsets `>= from_offset`, in offset order, and how
+    /// far the view reached (see [`StateReader`](crate::transport::StateReader)).
+    pub(crate) fn read(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<ReadBatch, TransportError> {
+        let inner = &self.inner;
+        if partition < 0 || partition >= inner.partitions {
+            return Err(TransportError::config(format!(
+                "partition {partition} is outside the {} partitions of {}",
+                inner.partitions, inner.topic
+            )));
+        }
+        let from = from_offset.max(0);
+        let started = Instant::now();
+        let _reading = Reading::begin(inner, partition);
+        if max_wait.is_zero() || !inner.is_live(partition) {
+            inner.catch_up(partition, started + inner.request_timeout)?;
+        }
+        if !max_wait.is_zero() {
+            inner.wait_for_records(partition, from, started + max_wait)?;
+        }
+        Ok(inner.batch(partition, from))
+    }
+}
+
+impl Drop for SharedReader {
+    /// Fetch threads end after their Fetch in flight.
+    fn drop(&mut self) {
+        lock(&self.inner.state).closed = true;
+        self.inner.changed.notify_all();
+    }
+}
+
+struct Inner {
+    topic: String,
+    topic_name: TopicName,
+    partitions: i32,
+    request_timeout: Duration,
+    /// The transport's cluster view: leader lookups, catch-up Fetches, ListOffsets.
+    shared: Arc<Cluster>,
+    /// The reader's own: the fetch threads' long polls, one connection per leader.
+    fetch: Cluster,
+    state: Mutex<State>,
+    /// Notified on every change of a view or of a partition's leader.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    parts: HashMap<i32, Part>,
+    /// Leaders with a running fetch thread.
+    fetchers: HashSet<String>,
+    closed: bool,
+}
+
+struct Part {
+    view: View,
+    /// The leader whose fetch thread tails the partition; `None` until a read looks it up, and
+    /// again after the thread lost it.
+    leader: Option<String>,
+    /// Whether the view reached the last stable offset that a Fetch reported.
+    caught_up: bool,
+    /// Reads in progress.
+    readers: usize,
+    last_read: Instant,
+}
+
+impl Part {
+    fn new() -> Part {
+        Part {
+            view: View::starting_at(0),
+            leader: None,
+            caught_up: false,
+            readers: 0,
+            last_read: Instant::now(),
+        }
+    }
+}
+
+/// A read in progress: keeps its partition in use.
+struct Reading<'a> {
+    inner: &'a Inner,
+    partition: i32,
+}
+
+impl<'a> Reading<'a> {
+    fn begin(inner: &'a Inner, partition: i32) -> Reading<'a> {
+        let mut st = lock(&inner.state);
+        let part = st.parts.entry(partition).or_insert_with(Part::new);
+        part.readers += 1;
+        part.last_read = Instant::now();
+        Reading { inner, partition }
+    }
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.inner.state);
+        if let Some(part) = st.parts.get_mut(&self.partition) {
+            part.readers = part.readers.saturating_sub(1);
+            part.last_read = Instant::now();
+        }
+    }
+}
+
+/// What one partition of a Fetch answer says.
+enum Fetched {
+    /// Records (already filtered) and the last stable offset.
+    Data { decoded: Decoded, stable: i64 },
+    /// The fetch offset is outside the log: start again from the log start.
+    OutOfRange,
+}
+
+impl Inner {
+    fn what(&self, partition: i32) -> String {
+        format!("reading {}/{partition}", self.topic)
+    }
+
+    /// Whether a fetch thread tails `partition` and its view has caught up once.
+    fn is_live(&self, partition: i32) -> bool {
+        lock(&self.state)
+            .parts
+            .get(&partition)
+            .is_some_and(|p| p.leader.is_some() && p.caught_up)
+    }
+
+    fn batch(&self, partition: i32, from: i64) -> ReadBatch {
+        let st = lock(&self.state);
+        match st.parts.get(&partition) {
+            Some(part) => ReadBatch {
+                records: part.view.since(from),
+                end_offset: part.view.end.max(from),
+            },
+            None => ReadBatch {
+                records: Vec::new(),
+                end_offset: from,
+            },
+        }
+    }
+
+    /// Waits until the view of `partition` holds records at or past `from`, or `until`. A
+    /// partition whose fetch thread lost its leader is looked up again meanwhile.
+    fn wait_for_records(
+        self: &Arc<Self>,
+        partition: i32,
+        from: i64,
+        until: Instant,
+    ) -> Result<(), TransportError> {
+        let mut st = lock(&self.state);
+        loop {
+            if st.closed {
+                return Ok(());
+            }
+            let lost = match st.parts.get(&partition) {
+                Some(part) if part.view.has_since(from) => return Ok(()),
+                Some(part) => part.leader.is_none(),
+                None => true,
+            };
+            let now = Instant::now();
+            if now >= until {
+                return Ok(());
+            }
+            if lost {
+                drop(st);
+                self.catch_up(partition, now + self.request_timeout)?;
+                st = lock(&self.state);
+                continue;
+            }
+            st = wait(&self.changed, st, until - now);
+        }
+    }
+
+    /// Fetches `partition` (no wait) from its view's end until the view reaches the last stable
+    /// offset that the first answer reported, or `deadline` (what was read stands). Looks the
+    /// leader up and hands the partition to its fetch thread.
+    fn catch_up(self: &Arc<Self>, partition: i32, deadline: Instant) -> Result<(), TransportError> {
+        let what = self.what(partition);
+        let mut target: Option<i64> = None;
+        loop {
+            let at = {
+                let mut st = lock(&self.state);
+                let part = st.parts.entry(partition).or_insert_with(Part::new);
+                if target.is_some_and(|t| part.view.end >= t) {
+                    return Ok(());
+                }
+                part.view.end
+            };
+            if Instant::now() >= deadline {
+                // What was read stands; the next read goes on from the view's end.
+                return match target {
+                    Some(_) => Ok(()),
+                    None => Err(TransportError::retriable(format!(
+                        "{what}: could not position the read on the log of the Kafka cluster at \
+                         {} in {:?}",
+                        self.shared.bootstrap(),
+                        self.request_timeout
+                    ))),
+                };
+            }
+            let mut unknown_topic = false;
+            let answer = self.shared.retry(&what, deadline, |cluster| {
+                let outcome = cluster.at_leader(&self.topic, partition, deadline, |conn| {
+                    self.fetch_now(conn, partition, at, deadline)
+                        .map(|f| (conn.addr().to_owned(), f))
+                });
+                unknown_topic = matches!(
+                    &outcome,
+                    Err(Attempt::Again { why, .. }) if why.contains("UNKNOWN_TOPIC_OR_PARTITION")
+                );
+                outcome
+            });
+            let (leader, fetched) = match answer {
+                Ok(a) => a,
+                Err(e) if unknown_topic && e.is_retriable() => {
+                    return Err(TransportError::config(format!(
+                        "{what}: the topic or partition does not exist \
+                         (UNKNOWN_TOPIC_OR_PARTITION for {:?}): create {} with {} partitions and \
+                         cleanup.policy=compact",
+                        self.request_timeout, self.topic, self.partitions
+                    ))
+                    .with_source(e));
+                }
+                Err(e) => return Err(e),
+            };
+            match fetched {
+                Fetched::Data { decoded, stable } => {
+                    target.get_or_insert(stable);
+                    let mut st = lock(&self.state);
+                    let part = st.parts.entry(partition).or_insert_with(Part::new);
+                    if part.view.end == at {
+                        part.view.append(decoded);
+                        if part.view.end >= stable {
+                            part.caught_up = true;
+                        }
+                    }
+                    // A moved leader: its old thread drops the partition at its next Fetch.
+                    part.leader = Some(leader.clone());
+                    if let Err(e) = self.ensure_fetcher(&mut st, &leader) {
+                        if let Some(part) = st.parts.get_mut(&partition) {
+                            part.leader = None;
+                        }
+                        return Err(e);
+                    }
+                    drop(st);
+                    self.changed.notify_all();
+                }
+                Fetched::OutOfRange => self.reset_to_log_start(partition, at, deadline)?,
+            }
+        }
+    }
+
+    /// Starts the fetch thread of `leader` unless it runs.
+    fn ensure_fetcher(
+        self: &Arc<Self>,
+        st: &mut State,
+        leader: &str,
+    ) -> Result<(), TransportError> {
+        if st.closed || st.fetchers.contains(leader) {
+            return Ok(());
+        }
+        let inner = Arc::clone(self);
+        let addr = leader.to_owned();
+        thread::Builder::new()
+            .name(format!("kc-fetch {leader}"))
+            .spawn(move || inner.run_fetcher(&addr))
+            .map_err(|e| {
+                TransportError::retriable(format!(
+                    "cannot start a thread to fetch {} from {leader}: {e}",
+                    self.topic
+                ))
+            })?;
+        st.fetchers.insert(leader.to_owned());
+        Ok(())
+    }
+
+    /// One Fetch (no wait) of `partition` from offset `at`, on `conn` (its leader).
+    fn fetch_now(
+        &self,
+        conn: &mut Conn,
+        partition: i32,
+        at: i64,
+        deadline: Instant,
+    ) -> Result<Fetched, Attempt> {
+        let version = fetch_version(conn)?;
+        let req = self.request(&[(partition, at)], Duration::ZERO, PARTITION_MAX_BYTES);
+        let resp = conn.call(&req, version, deadline)?;
+        if resp.error_code != code::NONE {
+            return Err(Attempt::relookup(format!(
+                "Fetch at {}: error {} ({})",
+                conn.addr(),
+                resp.error_code,
+                code::name(resp.error_code)
+            )));
+        }
+        let data = self
+            .partitions_of(resp)
+            .into_iter()
+            .find(|d| d.partition_index == partition)
+            .ok_or_else(|| {
+                Attempt::again(format!(
+                    "the Fetch answer of {} did not mention partition {partition}",
+                    conn.addr()
+                ))
+            })?;
+        self.fetched(partition, at, data)
+    }
+
+    /// The partitions of our topic in a Fetch answer.
+    fn partitions_of(&self, resp: FetchResponse) -> Vec<PartitionData> {
+        resp.responses
+            .into_iter()
+            .filter(|t| t.topic == self.topic_name)
+            .flat_map(|t| t.partitions)
+            .collect()
+    }
+
+    /// Reads one partition's answer: its records, or what to do about its error.
+    fn fetched(&self, partition: i32, at: i64, data: PartitionData) -> Result<Fetched, Attempt> {
+        let what = self.what(partition);
+        match data.error_code {
+            code::NONE => {}
+            OFFSET_OUT_OF_RANGE => return Ok(Fetched::OutOfRange),
+            code::TOPIC_AUTHORIZATION_FAILED => {
+                return Err(Attempt::Stop(TransportError::unauthorized(format!(
+                    "{what}: the principal needs the READ ACL on Topic '{}' \
+                     (TOPIC_AUTHORIZATION_FAILED)",
+                    self.topic
+                ))))
+            }
+            code::NOT_LEADER_OR_FOLLOWER
+            | code::LEADER_NOT_AVAILABLE
+            | code::UNKNOWN_TOPIC_OR_PARTITION
+            | code::FENCED_LEADER_EPOCH
+            | code::UNKNOWN_LEADER_EPOCH
+            | code::KAFKA_STORAGE_ERROR
+            | REPLICA_NOT_AVAILABLE
+            | OFFSET_NOT_AVAILABLE
+            | UNKNOWN_TOPIC_ID => {
+                return Err(Attempt::relookup(format!(
+                    "{what}: {} (the leader may have moved)",
+                    code::name(data.error_code)
+                )))
+            }
+            other => {
+                return Err(Attempt::again(format!(
+                    "{what}: Fetch error {other} ({})",
+                    code::name(other)
+                )))
+            }
+        }
+        // Before v4 brokers had no last stable offset; a read_committed answer always has one.
+        let stable = if data.last_stable_offset >= 0 {
+            data.last_stable_offset
+        } else {
+            data.high_watermark
+        };
+        let aborted: Vec<(i64, i64)> = data
+            .aborted_transactions
+            .unwrap_or_default()
+            .iter()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        let raw = data.records.unwrap_or_default();
+        let decoded = decode_batches(&raw, at, &aborted).map_err(|e| match e {
+            DecodeError::Unsupported(why) => Attempt::Stop(TransportError::config(format!(
+                "{what} at offset {at}: {why}"
+            ))),
+            DecodeError::Corrupt(why) => Attempt::again(format!(
+                "{what} at offset {at}: a corrupt record batch: {why}"
+            )),
+        })?;
+        Ok(Fetched::Data { decoded, stable })
+    }
+
+    fn request(&self, parts: &[(i32, i64)], max_wait: Duration, max_bytes: i32) -> FetchRequest {
+        let partitions = parts
+            .iter()
+            .map(|&(partition, offset)| {
+                FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(PARTITION_MAX_BYTES)
+            })
+            .collect();
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
+            .with_min_bytes(1)
+            .with_max_bytes(max_bytes)
+            .with_isolation_level(READ_COMMITTED)
+            // No fetch session: every Fetch names its partitions.
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(self.topic_name.clone())
+                .with_partitions(partitions)])
+    }
+
+    /// After OFFSET_OUT_OF_RANGE at offset `at`: moves the view to the log start (ListOffsets
+    /// earliest). A log start past the view keeps what was read; a view past the log's end
+    /// (the log was truncated or the topic re-created) is read again from the start.
+    fn reset_to_log_start(
+        &self,
+        partition: i32,
+        at: i64,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let what = format!("finding the log start of {}/{partition}", self.topic);
+        let start = self.shared.retry(&what, deadline, |cluster| {
+            cluster.at_leader(&self.topic, partition, deadline, |conn| {
+                self.log_start(conn, partition, deadline)
+            })
+        })?;
+        {
+            let mut st = lock(&self.state);
+            if let Some(part) = st.parts.get_mut(&partition) {
+                if part.view.end == at {
+                    if start > at {
+                        part.view.end = start;
+                    } else {
+                        part.view = View::starting_at(start);
+                    }
+                    part.caught_up = false;
+                }
+            }
+        }
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    fn log_start(
+        &self,
+        conn: &mut Conn,
+        partition: i32,
+        deadline: Instant,
+    ) -> Result<i64, Attempt> {
+        let Some(version) = conn.version_at_most::<ListOffsetsRequest>(MAX_LIST_OFFSETS_VERSION)
+        else {
+            return Err(Attempt::Stop(TransportError::config(format!(
+                "the broker at {} supports no ListOffsets version this client knows",
+                conn.addr()
+            ))));
+        };
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(READ_COMMITTED)
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(self.topic_name.clone())
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(EARLIEST)])]);
+        let resp = conn.call(&req, version, deadline)?;
+        let p = resp
+            .topics
+            .into_iter()
+            .filter(|t| t.name == self.topic_name)
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| Attempt::again("ListOffsets did not mention the partition"))?;
+        match p.error_code {
+            code::NONE => Ok(p.offset),
+            code::TOPIC_AUTHORIZATION_FAILED => {
+                Err(Attempt::Stop(TransportError::unauthorized(format!(
+                    "listing the offsets of {}/{partition}: the principal needs the DESCRIBE ACL \
+                     on Topic '{}' (TOPIC_AUTHORIZATION_FAILED)",
+                    self.topic, self.topic
+                ))))
+            }
+            other => Err(Attempt::relookup(format!(
+                "ListOffsets of {}/{partition}: error {other} ({})",
+                self.topic,
+                code::name(other)
+            ))),
+        }
+    }
+
+    // ---- fetch threads ---------------------------------------------------------------------
+
+    /// The loop of the fetch thread of `leader`.
+    fn run_fetcher(self: Arc<Self>, leader: &str) {
+        let mut failures: u32 = 0;
+        let mut turn: usize = 0;
+        while let Some(mut plan) = self.plan(leader) {
+            // Rotate, so that a partition whose data the byte limit cut off comes first next.
+            let k = turn % plan.len();
+            plan.rotate_left(k);
+            turn = turn.wrapping_add(1);
+            let deadline = Instant::now() + LONG_POLL + self.request_timeout;
+            let req = self.request(&plan, LONG_POLL, FETCH_MAX_BYTES);
+            let answer = self.fetch.on(leader, deadline, |conn| {
+                let version = fetch_version(conn)?;
+                conn.call(&req, version, deadline).map_err(Attempt::from)
+            });
+            let failed = match answer {
+                Ok(resp) if resp.error_code == code::NONE => {
+                    self.absorb(leader, &plan, resp);
+                    failures = 0;
+                    continue;
+                }
+                Ok(resp) => Attempt::again(format!(
+                    "Fetch at {leader}: error {}",
+                    code::name(resp.error_code)
+                )),
+                Err(e) => e,
+            };
+            failures += 1;
+            // A pause before trying again, or before handing the partitions back (the readers
+            // would look the same leader up at once).
+            thread::sleep(Duration::from_millis(50u64 << failures.min(4)));
+            if failures >= FETCH_ATTEMPTS || matches!(failed, Attempt::Stop(_)) {
+                failures = 0;
+                self.release(leader, plan.iter().map(|&(p, _)| p));
+            }
+        }
+    }
+
+    /// The partitions `leader`'s thread fetches next, with their views' ends; `None` when it
+    /// has none left (the thread then ends). Drops partitions nobody read for [`IDLE`].
+    fn plan(&self, leader: &str) -> Option<Vec<(i32, i64)>> {
+        let mut st = lock(&self.state);
+        if !st.closed {
+            let now = Instant::now();
+            st.parts
+                .retain(|_, part| part.readers > 0 || now.duration_since(part.last_read) < IDLE);
+            let mut plan: Vec<(i32, i64)> = st
+                .parts
+                .iter()
+                .filter(|(_, part)| part.leader.as_deref() == Some(leader))
+                .map(|(&p, part)| (p, part.view.end))
+                .collect();
+            if !plan.is_empty() {
+                plan.sort_unstable();
+                return Some(plan);
+            }
+        }
+        st.fetchers.remove(leader);
+        None
+    }
+
+    /// Hands `partitions` back: the next read of each looks its leader up again.
+    fn release(&self, leader: &str, partitions: impl Iterator<Item = i32>) {
+        {
+            let mut st = lock(&self.state);
+            for p in partitions {
+                if let Some(part) = st.parts.get_mut(&p) {
+                    if part.leader.as_deref() == Some(leader) {
+                        part.leader = None;
+                    }
+                }
+            }
+        }
+        self.changed.notify_all();
+    }
+
+    /// Applies a fetch thread's answer.
+    fn absorb(&self, leader: &str, plan: &[(i32, i64)], resp: FetchResponse) {
+        let mut outcomes = Vec::new();
+        for data in self.partitions_of(resp) {
+            let partition = data.partition_index;
+            let Some(&(_, at)) = plan.iter().find(|(p, _)| *p == partition) else {
+                continue;
+            };
+            outcomes.push((partition, at, self.fetched(partition, at, data)));
+        }
+        let mut lost = Vec::new();
+        let mut out_of_range = Vec::new();
+        let mut moved = false;
+        {
+            let mut st = lock(&self.state);
+            for (partition, at, outcome) in outcomes {
+                let Some(part) = st.parts.get_mut(&partition) else {
+                    continue;
+                };
+                if part.leader.as_deref() != Some(leader) || part.view.end != at {
+                    // Another Fetch moved the view, or the partition moved on.
+                    continue;
+                }
+                match outcome {
+                    Ok(Fetched::Data { decoded, stable }) => {
+                        moved |= decoded.next > at;
+                        part.view.append(decoded);
+                        if part.view.end >= stable {
+                            part.caught_up = true;
+                        }
+                    }
+                    Ok(Fetched::OutOfRange) => out_of_range.push((partition, at)),
+                    Err(_) => lost.push(partition),
+                }
+            }
+        }
+        if moved {
+            self.changed.notify_all();
+        }
+        for (partition, at) in out_of_range {
+            if self
+                .reset_to_log_start(partition, at, Instant::now() + self.request_timeout)
+                .is_err()
+            {
+                lost.push(partition);
+            }
+        }
+        if !lost.is_empty() {
+            self.release(leader, lost.into_iter());
+        }
+    }
+}
+
+fn fetch_version(conn: &Conn) -> Result<i16, Attempt> {
+    conn.version_at_most::<FetchRequest>(MAX_FETCH_VERSION)
+        .ok_or_else(|| {
+            Attempt::Stop(TransportError::config(format!(
+                "the broker at {} supports no Fetch version from v4 to v{MAX_FETCH_VERSION}",
+                conn.addr()
+            )))
+        })
+}
+
+fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, timeout: Duration) -> MutexGuard<'a, T> {
+    cv.wait_timeout(guard, timeout)
+        .map(|(g, _)| g)
+        .unwrap_or_else(|e| e.into_inner().0)
+}
+
+// Fetch error codes this reader acts on that `cluster::code` does not name.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const REPLICA_NOT_AVAILABLE: i16 = 9;
+const OFFSET_NOT_AVAILABLE: i16 = 78;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+
+// ---- the view --------------------------------------------------------------------------------
+
+/// The committed records of one partition that a read serves, compacted by key behind a tail.
+struct View {
+    /// offset -> record.
+    records: BTreeMap<i64, Record>,
+    /// key -> the offset of its latest record.
+    latest: HashMap<Vec<u8>, i64>,
+    /// Records in `records` that a later record of their key superseded.
+    superseded: usize,
+    /// Compact when `superseded` reaches this.
+    compact_at: usize,
+    /// The offset after the last one covered: where the next Fetch starts.
+    end: i64,
+}
+
+impl View {
+    fn starting_at(end: i64) -> View {
+        View {
+            records: BTreeMap::new(),
+            latest: HashMap::new(),
+            superseded: 0,
+            compact_at: COMPACT_EVERY,
+            end,
+        }
+    }
+
+    /// Adds the records of a Fetch from `self.end`.
+    fn append(&mut self, decoded: Decoded) {
+        for r in decoded.records {
+            if r.offset < self.end {
+                continue;
+            }
+            if let Some(old) = self.latest.insert(r.key.clone(), r.offset) {
+                if self.records.contains_key(&old) {
+                    self.superseded += 1;
+                }
+            }
+            self.records.insert(r.offset, r);
+        }
+        self.end = self.end.max(decoded.next);
+        if self.superseded >= self.compact_at {
+            self.compact();
+        }
+    }
+
+    /// Drops the superseded records more than [`TAIL`] offsets behind the end.
+    fn compact(&mut self) {
+        let horizon = self.end.saturating_sub(TAIL);
+        let stale: Vec<i64> = self
+            .records
+            .range(..horizon)
+            .filter(|(offset, r)| self.latest.get(&r.key) != Some(offset))
+            .map(|(offset, _)| *offset)
+            .collect();
+        for offset in &stale {
+            self.records.remove(offset);
+        }
+        self.superseded -= stale.len();
+        self.compact_at = self.superseded + COMPACT_EVERY;
+    }
+
+    fn has_since(&self, from: i64) -> bool {
+        self.records.range(from..).next().is_some()
+    }
+
+    fn since(&self, from: i64) -> Vec<Record> {
+        self.records.range(from..).map(|(_, r)| r.clone()).collect()
+    }
+}
+
+// ---- decoding --------------------------------------------------------------------------------
+
+/// The records of one partition's fetched bytes that a read_committed consumer returns.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Decoded {
+    /// Records at offsets `>= from`, in offset order.
+    records: Vec<Record>,
+    /// The offset after the last complete batch (at least `from`): where the next Fetch starts.
+    next: i64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum DecodeError {
+    /// A batch this reader cannot read (an old message format, compression).
+    Unsupported(String),
+    /// Bytes that are no record batch.
+    Corrupt(String),
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(x)
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    i32::from_be_bytes(x)
+}
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Decodes the record batches of a read_committed Fetch from offset `from`, batch by batch
+/// (a truncated last batch is left for the next Fetch), as Kafka's consumer does: control
+/// batches are skipped, and so are the batches of aborted transactions. `aborted` is the
+/// answer's (producer id, first offset) list: a producer's transactional batches are aborted
+/// from its first offset until that producer's ABORT marker.
+fn decode_batches(raw: &Bytes, from: i64, aborted: &[(i64, i64)]) -> Result<Decoded, DecodeError> {
+    let mut pending: Vec<(i64, i64)> = aborted.iter().map(|&(pid, first)| (first, pid)).collect();
+    pending.sort_unstable();
+    let mut pending = pending.into_iter().peekable();
+    let mut aborting: HashSet<i64> = HashSet::new();
+    let mut out = Decoded {
+        records: Vec::new(),
+        next: from,
+    };
+    let mut pos = 0usize;
+    while raw.len() - pos >= LOG_OVERHEAD {
+        let head = &raw[pos..];
+        let base = be_i64(head, 0);
+        let length = usize::try_from(be_i32(head, 8)).map_err(|_| {
+            DecodeError::Corrupt(format!("a negative batch length at offset {base}"))
+        })?;
+        let size = LOG_OVERHEAD + length;
+        if head.len() < size {
+            break;
+        }
+        if size < 17 {
+            return Err(DecodeError::Corrupt(format!(
+                "a batch of {size} bytes at offset {base} is shorter than its header"
+            )));
+        }
+        let magic = head[16] as i8;
+        if magic != 2 {
+            return Err(DecodeError::Unsupported(format!(
+                "a record batch at offset {base} has message format v{magic}; only v2 (Kafka \
+                 0.11 and later) is read"
+            )));
+        }
+        if size < BATCH_HEADER {
+            return Err(DecodeError::Corrupt(format!(
+                "a batch of {size} bytes at offset {base} is shorter than its header"
+            )));
+        }
+        let attributes = be_i16(head, 21);
+        let last_offset = base + i64::from(be_i32(head, 23));
+        let producer_id = be_i64(head, 43);
+        let transactional = attributes & 0x10 != 0;
+        let control = attributes & 0x20 != 0;
+        let compression = attributes & 0x07;
+        let batch = raw.slice(pos..pos + size);
+        pos += size;
+        out.next = out.next.max(last_offset + 1);
+        if last_offset < from {
+            continue;
+        }
+        if producer_id >= 0 {
+            while let Some(&(first, pid)) = pending.peek() {
+                if first > last_offset {
+                    break;
+                }
+                aborting.insert(pid);
+                pending.next();
+            }
+            if control {
+                if is_abort_marker(batch, base)? {
+                    aborting.remove(&producer_id);
+                }
+                continue;
+            }
+            if transactional && aborting.contains(&producer_id) {
+                continue;
+            }
+        }
+        if control {
+            continue;
+        }
+        if compression != 0 {
+            return Err(DecodeError::Unsupported(format!(
+                "the record batch at offset {base} is compressed (codec {compression}); this \
+                 reader reads uncompressed batches only: write the state topic without \
+                 compression (compression.type=none or producer, and no compression.codec on \
+                 the clients)"
+            )));
+        }
+        for r in decode_one(batch, base)? {
+            if r.offset >= from {
+                out.records.push(Record {
+                    offset: r.offset,
+                    key: r.key.map(|k| k.to_vec()).unwrap_or_default(),
+                    value: r.value.map(|v| v.to_vec()),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn decode_one(
+    mut batch: Bytes,
+    base: i64,
+) -> Result<Vec<kafka_protocol::records::Record>, DecodeError> {
+    RecordBatchDecoder::decode(&mut batch)
+        .map(|set| set.records)
+        .map_err(|e| DecodeError::Corrupt(format!("the batch at offset {base}: {e}")))
+}
+
+/// Whether a control batch holds an ABORT marker (its first record's key is version i16 and
+/// type i16: 0 abort, 1 commit).
+fn is_abort_marker(batch: Bytes, base: i64) -> Result<bool, DecodeError> {
+    let records = decode_one(batch, base)?;
+    Ok(records
+        .first()
+        .and_then(|r| r.key.as_ref())
+        .is_some_and(|k| k.len() >= 4 && be_i16(k, 0) >= 0 && be_i16(k, 2) == 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::records::{
+        Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    /// A record to encode: offset, key, value.
+    type Rec<'a> = (i64, &'a [u8], Option<&'a [u8]>);
+
+    /// One batch of `records` (the offsets as given: gaps are a compacted batch).
+    fn batch(
+        buf: &mut BytesMut,
+        producer_id: i64,
+        transactional: bool,
+        control: bool,
+        records: &[Rec<'_>],
+    ) {
+        let first = records.first().map_or(0, |r| r.0);
+        let records: Vec<kafka_protocol::records::Record> = records
+            .iter()
+            .map(|(offset, key, value)| kafka_protocol::records::Record {
+                transactional,
+                control,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id,
+                producer_epoch: if producer_id >= 0 { 0 } else { -1 },
+                timestamp_type: TimestampType::Creation,
+                offset: *offset,
+                // One batch: the encoder splits where offset - sequence changes.
+                sequence: i32::try_from(offset - first).expect("small"),
+                timestamp: 1_000,
+                key: Some(Bytes::copy_from_slice(key)),
+                value: value.map(Bytes::copy_from_slice),
+                headers: Default::default(),
+            })
+            .collect();
+        RecordBatchEncoder::encode(
+            buf,
+            records.iter(),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .expect("encode");
+    }
+
+    /// A transaction marker of `producer_id` at `offset`: key version 0, type 0 (abort) or 1.
+    fn marker(buf: &mut BytesMut, producer_id: i64, offset: i64, commit: bool) {
+        let key: [u8; 4] = [0, 0, 0, u8::from(commit)];
+        // The value (version, coordinator epoch) is not read.
+        let value = [0u8, 0, 0, 0, 0, 5];
+        batch(
+            buf,
+            producer_id,
+            true,
+            true,
+            &[(offset, &key, Some(&value))],
+        );
+    }
+
+    fn offsets_and_values(d: &Decoded) -> Vec<(i64, Option<Vec<u8>>)> {
+        d.records
+            .iter()
+            .map(|r| (r.offset, r.value.clone()))
+            .collect()
+    }
+
+    /// Two producers interleaved: 7 commits (offsets 0, 2 and its marker 5), 9 aborts (1, 3
+    /// and its marker 4); a plain record at 6.
+    fn interleaved() -> Bytes {
+        let mut b = BytesMut::new();
+        batch(&mut b, 7, true, false, &[(0, b"k", Some(b"c0"))]);
+        batch(&mut b, 9, true, false, &[(1, b"k", Some(b"a1"))]);
+        batch(&mut b, 7, true, false, &[(2, b"k", Some(b"c2"))]);
+        batch(&mut b, 9, true, false, &[(3, b"j", None)]);
+        marker(&mut b, 9, 4, false);
+        marker(&mut b, 7, 5, true);
+        batch(&mut b, -1, false, false, &[(6, b"p", Some(b"plain"))]);
+        b.freeze()
+    }
+
+    #[test]
+    fn aborted_transactions_and_markers_are_removed() {
+        let d = decode_batches(&interleaved(), 0, &[(9, 1)]).expect("decode");
+        assert_eq!(
+            offsets_and_values(&d),
+            vec![
+                (0, Some(b"c0".to_vec())),
+                (2, Some(b"c2".to_vec())),
+                (6, Some(b"plain".to_vec()))
+            ]
+        );
+        assert_eq!(d.next, 7);
+        assert_eq!(d.records[2].key, b"p");
+    }
+
+    #[test]
+    fn without_the_aborted_list_every_data_record_is_read() {
+        // The list is what says a transaction aborted; markers alone do not.
+        let d = decode_batches(&interleaved(), 0, &[]).expect("decode");
+        assert_eq!(
+            d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 6]
+        );
+        assert_eq!(d.records[3].value, None, "a tombstone stays a tombstone");
+    }
+
+    #[test]
+    fn an_aborted_producer_reads_again_after_its_abort_marker() {
+        let mut b = BytesMut::new();
+        batch(
+            &mut b,
+            9,
+            true,
+            false,
+            &[(10, b"k", Some(b"a10")), (11, b"k", Some(b"a11"))],
+        );
+        marker(&mut b, 9, 12, false);
+        // The same producer's next transaction commits.
+        batch(&mut b, 9, true, false, &[(13, b"k", Some(b"c13"))]);
+        marker(&mut b, 9, 14, true);
+        // And the one after aborts again: a second entry in the list.
+        batch(&mut b, 9, true, false, &[(15, b"k", Some(b"a15"))]);
+        marker(&mut b, 9, 16, false);
+        let d = decode_batches(&b.freeze(), 10, &[(9, 15), (9, 10)]).expect("decode");
+        assert_eq!(offsets_and_values(&d), vec![(13, Some(b"c13".to_vec()))]);
+        assert_eq!(d.next, 17);
+    }
+
+    #[test]
+    fn a_transaction_begun_before_the_fetch_offset_is_still_aborted() {
+        let mut b = BytesMut::new();
+        // The fetch starts at 21, inside a batch of an aborted transaction that began at 20.
+        batch(
+            &mut b,
+            4,
+            true,
+            false,
+            &[(20, b"k", Some(b"a20")), (21, b"k", Some(b"a21"))],
+        );
+        batch(&mut b, 5, true, false, &[(22, b"k", Some(b"c22"))]);
+        marker(&mut b, 4, 23, false);
+        marker(&mut b, 5, 24, true);
+        let d = decode_batches(&b.freeze(), 21, &[(4, 20)]).expect("decode");
+        assert_eq!(offsets_and_values(&d), vec![(22, Some(b"c22".to_vec()))]);
+        assert_eq!(d.next, 25);
+    }
+
+    #[test]
+    fn offsets_are_exact_and_records_before_the_fetch_offset_are_skipped() {
+        let mut b = BytesMut::new();
+        // A compacted batch: offsets 100, 103, 104 remain of 100..=104.
+        batch(
+            &mut b,
+            -1,
+            false,
+            false,
+            &[
+                (100, b"a", Some(b"1")),
+                (103, b"b", Some(b"2")),
+                (104, b"c", Some(b"3")),
+            ],
+        );
+        let d = decode_batches(&b.freeze(), 101, &[]).expect("decode");
+        assert_eq!(
+            d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            vec![103, 104]
+        );
+        assert_eq!(d.next, 105);
+    }
+
+    #[test]
+    fn a_truncated_last_batch_is_left_for_the_next_fetch() {
+        let mut b = BytesMut::new();
+        batch(&mut b, -1, false, false, &[(0, b"a", Some(b"1"))]);
+        let whole = b.len();
+        batch(
+            &mut b,
+            -1,
+            false,
+            false,
+            &[(1, b"b", Some(b"2")), (2, b"c", Some(b"3"))],
+        );
+        let raw = b.freeze();
+        for cut in [whole + 5, whole + 20, raw.len() - 1] {
+            let d = decode_batches(&raw.slice(..cut), 0, &[]).expect("decode");
+            assert_eq!(d.records.len(), 1, "cut at {cut}");
+            assert_eq!(d.next, 1);
+        }
+        let d = decode_batches(&raw, 0, &[]).expect("decode");
+        assert_eq!(d.records.len(), 3);
+        assert_eq!(d.next, 3);
+        let empty = decode_batches(&Bytes::new(), 42, &[]).expect("decode");
+        assert_eq!(
+            empty,
+            Decoded {
+                records: vec![],
+                next: 42
+            }
+        );
+    }
+
+    #[test]
+    fn a_corrupt_batch_is_an_error() {
+        let mut b = BytesMut::new();
+        batch(&mut b, -1, false, false, &[(0, b"a", Some(b"1"))]);
+        let mut bad = b.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let err = decode_batches(&Bytes::from(bad), 0, &[]).expect_err("crc");
+        assert!(matches!(err, DecodeError::Corrupt(_)), "{err:?}");
+        let mut old = b.to_vec();
+        old[16] = 1;
+        let err = decode_batches(&Bytes::from(old), 0, &[]).expect_err("magic");
+        assert!(matches!(err, DecodeError::Unsupported(_)), "{err:?}");
+    }
+
+    fn rec(offset: i64, key: &str, value: Option<&str>) -> Record {
+        Record {
+            offset,
+            key: key.as_bytes().to_vec(),
+            value: value.map(|v| v.as_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn the_view_keeps_the_latest_record_of_each_key_behind_its_tail() {
+        let mut v = View::starting_at(0);
+        let mut records = Vec::new();
+        let n = i64::try_from(COMPACT_EVERY).expect("small") + TAIL + 10;
+        for o in 0..n {
+            // Key "a" every other offset, a unique key otherwise; "t" once, tombstoned late.
+            let r = match o {
+                1 => rec(o, "t", Some("x")),
+                o if o == n - 1 => rec(o, "t", None),
+                o if o % 2 == 0 => rec(o, "a", Some(&o.to_string())),
+                o => rec(o, &format!("u{o}"), Some("u")),
+            };
+            records.push(r);
+        }
+        v.append(Decoded {
+            records: records[..10].to_vec(),
+            next: 10,
+        });
+        assert_eq!(v.since(0), records[..10].to_vec(), "nothing compacted yet");
+        v.append(Decoded {
+            records: records[10..].to_vec(),
+            next: n + 5,
+        });
+        assert_eq!(v.end, n + 5, "the end covers skipped markers");
+        let all = v.since(0);
+        assert!(all.windows(2).all(|w| w[0].offset < w[1].offset));
+        let horizon = v.end - TAIL;
+        // Behind the tail: one record of "a" (none: its latest is in the tail), every unique key.
+        assert!(all
+            .iter()
+            .filter(|r| r.offset < horizon)
+            .all(|r| r.key.starts_with(b"u")));
+        // Within the tail: everything.
+        assert_eq!(
+            all.iter().filter(|r| r.offset >= horizon).count(),
+            records.iter().filter(|r| r.offset >= horizon).count()
+        );
+        assert_eq!(all.last(), records.last(), "the tombstone is kept");
+        assert!(
+            !all.iter().any(|r| r.offset == 1),
+            "the superseded 't' is gone"
+        );
+        // Same final state per key.
+        let last_of = |rs: &[Record]| {
+            let mut m = HashMap::new();
+            for r in rs {
+                m.insert(r.key.clone(), r.value.clone());
+            }
+            m
+        };
+        assert_eq!(last_of(&all), last_of(&records));
+        assert!(v.has_since(n - 1));
+        assert!(!v.has_since(n));
+        // Records before the view's end are not taken twice.
+        v.append(Decoded {
+            records: vec![rec(3, "z", Some("old"))],
+            next: 4,
+        });
+        assert_eq!(v.since(0), all);
+        assert_eq!(v.end, n + 5);
+    }
+}
