@@ -54,7 +54,8 @@ pub fn start_shared<T: Transport + Send + Sync + ?Sized + 'static>(
     });
     let (driver, candidacy) = Driver::new(transport, role, member, options, spawner)?;
     std::thread::Builder::new()
-        .name(format!("kc-{role}"))
+        // A thread name may not contain NUL; a role name may (it is any UTF-8).
+        .name(format!("kc-{}", role.replace('\0', "?")))
         .spawn(move || run_blocking(driver))
         .map_err(|e| {
             Error::Transport(TransportError::fatal(format!(

@@ -315,11 +315,15 @@ impl Shared {
 
     /// Waits (blocking) until `ready` gives a value or the real-time `deadline` passes; then
     /// `ready` is asked one last time.
+    /// `deadline = None` (a timeout too long to represent) waits without one.
     fn wait_blocking_until<T>(
         &self,
-        deadline: Instant,
+        deadline: Option<Instant>,
         mut ready: impl FnMut(&State) -> Option<T>,
     ) -> Option<T> {
+        let Some(deadline) = deadline else {
+            return Some(self.wait_blocking(ready));
+        };
         loop {
             let listener = self.changed.listen();
             if let Some(v) = ready(&self.lock()) {
@@ -445,7 +449,7 @@ impl Candidacy {
     ) -> Result<Result<Leadership, Error>, Candidacy> {
         let ready = self
             .shared
-            .wait_blocking_until(Instant::now() + timeout, elected_or_ended);
+            .wait_blocking_until(Instant::now().checked_add(timeout), elected_or_ended);
         match ready {
             Some(r) => Ok(self.take_leadership(r)),
             None => Err(self),
@@ -544,7 +548,7 @@ impl Leadership {
     /// Blocks until the term is over or `timeout` passes on the real clock; true when over.
     pub fn wait_done_timeout(&self, timeout: Duration) -> bool {
         self.shared
-            .wait_blocking_until(Instant::now() + timeout, term_over)
+            .wait_blocking_until(Instant::now().checked_add(timeout), term_over)
             .is_some()
     }
 

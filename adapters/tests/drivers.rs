@@ -586,3 +586,26 @@ fn settle_is_exact_after_every_join() {
         }
     }
 }
+
+/// Odd but valid input does not panic: a role name with a NUL (the blocking driver names its
+/// thread after the role), and waits of `Duration::MAX`.
+#[test]
+fn odd_names_and_endless_timeouts_do_not_panic() {
+    let w = TestCluster::new();
+    let a = w.join("nul\0role", "a");
+    assert!(a.is_leader());
+    let l = a.take_leadership().expect("leads");
+    // An endless wait for a term that is over returns at once.
+    assert!(l.resign_blocking().is_none());
+    assert!(l.wait_done_timeout(Duration::MAX));
+    let c = kafka_coordination::blocking::start(w.broker().transport("c"), ROLE, "c", w.options())
+        .expect("start");
+    w.settle();
+    match c.wait_timeout(Duration::MAX) {
+        Ok(Ok(l)) => assert!(!l.is_done()),
+        other => panic!(
+            "expected an election, got {:?}",
+            other.map(|r| r.map(|l| l.token()))
+        ),
+    }
+}

@@ -269,6 +269,19 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
     let status = describe_leadership(&KafkaTransport::new(s.mtls()).expect("mtls"), &role)
         .expect("describe over mutual TLS");
     assert!(status.authoritative(&a.token()), "{status:?}");
+    // A guarded write from the handle, over SASL_SSL, to a data topic.
+    let data_topic = "kafka-coordination-secure-data";
+    drop(transport_with(s.admin().with_topic(data_topic)));
+    let record = |v: &'static [u8]| kafka_coordination::GuardedRecord {
+        topic: data_topic,
+        partition: 0,
+        key: Some(b"k"),
+        value: Some(v),
+    };
+    let offsets = a
+        .guarded_write_blocking(&[record(b"from a")])
+        .expect("the leader's guarded write over SASL_SSL");
+    assert_eq!(offsets.len(), 1);
 
     // A standby on PLAIN takes over when the leader resigns.
     let b = blocking::start(
@@ -285,8 +298,17 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
         Err(c) => panic!("b not elected within {PROMPT:?}: {:?}", c.snapshot()),
     };
     assert_ne!(b.token(), a.token());
+    assert!(b.term() > a.term());
     let status = describe_leadership(&observer, &role).expect("describe");
     assert!(status.authoritative(&b.token()), "{status:?}");
+    // The resigned leader's pair is fenced; the new one writes.
+    assert!(!status.authoritative(&a.token()));
+    match a.guarded_write_blocking(&[record(b"from the resigned a")]) {
+        Err(Error::Fenced { token }) => assert_eq!(token, a.token()),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    b.guarded_write_blocking(&[record(b"from b")])
+        .expect("the new leader's guarded write over SASL_SSL");
     assert!(b.resign_blocking().is_none());
 }
 

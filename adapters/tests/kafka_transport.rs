@@ -564,3 +564,25 @@ fn the_coordinator_aborts_an_open_transaction_after_its_timeout() {
         .all(|r| r.value.as_deref() != Some(b"stalled")));
     drop(stalled);
 }
+
+#[test]
+fn timeouts_out_of_range_are_refused_when_the_transport_is_built() {
+    for (name, config) in [
+        (
+            "request",
+            KafkaConfig::new("127.0.0.1:9092", 4).with_request_timeout(Duration::MAX),
+        ),
+        (
+            "operation",
+            KafkaConfig::new("127.0.0.1:9092", 4).with_operation_timeout(Duration::ZERO),
+        ),
+    ] {
+        let err = KafkaTransport::new(config).expect_err(name);
+        assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+        assert!(err.message().contains(name), "{err}");
+    }
+    for bad in ["localhost:notaport", "http://127.0.0.1:9092", ",,,"] {
+        let err = KafkaTransport::new(KafkaConfig::new(bad, 4)).expect_err(bad);
+        assert_eq!(err.kind(), ErrorKind::Config, "{bad}: {err}");
+    }
+}

@@ -9,6 +9,9 @@ use crate::error::TransportError;
 /// The name of the compacted topic that holds every role's registrations and lease.
 pub const STATE_TOPIC: &str = "__coordination_state";
 
+/// The longest request or operation timeout accepted (an hour: longer is a unit mistake).
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The configuration of one [`KafkaTransport`](super::KafkaTransport).
 ///
 /// ```
@@ -182,10 +185,15 @@ impl KafkaConfig {
         if self.topic.is_empty() {
             return Err(TransportError::config("the state topic name is empty"));
         }
-        if self.request_timeout.is_zero() || self.operation_timeout.is_zero() {
-            return Err(TransportError::config(
-                "request and operation timeouts must be positive",
-            ));
+        for (name, t) in [
+            ("request timeout", self.request_timeout),
+            ("operation timeout", self.operation_timeout),
+        ] {
+            if t.is_zero() || t > MAX_TIMEOUT {
+                return Err(TransportError::config(format!(
+                    "the {name} must be between 1 ms and {MAX_TIMEOUT:?}, got {t:?}"
+                )));
+            }
         }
         Ok(())
     }

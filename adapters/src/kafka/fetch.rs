@@ -120,7 +120,11 @@ impl SharedReader {
             inner.catch_up(partition, started + inner.request_timeout)?;
         }
         if !max_wait.is_zero() {
-            inner.wait_for_records(partition, from, started + max_wait)?;
+            // A huge max_wait (Duration::MAX) waits a day at most instead of overflowing.
+            let until = started
+                .checked_add(max_wait.min(Duration::from_secs(86_400)))
+                .unwrap_or(started);
+            inner.wait_for_records(partition, from, until)?;
         }
         Ok(inner.batch(partition, from))
     }

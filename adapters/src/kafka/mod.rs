@@ -1,53 +1,64 @@
-//! The Kafka transport: [`KafkaTransport`] on rdkafka (librdkafka) plus a small raw-protocol
-//! client for DescribeTransactions.
+//! The Kafka transport: [`KafkaTransport`], one client per process, shared by every role,
+//! member and runtime flavour (pass `Arc<KafkaTransport>` clones, or the same value by
+//! reference to `start_shared`).
 //!
-//! One transport value belongs to **one member**. It keeps
-//! - the role's **transactional producer** (`transactional.id = role`), created by
-//!   [`acquire_epoch`](Coordinator::acquire_epoch) (InitProducerId) and used by
-//!   [`write_lease`](LeaseWriter::write_lease) and [`guarded_write`](KafkaTransport::guarded_write),
-//!   one transaction per call, serialised by a mutex, so the broker fences every write of a
-//!   superseded pair;
-//! - a plain **idempotent producer** (`acks=all`) for [`append`](Registrar::append);
-//! - one **read_committed consumer** per partition read, which tails its partition
-//!   ([`read_partition`](StateReader::read_partition));
-//! - a PLAINTEXT connection cache for FindCoordinator + DescribeTransactions
-//!   ([`describe_epoch`](Coordinator::describe_epoch)).
+//! What it is made of:
+//! - **native connections** (crate `kafka-protocol`), one per broker, shared by every role:
+//!   FindCoordinator, InitProducerId, AddPartitionsToTxn, transactional Produce, EndTxn and
+//!   DescribeTransactions. Each role the client holds has a **session** (its pair, its
+//!   sequences, its open transaction): no thread, no socket of its own. See `txn.rs` for the
+//!   protocol and the request versions (all below transaction version 2);
+//! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
+//!   connections of its own, tailing each partition some candidate reads and serving every
+//!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;
+//! - **one plain idempotent producer** (librdkafka, `acks=all`) for the registrations;
+//! - **security on every connection** from the same properties
+//!   ([`KafkaConfig::with_property`]): `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT,
+//!   SASL_SSL; `sasl.mechanism` PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 with `sasl.username` and
+//!   `sasl.password`; `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+//!   `ssl.endpoint.identification.algorithm`. They are checked when the client is built.
 //!
 //! # Guarantees
-//! - The token is the (producer id, epoch) librdkafka reported for this producer after
-//!   InitProducerId (from its statistics: librdkafka has no getter). If librdkafka later moves
-//!   to another pair by itself (KIP-360 epoch bump after some errors), the next write fails as
-//!   [`Fenced`](crate::ErrorKind::Fenced): a pair this producer no longer holds is never used.
-//! - `PRODUCER_FENCED` (90), `INVALID_PRODUCER_EPOCH` (47) and librdkafka's fatal `Fenced`
-//!   (-144) are [`Fenced`](crate::ErrorKind::Fenced) wherever they appear, and the producer is
-//!   dropped: the term is over for this transport until the next acquire.
+//! - The token is the (producer id, epoch) InitProducerId answered. Only the library sends
+//!   InitProducerId for a role (a challenge, or a resign's supersede): nothing bumps a role's
+//!   epoch behind its back, so a paused leader that resumes never fences the current one.
+//! - The pair stays constant for a whole term, also on Kafka 4.x: the client never sends the
+//!   request versions that opt into a bump at every commit (shown over 20+ renewals on a real
+//!   broker).
+//! - A commit whose answer was lost is committed again, never aborted; a produce whose answer
+//!   was lost is sent again with the same sequence (or its sequence is learned with
+//!   DescribeProducers). A healthy leader is not lost to a timeout.
+//! - `PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH` and `INVALID_PRODUCER_ID_MAPPING` are
+//!   [`Fenced`](crate::ErrorKind::Fenced) wherever they appear; the session is over.
 //! - Reads never show records of aborted or open transactions, and stop at the last stable
 //!   offset.
+//! - A second candidacy for a role the client already holds or contests is refused
+//!   ([`Config`](crate::ErrorKind::Config)).
 //!
 //! # Non-guarantees
-//! - librdkafka sends EndTxn v1, so on Kafka 4.x ("transaction version 2") the epoch stays
-//!   constant for a term; a client that bumps per transaction is not this one.
-//! - Producer ids are not ordered cluster-wide (they come from per-broker blocks), so
-//!   [`FencingToken`]'s order is exact for equality and for epochs under one producer id only.
-//! - `describe_epoch` speaks PLAINTEXT only; with another `security.protocol` it returns a
-//!   [`Config`](crate::ErrorKind::Config) error.
+//! - One request at a time per broker connection: a process with thousands of roles on one
+//!   broker is bounded by that connection's round trips (see the README's figures).
+//! - Producer ids are not ordered cluster-wide; compare terms, not tokens.
 //!
 //! The README's ten lines, compiled:
 //!
 //! ```no_run
 //! # #[cfg(feature = "blocking")] mod with_blocking {
+//! use std::sync::Arc;
 //! use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-//! use kafka_coordination::{blocking, describe_leadership, Options};
+//! use kafka_coordination::{blocking, describe_leadership, GuardedRecord, Options};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = KafkaConfig::new("127.0.0.1:9092", 16);
-//! let member = KafkaTransport::connect(config.clone())?;
-//! let leadership =
-//!     blocking::acquire_leadership(member, "scheduler", "node-a", Options::new().partitions(16))?;
-//! let token = leadership.token();
+//! let client = Arc::new(KafkaTransport::connect(config)?);
+//! let leadership = blocking::acquire_leadership(
+//!     client.clone(), "scheduler", "node-a", Options::new().partitions(16))?;
+//! let record = GuardedRecord { topic: "jobs", partition: 0, key: None, value: Some(b"run #1") };
+//! leadership.guarded_write_blocking(&[record])?;
+//! let (token, _term) = (leadership.token(), leadership.term());
 //! leadership.wait_done();
 //! let _why = leadership.err();
-//! let status = describe_leadership(&KafkaTransport::new(config)?, "scheduler")?;
+//! let status = describe_leadership(&*client, "scheduler")?;
 //! let _still_in_charge = status.authoritative(&token);
 //! # Ok(())
 //! # }

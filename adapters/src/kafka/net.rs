@@ -239,9 +239,18 @@ impl Conn {
                     self.addr
                 ))
             })?;
-        let mut body = vec![0u8; len];
-        if let Err(e) = self.stream.read_exact(&mut body) {
+        // Grow with the bytes that really arrive: a bogus length costs no memory up front.
+        let mut body = Vec::with_capacity(len.min(64 * 1024));
+        let read = (&mut self.stream).take(len as u64).read_to_end(&mut body);
+        if let Err(e) = read {
             return Err(self.io_error("reading from", &e));
+        }
+        if body.len() < len {
+            return Err(NetError::Io(format!(
+                "{} closed the connection after {} of {len} announced bytes",
+                self.addr,
+                body.len()
+            )));
         }
         Ok(Bytes::from(body))
     }
