@@ -79,16 +79,56 @@ pub struct WorkItem {
     pub token: FencingToken,
 }
 
-/// A downstream system guarded by term numbers (a database row, an object store, another
-/// service): it keeps the newest term it has seen and refuses a write that carries an older
-/// one. This is what makes a deposed leader harmless even before it learns it was deposed.
+/// A downstream system guarded the way the README recommends (a database row, an object
+/// store, another service). Two checks, each with its own job:
 ///
-/// Term numbers, not tokens, are what such a store compares: a term is the offset of the
-/// term's first lease record and strictly grows per role, while tokens have no order (Kafka's
-/// producer ids do not grow cluster-wide).
-#[derive(Debug, Default)]
+/// * **the term**: it keeps the newest term it has seen and refuses a write that carries an
+///   older one. Term numbers, not tokens, are what it compares: a term is the offset of the
+///   term's first lease record and strictly grows per role, while tokens have no order (Kafka's
+///   producer ids do not grow cluster-wide);
+/// * **the current pair** (optional, [`FencedStore::checking`]): one DescribeTransactions per
+///   write asks the coordinator whether the writer's token is still `authoritative`. This
+///   refuses a deposed leader at once, even before its successor has written to the store.
+///
+/// Either makes a deposed leader harmless before it learns it was deposed.
+#[derive(Default)]
 pub struct FencedStore {
     state: Mutex<StoreState>,
+    current: Option<CurrentCheck>,
+}
+
+/// Asks whether a token is the role's current pair.
+type CurrentCheck = Box<dyn Fn(FencingToken) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for FencedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedStore")
+            .field("checks_current_pair", &self.current.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the store refused a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// A newer term wrote before (the term carried).
+    OlderTerm(i64),
+    /// The coordinator's current pair is not the writer's token.
+    NotCurrent(FencingToken),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::OlderTerm(newer) => write!(f, "it has seen the newer term {newer}"),
+            Refused::NotCurrent(token) => {
+                write!(
+                    f,
+                    "{token} is not the role's current pair (authoritative = false)"
+                )
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -99,15 +139,31 @@ struct StoreState {
 }
 
 impl FencedStore {
-    /// Stores `item` unless a newer term was seen before; `Err` carries that newer term.
-    pub fn write(&self, item: WorkItem) -> Result<(), i64> {
+    /// A store that also asks, for every write, whether the writer's token is the role's
+    /// current pair (`describe_leadership(..).authoritative(&token)` in `is_current`).
+    pub fn checking(is_current: impl Fn(FencingToken) -> bool + Send + Sync + 'static) -> Self {
+        FencedStore {
+            state: Mutex::default(),
+            current: Some(Box::new(is_current)),
+        }
+    }
+
+    /// Stores `item` unless a newer term was seen before, or (when checking) its token is not
+    /// the role's current pair.
+    pub fn write(&self, item: WorkItem) -> Result<(), Refused> {
+        let current = self.current.as_ref().is_none_or(|c| c(item.token));
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match s.newest {
-            Some(newest) if item.term < newest => {
+        let refused = match s.newest {
+            Some(newest) if item.term < newest => Some(Refused::OlderTerm(newest)),
+            _ if !current => Some(Refused::NotCurrent(item.token)),
+            _ => None,
+        };
+        match refused {
+            Some(why) => {
                 s.refused.push(item);
-                Err(newest)
+                Err(why)
             }
-            _ => {
+            None => {
                 s.newest = Some(item.term);
                 s.accepted.push(item);
                 Ok(())
@@ -206,10 +262,7 @@ pub fn work_while_leading(
         };
         match store.write(item) {
             Ok(()) => out.event(name, format!("work item {seq} written (term {term})")),
-            Err(newer) => out.event(
-                name,
-                format!("work item {seq} REFUSED by the store: it has seen the newer term {newer}"),
-            ),
+            Err(why) => out.event(name, format!("work item {seq} REFUSED by the store: {why}")),
         }
         // Sleeps between items, but wakes the moment the term ends.
         if pacer.wait_done_timeout(&leadership, tick) {
@@ -252,7 +305,13 @@ pub fn run(args: &[String], out: &Timeline) -> Result<(), Failure> {
 
 fn run_on(time: &Time, out: &Timeline) -> Result<(), Failure> {
     let broker = MemoryBroker::new(16, time.clock());
-    let store = Arc::new(FencedStore::default());
+    // The store asks the coordinator (through its own connection) whether each writer is the
+    // current one, besides comparing terms.
+    let observer = broker.transport("store");
+    let store = Arc::new(FencedStore::checking(move |token| {
+        kafka_coordination::describe_leadership(&observer, ROLE)
+            .is_ok_and(|status| status.authoritative(&token))
+    }));
     let stop = Arc::new(AtomicBool::new(false));
     let (reports, inbox) = channel();
     let options = time.options(
@@ -453,8 +512,24 @@ mod tests {
         };
         assert!(store.write(item(1, 3)).is_ok());
         assert!(store.write(item(2, 9)).is_ok());
-        assert_eq!(store.write(item(3, 3)), Err(9));
+        assert_eq!(store.write(item(3, 3)), Err(Refused::OlderTerm(9)));
         assert_eq!(store.accepted().len(), 2);
         assert_eq!(store.refused().len(), 1);
+    }
+
+    #[test]
+    fn a_checking_store_refuses_a_writer_that_is_not_current() {
+        let current = FencingToken::new(7, 1);
+        let store = FencedStore::checking(move |t| t == current);
+        let item = |term, token| WorkItem {
+            worker: "w".to_owned(),
+            seq: 1,
+            term,
+            token,
+        };
+        assert!(store.write(item(3, current)).is_ok());
+        // Same term as the newest (so the term check alone would pass), but superseded.
+        let stale = FencingToken::new(7, 0);
+        assert_eq!(store.write(item(3, stale)), Err(Refused::NotCurrent(stale)));
     }
 }
