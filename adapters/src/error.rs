@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 /// What kind of failure a transport call met; the machine reacts to the kind only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The broker rejected a write because a newer (producer id, epoch) exists for the role:
     /// `PRODUCER_FENCED` (90), `INVALID_PRODUCER_EPOCH` (47) or librdkafka's fatal `Fenced`.

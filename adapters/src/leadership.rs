@@ -25,14 +25,16 @@ pub(crate) type Job = Box<dyn FnOnce() + Send>;
 /// Runs a job off the async threads (the driver's runtime's blocking pool, or a thread).
 pub(crate) type Spawner = dyn Fn(Job) + Send + Sync;
 
-/// Why a candidacy or a term failed.
+/// Why a candidacy or a term failed. `Display` says what happened, once; `source()` carries
+/// the cause where there is one (so `{:#}` with anyhow prints each part once).
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// The role or member name is invalid.
-    #[error("invalid name: {0}")]
+    /// The role or member name is invalid; the message names which and why.
+    #[error(transparent)]
     InvalidName(#[from] NameError),
     /// The options are invalid; the message names the field and the values.
-    #[error("invalid options: {0}")]
+    #[error(transparent)]
     InvalidOptions(#[from] TimingError),
     /// The broker fenced this leader: another member holds a newer pair. Stop the role's work.
     #[error("fenced: the pair {token} was superseded by a newer leader")]
@@ -44,11 +46,12 @@ pub enum Error {
     #[error("the candidacy was cancelled")]
     Cancelled,
     /// The transport kept failing for longer than the give-up time while not leading.
-    #[error("the transport kept failing for {waited:?}; last error: {last}")]
+    #[error("the transport kept failing for {waited:?} while not leading")]
     Unavailable {
         /// How long it kept failing.
         waited: Duration,
-        /// The last failure.
+        /// The last failure (also the error's `source()`).
+        #[source]
         last: TransportError,
     },
     /// The transport failed in a way retrying cannot fix (configuration, authorization, a
@@ -57,11 +60,12 @@ pub enum Error {
     Transport(TransportError),
     /// The member left (resigned, or its candidacy was cancelled) but could not finish its exit;
     /// `cleanup` says which steps are missing and what that means for the role.
-    #[error("the exit was incomplete: {cleanup}{}", last.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
+    #[error("the exit was incomplete: {cleanup}")]
     Incomplete {
         /// What the exit managed to do.
         cleanup: Cleanup,
-        /// The last transport failure met on the way out.
+        /// The last transport failure met on the way out (also the error's `source()`).
+        #[source]
         last: Option<TransportError>,
     },
     /// A driver bug: the machine refused an event. Please report it.
@@ -379,6 +383,7 @@ fn elected_or_ended(s: &State) -> Option<Result<(FencingToken, i64), Error>> {
     }
 }
 
+#[must_use = "dropping a Candidacy cancels it at once (it deregisters)"]
 /// A member waiting for its turn. Returned by each driver's `start`; turns into a
 /// [`Leadership`] once elected. Dropping it cancels the candidacy: the driver withdraws the
 /// registration and stops.
@@ -492,11 +497,29 @@ impl Drop for Candidacy {
     }
 }
 
+#[must_use = "dropping a Leadership resigns at once; keep it for the whole term"]
 /// The role, held. Pass [`token`](Leadership::token) to every guarded write; stop the role's
 /// work when [`done`](Leadership::done) fires.
 ///
 /// The driver keeps renewing the lease in the background. Dropping the handle resigns in the
 /// background; call [`resign`](Leadership::resign) to wait for the hand-over.
+///
+/// The handle is `#[must_use]`: discarding it, say with `acquire_leadership(..)?;`, would end
+/// the term at once, so the compiler warns:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # #[cfg(all(feature = "memory", feature = "blocking"))]
+/// # fn main() -> Result<(), kafka_coordination::Error> {
+/// # let broker = kafka_coordination::memory::MemoryBroker::new(
+/// #     16, std::sync::Arc::new(kafka_coordination::ManualClock::default()));
+/// kafka_coordination::blocking::acquire_leadership(
+///     broker.transport("a"), "jobs", "a", kafka_coordination::Options::new())?;
+/// # Ok(())
+/// # }
+/// # #[cfg(not(all(feature = "memory", feature = "blocking")))]
+/// # fn main() { compile_error!("needs memory and blocking"); }
+/// ```
 #[derive(Debug)]
 pub struct Leadership {
     shared: Arc<Shared>,

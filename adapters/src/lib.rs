@@ -18,6 +18,7 @@
 //! * The sans-IO core is re-exported as [`core`] for custom event loops.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use kafka_coordination_core as core;
 
@@ -48,24 +49,30 @@ pub mod options;
 pub mod transport;
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 #[path = "runtime_tokio.rs"]
 pub mod tokio;
 
 #[cfg(feature = "smol")]
+#[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
 #[path = "runtime_smol.rs"]
 pub mod smol;
 
 #[cfg(feature = "async-std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async-std")))]
 #[path = "runtime_async_std.rs"]
 pub mod async_std;
 
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub mod memory;
 
 #[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
 pub mod kafka;
 
 #[cfg(all(
@@ -77,11 +84,24 @@ pub mod kafka;
         feature = "async-std"
     )
 ))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(
+        feature = "memory",
+        any(
+            feature = "blocking",
+            feature = "tokio",
+            feature = "smol",
+            feature = "async-std"
+        )
+    )))
+)]
 pub mod testkit;
 
 pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
 pub use describe::{describe_leadership, describe_role_state};
 pub use error::{ErrorKind, TransportError};
+pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
 pub use leadership::{CancelHandle, Candidacy, Error, Leadership, Snapshot};
 pub use link::Link;

@@ -609,3 +609,35 @@ fn odd_names_and_endless_timeouts_do_not_panic() {
         ),
     }
 }
+
+/// Each error's `Display` says what happened once; the cause is `source()`, so printing the
+/// chain (anyhow's `{:#}`) repeats nothing.
+#[test]
+fn errors_say_things_once_and_chain_their_causes() {
+    use std::error::Error as _;
+    fn chain(e: &dyn std::error::Error) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(s) = next {
+            out.push(s.to_string());
+            next = s.source();
+        }
+        out
+    }
+    let w = TestCluster::new();
+    let e = w.try_join_with("", "x", w.options()).unwrap_err();
+    let parts = chain(&e);
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    assert!(parts[0].contains("role"), "{parts:?}");
+    // A candidacy that gives up: the last transport error is the source, not repeated.
+    let c = w.try_join_with(ROLE, "c", w.options()).expect("starts");
+    c.link().cut();
+    assert!(w.advance_until(LEASE * 4, || c.is_ended()));
+    let e = c.error().expect("an error");
+    assert!(matches!(e, Error::Unavailable { .. }), "{e}");
+    let parts = chain(&e);
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert!(parts[1].contains("link to the broker is cut"), "{parts:?}");
+    assert!(!parts[0].contains("link to the broker is cut"), "{parts:?}");
+    assert!(e.source().is_some());
+}

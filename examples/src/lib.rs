@@ -10,6 +10,7 @@
 //! | [`blocking_worker`] | `cargo run --example blocking_worker` | work done only while leading, a zombie's writes refused by token, stop on fence |
 //! | [`custom_event_loop`] | `cargo run --example custom_event_loop` | driving the sans-IO [`Candidate`](kafka_coordination::core::machine::Candidate) by hand |
 //! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with the test kit ([`TestCluster`](kafka_coordination::testkit::TestCluster), a [`ManualClock`](kafka_coordination::ManualClock)) |
+//! | [`tokio_service`] | `cargo run --example tokio_service` | a tokio service: guarded writes awaited, `select!` on `done()`, resign on shutdown |
 //!
 //! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
 //! to print to, and returns `Err` with a message when anything did not happen as expected.
@@ -28,6 +29,7 @@ pub mod failover;
 pub mod manual_clock;
 pub mod time;
 pub mod timeline;
+pub mod tokio_service;
 
 pub use time::Time;
 pub use timeline::Timeline;

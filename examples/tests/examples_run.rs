@@ -212,3 +212,23 @@ fn failover_on_kafka() {
     );
     assert_mentions(&text, &["on Kafka at", "REJECTED", "failover: OK"]);
 }
+
+#[test]
+fn tokio_service_works_hands_over_and_refuses_the_old_pair() {
+    let text = run_example(
+        "tokio_service",
+        kafka_coordination_examples::tokio_service::run,
+        &["--virtual-time"],
+    );
+    assert_mentions(
+        &text,
+        &[
+            "svc-a     elected",
+            "unit 3: guarded write",
+            "resigned: pair superseded",
+            "svc-b     elected at once",
+            "REFUSED",
+            "tokio_service: OK, 5 guarded writes",
+        ],
+    );
+}

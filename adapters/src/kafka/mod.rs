@@ -452,6 +452,21 @@ mod tests {
     }
 
     #[test]
+    fn a_second_candidacy_for_a_role_the_client_holds_is_refused() {
+        // No I/O: the claim is the client's own bookkeeping.
+        let t = KafkaTransport::new(KafkaConfig::new("127.0.0.1:1", 16)).expect("transport");
+        let role = Role::new("billing").expect("role");
+        t.claim_role(&role).expect("the first candidacy");
+        let err = t.claim_role(&role).expect_err("the second");
+        assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+        assert!(err.message().contains("already has a candidacy"), "{err}");
+        t.claim_role(&Role::new("shipping").expect("role"))
+            .expect("another role");
+        t.release_role(&role);
+        t.claim_role(&role).expect("free again once released");
+    }
+
+    #[test]
     fn a_coordination_record_for_another_partition_count_is_refused_before_any_io() {
         // Nothing listens on port 1: the check comes before the cluster is contacted.
         let t = KafkaTransport::new(KafkaConfig::new("127.0.0.1:1", 16)).expect("transport");
