@@ -82,6 +82,7 @@ impl Error {
 
 /// What a driver last reported about its candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// Where the candidate is in its life.
     pub status: Status,
@@ -99,6 +100,38 @@ pub struct Snapshot {
     pub idle_at: Option<UnixMillis>,
     /// The instant it will wake at, when idle.
     pub wake_at: Option<UnixMillis>,
+    /// While leading: the deadline of its last lease record.
+    pub lease_deadline: Option<UnixMillis>,
+    /// While leading: when its last successful lease write (claim or renewal) was issued.
+    pub last_renewal: Option<UnixMillis>,
+}
+
+/// A leader's health, for a liveness or readiness probe (see [`Leadership::health`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Health {
+    /// Whether the term is still on (`done` has not fired).
+    pub leading: bool,
+    /// The deadline of the last lease record this leader wrote.
+    pub lease_deadline: Option<UnixMillis>,
+    /// When the last successful renewal (or the claim) was issued.
+    pub last_renewal: Option<UnixMillis>,
+    /// How long transport calls have been failing without a success, if they are.
+    pub failing_for: Option<Duration>,
+    /// The driver clock's time when this was read.
+    pub now: UnixMillis,
+}
+
+impl Health {
+    /// Healthy when leading and the last renewal is younger than `max_age` (pick a few renew
+    /// intervals, well below the lease): a leader that cannot renew turns unhealthy before its
+    /// standbys take over. The spirit of client-go's `HealthzAdaptor`.
+    pub fn is_healthy(&self, max_age: Duration) -> bool {
+        self.leading
+            && self
+                .last_renewal
+                .is_some_and(|at| self.now.since(at) <= max_age)
+    }
 }
 
 #[derive(Debug)]
@@ -129,6 +162,8 @@ pub(crate) struct Shared {
     pub(crate) doorbell: Doorbell,
     /// Guarded writes through the candidacy's transport.
     pub(crate) writer: Arc<WriteFn>,
+    /// The driver's clock (for health checks).
+    pub(crate) clock: Arc<dyn crate::clock::Clock>,
     /// Where async guarded writes run.
     pub(crate) spawner: Arc<Spawner>,
 }
@@ -186,9 +221,11 @@ impl Shared {
         doorbell: Doorbell,
         writer: Arc<WriteFn>,
         spawner: Arc<Spawner>,
+        clock: Arc<dyn crate::clock::Clock>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             writer,
+            clock,
             spawner,
             role,
             member,
@@ -201,6 +238,8 @@ impl Shared {
                     term: None,
                     idle_at: None,
                     wake_at: None,
+                    lease_deadline: None,
+                    last_renewal: None,
                 },
                 deposed: None,
                 outcome: None,
@@ -614,6 +653,26 @@ impl Leadership {
     /// What the driver last reported.
     pub fn snapshot(&self) -> Snapshot {
         self.shared.lock().snapshot.clone()
+    }
+
+    /// The leader's health now: its lease deadline, its last successful renewal, and how long
+    /// renewals have been failing. [`Health::is_healthy`] is a ready-made check.
+    pub fn health(&self) -> Health {
+        let now = self.shared.clock.now();
+        let over = self.is_done();
+        let s = self.shared.lock();
+        Health {
+            leading: !over,
+            lease_deadline: s.snapshot.lease_deadline,
+            last_renewal: s.snapshot.last_renewal,
+            failing_for: s.failing_since.map(|(first, _)| now.since(first)),
+            now,
+        }
+    }
+
+    /// [`health`](Self::health)`().is_healthy(max_age)`.
+    pub fn is_healthy(&self, max_age: Duration) -> bool {
+        self.health().is_healthy(max_age)
     }
 
     /// Writes `records` (to any topics and partitions, each explicit) in **one transaction**

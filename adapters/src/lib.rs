@@ -103,7 +103,7 @@ pub use describe::{describe_leadership, describe_role_state};
 pub use error::{ErrorKind, TransportError};
 pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
-pub use leadership::{CancelHandle, Candidacy, Error, Leadership, Snapshot};
+pub use leadership::{CancelHandle, Candidacy, Error, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
 pub use transport::{

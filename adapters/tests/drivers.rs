@@ -379,6 +379,45 @@ fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(flavou
     assert!(again.is_leader());
 }
 
+/// Health: the last renewal and lease deadline advance while the leader renews; when its link
+/// is cut the check turns unhealthy (before the lease runs out) and `failing_for` grows; back
+/// to healthy once renewals succeed again.
+fn a_leaders_health_follows_its_renewals(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let max_age = Duration::from_millis(1500); // 1.5 renew intervals
+    let health = || a.with_leadership(|l| l.health()).expect("a leads");
+    let h = health();
+    assert!(h.is_healthy(max_age), "{h:?}");
+    assert_eq!(
+        h.lease_deadline,
+        h.last_renewal.map(|t| t.saturating_add(LEASE))
+    );
+    let first = h.last_renewal.expect("the claim counts");
+    w.advance(Duration::from_secs(2));
+    let h = health();
+    assert!(h.last_renewal.expect("renewed") > first, "{h:?}");
+    assert!(h.is_healthy(max_age) && h.failing_for.is_none(), "{h:?}");
+    a.link().cut();
+    w.advance(Duration::from_secs(2));
+    let h = health();
+    assert!(!h.is_healthy(max_age), "{h:?}");
+    assert!(h.leading, "still the leader: it never fences itself");
+    assert!(
+        h.failing_for
+            .is_some_and(|d| d >= Duration::from_millis(900)),
+        "{h:?}"
+    );
+    assert!(
+        w.now() < h.lease_deadline.expect("a deadline"),
+        "unhealthy before the lease ends"
+    );
+    a.link().restore();
+    w.advance(Duration::from_secs(1));
+    let h = health();
+    assert!(h.is_healthy(max_age) && h.failing_for.is_none(), "{h:?}");
+}
+
 macro_rules! scenarios {
     ($flavour:ident, $value:expr) => {
         mod $flavour {
@@ -411,6 +450,10 @@ macro_rules! scenarios {
             #[test]
             fn dropping_a_candidacy_deregisters() {
                 super::dropping_a_candidacy_deregisters(F)
+            }
+            #[test]
+            fn a_leaders_health_follows_its_renewals() {
+                super::a_leaders_health_follows_its_renewals(F)
             }
             #[test]
             fn dropping_a_leadership_resigns() {

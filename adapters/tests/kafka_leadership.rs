@@ -596,19 +596,28 @@ fn a_resign_without_a_successor_leaves_the_old_pair_unauthoritative() {
     // The term is the offset of the term's first lease record.
     let r = Role::new(role.clone()).expect("role");
     let p = observer.role_partition(&r).expect("partition");
-    let first_lease = observer
-        .read_partition(p, from, Duration::ZERO)
-        .expect("read")
-        .records
-        .into_iter()
-        .find(|rec| {
-            Key::decode(&rec.key).ok() == Some(Key::lease(r.clone()))
-                && rec
-                    .value
-                    .as_deref()
-                    .is_some_and(|v| Lease::decode(v).is_ok_and(|l| l.token == old))
-        })
-        .expect("the term's first lease record");
+    // The commit marker (and so the last stable offset) may land a moment after the election
+    // returns: wait until the lease record is readable.
+    let first_lease = || {
+        observer
+            .read_partition(p, from, Duration::ZERO)
+            .expect("read")
+            .records
+            .into_iter()
+            .find(|rec| {
+                Key::decode(&rec.key).ok() == Some(Key::lease(r.clone()))
+                    && rec
+                        .value
+                        .as_deref()
+                        .is_some_and(|v| Lease::decode(v).is_ok_and(|l| l.token == old))
+            })
+    };
+    wait_for(
+        "the term's first lease record to be readable",
+        PROMPT,
+        || first_lease().is_some(),
+    );
+    let first_lease = first_lease().expect("the term's first lease record");
     assert_eq!(
         a.term(),
         first_lease.offset,

@@ -284,8 +284,11 @@ fn appends_return_increasing_offsets_on_the_pinned_partition() {
 #[test]
 fn a_long_poll_returns_when_a_record_arrives() {
     let Some(b) = bootstrap() else { return };
-    let reader = transport(&b);
-    let writer = transport(&b);
+    // A topic of its own: another test's write to a shared partition would end the first long
+    // poll early.
+    let config = KafkaConfig::new(b.clone(), PARTITIONS).with_topic(unique("longpoll-topic"));
+    let reader = transport_with(config.clone());
+    let writer = transport_with(config);
     let role = role("longpoll");
     let p = reader.role_partition(&role).expect("partition");
     let end = reader

@@ -420,6 +420,9 @@ pub struct Candidate {
     lease_written: bool,
     /// A fence seen outside the machine while I/O was outstanding, acted on once it completes.
     superseded_pending: Option<FencingToken>,
+    /// When this member's last lease write (claim or renewal) was issued, and the deadline it
+    /// wrote.
+    last_lease: Option<(UnixMillis, UnixMillis)>,
 }
 
 impl Candidate {
@@ -467,6 +470,7 @@ impl Candidate {
             superseded: true,
             lease_written: false,
             superseded_pending: None,
+            last_lease: None,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -515,6 +519,12 @@ impl Candidate {
     /// first lease record (see the [module docs](self)).
     pub fn term(&self) -> Option<i64> {
         self.term.filter(|t| t.elected).map(|t| t.number)
+    }
+
+    /// While leading: when the last successful lease write (the claim or a renewal) was issued
+    /// and the deadline it wrote, by this member's clock.
+    pub fn last_lease(&self) -> Option<(UnixMillis, UnixMillis)> {
+        self.last_lease.filter(|_| self.is_leader())
     }
 
     /// What the exit managed to do (meaningful once ended; see [`Cleanup`]).
@@ -799,6 +809,8 @@ impl Candidate {
                 self.issue(Io::ClearLease(token));
             }
             (Io::Claim(token), Event::LeaseWritten { offset }) => {
+                self.last_lease =
+                    Some((self.issued_at, self.issued_at + self.timing.lease_duration));
                 if let Some(t) = self.term.as_mut() {
                     t.elected = true;
                     t.number = offset;
@@ -819,6 +831,8 @@ impl Candidate {
                 }
             }
             (Io::Renew(token), Event::LeaseWritten { .. }) => {
+                self.last_lease =
+                    Some((self.issued_at, self.issued_at + self.timing.lease_duration));
                 if self.resigning {
                     self.start_cleanup();
                 } else {

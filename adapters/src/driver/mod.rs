@@ -200,7 +200,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             let transport = Arc::clone(&transport);
             Arc::new(move |token, records| transport.guarded_write(token, records))
         };
-        let shared = Shared::new(role, member, doorbell, writer, spawner);
+        let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());
         if let Some(manual) = clock.as_manual() {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
             manual.register(Arc::downgrade(&participant));
@@ -287,6 +287,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             self.candidate.rank(),
             self.candidate.join_offset(),
         );
+        let last_lease = self.candidate.last_lease();
         let wake = self.candidate.poll_timeout();
         self.shared.update(|s| {
             if s.snapshot.join_offset.is_none() && join_offset.is_some() {
@@ -299,6 +300,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             s.snapshot.rank = rank;
             s.snapshot.join_offset = join_offset;
             s.snapshot.wake_at = wake;
+            s.snapshot.last_renewal = last_lease.map(|(at, _)| at);
+            s.snapshot.lease_deadline = last_lease.map(|(_, deadline)| deadline);
         });
         match io {
             Some(c) => Next::Io(c),
