@@ -688,10 +688,9 @@ where
     out.event(
         "node-2",
         format!(
-            "resigned in {} ms: its pair {second} superseded (the coordinator now holds {}, minted \
-             on the way out and held by nobody), lease cleared, registration withdrawn",
-            time.now().0 - resign_at.0,
-            after.token
+            "resigned in {} ms: its pair {second} superseded on the way out (authoritative = \
+             false), lease cleared, registration withdrawn",
+            time.now().0 - resign_at.0
         ),
     );
     let (third, third_at) = members[2].elected(time, turn_bound)?;
