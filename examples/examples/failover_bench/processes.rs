@@ -162,7 +162,10 @@ fn first_lease_of(
             if m == member {
                 // The state keeps only the latest lease; the first one is at most one renewal
                 // earlier. Read the partition's lease records for the exact first one.
-                return first_record_deadline(reader, role, partitions, member).unwrap_or(d)
+                return deadlines_of(reader, role, partitions, member)
+                    .first()
+                    .copied()
+                    .unwrap_or(d)
                     - lease_ms;
             }
         }
@@ -173,25 +176,28 @@ fn first_lease_of(
     }
 }
 
-fn first_record_deadline(
-    reader: &KafkaTransport,
-    role: &str,
-    partitions: i32,
-    member: &str,
-) -> Option<i64> {
+/// The deadlines of every lease record `member` wrote for `role`, in offset order.
+fn deadlines_of(reader: &KafkaTransport, role: &str, partitions: i32, member: &str) -> Vec<i64> {
     use kafka_coordination::core::partition::role_partition;
     use kafka_coordination::core::record::{Key, Lease, Role};
     use kafka_coordination::StateReader;
-    let r = Role::new(role).ok()?;
-    let p = role_partition(&r, partitions).ok()?;
-    let batch = reader.read_partition(p, 0, Duration::ZERO).ok()?;
+    let Ok(r) = Role::new(role) else {
+        return Vec::new();
+    };
+    let Ok(p) = role_partition(&r, partitions) else {
+        return Vec::new();
+    };
+    let Ok(batch) = reader.read_partition(p, 0, Duration::ZERO) else {
+        return Vec::new();
+    };
     batch
         .records
         .iter()
         .filter(|rec| Key::decode(&rec.key).ok() == Some(Key::lease(r.clone())))
         .filter_map(|rec| rec.value.as_deref().and_then(|v| Lease::decode(v).ok()))
-        .find(|l| l.member.as_str() == member)
+        .filter(|l| l.member.as_str() == member)
         .map(|l| l.deadline.0)
+        .collect()
 }
 
 /// Runs the process-death benchmark; returns (failover overheads, hand-over times) in ms.
@@ -250,8 +256,10 @@ pub fn run(
             let first = first_lease_of(&reader, role, partitions, &standby.name, lease_ms);
             // The killed leader may have renewed between the read and the kill: take the
             // deadline of its last record.
-            let last_deadline =
-                last_deadline_of(&reader, role, partitions, &leader.name).unwrap_or(old_deadline);
+            let last_deadline = deadlines_of(&reader, role, partitions, &leader.name)
+                .last()
+                .copied()
+                .unwrap_or(old_deadline);
             let overhead = (first - last_deadline - turn_delay) as f64;
             println!(
                 "round {round:>3} kill:   {} SIGKILLed at {killed_at}, its lease ended at \
@@ -303,26 +311,4 @@ fn deregister(reader: &KafkaTransport, role: &str, partitions: i32, member: &str
     if let Err(e) = reader.append(p, &Key::registration(r, m).encode(), None) {
         super::fail(format!("removing the ghost {member}: {e}"));
     }
-}
-
-fn last_deadline_of(
-    reader: &KafkaTransport,
-    role: &str,
-    partitions: i32,
-    member: &str,
-) -> Option<i64> {
-    use kafka_coordination::core::partition::role_partition;
-    use kafka_coordination::core::record::{Key, Lease, Role};
-    use kafka_coordination::StateReader;
-    let r = Role::new(role).ok()?;
-    let p = role_partition(&r, partitions).ok()?;
-    let batch = reader.read_partition(p, 0, Duration::ZERO).ok()?;
-    batch
-        .records
-        .iter()
-        .filter(|rec| Key::decode(&rec.key).ok() == Some(Key::lease(r.clone())))
-        .filter_map(|rec| rec.value.as_deref().and_then(|v| Lease::decode(v).ok()))
-        .filter(|l| l.member.as_str() == member)
-        .map(|l| l.deadline.0)
-        .next_back()
 }
