@@ -22,6 +22,7 @@
 //!   anywhere end the session ([`ErrorKind::Fenced`](crate::ErrorKind::Fenced)).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,8 +79,16 @@ struct Session {
     /// The next base sequence per partition, for this pair.
     sequences: HashMap<TopicPartition, i32>,
     unfinished: Unfinished,
+}
+
+/// A role's entry in the registry. The pair is fixed for the entry's life, so finding the
+/// session of a token never waits for the session's lock, which a transaction holds across
+/// its round trips.
+struct Held {
+    token: FencingToken,
     /// Set once the broker fenced the pair: every later write is refused at once.
-    fenced: bool,
+    fenced: AtomicBool,
+    session: Mutex<Session>,
 }
 
 /// The sessions of every role this process holds, on one cluster.
@@ -87,7 +96,7 @@ pub(crate) struct Sessions {
     cluster: Arc<Cluster>,
     request_timeout: Duration,
     operation_timeout: Duration,
-    roles: Mutex<BTreeMap<Role, Arc<Mutex<Session>>>>,
+    roles: Mutex<BTreeMap<Role, Arc<Held>>>,
 }
 
 impl Sessions {
@@ -107,33 +116,29 @@ impl Sessions {
 
     /// A pair held by some role whose session was not fenced (for single-role callers).
     pub(crate) fn any_token(&self) -> Option<FencingToken> {
-        let roles: Vec<_> = lock(&self.roles).values().cloned().collect();
-        roles
-            .iter()
-            .map(|s| lock(s))
-            .find(|s| !s.fenced)
-            .map(|s| s.token)
+        lock(&self.roles)
+            .values()
+            .find(|h| !h.fenced.load(Ordering::Acquire))
+            .map(|h| h.token)
     }
 
     /// The role whose session holds (or held, until released) `token`.
     pub(crate) fn role_of(&self, token: FencingToken) -> Option<Role> {
-        let roles: Vec<_> = lock(&self.roles).values().cloned().collect();
-        roles
+        lock(&self.roles)
             .iter()
-            .map(|s| lock(s))
-            .find(|s| s.token == token)
-            .map(|s| s.role.clone())
+            .find(|(_, h)| h.token == token)
+            .map(|(role, _)| role.clone())
     }
 
     /// Drops the session of `role` (the term is over for this process). An open transaction
     /// that was not committing is aborted, best effort, so that it does not hold back readers
     /// until its timeout.
     pub(crate) fn release(&self, role: &Role) {
-        let Some(session) = lock(&self.roles).remove(role) else {
+        let Some(held) = lock(&self.roles).remove(role) else {
             return;
         };
-        let mut s = lock(&session);
-        if s.unfinished.open && !s.unfinished.committing && !s.fenced {
+        let mut s = lock(&held.session);
+        if s.unfinished.open && !s.unfinished.committing && !held.fenced.load(Ordering::Acquire) {
             let deadline = Instant::now() + self.request_timeout.min(Duration::from_secs(2));
             let _ = self.end_txn(&mut s, false, deadline);
         }
@@ -234,9 +239,13 @@ impl Sessions {
             token,
             sequences: HashMap::new(),
             unfinished: Unfinished::default(),
-            fenced: false,
         };
-        lock(&self.roles).insert(role.clone(), Arc::new(Mutex::new(session)));
+        let held = Held {
+            token,
+            fenced: AtomicBool::new(false),
+            session: Mutex::new(session),
+        };
+        lock(&self.roles).insert(role.clone(), Arc::new(held));
         Ok(token)
     }
 
@@ -247,11 +256,14 @@ impl Sessions {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        let session = {
+        let (role, held) = {
             let roles = lock(&self.roles);
-            let found = roles.values().find(|s| lock(s).token == token).cloned();
+            let found = roles
+                .iter()
+                .find(|(_, h)| h.token == token)
+                .map(|(role, h)| (role.clone(), Arc::clone(h)));
             match found {
-                Some(s) => s,
+                Some(found) => found,
                 None if roles.is_empty() => {
                     return Err(TransportError::fenced(format!(
                         "this client holds no epoch (token {token}): acquire_epoch was not \
@@ -260,11 +272,8 @@ impl Sessions {
                 }
                 None => {
                     let held: Vec<String> = roles
-                        .values()
-                        .map(|s| {
-                            let s = lock(s);
-                            format!("{} for role '{}'", s.token, s.role)
-                        })
+                        .iter()
+                        .map(|(role, h)| format!("{} for role '{role}'", h.token))
                         .collect();
                     return Err(TransportError::fenced(format!(
                         "token {token} is not a pair this client holds ({})",
@@ -273,18 +282,17 @@ impl Sessions {
                 }
             }
         };
-        let mut s = lock(&session);
-        if s.fenced {
+        let mut s = lock(&held.session);
+        if held.fenced.load(Ordering::Acquire) {
             return Err(TransportError::fenced(format!(
-                "the pair {token} of role '{}' was fenced by a newer leader",
-                s.role
+                "the pair {token} of role '{role}' was fenced by a newer leader"
             )));
         }
         let deadline = Instant::now() + self.operation_timeout;
         let result = self.transact(&mut s, records, deadline);
         if let Err(e) = &result {
             if e.is_fenced() {
-                s.fenced = true;
+                held.fenced.store(true, Ordering::Release);
             }
         }
         result
@@ -627,29 +635,25 @@ impl Sessions {
                 let resp = conn.call(&req, version, self.request_deadline(deadline))?;
                 let addr = conn.addr().to_owned();
                 match resp.error_code {
-                    code::NONE => Ok(()),
-                    // The transaction ended the other way: the coordinator aborted it after its
-                    // timeout (with an epoch bump, so the pair is fenced), or nothing was open.
-                    // Nothing is open at the coordinator: for an abort that is the goal; for a
-                    // commit the transaction ended otherwise (the caller checks whether the
-                    // coordinator's pair moved on, which means a fence).
-                    code::INVALID_TXN_STATE if commit => {
-                        Err(Attempt::Stop(TransportError::retriable(format!(
-                            "{what}: the coordinator has no transaction of pair {} open \
-                             (INVALID_TXN_STATE)",
-                            session.token
-                        ))))
-                    }
-                    code::INVALID_TXN_STATE => Ok(()),
+                    // `true`: ended as asked.
+                    code::NONE => Ok(true),
+                    // `false`: nothing is open at the coordinator.
+                    code::INVALID_TXN_STATE => Ok(false),
                     err => Err(self.txn_error(session, &format!("EndTxn ({verb})"), &addr, err)),
                 }
             })
-        });
-        let nothing_open = matches!(&ended, Err(e) if e.message().contains("INVALID_TXN_STATE"));
-        if ended.is_ok() || nothing_open {
-            s.unfinished.open = false;
-            s.unfinished.committing = false;
+        })?;
+        // Either way nothing of this session is open any more.
+        s.unfinished.open = false;
+        s.unfinished.committing = false;
+        if !ended && commit {
+            // The transaction ended otherwise: the coordinator aborted it after its timeout
+            // (with an epoch bump, a fence the caller checks for), or it never began.
+            return Err(TransportError::retriable(format!(
+                "{what}: the coordinator has no transaction of pair {} open (INVALID_TXN_STATE)",
+                s.token
+            )));
         }
-        ended
+        Ok(())
     }
 }
