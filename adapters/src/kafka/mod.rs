@@ -91,6 +91,7 @@ pub use self::config::{KafkaConfig, STATE_TOPIC};
 pub use crate::transport::GuardedRecord;
 
 use self::cluster::Cluster;
+use self::context::lock;
 use self::describe::DescribeClient;
 use self::fetch::SharedReader;
 use self::registrar::Appender;
@@ -323,12 +324,6 @@ impl KafkaTransport {
     }
 }
 
-fn lock_claims(
-    m: &std::sync::Mutex<std::collections::BTreeSet<Role>>,
-) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<Role>> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Coordinator for KafkaTransport {
     fn acquire_epoch(
         &self,
@@ -356,7 +351,7 @@ impl Coordinator for KafkaTransport {
     /// The coordinator keeps the pair until another member acquires (a resigning driver
     /// supersedes its pair first).
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
-        if !lock_claims(&self.claims).insert(role.clone()) {
+        if !lock(&self.claims).insert(role.clone()) {
             return Err(TransportError::config(format!(
                 "role '{role}' already has a candidacy on this Kafka client: one candidacy per \
                  role per client (two would fence each other)"
@@ -367,7 +362,7 @@ impl Coordinator for KafkaTransport {
 
     fn release_role(&self, role: &Role) {
         self.sessions.release(role);
-        lock_claims(&self.claims).remove(role);
+        lock(&self.claims).remove(role);
     }
 }
 
