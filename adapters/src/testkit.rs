@@ -44,7 +44,7 @@ use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
 
 use crate::clock::{Clock, ManualClock};
-use crate::leadership::{CancelHandle, Candidacy, Error, Leadership, Shared, Snapshot};
+use crate::leadership::{Candidacy, Error, Leadership, Shared, Snapshot};
 use crate::link::Link;
 use crate::memory::{MemoryBroker, MemoryTransport};
 use crate::options::Options;
@@ -273,7 +273,6 @@ impl TestCluster {
             link,
             clock: self.clock.clone(),
             shared: candidacy.shared().clone(),
-            cancel: candidacy.cancel_handle(),
             slot: Mutex::new(Slot::Waiting(candidacy)),
         })
     }
@@ -411,7 +410,6 @@ pub struct TestMember {
     link: TestTransport,
     clock: ManualClock,
     shared: Arc<Shared>,
-    cancel: CancelHandle,
     slot: Mutex<Slot>,
 }
 
@@ -542,9 +540,9 @@ impl TestMember {
         {
             let mut slot = self.slot();
             if let Slot::Waiting(_) = &*slot {
-                self.cancel.cancel();
                 *slot = Slot::Cancelled;
             }
+            // Cancels a candidacy, resigns a term (also one handed to the code under test).
             self.shared.request_cancel();
         }
         if let Err(e) = self.clock.settle() {
