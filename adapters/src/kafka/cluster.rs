@@ -168,16 +168,8 @@ impl Cluster {
         let bootstrap = parse_bootstrap(config.bootstrap_servers())?;
         Ok(Cluster {
             bootstrap,
-            overrides: {
-                let mut m = HashMap::new();
-                for (advertised, _) in config.address_overrides() {
-                    m.insert(
-                        advertised.clone(),
-                        config.connect_address(advertised).to_owned(),
-                    );
-                }
-                m
-            },
+            // A later override of the same address wins.
+            overrides: config.address_overrides().iter().cloned().collect(),
             pool: Pool::new(security, client_id),
             coordinators: Mutex::new(HashMap::new()),
             leaders: Mutex::new(HashMap::new()),

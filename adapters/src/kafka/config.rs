@@ -108,16 +108,6 @@ impl KafkaConfig {
         &self.address_overrides
     }
 
-    /// Where the native client connects for `addr` (see
-    /// [`with_address_override`](Self::with_address_override)).
-    pub(crate) fn connect_address<'a>(&'a self, addr: &'a str) -> &'a str {
-        self.address_overrides
-            .iter()
-            .rev()
-            .find(|(from, _)| from == addr)
-            .map_or(addr, |(_, to)| to.as_str())
-    }
-
     /// The `client.id` (see [`with_client_id`](Self::with_client_id)).
     pub fn client_id(&self) -> &str {
         &self.client_id
