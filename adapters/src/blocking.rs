@@ -75,5 +75,7 @@ pub fn acquire_leadership<T: Transport + Send + Sync + 'static>(
     member: &str,
     options: Options,
 ) -> Result<Leadership, Error> {
-    start(transport, role, member, options)?.wait()
+    start(transport, role, member, options)?.elected_blocking()
 }
+
+pub use crate::describe::{describe_leadership, describe_role_state};

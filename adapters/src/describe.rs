@@ -20,14 +20,13 @@ pub fn describe_leadership<C: Coordinator + ?Sized>(
 }
 
 /// The roster (join order) and lease of `role`, read from the start of its partition to the
-/// last stable offset. `partitions` must be the topic's real partition count.
+/// last stable offset, in the partition the reader's partition count gives the role.
 pub fn describe_role_state<R: StateReader + ?Sized>(
     reader: &R,
     role: &str,
-    partitions: i32,
 ) -> Result<RoleState, Error> {
     let role = Role::new(role)?;
-    let partition = role_partition(&role, partitions).map_err(|e| {
+    let partition = role_partition(&role, reader.partitions()).map_err(|e| {
         Error::InvalidOptions(TimingError::Partitions {
             partitions: e.partitions,
         })

@@ -33,6 +33,15 @@ pub struct TransportError {
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
+/// Equal when the kind and the message are (the source is not compared).
+impl PartialEq for TransportError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for TransportError {}
+
 impl TransportError {
     /// A failure of `kind` described by `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {

@@ -68,6 +68,22 @@ pub enum Error {
         #[source]
         last: Option<TransportError>,
     },
+    /// The driver stopped before the candidate ended: the runtime that ran it shut down (say a
+    /// tokio runtime dropped while the handle lived). The term, if any, is over. On the way
+    /// out the driver resigned on the spot, as far as the transport let it: `cleanup` says what
+    /// it did (`None`: nothing could be tried).
+    #[error("the driver stopped with its runtime; {}", match cleanup {
+        Some(c) if c.complete() => "the role was left clean".to_owned(),
+        Some(c) => format!("the exit was incomplete: {c}"),
+        None => "no exit was attempted".to_owned(),
+    })]
+    Stopped {
+        /// What the exit managed to do.
+        cleanup: Option<Cleanup>,
+        /// The last transport failure met on the way out (also the error's `source()`).
+        #[source]
+        last: Option<TransportError>,
+    },
     /// A driver bug: the machine refused an event. Please report it.
     #[error("internal error: {0}")]
     Internal(#[from] MachineError),
@@ -104,6 +120,11 @@ pub struct Snapshot {
     pub lease_deadline: Option<UnixMillis>,
     /// While leading: when its last successful lease write (claim or renewal) was issued.
     pub last_renewal: Option<UnixMillis>,
+    /// While transport calls keep failing (and are retried): when the first of them failed.
+    /// `None` after a success. Progress is visible here without any log subscriber.
+    pub failing_since: Option<UnixMillis>,
+    /// The last failure of that run (say a refused connection), as soon as it happened.
+    pub last_error: Option<TransportError>,
 }
 
 /// A leader's health, for a liveness or readiness probe (see [`Leadership::health`]).
@@ -149,6 +170,11 @@ pub(crate) struct State {
     pub(crate) superseded_write: Option<FencingToken>,
     /// While idle on a manual clock: the clock's change count the driver had acted on.
     pub(crate) idle_seen: Option<u64>,
+    /// What the exit did, once the candidate ended.
+    pub(crate) cleanup: Option<Cleanup>,
+    /// The driver is being dropped with the candidate still running (its runtime went away):
+    /// it exits on the spot, and the end is reported as [`Error::Stopped`].
+    pub(crate) stopping: bool,
 }
 
 /// State shared by a driver and the handles.
@@ -240,6 +266,8 @@ impl Shared {
                     wake_at: None,
                     lease_deadline: None,
                     last_renewal: None,
+                    failing_since: None,
+                    last_error: None,
                 },
                 deposed: None,
                 outcome: None,
@@ -249,6 +277,8 @@ impl Shared {
                 fatal: None,
                 superseded_write: None,
                 idle_seen: None,
+                cleanup: None,
+                stopping: false,
             }),
             changed: Event::new(),
             doorbell,
@@ -309,7 +339,17 @@ impl Shared {
             s.snapshot.status = Status::Ended;
             s.snapshot.token = None;
             s.snapshot.term = None;
+            if cleanup.is_some() {
+                s.cleanup = cleanup;
+            }
             let incomplete = cleanup.filter(|c| !c.complete());
+            if s.stopping && reason.is_ok() {
+                s.outcome = Some(Err(Error::Stopped {
+                    cleanup,
+                    last: s.last_failure.clone(),
+                }));
+                return;
+            }
             s.outcome = Some(match reason {
                 Ok(EndReason::Resigned) => match incomplete {
                     None => Ok(()),
@@ -411,6 +451,16 @@ fn term_over(s: &State) -> Option<()> {
     (s.deposed.is_some() || s.outcome.is_some()).then_some(())
 }
 
+/// `Some` once the driver ended: `Ok` when its exit left nothing behind, else what is left.
+fn exit_outcome(s: &State) -> Option<Result<(), Error>> {
+    let outcome = s.outcome.as_ref()?;
+    Some(match (&s.cleanup, outcome) {
+        (Some(cleanup), _) if cleanup.complete() => Ok(()),
+        (_, Ok(())) => Ok(()),
+        (_, Err(e)) => Err(e.clone()),
+    })
+}
+
 fn elected_or_ended(s: &State) -> Option<Result<(FencingToken, i64), Error>> {
     if let (Some(token), Some(term)) = (s.snapshot.token, s.snapshot.term) {
         return Some(Ok((token, term)));
@@ -433,7 +483,7 @@ pub struct Candidacy {
 }
 
 /// Cancels a candidacy from another thread or task (for example a shutdown signal while
-/// [`Candidacy::wait`] blocks).
+/// [`Candidacy::elected_blocking`] blocks).
 #[derive(Clone, Debug)]
 pub struct CancelHandle {
     shared: Arc<Shared>,
@@ -474,20 +524,21 @@ impl Candidacy {
         self.shared.lock().snapshot.clone()
     }
 
-    /// Whether the candidate has finished (cancelled, failed, or elected and then ended).
-    pub fn is_ended(&self) -> bool {
+    /// Whether the candidate has finished (resigned, failed, or elected and then ended). Does
+    /// not block.
+    pub fn is_done(&self) -> bool {
         self.shared.lock().outcome.is_some()
     }
 
-    /// Blocks until this member is elected, and returns its leadership.
-    pub fn wait(mut self) -> Result<Leadership, Error> {
+    /// [`elected`](Self::elected), blocking the calling thread.
+    pub fn elected_blocking(mut self) -> Result<Leadership, Error> {
         let r = self.shared.wait_blocking(elected_or_ended);
         self.take_leadership(r)
     }
 
-    /// Blocks until elected or until `timeout` passes on the *real* clock; on a timeout the
-    /// candidacy is handed back, still running.
-    pub fn wait_timeout(
+    /// [`elected_blocking`](Self::elected_blocking), for at most `timeout` of *real* time; on a
+    /// timeout the candidacy is handed back, still running.
+    pub fn elected_blocking_timeout(
         mut self,
         timeout: Duration,
     ) -> Result<Result<Leadership, Error>, Candidacy> {
@@ -519,12 +570,24 @@ impl Candidacy {
         })
     }
 
-    /// Cancels and waits (blocking) until the registration is withdrawn.
-    pub fn cancel(mut self) {
+    /// Stops competing and waits until the exit is done: the registration is withdrawn (and,
+    /// had the member been elected in the meantime, the term is handed over as
+    /// [`Leadership::resign`] does). `Ok` when the member left the role clean; otherwise the
+    /// error says what is left (say [`Error::Incomplete`] when the broker was unreachable
+    /// throughout). Returns within the give-up time ([`Options::give_up_after`]).
+    ///
+    /// [`Options::give_up_after`]: crate::Options::give_up_after
+    pub async fn resign(mut self) -> Result<(), Error> {
         self.armed = false;
         self.shared.request_cancel();
-        self.shared
-            .wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
+        self.shared.wait_async(exit_outcome).await
+    }
+
+    /// [`resign`](Self::resign), blocking the calling thread.
+    pub fn resign_blocking(mut self) -> Result<(), Error> {
+        self.armed = false;
+        self.shared.request_cancel();
+        self.shared.wait_blocking(exit_outcome)
     }
 }
 
@@ -602,13 +665,14 @@ impl Leadership {
         self.shared.wait_async(term_over).await
     }
 
-    /// Blocks until the term is over.
-    pub fn wait_done(&self) {
+    /// [`done`](Self::done), blocking the calling thread.
+    pub fn done_blocking(&self) {
         self.shared.wait_blocking(term_over)
     }
 
-    /// Blocks until the term is over or `timeout` passes on the real clock; true when over.
-    pub fn wait_done_timeout(&self, timeout: Duration) -> bool {
+    /// [`done_blocking`](Self::done_blocking), for at most `timeout` of *real* time; true when
+    /// the term is over.
+    pub fn done_blocking_timeout(&self, timeout: Duration) -> bool {
         self.shared
             .wait_blocking_until(Instant::now().checked_add(timeout), term_over)
             .is_some()
@@ -632,22 +696,23 @@ impl Leadership {
     /// [`authoritative`](kafka_coordination_core::LeadershipStatus::authoritative) and the
     /// broker refuses every write that carries it), clears the lease through that new pair so
     /// that standbys take over at once instead of waiting for the deadline, and withdraws its
-    /// registration. Idempotent. Returns [`Error::Incomplete`] when a step could not be done
-    /// (say the broker was unreachable throughout): the error names which, and what that means.
-    pub async fn resign(&self) -> Option<Error> {
+    /// registration. This is the way to end a service: `leadership.resign().await?` before
+    /// `main` returns leaves nothing behind for the standbys to wait out.
+    ///
+    /// `Ok` when the member left the role clean, however the term ended (why it ended stays in
+    /// [`err`](Self::err)). Otherwise the error says what is left: [`Error::Incomplete`] names
+    /// the steps that could not be done (say the broker was unreachable throughout) and what
+    /// that means for the role. Idempotent; returns within the give-up time
+    /// ([`Options::give_up_after`](crate::Options::give_up_after)).
+    pub async fn resign(&self) -> Result<(), Error> {
         self.shared.request_cancel();
-        self.shared
-            .wait_async(|s| s.outcome.as_ref().map(|_| ()))
-            .await;
-        self.err()
+        self.shared.wait_async(exit_outcome).await
     }
 
-    /// [`resign`](Leadership::resign), blocking.
-    pub fn resign_blocking(&self) -> Option<Error> {
+    /// [`resign`](Self::resign), blocking the calling thread.
+    pub fn resign_blocking(&self) -> Result<(), Error> {
         self.shared.request_cancel();
-        self.shared
-            .wait_blocking(|s| s.outcome.as_ref().map(|_| ()));
-        self.err()
+        self.shared.wait_blocking(exit_outcome)
     }
 
     /// What the driver last reported.

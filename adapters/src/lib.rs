@@ -5,9 +5,11 @@
 //! epoch Kafka's transaction coordinator mints for `transactional.id = <role>`, so safety comes
 //! from the broker's fence, never from clocks. See the README for the guarantees.
 //!
-//! * Drivers, one per way of running: [`blocking`] (default), `tokio`, `smol`, `async_std`
-//!   (features of the same names), each with `start`, `acquire_leadership`,
-//!   `describe_leadership`, `describe_role_state`.
+//! * Drivers, one per way of running: [`blocking`] (feature `blocking`, default), and
+//!   `tokio_driver`, `smol_driver`, `async_std_driver` (features `tokio`, `smol`, `async-std`),
+//!   each with `start`, `acquire_leadership`, `describe_leadership`, `describe_role_state`. The
+//!   same names in every module; the async modules' functions are `async`. (No module is named
+//!   after a runtime crate, so `use kafka_coordination::tokio_driver;` leaves `tokio` alone.)
 //! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.
 //! * Transports: the four traits of [`transport`]; [`memory::MemoryBroker`] (feature `memory`,
 //!   default) and `kafka::KafkaTransport` (feature `kafka`).
@@ -54,18 +56,15 @@ pub mod blocking;
 
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-#[path = "runtime_tokio.rs"]
-pub mod tokio;
+pub mod tokio_driver;
 
 #[cfg(feature = "smol")]
 #[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
-#[path = "runtime_smol.rs"]
-pub mod smol;
+pub mod smol_driver;
 
 #[cfg(feature = "async-std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "async-std")))]
-#[path = "runtime_async_std.rs"]
-pub mod async_std;
+pub mod async_std_driver;
 
 #[cfg(feature = "memory")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]

@@ -100,6 +100,9 @@ impl<T: Coordinator> Coordinator for Link<T> {
 }
 
 impl<T: StateReader> StateReader for Link<T> {
+    fn partitions(&self) -> i32 {
+        self.inner().partitions()
+    }
     fn read_partition(
         &self,
         partition: i32,

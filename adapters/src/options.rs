@@ -12,7 +12,8 @@ use crate::clock::{Clock, SystemClock};
 /// or a cancellation is noticed within this bound even while waiting.
 pub const DEFAULT_LONG_POLL: Duration = Duration::from_secs(1);
 
-/// Options of a candidacy. Defaults: 16 partitions, a 30 s lease renewed every 10 s, ranks 5 s
+/// Options of a candidacy. The partition count is not here: it comes from the transport,
+/// where it is given once. Defaults: a 30 s lease renewed every 10 s, ranks 5 s
 /// apart, the system clock, and giving up after two lease durations of transport failures
 /// while not leading.
 #[derive(Clone)]
@@ -51,13 +52,6 @@ impl Options {
         Self::default()
     }
 
-    /// The partition count of `__coordination_state`. Every member must pass the topic's real
-    /// count.
-    pub fn partitions(mut self, partitions: i32) -> Self {
-        self.timing.partitions = partitions;
-        self
-    }
-
     /// How long a lease lasts after each write (also the role producer's transaction timeout).
     pub fn lease_duration(mut self, d: Duration) -> Self {
         self.timing.lease_duration = d;
@@ -76,7 +70,8 @@ impl Options {
         self
     }
 
-    /// All four timing values at once.
+    /// The lease, renew and stagger values at once. (The drivers replace `timing.partitions`
+    /// with the transport's [`partitions`](crate::StateReader::partitions).)
     pub fn timing(mut self, timing: Timing) -> Self {
         self.timing = timing;
         self

@@ -60,13 +60,13 @@ pub enum Flavour {
     /// [`crate::blocking`]: a thread per member.
     #[cfg(feature = "blocking")]
     Blocking,
-    /// `kafka_coordination::tokio`: a task per member on a runtime the cluster owns.
+    /// `kafka_coordination::tokio_driver`: a task per member on a runtime the cluster owns.
     #[cfg(feature = "tokio")]
     Tokio,
-    /// `kafka_coordination::smol`: a task per member on smol's global executor.
+    /// `kafka_coordination::smol_driver`: a task per member on smol's global executor.
     #[cfg(feature = "smol")]
     Smol,
-    /// `kafka_coordination::async_std`: a task per member on async-std's executor.
+    /// `kafka_coordination::async_std_driver`: a task per member on async-std's executor.
     #[cfg(feature = "async-std")]
     AsyncStd,
 }
@@ -155,7 +155,6 @@ impl TestCluster {
         let clock = ManualClock::default();
         let broker = MemoryBroker::new(partitions, Arc::new(clock.clone()));
         let options = Options::new()
-            .partitions(partitions)
             .lease_duration(LEASE)
             .renew_interval(RENEW)
             .challenge_stagger(STAGGER)
@@ -297,12 +296,12 @@ impl TestCluster {
                         .unwrap_or_else(|e| panic!("the test kit's tokio runtime: {e}"))
                 });
                 let _entered = runtime.enter();
-                crate::tokio::start(link, role, member, options)
+                crate::tokio_driver::start(link, role, member, options)
             }
             #[cfg(feature = "smol")]
-            Flavour::Smol => crate::smol::start(link, role, member, options),
+            Flavour::Smol => crate::smol_driver::start(link, role, member, options),
             #[cfg(feature = "async-std")]
-            Flavour::AsyncStd => crate::async_std::start(link, role, member, options),
+            Flavour::AsyncStd => crate::async_std_driver::start(link, role, member, options),
         }
     }
 
@@ -370,7 +369,7 @@ impl TestCluster {
     /// # Panics
     /// When the role name is invalid or the read fails (an injected fault).
     pub fn role_state(&self, role: &str) -> RoleState {
-        crate::describe::describe_role_state(&self.observer(), role, self.broker.partitions())
+        crate::describe::describe_role_state(&self.observer(), role)
             .unwrap_or_else(|e| panic!("reading the state of {role}: {e}"))
     }
 
@@ -449,7 +448,7 @@ impl TestMember {
         let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         let taken = std::mem::replace(&mut *slot, Slot::Cancelled);
         *slot = match taken {
-            Slot::Waiting(c) => match c.wait_timeout(Duration::ZERO) {
+            Slot::Waiting(c) => match c.elected_blocking_timeout(Duration::ZERO) {
                 Ok(Ok(l)) => Slot::Leading(l),
                 Ok(Err(e)) => Slot::Failed(e),
                 Err(c) => Slot::Waiting(c),
@@ -527,7 +526,7 @@ impl TestMember {
     }
 
     /// Whether its driver has stopped.
-    pub fn is_ended(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.shared.lock().outcome.is_some()
     }
 

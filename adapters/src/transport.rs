@@ -76,6 +76,11 @@ pub trait Coordinator {
 
 /// Reads a partition of `__coordination_state` with read_committed isolation.
 pub trait StateReader {
+    /// The topic's partition count, which decides the partition of every role (murmur2 of the
+    /// role name). The transport is where it is given, once (`KafkaConfig::new`,
+    /// `MemoryBroker::new`); drivers and `describe_role_state` take it from here.
+    fn partitions(&self) -> i32;
+
     /// Reads committed records from `from_offset` up to the last stable offset, in offset order.
     ///
     /// `max_wait` lets a transport that can long-poll wait up to that long for records at or
@@ -170,6 +175,9 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
 }
 
 impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
+    fn partitions(&self) -> i32 {
+        (**self).partitions()
+    }
     fn read_partition(
         &self,
         partition: i32,

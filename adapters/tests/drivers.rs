@@ -93,7 +93,7 @@ fn resign_hands_over_without_waiting_for_the_deadline(flavour: Flavour) {
     assert!(b.is_leader());
     assert_ne!(b.token().unwrap(), old);
     assert_eq!(w.roster(ROLE), ["b"]);
-    assert!(!a.is_leader() && a.is_ended());
+    assert!(!a.is_leader() && a.is_done());
 }
 
 fn a_restarted_member_lands_at_the_tail(flavour: Flavour) {
@@ -118,7 +118,7 @@ fn cancelling_an_acquisition_leaves_no_registration(flavour: Flavour) {
     let b = w.join(ROLE, "b");
     assert_eq!(w.roster(ROLE), ["a", "b"]);
     assert!(b.resign().is_none());
-    assert!(b.is_ended() && b.token().is_none());
+    assert!(b.is_done() && b.token().is_none());
     assert_eq!(b.snapshot().status, Status::Ended);
     assert_eq!(w.roster(ROLE), ["a"]);
 }
@@ -133,7 +133,7 @@ fn a_failing_transport_surfaces_an_error_after_the_give_up_time(flavour: Flavour
     let t0 = w.now();
     // The default give-up time is two lease durations.
     assert!(
-        w.advance_until(LEASE * 4, || c.is_ended()),
+        w.advance_until(LEASE * 4, || c.is_done()),
         "c did not give up within four leases"
     );
     let waited = w.now().since(t0);
@@ -291,7 +291,7 @@ fn a_fatal_error_with_a_dead_link_says_what_was_left_behind(flavour: Flavour) {
         .fail_next_op(BrokerOp::Acquire, 100, ErrorKind::Retriable);
     w.broker()
         .fail_next_op(BrokerOp::WriteLease, 100, ErrorKind::Retriable);
-    assert!(w.advance_until(LEASE * 2, || a.is_ended()), "a ended");
+    assert!(w.advance_until(LEASE * 2, || a.is_done()), "a ended");
     let msg = a.error().expect("an error").to_string();
     assert!(msg.contains("on the way out"), "{msg}");
     assert!(msg.contains("not superseded"), "{msg}");
@@ -337,7 +337,7 @@ fn guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(fl
     w.settle();
     assert_eq!(w.now(), now);
     assert!(
-        a.is_ended(),
+        a.is_done(),
         "the driver deregistered without waiting for a renewal"
     );
     assert_eq!(w.roster(ROLE), ["b"]);
@@ -519,7 +519,7 @@ where
         .expect("written");
     assert_eq!(offsets, [0]);
     assert_eq!(w.broker().topic_records("audit", 3).len(), 1);
-    assert!(a.resign().await.is_none());
+    assert!(a.resign().await.is_ok());
     a.done().await;
     assert!(a.err().is_none());
     assert!(w.roster(ROLE).is_empty());
@@ -535,7 +535,7 @@ fn tokio_async_api() {
         .build()
         .unwrap();
     rt.block_on(async_round_trip(&w, |t, m| {
-        kafka_coordination::tokio::acquire_leadership(t, ROLE, m, w.options())
+        kafka_coordination::tokio_driver::acquire_leadership(t, ROLE, m, w.options())
     }));
 }
 
@@ -544,7 +544,7 @@ fn tokio_async_api() {
 fn smol_async_api() {
     let w = TestCluster::new();
     smol::block_on(async_round_trip(&w, |t, m| {
-        kafka_coordination::smol::acquire_leadership(t, ROLE, m, w.options())
+        kafka_coordination::smol_driver::acquire_leadership(t, ROLE, m, w.options())
     }));
 }
 
@@ -553,7 +553,7 @@ fn smol_async_api() {
 fn async_std_async_api() {
     let w = TestCluster::new();
     async_std::task::block_on(async_round_trip(&w, |t, m| {
-        kafka_coordination::async_std::acquire_leadership(t, ROLE, m, w.options())
+        kafka_coordination::async_std_driver::acquire_leadership(t, ROLE, m, w.options())
     }));
 }
 
@@ -569,7 +569,7 @@ fn dropping_the_acquire_future_deregisters() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let fut = kafka_coordination::tokio::acquire_leadership(
+        let fut = kafka_coordination::tokio_driver::acquire_leadership(
             kafka_coordination::Link::new(w.broker().transport("b")),
             ROLE,
             "b",
@@ -598,7 +598,9 @@ fn invalid_options_and_names_are_refused_at_once() {
         Err(Error::InvalidOptions(e)) => assert!(e.to_string().contains("renew_interval"), "{e}"),
         other => panic!("expected InvalidOptions, got {other:?}"),
     }
-    match w.try_join_with(ROLE, "x", w.options().partitions(0)) {
+    // The partition count comes from the transport: a topic without partitions is refused.
+    let no_partitions = TestCluster::with_partitions(0);
+    match no_partitions.try_join_with(ROLE, "x", no_partitions.options()) {
         Err(Error::InvalidOptions(e)) => assert!(e.to_string().contains("partitions"), "{e}"),
         other => panic!("expected InvalidOptions, got {other:?}"),
     }
@@ -640,15 +642,15 @@ fn odd_names_and_endless_timeouts_do_not_panic() {
     assert!(a.is_leader());
     let l = a.take_leadership().expect("leads");
     // An endless wait for a term that is over returns at once.
-    assert!(l.resign_blocking().is_none());
-    assert!(l.wait_done_timeout(Duration::MAX));
+    assert!(l.resign_blocking().is_ok());
+    assert!(l.done_blocking_timeout(Duration::MAX));
     #[cfg(feature = "blocking")]
     {
         let c =
             kafka_coordination::blocking::start(w.broker().transport("c"), ROLE, "c", w.options())
                 .expect("start");
         w.settle();
-        match c.wait_timeout(Duration::MAX) {
+        match c.elected_blocking_timeout(Duration::MAX) {
             Ok(Ok(l)) => assert!(!l.is_done()),
             other => panic!(
                 "expected an election, got {:?}",
@@ -683,7 +685,7 @@ fn errors_say_things_once_and_chain_their_causes() {
     let link = kafka_coordination::Link::new(w.broker().transport("c"));
     link.cut();
     let c = w.try_join_on(link, ROLE, "c", w.options()).expect("starts");
-    assert!(w.advance_until(LEASE * 4, || c.is_ended()));
+    assert!(w.advance_until(LEASE * 4, || c.is_done()));
     let e = c.error().expect("an error");
     assert!(matches!(e, Error::Unavailable { .. }), "{e}");
     let parts = chain(&e);

@@ -240,7 +240,6 @@ fn a_user_without_acls_is_told_which_acl_describe_needs() {
 
 fn options() -> Options {
     Options::new()
-        .partitions(PARTITIONS)
         .lease_duration(LEASE)
         .renew_interval(RENEW)
         .challenge_stagger(Duration::from_millis(300))
@@ -252,7 +251,7 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
     let Some(s) = secured() else { return };
     let role = unique("sec-election");
     let a = blocking::start(transport_with(s.admin()), &role, "a", options()).expect("start");
-    let a = match a.wait_timeout(PROMPT) {
+    let a = match a.elected_blocking_timeout(PROMPT) {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => panic!("the candidacy over SASL_SSL failed: {e}"),
         Err(c) => panic!("not elected within {PROMPT:?}: {:?}", c.snapshot()),
@@ -291,8 +290,8 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
         options(),
     )
     .expect("start");
-    assert!(a.resign_blocking().is_none(), "a clean resign");
-    let b = match b.wait_timeout(PROMPT) {
+    assert!(a.resign_blocking().is_ok(), "a clean resign");
+    let b = match b.elected_blocking_timeout(PROMPT) {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => panic!("the standby over SASL_SSL failed: {e}"),
         Err(c) => panic!("b not elected within {PROMPT:?}: {:?}", c.snapshot()),
@@ -309,7 +308,7 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
     }
     b.guarded_write_blocking(&[record(b"from b")])
         .expect("the new leader's guarded write over SASL_SSL");
-    assert!(b.resign_blocking().is_none());
+    assert!(b.resign_blocking().is_ok());
 }
 
 #[test]
@@ -321,7 +320,7 @@ fn a_candidate_without_acls_ends_with_an_authorization_error() {
     let config = s.sasl("SCRAM-SHA-512", &s.limited_user, &s.limited_password);
     let t = KafkaTransport::new(config).expect("transport");
     let candidacy = blocking::start(t, &role, "m", options()).expect("start");
-    match candidacy.wait_timeout(PROMPT) {
+    match candidacy.elected_blocking_timeout(PROMPT) {
         Ok(Err(Error::Transport(e))) => {
             eprintln!("{e}");
             assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");

@@ -557,7 +557,7 @@ impl Candidate {
     }
 
     /// Whether the candidate has ended.
-    pub fn is_ended(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.ended.is_some()
     }
 

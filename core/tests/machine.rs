@@ -273,7 +273,7 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
     drain(&mut c);
     c.handle(now, Event::Fenced).unwrap();
     assert_eq!(drain(&mut c), [read(3, None)], "back to reading, not ended");
-    assert!(!c.is_ended());
+    assert!(!c.is_done());
     // The winner's lease is not readable yet: the loser waits a lease duration for it.
     c.handle(
         now,
@@ -407,7 +407,7 @@ fn a_resign_whose_supersede_keeps_failing_clears_the_lease_with_the_old_pair() {
     c.handle(now, Event::LeaseWritten { offset: 9 }).unwrap();
     assert_eq!(drain(&mut c), [deregister("a")]);
     c.handle(now, Event::Appended { offset: 10 }).unwrap();
-    assert!(c.is_ended());
+    assert!(c.is_done());
     let cleanup = c.cleanup();
     assert!(!cleanup.superseded && cleanup.lease_cleared && cleanup.deregistered);
     assert!(cleanup.to_string().contains("not superseded"), "{cleanup}");
@@ -594,7 +594,7 @@ fn a_standby_gives_up_after_the_configured_time_of_failures() {
     let mut t = now;
     for _ in 0..100 {
         c.handle(t, Event::Failed).unwrap();
-        if c.is_ended() {
+        if c.is_done() {
             break;
         }
         let cmds = drain(&mut c);
@@ -692,7 +692,7 @@ mod random {
                         prop_assert!(w.0 > now, "a tick left a due timer behind: busy loop");
                     }
                 }
-                if c.is_ended() { prop_assert_eq!(c.poll_timeout(), None); }
+                if c.is_done() { prop_assert_eq!(c.poll_timeout(), None); }
             }
         }
     }

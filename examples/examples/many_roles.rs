@@ -151,7 +151,6 @@ fn main() {
         .create_topic(1, None)
         .unwrap_or_else(|e| fail(e.to_string()));
     let options = Options::new()
-        .partitions(args.partitions)
         .lease_duration(args.lease)
         .renew_interval(args.renew);
     let (threads0, rss0, sockets0) = own_resources();
@@ -175,7 +174,8 @@ fn main() {
             let (client, options) = (client.clone(), options.clone());
             let role = format!("many-{stamp:x}-{i}");
             tasks.push(tokio::spawn(async move {
-                kafka_coordination::tokio::acquire_leadership(client, &role, "solo", options).await
+                kafka_coordination::tokio_driver::acquire_leadership(client, &role, "solo", options)
+                    .await
             }));
         }
         let mut out = Vec::with_capacity(tasks.len());

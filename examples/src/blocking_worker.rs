@@ -16,9 +16,9 @@
 //!
 //! The shape of the worker ([`work_while_leading`]) is the one to copy: wait for the turn, do
 //! the work while [`is_done`] is false, pass [`term`] (or [`token`]) to every write, and wait on
-//! [`wait_done_timeout`] between items, so that the end of the term stops the work at once.
+//! [`done_blocking_timeout`] between items, so that the end of the term stops the work at once.
 //! (The worker makes its two waits through a [`Pacer`]: on the system clock they are exactly
-//! [`Candidacy::wait`] and [`wait_done_timeout`].)
+//! [`Candidacy::elected_blocking`] and [`done_blocking_timeout`].)
 //!
 //! With `--virtual-time` the same story runs on a
 //! [`ManualClock`](kafka_coordination::ManualClock) that the scenario moves in steps, and the
@@ -28,7 +28,7 @@
 //! [`is_done`]: kafka_coordination::Leadership::is_done
 //! [`term`]: kafka_coordination::Leadership::term
 //! [`token`]: kafka_coordination::Leadership::token
-//! [`wait_done_timeout`]: kafka_coordination::Leadership::wait_done_timeout
+//! [`done_blocking_timeout`]: kafka_coordination::Leadership::done_blocking_timeout
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -265,7 +265,7 @@ pub fn work_while_leading(
             Err(why) => out.event(name, format!("work item {seq} REFUSED by the store: {why}")),
         }
         // Sleeps between items, but wakes the moment the term ends.
-        if pacer.wait_done_timeout(&leadership, tick) {
+        if pacer.done_blocking_timeout(&leadership, tick) {
             break;
         }
     }
@@ -277,7 +277,7 @@ pub fn work_while_leading(
         out.event(name, format!("done fired ({why}): stops after {seq} items"));
         err
     } else {
-        let err = leadership.resign_blocking();
+        let err = leadership.resign_blocking().err();
         out.event(name, format!("told to stop: resigned after {seq} items"));
         err
     };

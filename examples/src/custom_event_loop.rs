@@ -207,7 +207,7 @@ fn run_on(time: Time, out: &Timeline) -> Result<(), Failure> {
                 break;
             }
         }
-        if nodes.iter().all(|n| n.candidate.is_ended()) {
+        if nodes.iter().all(|n| n.candidate.is_done()) {
             break;
         }
         // Sleep until the earliest instant at which anything is due.

@@ -166,7 +166,6 @@ impl Config {
 
     fn options(&self) -> Options {
         Options::new()
-            .partitions(self.partitions)
             .lease_duration(self.lease)
             .renew_interval(self.renew)
             .challenge_stagger(self.stagger)
@@ -358,7 +357,7 @@ where
     let partition = role_partition(&role_id, config.partitions)
         .map_err(|e| Failure::Failed(format!("partition of `{role}`: {e}")))?;
     let state = || -> Result<RoleState, Failure> {
-        describe_role_state(&observer, role, config.partitions)
+        describe_role_state(&observer, role)
             .map_err(|e| Failure::Failed(format!("describe_role_state: {e}")))
     };
     // Generous bounds on every wait: a lease, every rank's stagger, and slack for slow machines
@@ -677,7 +676,7 @@ where
         ),
     );
     let resigned = members[1].leadership()?.resign_blocking();
-    ensure(resigned.is_none(), || {
+    ensure(resigned.is_ok(), || {
         format!("node-2's resign ended with an error: {resigned:?}")
     })?;
     let after = describe_leadership(&observer, role)
@@ -714,11 +713,12 @@ where
     // 8. Everyone leaves.
     for m in members.iter_mut().skip(3) {
         if let Some(c) = m.candidacy.take() {
-            c.cancel();
+            c.resign_blocking()
+                .map_err(|e| Failure::Failed(format!("withdrawing a standby: {e}")))?;
         }
     }
     let resigned = members[2].leadership()?.resign_blocking();
-    ensure(resigned.is_none(), || {
+    ensure(resigned.is_ok(), || {
         format!("node-3's resign ended with an error: {resigned:?}")
     })?;
     // Every member left: the roster is empty and the lease cleared, once readable.

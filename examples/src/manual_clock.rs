@@ -259,11 +259,8 @@ pub fn run(args: &[String], out: &Timeline) -> Result<(), Failure> {
     );
 
     // 5. node-b resigns.
-    let resigned = b
-        .scheduler
-        .leadership()
-        .and_then(Leadership::resign_blocking);
-    ensure(resigned.is_none(), || {
+    let resigned = b.scheduler.leadership().map(Leadership::resign_blocking);
+    ensure(matches!(resigned, Some(Ok(()))), || {
         format!("node-b's resign: {resigned:?}")
     })?;
     let ran = run_jobs(&w, &mut [&mut a, &mut b], "tick");

@@ -10,7 +10,7 @@
 //! limits left are hang guards ([`GUARD`]).
 //!
 //! Threads of the example's own (the workers of `blocking_worker`) wait through a [`Pacer`].
-//! On the system clock it is [`Candidacy::wait`] and [`Leadership::wait_done_timeout`]. In
+//! On the system clock it is [`Candidacy::elected_blocking`] and [`Leadership::done_blocking_timeout`]. In
 //! virtual time the thread parks instead, and after every settled step the scenario gives each
 //! parked thread a turn, one at a time and in a fixed order, to look at the world and act
 //! (settling the drivers after each turn): a small deterministic scheduler, so that the workers'
@@ -213,19 +213,19 @@ impl Time {
         within: Duration,
     ) -> Result<Result<Leadership, Error>, Candidacy> {
         if !self.is_virtual() {
-            return candidacy.wait_timeout(within);
+            return candidacy.elected_blocking_timeout(within);
         }
         // Not elected in time is the caller's failure to report, with the candidacy's state.
         let _ = self.wait_for("the election", within, || {
             Ok(decided(&candidacy).then_some(()))
         });
-        candidacy.wait_timeout(Duration::ZERO)
+        candidacy.elected_blocking_timeout(Duration::ZERO)
     }
 
     /// Waits until `leadership`'s term is over, for at most `within`; true when it is.
     pub fn wait_done(&self, leadership: &Leadership, within: Duration) -> bool {
         if !self.is_virtual() {
-            return leadership.wait_done_timeout(within);
+            return leadership.done_blocking_timeout(within);
         }
         let _ = self.wait_for("the end of the term", within, || {
             Ok(leadership.is_done().then_some(()))
@@ -256,7 +256,7 @@ impl Time {
 
 /// Whether the candidacy was elected or has ended.
 fn decided(candidacy: &Candidacy) -> bool {
-    candidacy.snapshot().token.is_some() || candidacy.is_ended()
+    candidacy.snapshot().token.is_some() || candidacy.is_done()
 }
 
 impl Virtual {
@@ -340,19 +340,19 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    /// Waits until `candidacy` is elected: [`Candidacy::wait`].
+    /// Waits until `candidacy` is elected: [`Candidacy::elected_blocking`].
     pub fn wait_elected(&self, candidacy: Candidacy) -> Result<Leadership, Error> {
         if let Mode::Virtual(v) = &self.time.mode {
             self.park(v, || decided(&candidacy));
         }
-        candidacy.wait()
+        candidacy.elected_blocking()
     }
 
     /// Waits until the term is over or `timeout` has passed; true when over:
-    /// [`Leadership::wait_done_timeout`].
-    pub fn wait_done_timeout(&self, leadership: &Leadership, timeout: Duration) -> bool {
+    /// [`Leadership::done_blocking_timeout`].
+    pub fn done_blocking_timeout(&self, leadership: &Leadership, timeout: Duration) -> bool {
         match &self.time.mode {
-            Mode::Real => leadership.wait_done_timeout(timeout),
+            Mode::Real => leadership.done_blocking_timeout(timeout),
             Mode::Virtual(v) => {
                 let until = v.clock.now().saturating_add(timeout);
                 self.park(v, || leadership.is_done() || v.clock.now() >= until);

@@ -17,6 +17,7 @@ pub(crate) use task::{
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_coordination_core::config::Timing;
 use kafka_coordination_core::machine::{Candidate, Command, Event};
 use kafka_coordination_core::record::{MemberId, Role};
 use kafka_coordination_core::time::UnixMillis;
@@ -145,6 +146,58 @@ fn long_poll_manual(
     }
 }
 
+/// A transport call handed to an async runtime's blocking pool: the command until the pool
+/// starts it, then its result. A driver whose runtime goes away collects the call from here:
+/// it runs the command itself if the pool never started it (a runtime shutting down refuses
+/// new blocking work), or waits for the result of the run under way.
+pub(crate) struct InFlight {
+    command: std::sync::Mutex<Option<Command>>,
+    result: std::sync::Mutex<Option<Result<Event, TransportError>>>,
+    done: event_listener::Event,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl InFlight {
+    pub(crate) fn new(command: Command) -> InFlight {
+        InFlight {
+            command: std::sync::Mutex::new(Some(command)),
+            result: std::sync::Mutex::new(None),
+            done: event_listener::Event::new(),
+        }
+    }
+
+    /// Takes the command to run it (`None`: someone else took it).
+    pub(crate) fn start(&self) -> Option<Command> {
+        lock(&self.command).take()
+    }
+
+    pub(crate) fn put(&self, result: Result<Event, TransportError>) {
+        *lock(&self.result) = Some(result);
+        self.done.notify(usize::MAX);
+    }
+
+    pub(crate) fn take(&self) -> Option<Result<Event, TransportError>> {
+        lock(&self.result).take()
+    }
+
+    /// Waits (blocking) for the result until the real-time `deadline`.
+    fn wait_until(&self, deadline: std::time::Instant) -> Option<Result<Event, TransportError>> {
+        use event_listener::Listener;
+        loop {
+            let listener = self.done.listen();
+            if let Some(r) = self.take() {
+                return Some(r);
+            }
+            if listener.wait_deadline(deadline).is_none() {
+                return self.take();
+            }
+        }
+    }
+}
+
 /// What the driver does next.
 pub(crate) enum Next {
     Io(Command),
@@ -152,20 +205,30 @@ pub(crate) enum Next {
     Ended,
 }
 
-pub(crate) struct Driver<T: ?Sized> {
+pub(crate) struct Driver<T: Transport + Send + Sync + ?Sized + 'static> {
     candidate: Candidate,
     pub(crate) transport: Arc<T>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) long_poll: Duration,
     resign_sent: bool,
+    /// An async driver's transport call running on the blocking pool, whose result is not yet
+    /// fed. A driver dropped meanwhile takes the result from here.
+    pub(crate) in_flight: Option<Arc<InFlight>>,
     /// Releases the role on the transport: run once, when the candidate ends or the driver is
     /// dropped (a runtime that went away).
     release: Option<Box<dyn FnOnce() + Send>>,
 }
 
-impl<T: ?Sized> Drop for Driver<T> {
+/// How long a driver dropped with its candidate still running (its runtime went away) may
+/// spend on the spot resigning, in real time.
+const EXIT_ON_DROP: Duration = Duration::from_secs(5);
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Driver<T> {
     fn drop(&mut self) {
+        if self.shared.lock().outcome.is_none() {
+            self.exit_now();
+        }
         if let Some(release) = self.release.take() {
             release();
         }
@@ -184,8 +247,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         let role = Role::new(role)?;
         let member = MemberId::new(member)?;
         let clock = options.clock.clone();
-        let mut candidate =
-            Candidate::new(role.clone(), member.clone(), options.timing, clock.now())?;
+        let timing = Timing {
+            partitions: transport.partitions(),
+            ..options.timing
+        };
+        let mut candidate = Candidate::new(role.clone(), member.clone(), timing, clock.now())?;
         candidate.set_give_up_after(Some(options.give_up_after_or_default()));
         transport.claim_role(&role).map_err(Error::Transport)?;
         let release: Box<dyn FnOnce() + Send> = {
@@ -212,6 +278,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             shared: shared.clone(),
             long_poll: options.long_poll,
             resign_sent: false,
+            in_flight: None,
             release: Some(release),
         };
         Ok((driver, Candidacy::new(shared)))
@@ -316,6 +383,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 self.shared.update(|s| {
                     s.failing_since = None;
                     s.last_failure = None;
+                    s.snapshot.failing_since = None;
+                    s.snapshot.last_error = None;
                 });
                 self.handle(event)
             }
@@ -325,15 +394,105 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 self.shared.update(|s| {
                     let first = s.failing_since.map_or(now, |(first, _)| first);
                     s.failing_since = Some((first, now));
+                    s.snapshot.failing_since = Some(first);
+                    s.snapshot.last_error = Some(e.clone());
                     s.last_failure = Some(e);
                 });
                 self.handle(Event::Failed)
             }
             Err(e) => {
                 log_warn!(role = %self.shared.role, member = %self.shared.member, error = %e, "transport failed for good; cleaning up and ending");
-                self.shared.update(|s| s.fatal = Some(e));
+                self.shared.update(|s| {
+                    s.snapshot.last_error = Some(e.clone());
+                    s.fatal = Some(e);
+                });
                 self.handle(Event::Fatal)
             }
+        }
+    }
+
+    /// The runtime that ran the driver went away while its candidate runs (a tokio runtime
+    /// dropped with the handle alive, or shutting down; a panic). Resigns on the spot, on this
+    /// thread, for at most [`EXIT_ON_DROP`], so the role is handed over instead of left to its
+    /// lease, and every wait on the handles returns ([`Error::Stopped`]).
+    pub(crate) fn exit_now(&mut self) {
+        log_warn!(role = %self.shared.role, member = %self.shared.member, "the driver's runtime went away: resigning on the spot");
+        self.shared.update(|s| {
+            s.stopping = true;
+            s.cancel = true;
+        });
+        // Wakes a long poll still running on the blocking pool, so it answers now.
+        self.shared.doorbell.ring();
+        let deadline = std::time::Instant::now() + EXIT_ON_DROP;
+        if self.check_cancel().is_ok() {
+            if let Some(call) = self.in_flight.take() {
+                // Never started: run it here. Under way: wait for it (within the bound), else
+                // it counts as failed and a resigning member goes on with its exit.
+                let outcome = match call.start() {
+                    Some(cmd) => execute(
+                        &*self.transport,
+                        cmd,
+                        &*self.clock,
+                        Duration::ZERO,
+                        &self.shared,
+                    ),
+                    None => call.wait_until(deadline).unwrap_or_else(|| {
+                        Err(TransportError::retriable(
+                            "the call was abandoned: the driver's runtime went away",
+                        ))
+                    }),
+                };
+                let _ = self.complete(outcome);
+            }
+        }
+        let ended = loop {
+            if self.check_cancel().is_err() {
+                break false;
+            }
+            match self.drain() {
+                Next::Ended => break true,
+                Next::Io(cmd) => {
+                    // No long poll: an exit does not wait for records.
+                    let outcome = execute(
+                        &*self.transport,
+                        cmd,
+                        &*self.clock,
+                        Duration::ZERO,
+                        &self.shared,
+                    );
+                    if self.complete(outcome).is_err() {
+                        break false;
+                    }
+                }
+                // A retry after a failure: waited out on a real clock while the bound allows;
+                // a manual clock does not move here, so the exit stops.
+                Next::Wait(wake) => match self.until_wake(wake) {
+                    Wait::Due => {
+                        if self.tick().is_err() {
+                            break false;
+                        }
+                    }
+                    Wait::For(_, d) if std::time::Instant::now() + d < deadline => {
+                        std::thread::sleep(d);
+                        if self.tick().is_err() {
+                            break false;
+                        }
+                    }
+                    _ => break false,
+                },
+            }
+            if std::time::Instant::now() >= deadline {
+                break false;
+            }
+        };
+        if !ended {
+            let cleanup = self.candidate.cleanup();
+            let last = self.shared.lock().last_failure.clone();
+            self.shared.update(|s| s.cleanup = Some(cleanup));
+            self.shared.finish(Error::Stopped {
+                cleanup: Some(cleanup),
+                last,
+            });
         }
     }
 

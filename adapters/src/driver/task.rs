@@ -8,7 +8,7 @@ use std::time::Duration;
 use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::state::RoleState;
 
-use super::{execute, Driver, Next, Wait};
+use super::{execute, Driver, InFlight, Next, Wait};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Error};
 use crate::options::Options;
@@ -46,13 +46,13 @@ pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
 /// [`describe_leadership`](crate::describe_leadership) on runtime `R`'s blocking pool.
 pub(crate) async fn describe_leadership_on<
     R: Runtime,
-    C: Coordinator + Send + Sync + ?Sized + 'static,
+    C: Coordinator + Clone + Send + Sync + 'static,
 >(
-    coordinator: Arc<C>,
+    coordinator: &C,
     role: &str,
 ) -> Result<LeadershipStatus, Error> {
-    let role = role.to_owned();
-    R::unblock(move || crate::describe::describe_leadership(&*coordinator, &role))
+    let (coordinator, role) = (coordinator.clone(), role.to_owned());
+    R::unblock(move || crate::describe::describe_leadership(&coordinator, &role))
         .await
         .unwrap_or(Err(Error::Cancelled))
 }
@@ -60,14 +60,13 @@ pub(crate) async fn describe_leadership_on<
 /// [`describe_role_state`](crate::describe_role_state) on runtime `R`'s blocking pool.
 pub(crate) async fn describe_role_state_on<
     R: Runtime,
-    S: StateReader + Send + Sync + ?Sized + 'static,
+    S: StateReader + Clone + Send + Sync + 'static,
 >(
-    reader: Arc<S>,
+    reader: &S,
     role: &str,
-    partitions: i32,
 ) -> Result<RoleState, Error> {
-    let role = role.to_owned();
-    R::unblock(move || crate::describe::describe_role_state(&*reader, &role, partitions))
+    let (reader, role) = (reader.clone(), role.to_owned());
+    R::unblock(move || crate::describe::describe_role_state(&reader, &role))
         .await
         .unwrap_or(Err(Error::Cancelled))
 }
@@ -77,25 +76,39 @@ pub(crate) async fn describe_role_state_on<
 pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
     mut d: Driver<T>,
 ) {
-    if let Err(e) = async_loop::<R, T>(&mut d).await {
-        d.shared.finish(e);
+    match async_loop::<R, T>(&mut d).await {
+        Ok(Flow::Ended) => {}
+        // The rest of the exit runs here, on this thread: the runtime takes no more work.
+        Ok(Flow::RuntimeGone) => d.exit_now(),
+        Err(e) => d.shared.finish(e),
     }
+}
+
+/// How the async loop stopped.
+enum Flow {
+    Ended,
+    RuntimeGone,
 }
 
 async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
     d: &mut Driver<T>,
-) -> Result<(), Error> {
+) -> Result<Flow, Error> {
     use futures_lite::future::or;
     loop {
         d.check_cancel()?;
         match d.drain() {
-            Next::Ended => return Ok(()),
+            Next::Ended => return Ok(Flow::Ended),
             Next::Io(cmd) => {
                 let (transport, clock, shared) =
                     (d.transport.clone(), d.clock.clone(), d.shared.clone());
                 let long_poll = d.long_poll;
-                let mut io =
-                    R::unblock(move || execute(&*transport, cmd, &*clock, long_poll, &shared));
+                let call = Arc::new(InFlight::new(cmd));
+                d.in_flight = Some(call.clone());
+                let mut io = R::unblock(move || {
+                    if let Some(cmd) = call.start() {
+                        call.put(execute(&*transport, cmd, &*clock, long_poll, &shared));
+                    }
+                });
                 let outcome = loop {
                     let listener = d.shared.doorbell.listen();
                     // A resign during I/O is noted now and acted on when the I/O completes.
@@ -105,14 +118,20 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
                         None
                     })
                     .await;
-                    if let Some(outcome) = finished {
-                        break outcome.unwrap_or_else(|| {
-                            Err(TransportError::fatal(
-                                "the runtime dropped the transport call",
-                            ))
-                        });
+                    match finished {
+                        // The pool ran it.
+                        Some(Some(())) => {
+                            let result = d.in_flight.as_ref().and_then(|c| c.take());
+                            break result.unwrap_or_else(|| {
+                                Err(TransportError::fatal("a transport call left no result"))
+                            });
+                        }
+                        // The runtime refused or dropped the call: it is shutting down.
+                        Some(None) => return Ok(Flow::RuntimeGone),
+                        None => {}
                     }
                 };
+                d.in_flight = None;
                 d.complete(outcome)?;
             }
             Next::Wait(wake) => {
@@ -168,25 +187,22 @@ macro_rules! runtime_api {
             start(transport, role, member, options)?.elected().await
         }
 
-        /// [`describe_leadership`](crate::describe_leadership), off the async threads.
-        pub async fn describe_leadership<
-            C: $crate::Coordinator + Send + Sync + ?Sized + 'static,
-        >(
-            coordinator: std::sync::Arc<C>,
+        /// [`describe_leadership`](crate::describe_leadership), off the async threads. Takes
+        /// the transport by reference, as the blocking one does (it is cloned into the
+        /// blocking pool: `KafkaTransport`, `MemoryTransport` and `Arc<_>` clone cheaply).
+        pub async fn describe_leadership<C: $crate::Coordinator + Clone + Send + Sync + 'static>(
+            coordinator: &C,
             role: &str,
         ) -> Result<$crate::LeadershipStatus, $crate::Error> {
             $crate::driver::describe_leadership_on::<$rt, C>(coordinator, role).await
         }
 
         /// [`describe_role_state`](crate::describe_role_state), off the async threads.
-        pub async fn describe_role_state<
-            S: $crate::StateReader + Send + Sync + ?Sized + 'static,
-        >(
-            reader: std::sync::Arc<S>,
+        pub async fn describe_role_state<S: $crate::StateReader + Clone + Send + Sync + 'static>(
+            reader: &S,
             role: &str,
-            partitions: i32,
         ) -> Result<$crate::RoleState, $crate::Error> {
-            $crate::driver::describe_role_state_on::<$rt, S>(reader, role, partitions).await
+            $crate::driver::describe_role_state_on::<$rt, S>(reader, role).await
         }
     };
 }

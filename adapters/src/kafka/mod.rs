@@ -52,11 +52,11 @@
 //! let config = KafkaConfig::new("127.0.0.1:9092", 16);
 //! let client = Arc::new(KafkaTransport::connect(config)?);
 //! let leadership = blocking::acquire_leadership(
-//!     client.clone(), "scheduler", "node-a", Options::new().partitions(16))?;
+//!     client.clone(), "scheduler", "node-a", Options::new())?;
 //! let record = GuardedRecord { topic: "jobs", partition: 0, key: None, value: Some(b"run #1") };
 //! leadership.guarded_write_blocking(&[record])?;
 //! let (token, _term) = (leadership.token(), leadership.term());
-//! leadership.wait_done();
+//! leadership.done_blocking();
 //! let _why = leadership.err();
 //! let status = describe_leadership(&*client, "scheduler")?;
 //! let _still_in_charge = status.authoritative(&token);
@@ -287,11 +287,10 @@ impl KafkaTransport {
     fn check_partition(&self, partition: i32) -> Result<(), TransportError> {
         if partition < 0 || partition >= self.config.partitions() {
             return Err(TransportError::config(format!(
-                "partition {partition} is outside the {} partitions of {}; every member must \
-                 pass the topic's real partition count (Options::partitions = {})",
+                "partition {partition} is outside the {} partitions of {} (the count given to \
+                 KafkaConfig::new, which every member must take from the transport)",
                 self.config.partitions(),
                 self.config.topic(),
-                self.config.partitions()
             )));
         }
         Ok(())
@@ -313,9 +312,9 @@ impl KafkaTransport {
         if expected != partition {
             return Err(TransportError::config(format!(
                 "role '{}' belongs to partition {expected} of the {partitions} partitions of {}, \
-                 but this member computed partition {partition}: its Options::partitions (or \
-                 Timing::partitions) is not the topic's real partition count; set it to \
-                 {partitions}, as in the transport's KafkaConfig",
+                 but the caller computed partition {partition}: it used another count than the \
+                 topic's; set Timing::partitions to {partitions}, the transport's \
+                 StateReader::partitions (drivers do this themselves)",
                 k.role(),
                 self.config.topic()
             )));
@@ -367,6 +366,9 @@ impl Coordinator for KafkaTransport {
 }
 
 impl StateReader for KafkaTransport {
+    fn partitions(&self) -> i32 {
+        self.config.partitions()
+    }
     /// A read may wait for the reader's long-polling Fetch, so a standby hears of a resign as
     /// soon as its commit is readable.
     fn can_long_poll(&self) -> bool {
@@ -480,6 +482,6 @@ mod tests {
         let err = t
             .read_partition(16, 0, Duration::ZERO)
             .expect_err("outside the topic");
-        assert!(err.message().contains("Options::partitions = 16"), "{err}");
+        assert!(err.message().contains("outside the 16 partitions"), "{err}");
     }
 }

@@ -207,6 +207,9 @@ impl Coordinator for MemoryTransport {
 }
 
 impl StateReader for MemoryTransport {
+    fn partitions(&self) -> i32 {
+        self.shared.partitions
+    }
     /// The broker wakes waiting readers on every append, commit and manual-clock move.
     fn can_long_poll(&self) -> bool {
         true

@@ -193,6 +193,9 @@ impl Coordinator for Link {
 }
 
 impl StateReader for Link {
+    fn partitions(&self) -> i32 {
+        self.kafka.partitions()
+    }
     fn read_partition(
         &self,
         partition: i32,
@@ -247,7 +250,7 @@ fn wait_standby(c: &Candidacy, within: Duration) -> usize {
                 return rank;
             }
         }
-        if c.is_ended() || Instant::now() >= deadline {
+        if c.is_done() || Instant::now() >= deadline {
             fail(format!("the standby is not waiting: {s:?}"));
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -255,7 +258,7 @@ fn wait_standby(c: &Candidacy, within: Duration) -> usize {
 }
 
 fn elected(c: Candidacy, within: Duration) -> Leadership {
-    match c.wait_timeout(within) {
+    match c.elected_blocking_timeout(within) {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => fail(format!("the candidacy failed: {e}")),
         Err(c) => fail(format!("not elected within {within:?}: {:?}", c.snapshot())),
@@ -324,7 +327,6 @@ fn run_processes(args: &Args, role: &str, config: &KafkaConfig) {
         role,
         "describe-target",
         Options::new()
-            .partitions(args.partitions)
             .lease_duration(args.lease)
             .renew_interval(args.renew)
             .challenge_stagger(args.stagger),
@@ -343,7 +345,7 @@ fn run_processes(args: &Args, role: &str, config: &KafkaConfig) {
         }
     }
     let (dm, dp) = summary("describe_leadership (ms)", &latencies, "ms");
-    if let Some(e) = leader.resign_blocking() {
+    if let Err(e) = leader.resign_blocking() {
         fail(format!("resign: {e}"));
     }
     println!(
@@ -372,7 +374,6 @@ fn main() {
         .unwrap_or_else(|| format!("failover-bench-{nanos:x}"));
     let config = KafkaConfig::new(args.bootstrap.clone(), args.partitions);
     let options = Options::new()
-        .partitions(args.partitions)
         .lease_duration(args.lease)
         .renew_interval(args.renew)
         .challenge_stagger(args.stagger)
@@ -460,7 +461,7 @@ fn main() {
 
         // The dead holder comes back, learns it was fenced, and joins as the next standby.
         links[h].restore();
-        if !leader.wait_done_timeout(Duration::from_secs(30)) {
+        if !leader.done_blocking_timeout(Duration::from_secs(30)) {
             fail(format!(
                 "round {round}: the deposed holder never learned it was fenced"
             ));
@@ -508,8 +509,10 @@ fn main() {
         "describe_leadership: median {describe_median:.2} ms, p90 {describe_p90:.2} ms (target: median < 5 ms) {}",
         if describe_median < 5.0 { "OK" } else { "ABOVE TARGET" }
     );
-    if let Some(e) = holder.1.resign_blocking() {
+    if let Err(e) = holder.1.resign_blocking() {
         fail(format!("resign: {e}"));
     }
-    standby.cancel();
+    if let Err(e) = standby.resign_blocking() {
+        fail(format!("withdrawing the standby: {e}"));
+    }
 }

@@ -100,7 +100,7 @@ pub fn member_main(name: &str, role: &str, config: KafkaConfig, options: Options
         blocking::start(client, role, name, options).unwrap_or_else(|e| super::fail(e.to_string()));
     println!("REGISTERING");
     let leadership = candidacy
-        .wait()
+        .elected_blocking()
         .unwrap_or_else(|e| super::fail(format!("{name}: {e}")));
     println!(
         "ELECTED {} {} {}",
@@ -134,15 +134,15 @@ pub fn member_main(name: &str, role: &str, config: KafkaConfig, options: Options
 }
 
 /// The lease record of `role` now: (member, deadline).
-fn current_lease(reader: &KafkaTransport, role: &str, partitions: i32) -> Option<(String, i64)> {
-    let state = describe_role_state(reader, role, partitions).ok()?;
+fn current_lease(reader: &KafkaTransport, role: &str) -> Option<(String, i64)> {
+    let state = describe_role_state(reader, role).ok()?;
     state
         .lease()
         .map(|l| (l.lease.member.to_string(), l.lease.deadline.0))
 }
 
-fn roster(reader: &KafkaTransport, role: &str, partitions: i32) -> Vec<String> {
-    describe_role_state(reader, role, partitions)
+fn roster(reader: &KafkaTransport, role: &str) -> Vec<String> {
+    describe_role_state(reader, role)
         .map(|s| s.roster().map(|(m, _)| m.to_string()).collect())
         .unwrap_or_default()
 }
@@ -158,7 +158,7 @@ fn first_lease_of(
 ) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some((m, d)) = current_lease(reader, role, partitions) {
+        if let Some((m, d)) = current_lease(reader, role) {
             if m == member {
                 // The state keeps only the latest lease; the first one is at most one renewal
                 // earlier. Read the partition's lease records for the exact first one.
@@ -228,7 +228,7 @@ pub fn run(
         let standby = spawn(&mut next);
         // The standby must be registered and have read the lease before the leader goes.
         let joined = Instant::now();
-        while !roster(&reader, role, partitions).contains(&standby.name) {
+        while !roster(&reader, role).contains(&standby.name) {
             if joined.elapsed() > Duration::from_secs(30) {
                 super::fail(format!("{} never registered", standby.name));
             }
@@ -237,7 +237,7 @@ pub fn run(
         thread::sleep(Duration::from_millis(300));
         // The standby's rank: its place among the registered members other than the leader
         // (killed members stay registered: each one ahead of it costs a stagger).
-        let rank = roster(&reader, role, partitions)
+        let rank = roster(&reader, role)
             .iter()
             .filter(|m| **m != leader.name)
             .position(|m| *m == standby.name)
@@ -245,8 +245,8 @@ pub fn run(
         let turn_delay = rank * stagger_ms;
         let kill = round % 2 == 0;
         if kill {
-            let (holder, old_deadline) = current_lease(&reader, role, partitions)
-                .unwrap_or_else(|| super::fail("no lease".into()));
+            let (holder, old_deadline) =
+                current_lease(&reader, role).unwrap_or_else(|| super::fail("no lease".into()));
             if holder != leader.name {
                 super::fail(format!("the lease names {holder}, not {}", leader.name));
             }
