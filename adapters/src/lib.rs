@@ -24,9 +24,15 @@
 
 pub use kafka_coordination_core as core;
 
-/// The README's Rust blocks, compiled and run as doc tests (the Kafka ten-liner is compiled in
-/// the `kafka` module's docs, where it has its feature).
-#[cfg(all(doctest, feature = "memory", feature = "blocking"))]
+/// The README's Rust blocks, compiled (and those that need no broker run) as doc tests. The
+/// ten-liner is compiled in the `kafka` module's docs.
+#[cfg(all(
+    doctest,
+    feature = "memory",
+    feature = "blocking",
+    feature = "kafka",
+    feature = "tokio"
+))]
 #[doc = include_str!("../../README.md")]
 mod readme {}
 
