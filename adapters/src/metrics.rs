@@ -3,8 +3,8 @@
 //!
 //! Every driver (blocking, tokio, smol, async-std) records them, for every candidacy, into
 //! whatever recorder the process installed (`metrics::set_global_recorder`, or an exporter's
-//! `install`). Without a recorder the calls do nothing; without the feature they are not
-//! compiled in at all.
+//! `install`). Without a recorder the calls go nowhere; without the feature they are not
+//! compiled in at all (the driver's meter is then a zero-sized type with empty inline methods).
 //!
 //! # The metrics
 //!
@@ -37,7 +37,7 @@
 //! With `metrics-exporter-prometheus`, histograms are rendered as summaries unless buckets are
 //! set; `PrometheusBuilder::set_buckets_for_metric(Matcher::Suffix("_seconds".into()), ..)`
 //! renders them as Prometheus histograms (the `prometheus` example does). Series of members
-//! that ended stay at their last values in most exporters.
+//! that ended stay at their last values: the facade has no way to remove a series.
 //!
 //! The series names and their HELP texts are registered with [`describe`], which every driver
 //! calls when a candidacy starts.
@@ -309,5 +309,13 @@ mod disabled {
         pub(crate) fn deposed(&mut self) {}
         #[inline(always)]
         pub(crate) fn ended(&mut self, _: EndReason) {}
+    }
+}
+
+#[cfg(all(test, not(feature = "metrics")))]
+mod tests {
+    #[test]
+    fn without_the_feature_the_meter_is_zero_sized() {
+        assert_eq!(std::mem::size_of::<super::Meter>(), 0);
     }
 }

@@ -306,6 +306,21 @@ impl<T: Transport + Send + Sync + 'static> Service<T> {
             .map(|(_, i, name)| (i, name))
     }
 
+    /// One line per member: where it is, and what its driver last reported.
+    pub fn status(&self) -> String {
+        let mut lines = String::new();
+        for m in &self.members {
+            let (slot, snapshot) = match &m.slot {
+                Slot::Waiting(c) => ("waiting", Some(c.snapshot())),
+                Slot::Leading(l) => ("leading", Some(l.snapshot())),
+                Slot::Out => ("out", None),
+            };
+            let cut = if m.link.is_cut() { ", link cut" } else { "" };
+            lines.push_str(&format!("{} {slot}{cut}: {snapshot:?}\n", m.name));
+        }
+        lines
+    }
+
     /// The leader resigns (and waits for the hand-over); the next [`poll`](Self::poll) rejoins
     /// it. Returns its name; `None` when nobody leads.
     pub fn resign_leader(&mut self) -> Result<Option<String>, Failure> {
