@@ -418,6 +418,19 @@ impl Shared {
         }
     }
 
+    /// The term's health now (see [`Leadership::health`]).
+    pub(crate) fn health(&self) -> Health {
+        let now = self.clock.now();
+        let s = self.lock();
+        Health {
+            leading: term_over(&s).is_none(),
+            lease_deadline: s.snapshot.lease_deadline,
+            last_renewal: s.snapshot.last_renewal,
+            failing_for: s.failing_since.map(|(first, _)| now.since(first)),
+            now,
+        }
+    }
+
     async fn wait_async<T>(&self, mut ready: impl FnMut(&State) -> Option<T>) -> T {
         loop {
             let listener = self.changed.listen();
@@ -723,16 +736,12 @@ impl Leadership {
     /// The leader's health now: its lease deadline, its last successful renewal, and how long
     /// renewals have been failing. [`Health::is_healthy`] is a ready-made check.
     pub fn health(&self) -> Health {
-        let now = self.shared.clock.now();
-        let over = self.is_done();
-        let s = self.shared.lock();
-        Health {
-            leading: !over,
-            lease_deadline: s.snapshot.lease_deadline,
-            last_renewal: s.snapshot.last_renewal,
-            failing_for: s.failing_since.map(|(first, _)| now.since(first)),
-            now,
-        }
+        self.shared.health()
+    }
+
+    /// The state shared with the driver (for [`HealthCheck`](crate::HealthCheck)).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// [`health`](Self::health)`().is_healthy(max_age)`.

@@ -17,6 +17,8 @@
 //!   ([`ManualClock::settle`]).
 //! * Testing your own code: `testkit::TestCluster` (features `memory` and a driver): members on
 //!   any driver, a manual clock, cuttable links and the broker's fault switches.
+//! * Observing: [`Leadership::health`] and [`HealthCheck`] for probes; with feature
+//!   `metrics`, the `metrics` module's series through the `metrics` facade.
 //! * The sans-IO core is re-exported as [`core`] for custom event loops.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -51,8 +53,14 @@ pub mod describe;
 )]
 mod driver;
 pub mod error;
+pub mod health;
 pub mod leadership;
 pub mod link;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
+#[cfg(not(feature = "metrics"))]
+mod metrics;
 pub mod options;
 pub mod transport;
 
@@ -106,6 +114,7 @@ pub mod testkit;
 pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
 pub use describe::{describe_leadership, describe_role_state};
 pub use error::{ErrorKind, TransportError};
+pub use health::{HealthCheck, StaleTerm, Unhealthy};
 pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
 pub use leadership::{CancelHandle, Candidacy, Error, Health, Leadership, Snapshot};

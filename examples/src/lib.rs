@@ -10,6 +10,7 @@
 //! | [`blocking_worker`] | `cargo run --example blocking_worker` | work done only while leading, a zombie's writes refused by token, stop on fence |
 //! | [`custom_event_loop`] | `cargo run --example custom_event_loop` | driving the sans-IO [`Candidate`](kafka_coordination::core::machine::Candidate) by hand |
 //! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with the test kit ([`TestCluster`](kafka_coordination::testkit::TestCluster), a [`ManualClock`](kafka_coordination::ManualClock)) |
+//! | `prometheus` | `cargo run --example prometheus` | the library's metrics served as Prometheus text on `/metrics`, a leader liveness check on `/healthz` (feature `prometheus`, default) |
 //! | [`tokio_service`] | `cargo run --example tokio_service` | a tokio service: guarded writes awaited, `select!` on `done()`, resign on shutdown |
 //!
 //! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
@@ -27,6 +28,8 @@ pub mod blocking_worker;
 pub mod custom_event_loop;
 pub mod failover;
 pub mod manual_clock;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 pub mod time;
 pub mod timeline;
 pub mod tokio_service;

@@ -215,6 +215,8 @@ pub(crate) struct Driver<T: Transport + Send + Sync + ?Sized + 'static> {
     /// An async driver's transport call running on the blocking pool, whose result is not yet
     /// fed. A driver dropped meanwhile takes the result from here.
     pub(crate) in_flight: Option<Arc<InFlight>>,
+    /// The candidacy's metrics (nothing without the `metrics` feature).
+    meter: crate::metrics::Meter,
     /// Releases the role on the transport: run once, when the candidate ends or the driver is
     /// dropped (a runtime that went away).
     release: Option<Box<dyn FnOnce() + Send>>,
@@ -266,6 +268,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             let transport = Arc::clone(&transport);
             Arc::new(move |token, records| transport.guarded_write(token, records))
         };
+        let meter = crate::metrics::Meter::new(&role, &member, &clock);
         let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());
         if let Some(manual) = clock.as_manual() {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
@@ -279,6 +282,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             long_poll: options.long_poll,
             resign_sent: false,
             in_flight: None,
+            meter,
             release: Some(release),
         };
         Ok((driver, Candidacy::new(shared)))
@@ -318,6 +322,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             match cmd {
                 Command::Elected { token, term } => {
                     log_info!(role = %self.shared.role, member = %self.shared.member, %token, term, "elected");
+                    self.meter.elected();
                     self.shared.update(|s| {
                         s.snapshot.token = Some(token);
                         s.snapshot.term = Some(term);
@@ -325,6 +330,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 }
                 Command::Deposed { token } => {
                     log_warn!(role = %self.shared.role, member = %self.shared.member, %token, "fenced: a newer leader holds the role");
+                    self.meter.deposed();
                     self.shared.update(|s| {
                         s.deposed = Some(token);
                         s.snapshot.token = None;
@@ -334,6 +340,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 Command::Ended { reason } => {
                     let cleanup = self.candidate.cleanup();
                     log_info!(role = %self.shared.role, member = %self.shared.member, %reason, %cleanup, "ended");
+                    self.meter.ended(reason);
                     // Whatever pair the transport still holds for the role is over for it.
                     if let Some(release) = self.release.take() {
                         release();
@@ -345,6 +352,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                     if let Command::AcquireEpoch { .. } = other {
                         log_info!(role = %self.shared.role, member = %self.shared.member, rank = ?self.candidate.rank(), "challenging: minting the epoch");
                     }
+                    self.meter.issued(&other, &self.candidate);
                     io = Some(other);
                 }
             }
@@ -378,6 +386,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
 
     /// Feeds the outcome of an I/O command.
     pub(crate) fn complete(&mut self, outcome: Result<Event, TransportError>) -> Result<(), Error> {
+        self.meter.completed(&outcome);
         match outcome {
             Ok(event) => {
                 self.shared.update(|s| {

@@ -1,0 +1,331 @@
+//! The `metrics` feature: every driver records the documented series, with exact values, on the
+//! test kit's manual clock. A small recorder of this file's own (installed once as the global
+//! recorder) keeps every value; each scenario uses role names of its own, so scenarios running
+//! in parallel do not see each other's series.
+#![cfg(all(
+    feature = "metrics",
+    feature = "memory",
+    any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )
+))]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use kafka_coordination::core::machine::{backoff, BACKOFF_CAP};
+use kafka_coordination::metrics::{
+    ACQUIRE_SECONDS, CANDIDACY_ENDS, ELECTIONS, FENCED, IS_LEADER, RENEW_FAILURES, RENEW_SECONDS,
+    RESIGNS,
+};
+use kafka_coordination::testkit::{Flavour, TestCluster, RENEW};
+use kafka_coordination::ErrorKind;
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+
+/// Every value ever recorded, by key.
+#[derive(Default)]
+struct Store {
+    counters: Mutex<HashMap<Key, Arc<AtomicU64>>>,
+    gauges: Mutex<HashMap<Key, Arc<AtomicU64>>>,
+    histograms: Mutex<HashMap<Key, Arc<Samples>>>,
+    described: Mutex<HashMap<String, Option<Unit>>>,
+}
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+struct Global(Arc<Store>);
+
+impl Recorder for Global {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, _: SharedString) {
+        self.0
+            .described
+            .lock()
+            .unwrap()
+            .insert(key.as_str().to_owned(), unit);
+    }
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, _: SharedString) {
+        self.0
+            .described
+            .lock()
+            .unwrap()
+            .insert(key.as_str().to_owned(), unit);
+    }
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, _: SharedString) {
+        self.0
+            .described
+            .lock()
+            .unwrap()
+            .insert(key.as_str().to_owned(), unit);
+    }
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        let mut map = self.0.counters.lock().unwrap();
+        Counter::from_arc(map.entry(key.clone()).or_default().clone())
+    }
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        let mut map = self.0.gauges.lock().unwrap();
+        Gauge::from_arc(map.entry(key.clone()).or_default().clone())
+    }
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let mut map = self.0.histograms.lock().unwrap();
+        Histogram::from_arc(map.entry(key.clone()).or_default().clone())
+    }
+}
+
+fn store() -> &'static Store {
+    static STORE: OnceLock<Arc<Store>> = OnceLock::new();
+    STORE.get_or_init(|| {
+        let store = Arc::new(Store::default());
+        metrics::set_global_recorder(Global(store.clone()))
+            .expect("no other recorder in this test binary");
+        store
+    })
+}
+
+/// Whether `key` is `name` with exactly these labels (in any order).
+fn matches(key: &Key, name: &str, labels: &[(&str, &str)]) -> bool {
+    key.name() == name
+        && key.labels().count() == labels.len()
+        && labels
+            .iter()
+            .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
+}
+
+/// The series of one member of one role.
+struct Series<'a> {
+    role: &'a str,
+    member: &'a str,
+}
+
+impl Series<'_> {
+    fn labels(&self) -> [(&str, &str); 2] {
+        [("role", self.role), ("member", self.member)]
+    }
+
+    fn counter(&self, name: &str) -> u64 {
+        self.counter_with(name, &self.labels())
+    }
+
+    fn ends(&self, reason: &str) -> u64 {
+        let [r, m] = self.labels();
+        self.counter_with(CANDIDACY_ENDS, &[r, m, ("reason", reason)])
+    }
+
+    fn counter_with(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let map = store().counters.lock().unwrap();
+        map.iter()
+            .find(|(k, _)| matches(k, name, labels))
+            .map_or(0, |(_, v)| v.load(Ordering::SeqCst))
+    }
+
+    /// `None` when the member never set the gauge.
+    fn is_leader(&self) -> Option<f64> {
+        let map = store().gauges.lock().unwrap();
+        map.iter()
+            .find(|(k, _)| matches(k, IS_LEADER, &self.labels()))
+            .map(|(_, v)| f64::from_bits(v.load(Ordering::SeqCst)))
+    }
+
+    fn samples(&self, name: &str) -> Vec<f64> {
+        let map = store().histograms.lock().unwrap();
+        map.iter()
+            .find(|(k, _)| matches(k, name, &self.labels()))
+            .map_or_else(Vec::new, |(_, v)| v.0.lock().unwrap().clone())
+    }
+}
+
+/// The instants of a cut leader's failed renewals, from its first failure at `first_ms`
+/// (milliseconds since an origin) up to and including `until_ms`: the machine retries a leader
+/// with `backoff(n, renew / 4)`.
+fn failures_between(first_ms: u64, until_ms: u64) -> Vec<u64> {
+    let cap = (RENEW / 4).min(BACKOFF_CAP);
+    let mut at = vec![first_ms];
+    let mut n = 1;
+    loop {
+        let next = at[at.len() - 1] + backoff(n, cap).as_millis() as u64;
+        if next > until_ms {
+            return at;
+        }
+        at.push(next);
+        n += 1;
+    }
+}
+
+/// A failover: election, renewals, a cut link (renew failures, health failing for exactly the
+/// time since the first failure), the standby's takeover, the old leader's fence, a resign.
+fn failover_is_counted_exactly(flavour: Flavour) {
+    let role = format!("failover-{flavour:?}").to_lowercase();
+    let (a_s, b_s) = (
+        Series {
+            role: &role,
+            member: "a",
+        },
+        Series {
+            role: &role,
+            member: "b",
+        },
+    );
+    store();
+    // 50 ms steps: every retry instant below (multiples of 50 ms) is reached exactly.
+    let w = TestCluster::new()
+        .flavour(flavour)
+        .step(Duration::from_millis(50));
+    let t0 = w.now();
+    let ms = |n: u64| t0.saturating_add(Duration::from_millis(n));
+    let a = w.join(&role, "a");
+    let b = w.join(&role, "b");
+    assert!(a.is_leader() && !b.is_leader());
+    assert_eq!(a_s.counter(ELECTIONS), 1);
+    assert_eq!(a_s.is_leader(), Some(1.0));
+    assert_eq!(b_s.is_leader(), Some(0.0), "a standby has a series at 0");
+    assert_eq!(b_s.counter(ELECTIONS), 0);
+    // Minted and claimed without the clock moving.
+    assert_eq!(a_s.samples(ACQUIRE_SECONDS), vec![0.0]);
+
+    // Renewals at +1 s and +2 s.
+    w.advance(Duration::from_secs(2));
+    assert_eq!(a_s.samples(RENEW_SECONDS), vec![0.0, 0.0]);
+    assert_eq!(a_s.counter(RENEW_FAILURES), 0);
+
+    // Cut at +2 s: the renewal due at +3 s fails, and so does every retry.
+    a.link().cut();
+    w.advance_to(ms(4000));
+    let failed = failures_between(3000, 4000);
+    assert_eq!(failed, vec![3000, 3100, 3300, 3550, 3800]);
+    assert_eq!(a_s.counter(RENEW_FAILURES), failed.len() as u64);
+    let health = a.with_leadership(|l| l.health()).expect("a leads");
+    assert!(health.leading);
+    assert_eq!(health.failing_for, Some(Duration::from_millis(1000)));
+    assert_eq!(health.last_renewal, Some(ms(2000)));
+    assert_eq!(health.lease_deadline, Some(ms(5000)));
+    assert_eq!(a_s.is_leader(), Some(1.0), "a leader never fences itself");
+    assert_eq!(a_s.samples(RENEW_SECONDS).len(), 2);
+
+    // b (rank 0) takes over at a's deadline, +5 s.
+    assert!(w.advance_until(Duration::from_secs(2), || b.is_leader()));
+    assert_eq!(w.now(), ms(5000));
+    assert_eq!(b_s.counter(ELECTIONS), 1);
+    assert_eq!(b_s.is_leader(), Some(1.0));
+    assert_eq!(b_s.samples(ACQUIRE_SECONDS), vec![0.0]);
+    let failed = failures_between(3000, 5000);
+    assert_eq!(a_s.counter(RENEW_FAILURES), failed.len() as u64);
+    assert_eq!(
+        (a_s.counter(FENCED), a_s.is_leader()),
+        (0, Some(1.0)),
+        "a does not know yet"
+    );
+
+    // a's link comes back: its next retry meets the fence.
+    a.link().restore();
+    w.advance(Duration::from_secs(1));
+    assert!(a.error().is_some_and(|e| e.is_fenced()));
+    assert_eq!(a_s.counter(FENCED), 1);
+    assert_eq!(a_s.is_leader(), Some(0.0));
+    assert_eq!(a_s.counter(RENEW_FAILURES), failed.len() as u64);
+    assert_eq!(a_s.ends("fenced"), 1);
+    assert_eq!(a_s.counter(RESIGNS), 0);
+    assert_eq!(a_s.counter(ELECTIONS), 1);
+
+    // b resigns.
+    assert!(b.resign().is_none());
+    assert_eq!(b_s.counter(RESIGNS), 1);
+    assert_eq!(b_s.is_leader(), Some(0.0));
+    assert_eq!(b_s.ends("resigned"), 1);
+    assert_eq!(b_s.counter(FENCED), 0);
+    // b renewed at +6 s (one renew interval after its claim at +5 s).
+    assert_eq!(b_s.samples(RENEW_SECONDS), vec![0.0]);
+}
+
+/// A standby that cancels ends as `resigned` but resigns no term; a leader that drops its
+/// handle resigns; a claim that failed once takes its backoff in the acquire latency.
+fn resigns_cancels_and_acquire_latency(flavour: Flavour) {
+    let role = format!("resign-{flavour:?}").to_lowercase();
+    let (a_s, b_s) = (
+        Series {
+            role: &role,
+            member: "a",
+        },
+        Series {
+            role: &role,
+            member: "b",
+        },
+    );
+    store();
+    let w = TestCluster::new().flavour(flavour);
+    // The first lease write (a's claim) fails once; a retries it after 100 ms.
+    w.broker().fail_next_op(
+        kafka_coordination::memory::BrokerOp::WriteLease,
+        1,
+        ErrorKind::Retriable,
+    );
+    let a = w.join(&role, "a");
+    assert!(!a.is_leader());
+    assert_eq!(a_s.is_leader(), Some(0.0));
+    w.advance(Duration::from_millis(100));
+    assert!(a.is_leader());
+    assert_eq!(a_s.samples(ACQUIRE_SECONDS), vec![0.1]);
+    // A claim's failure is not a renewal's.
+    assert_eq!(a_s.counter(RENEW_FAILURES), 0);
+
+    let b = w.join(&role, "b");
+    assert!(b.resign().is_none(), "the standby cancels");
+    assert_eq!(b_s.ends("resigned"), 1);
+    assert_eq!((b_s.counter(RESIGNS), b_s.counter(ELECTIONS)), (0, 0));
+
+    // The code under test drops its leadership: a resign.
+    let leadership = a.take_leadership().expect("a leads");
+    drop(leadership);
+    w.settle();
+    assert!(a.is_done());
+    assert_eq!(a_s.counter(RESIGNS), 1);
+    assert_eq!(a_s.ends("resigned"), 1);
+    assert_eq!(a_s.is_leader(), Some(0.0));
+}
+
+/// Every series is described with its unit.
+#[test]
+fn every_series_is_described() {
+    store();
+    let w = TestCluster::new();
+    let _a = w.join("described", "a");
+    let described = store().described.lock().unwrap();
+    for (name, unit) in [
+        (ELECTIONS, Some(Unit::Count)),
+        (FENCED, Some(Unit::Count)),
+        (RESIGNS, Some(Unit::Count)),
+        (RENEW_FAILURES, Some(Unit::Count)),
+        (CANDIDACY_ENDS, Some(Unit::Count)),
+        (IS_LEADER, None),
+        (RENEW_SECONDS, Some(Unit::Seconds)),
+        (ACQUIRE_SECONDS, Some(Unit::Seconds)),
+    ] {
+        assert_eq!(described.get(name), Some(&unit), "{name}");
+    }
+}
+
+#[test]
+fn failover_is_counted_exactly_on_every_driver() {
+    for flavour in Flavour::all() {
+        failover_is_counted_exactly(flavour);
+    }
+}
+
+#[test]
+fn resigns_cancels_and_acquire_latency_on_every_driver() {
+    for flavour in Flavour::all() {
+        resigns_cancels_and_acquire_latency(flavour);
+    }
+}
