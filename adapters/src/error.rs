@@ -1,7 +1,14 @@
-//! Errors of transports and of the Leadership API.
+//! The errors: [`Error`], what a candidacy or a term ended with, and [`TransportError`], what a
+//! transport call failed with (its [`ErrorKind`] is what the machine reacts to).
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination_core::machine::{Cleanup, MachineError};
+use kafka_coordination_core::record::NameError;
+use kafka_coordination_core::token::FencingToken;
+use kafka_coordination_core::TimingError;
 
 /// What kind of failure a transport call met; the machine reacts to the kind only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,5 +129,95 @@ impl std::error::Error for TransportError {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Why a candidacy or a term failed. `Display` says what happened, once; `source()` carries
+/// the cause where there is one (so `{:#}` with anyhow prints each part once).
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The role or member name is invalid; the message names which and why.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// The options are invalid; the message names the field and the values.
+    #[error(transparent)]
+    InvalidOptions(#[from] TimingError),
+    /// The broker fenced this leader: another member holds a newer pair. Stop the role's work.
+    #[error("fenced: the pair {token} was superseded by a newer leader")]
+    Fenced {
+        /// The superseded pair.
+        token: FencingToken,
+    },
+    /// The candidacy was cancelled before it was elected; its registration was withdrawn.
+    #[error("the candidacy was cancelled")]
+    Cancelled,
+    /// The transport kept failing for longer than the give-up time while not leading.
+    #[error("the transport kept failing for {waited:?} while not leading")]
+    Unavailable {
+        /// How long it kept failing.
+        waited: Duration,
+        /// The last failure (also the error's `source()`).
+        #[source]
+        last: TransportError,
+    },
+    /// The transport failed in a way retrying cannot fix (configuration, authorization, a
+    /// broken producer).
+    #[error(transparent)]
+    Transport(TransportError),
+    /// The member left (resigned, or its candidacy was cancelled) but could not finish its exit;
+    /// `cleanup` says which steps are missing and what that means for the role.
+    #[error("the exit was incomplete: {cleanup}")]
+    Incomplete {
+        /// What the exit managed to do.
+        cleanup: Cleanup,
+        /// The last transport failure met on the way out (also the error's `source()`).
+        #[source]
+        last: Option<TransportError>,
+    },
+    /// The driver stopped before the candidate ended: the runtime that ran it shut down (say a
+    /// tokio runtime dropped while the handle lived). The term, if any, is over. On the way
+    /// out the driver resigned on the spot, as far as the transport let it: `cleanup` says what
+    /// it did (`None`: nothing could be tried).
+    #[error("the driver stopped with its runtime; {}", match cleanup {
+        Some(c) if c.complete() => "the role was left clean".to_owned(),
+        Some(c) => format!("the exit was incomplete: {c}"),
+        None => "no exit was attempted".to_owned(),
+    })]
+    Stopped {
+        /// What the exit managed to do.
+        cleanup: Option<Cleanup>,
+        /// The last transport failure met on the way out (also the error's `source()`).
+        #[source]
+        last: Option<TransportError>,
+    },
+    /// Another live process uses this member id for this role: it registered, or wrote a
+    /// lease, after this member registered. Member ids must be unique per role (say the pod or
+    /// host name); two processes with one id would withdraw each other's registration. This
+    /// candidacy stopped without touching the role (the other's registration and term stay).
+    #[error(
+        "another live process uses member id `{member}` for role `{role}`: it wrote a record \
+         at offset {offset}, after this member registered at offset {own_registration}; \
+         member ids must be unique per role, so this candidacy stopped and left the role alone"
+    )]
+    DuplicateMember {
+        /// The member id.
+        member: String,
+        /// The role.
+        role: String,
+        /// The other process's record.
+        offset: i64,
+        /// This member's registration.
+        own_registration: i64,
+    },
+    /// A driver bug: the machine refused an event. Please report it.
+    #[error("internal error: {0}")]
+    Internal(#[from] MachineError),
+}
+
+impl Error {
+    /// Whether this is [`Error::Fenced`].
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced { .. })
     }
 }

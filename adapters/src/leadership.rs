@@ -12,6 +12,7 @@ use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
 use kafka_coordination_core::TimingError;
 
+pub(crate) use crate::error::Error;
 use crate::error::TransportError;
 use crate::transport::GuardedRecord;
 
@@ -24,77 +25,6 @@ pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// Runs a job off the async threads (the driver's runtime's blocking pool, or a thread).
 pub(crate) type Spawner = dyn Fn(Job) + Send + Sync;
-
-/// Why a candidacy or a term failed. `Display` says what happened, once; `source()` carries
-/// the cause where there is one (so `{:#}` with anyhow prints each part once).
-#[derive(Clone, Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The role or member name is invalid; the message names which and why.
-    #[error(transparent)]
-    InvalidName(#[from] NameError),
-    /// The options are invalid; the message names the field and the values.
-    #[error(transparent)]
-    InvalidOptions(#[from] TimingError),
-    /// The broker fenced this leader: another member holds a newer pair. Stop the role's work.
-    #[error("fenced: the pair {token} was superseded by a newer leader")]
-    Fenced {
-        /// The superseded pair.
-        token: FencingToken,
-    },
-    /// The candidacy was cancelled before it was elected; its registration was withdrawn.
-    #[error("the candidacy was cancelled")]
-    Cancelled,
-    /// The transport kept failing for longer than the give-up time while not leading.
-    #[error("the transport kept failing for {waited:?} while not leading")]
-    Unavailable {
-        /// How long it kept failing.
-        waited: Duration,
-        /// The last failure (also the error's `source()`).
-        #[source]
-        last: TransportError,
-    },
-    /// The transport failed in a way retrying cannot fix (configuration, authorization, a
-    /// broken producer).
-    #[error(transparent)]
-    Transport(TransportError),
-    /// The member left (resigned, or its candidacy was cancelled) but could not finish its exit;
-    /// `cleanup` says which steps are missing and what that means for the role.
-    #[error("the exit was incomplete: {cleanup}")]
-    Incomplete {
-        /// What the exit managed to do.
-        cleanup: Cleanup,
-        /// The last transport failure met on the way out (also the error's `source()`).
-        #[source]
-        last: Option<TransportError>,
-    },
-    /// The driver stopped before the candidate ended: the runtime that ran it shut down (say a
-    /// tokio runtime dropped while the handle lived). The term, if any, is over. On the way
-    /// out the driver resigned on the spot, as far as the transport let it: `cleanup` says what
-    /// it did (`None`: nothing could be tried).
-    #[error("the driver stopped with its runtime; {}", match cleanup {
-        Some(c) if c.complete() => "the role was left clean".to_owned(),
-        Some(c) => format!("the exit was incomplete: {c}"),
-        None => "no exit was attempted".to_owned(),
-    })]
-    Stopped {
-        /// What the exit managed to do.
-        cleanup: Option<Cleanup>,
-        /// The last transport failure met on the way out (also the error's `source()`).
-        #[source]
-        last: Option<TransportError>,
-    },
-    /// A driver bug: the machine refused an event. Please report it.
-    #[error("internal error: {0}")]
-    Internal(#[from] MachineError),
-}
-
-impl Error {
-    /// Whether this is [`Error::Fenced`].
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, Error::Fenced { .. })
-    }
-}
 
 /// What a driver last reported about its candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -465,7 +395,7 @@ fn term_over(s: &State) -> Option<()> {
 }
 
 /// `Some` once the driver ended: `Ok` when its exit left nothing behind, else what is left.
-fn exit_outcome(s: &State) -> Option<Result<(), Error>> {
+pub(crate) fn exit_outcome(s: &State) -> Option<Result<(), Error>> {
     let outcome = s.outcome.as_ref()?;
     Some(match (&s.cleanup, outcome) {
         (Some(cleanup), _) if cleanup.complete() => Ok(()),
@@ -488,7 +418,23 @@ fn elected_or_ended(s: &State) -> Option<Result<(FencingToken, i64), Error>> {
 #[must_use = "dropping a Candidacy cancels it at once (it deregisters)"]
 /// A member waiting for its turn. Returned by each driver's `start`; turns into a
 /// [`Leadership`] once elected. Dropping it cancels the candidacy: the driver withdraws the
-/// registration and stops.
+/// registration and stops. [`resign`](Self::resign) does the same and waits for it.
+///
+/// The handle is `#[must_use]`: `start(..)?;` would withdraw at once, so the compiler warns:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # #[cfg(all(feature = "memory", feature = "blocking"))]
+/// # fn main() -> Result<(), kafka_coordination::Error> {
+/// # let broker = kafka_coordination::memory::MemoryBroker::new(
+/// #     16, std::sync::Arc::new(kafka_coordination::ManualClock::default()));
+/// kafka_coordination::blocking::start(
+///     broker.transport("a"), "jobs", "a", kafka_coordination::Options::new())?;
+/// # Ok(())
+/// # }
+/// # #[cfg(not(all(feature = "memory", feature = "blocking")))]
+/// # fn main() { compile_error!("needs memory and blocking"); }
+/// ```
 #[derive(Debug)]
 pub struct Candidacy {
     shared: Arc<Shared>,

@@ -113,11 +113,11 @@ pub mod testkit;
 
 pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
 pub use describe::{describe_leadership, describe_role_state};
-pub use error::{ErrorKind, TransportError};
+pub use error::{Error, ErrorKind, TransportError};
 pub use health::{HealthCheck, StaleTerm, Unhealthy};
 pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
-pub use leadership::{CancelHandle, Candidacy, Error, Health, Leadership, Snapshot};
+pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
 pub use transport::{

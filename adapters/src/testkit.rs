@@ -530,12 +530,13 @@ impl TestMember {
         self.shared.lock().outcome.is_some()
     }
 
-    /// Resigns (when leading) or cancels (when waiting), then settles every driver. Returns
-    /// the term's error, if any.
+    /// Resigns (when leading) or withdraws (when waiting), then settles every driver. Returns
+    /// what [`Leadership::resign`](crate::Leadership::resign) returns: `Ok` when the member
+    /// left the role clean, else what is left.
     ///
     /// # Panics
-    /// When drivers do not settle.
-    pub fn resign(&self) -> Option<Error> {
+    /// When drivers do not settle, or the exit waits for a retry (the clock has to move).
+    pub fn resign(&self) -> Result<(), Error> {
         {
             let mut slot = self.slot();
             if let Slot::Waiting(_) = &*slot {
@@ -547,6 +548,13 @@ impl TestMember {
         if let Err(e) = self.clock.settle() {
             panic!("{e}");
         }
-        self.error()
+        let state = self.shared.lock();
+        crate::leadership::exit_outcome(&state).unwrap_or_else(|| {
+            panic!(
+                "the exit of `{}` waits for a retry (its calls failed): move the clock with \
+                 `advance` until `is_done`, then read `error`",
+                self.shared.member
+            )
+        })
     }
 }

@@ -87,7 +87,7 @@ fn resign_hands_over_without_waiting_for_the_deadline(flavour: Flavour) {
     let old = a.token().unwrap();
     let b = w.join(ROLE, "b");
     let before = w.now();
-    assert!(a.resign().is_none());
+    assert!(a.resign().is_ok());
     // The clock did not move: b heard of the tombstone and took over at once.
     assert_eq!(w.now(), before);
     assert!(b.is_leader());
@@ -102,7 +102,7 @@ fn a_restarted_member_lands_at_the_tail(flavour: Flavour) {
     let b = w.join(ROLE, "b");
     let c = w.join(ROLE, "c");
     assert_eq!(w.roster(ROLE), ["a", "b", "c"]);
-    b.resign();
+    b.resign().expect("a clean exit");
     let b = w.join(ROLE, "b");
     assert_eq!(w.roster(ROLE), ["a", "c", "b"]);
     assert_eq!(c.rank(), Some(0));
@@ -117,7 +117,7 @@ fn cancelling_an_acquisition_leaves_no_registration(flavour: Flavour) {
     let _a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
     assert_eq!(w.roster(ROLE), ["a", "b"]);
-    assert!(b.resign().is_none());
+    assert!(b.resign().is_ok());
     assert!(b.is_done() && b.token().is_none());
     assert_eq!(b.snapshot().status, Status::Ended);
     assert_eq!(w.roster(ROLE), ["a"]);
@@ -181,7 +181,7 @@ fn a_resign_supersedes_the_pair_even_without_a_successor(flavour: Flavour) {
     let a = w.join(ROLE, "a");
     let old = a.token().unwrap();
     assert!(w.leadership_status(ROLE).authoritative(&old));
-    assert!(a.resign().is_none(), "{:?}", a.error());
+    assert!(a.resign().is_ok(), "{:?}", a.error());
     let status = w.leadership_status(ROLE);
     assert!(!status.authoritative(&old), "{status:?}");
     assert!(
@@ -225,7 +225,7 @@ fn terms_strictly_grow_across_every_kind_of_change(flavour: Flavour) {
     let c = w.join(ROLE, "c");
     let mut terms = vec![term_of(&a)];
     // Hand-over.
-    a.resign();
+    a.resign().expect("a clean exit");
     assert!(b.is_leader());
     terms.push(term_of(&b));
     // Failover after a death, with the next producer id made smaller (a coordinator move)
@@ -243,7 +243,7 @@ fn terms_strictly_grow_across_every_kind_of_change(flavour: Flavour) {
     );
     terms.push(term_of(&c));
     let d = w.join(ROLE, "d");
-    c.resign();
+    c.resign().expect("a clean exit");
     // b (cut off, still registered) ranks ahead of d: d waits one stagger, then leads.
     let resigned_at = w.now();
     assert!(
@@ -374,7 +374,7 @@ fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(flavou
     w.advance(LEASE * 2);
     assert!(a.is_leader() && b.is_leader());
     // Once a candidacy ends, its role can be taken again on the same transport.
-    a.resign();
+    a.resign().expect("a clean exit");
     let again = start("billing").expect("billing again");
     w.settle();
     assert!(again.is_leader());
@@ -419,6 +419,48 @@ fn a_leaders_health_follows_its_renewals(flavour: Flavour) {
     assert!(h.is_healthy(max_age) && h.failing_for.is_none(), "{h:?}");
 }
 
+fn a_second_live_process_with_the_same_member_id_is_detected(flavour: Flavour) {
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let token = a.token().expect("a leads");
+    let b = w.join(ROLE, "b");
+    // Another process joins as "b": the first "b", a standby, reads that registration and
+    // stops without touching the role (no tombstone: the key is shared with the newcomer).
+    let b2 = w.join(ROLE, "b");
+    match b.error() {
+        Some(Error::DuplicateMember {
+            member,
+            offset,
+            own_registration,
+            ..
+        }) => {
+            assert_eq!(member, "b");
+            assert!(offset > own_registration);
+        }
+        other => panic!("expected DuplicateMember, got {other:?}"),
+    }
+    assert!(b.is_done());
+    assert_eq!(w.roster(ROLE), ["a", "b"], "the newer registration stands");
+    assert_eq!(b2.rank(), Some(0));
+    // A process that joins as the leader's id sees the leader's next renewal and stops; the
+    // leader's term is untouched (nothing was fenced).
+    let a2 = w.join(ROLE, "a");
+    w.advance(LEASE);
+    assert!(
+        matches!(a2.error(), Some(Error::DuplicateMember { .. })),
+        "{:?}",
+        a2.error()
+    );
+    assert!(a.is_leader() && a.token() == Some(token));
+    assert!(w.leadership_status(ROLE).authoritative(&token));
+    // The error says what to fix.
+    let message = a2.error().expect("an error").to_string();
+    assert!(message.contains("member ids must be unique per role"), "{message}");
+    // The survivors go on: the leader resigns and the remaining "b" takes over.
+    a.resign().expect("a clean exit");
+    assert!(b2.is_leader());
+}
+
 macro_rules! scenarios {
     ($flavour:ident, $value:expr) => {
         mod $flavour {
@@ -427,6 +469,10 @@ macro_rules! scenarios {
             #[test]
             fn single_member_is_elected() {
                 super::single_member_is_elected(F)
+            }
+            #[test]
+            fn a_second_live_process_with_the_same_member_id_is_detected() {
+                super::a_second_live_process_with_the_same_member_id_is_detected(F)
             }
             #[test]
             fn standby_takes_over_at_deadline_plus_rank_stagger_and_old_leader_is_fenced() {

@@ -384,9 +384,47 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         }
     }
 
+    /// Another live process that uses this member id for this role shows in the records this
+    /// member (not leading) just read, after its own registration: a registration of the id it
+    /// did not write, or a lease of the id written by another process. Two processes with one
+    /// member id share one registration key and would withdraw each other's registration; the
+    /// one that sees the other stops, without any exit step (its exit would tombstone the
+    /// other's registration or fence its term).
+    fn duplicate_member(&self, records: &[kafka_coordination_core::state::Record]) -> Option<Error> {
+        use kafka_coordination_core::record::{KeyKind, KeyRef, LeaseRef};
+        if self.candidate.token().is_some() {
+            return None;
+        }
+        let join = self.candidate.join_offset()?;
+        let (role, member) = (self.shared.role.as_str(), self.shared.member.as_str());
+        records.iter().filter(|r| r.offset > join).find_map(|r| {
+            let key = KeyRef::decode(&r.key).ok()?;
+            let value = r.value.as_deref().filter(|v| !v.is_empty())?;
+            if key.role() != role {
+                return None;
+            }
+            let seen = match key.kind() {
+                KeyKind::Registration => key.member() == Some(member),
+                KeyKind::Lease => LeaseRef::decode(value).is_ok_and(|l| l.member() == member),
+            };
+            seen.then(|| Error::DuplicateMember {
+                member: self.shared.member.to_string(),
+                role: self.shared.role.to_string(),
+                offset: r.offset,
+                own_registration: join,
+            })
+        })
+    }
+
     /// Feeds the outcome of an I/O command.
     pub(crate) fn complete(&mut self, outcome: Result<Event, TransportError>) -> Result<(), Error> {
         self.meter.completed(&outcome);
+        if let Ok(Event::RecordsRead { records, .. }) = &outcome {
+            if let Some(duplicate) = self.duplicate_member(records) {
+                log_warn!(role = %self.shared.role, member = %self.shared.member, error = %duplicate, "stopping");
+                return Err(duplicate);
+            }
+        }
         match outcome {
             Ok(event) => {
                 self.shared.update(|s| {

@@ -47,20 +47,21 @@ impl DeliverySlot {
     }
 }
 
-/// The context of the registration producer.
+/// The context of every librdkafka client: the registration producer and the short-lived admin
+/// clients of the topic check.
 #[derive(Default)]
-pub(crate) struct ProducerCtx {
+pub(crate) struct ClientCtx {
     last_error: Mutex<Option<String>>,
 }
 
-impl ProducerCtx {
+impl ClientCtx {
     /// The last global error librdkafka reported (for example a refused connection).
     pub fn last_error(&self) -> Option<String> {
         lock(&self.last_error).clone()
     }
 }
 
-impl ClientContext for ProducerCtx {
+impl ClientContext for ClientCtx {
     fn error(&self, error: KafkaError, reason: &str) {
         *lock(&self.last_error) = Some(format!("{error}: {reason}"));
     }
@@ -70,7 +71,7 @@ impl ClientContext for ProducerCtx {
     }
 }
 
-impl ProducerContext for ProducerCtx {
+impl ProducerContext for ClientCtx {
     type DeliveryOpaque = Arc<DeliverySlot>;
 
     fn delivery(&self, result: &DeliveryResult<'_>, slot: Arc<DeliverySlot>) {
@@ -78,31 +79,6 @@ impl ProducerContext for ProducerCtx {
             Ok(message) => slot.fill(Ok(message.offset())),
             Err((error, _)) => slot.fill(Err(error.clone())),
         }
-    }
-}
-
-/// The context of short-lived admin clients.
-#[derive(Default)]
-pub(crate) struct AdminCtx {
-    last_error: Mutex<Option<String>>,
-}
-
-impl AdminCtx {
-    /// The last global error librdkafka reported.
-    pub fn last_error(&self) -> Option<String> {
-        lock(&self.last_error).clone()
-    }
-}
-
-impl ClientContext for AdminCtx {
-    fn stats_raw(&self, _statistics: &[u8]) {}
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        *lock(&self.last_error) = Some(format!("{error}: {reason}"));
-    }
-
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        log_librdkafka(level, fac, message);
     }
 }
 

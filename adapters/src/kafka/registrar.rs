@@ -9,20 +9,20 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use super::classify;
 use super::config::{millis, KafkaConfig};
-use super::context::{lock, DeliverySlot, ProducerCtx};
+use super::context::{lock, DeliverySlot, ClientCtx};
 use crate::error::{ErrorKind, TransportError};
 
 /// The registration producer, created on first use and replaced after a fatal error.
 #[derive(Default)]
 pub(crate) struct Appender {
-    producer: Mutex<Option<Arc<ThreadedProducer<ProducerCtx>>>>,
+    producer: Mutex<Option<Arc<ThreadedProducer<ClientCtx>>>>,
 }
 
 impl Appender {
     fn producer(
         &self,
         config: &KafkaConfig,
-    ) -> Result<Arc<ThreadedProducer<ProducerCtx>>, TransportError> {
+    ) -> Result<Arc<ThreadedProducer<ClientCtx>>, TransportError> {
         let mut guard = lock(&self.producer);
         if let Some(p) = guard.as_ref() {
             if p.client().fatal_error().is_none() {
@@ -34,8 +34,8 @@ impl Appender {
         cc.set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", &timeout);
-        let p: ThreadedProducer<ProducerCtx> = cc
-            .create_with_context(ProducerCtx::default())
+        let p: ThreadedProducer<ClientCtx> = cc
+            .create_with_context(ClientCtx::default())
             .map_err(|e| {
                 classify::from_kafka(
                     "creating the registration producer",

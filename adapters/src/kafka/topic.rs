@@ -12,7 +12,7 @@ use rdkafka::types::RDKafkaRespErr;
 
 use super::classify;
 use super::config::KafkaConfig;
-use super::context::AdminCtx;
+use super::context::ClientCtx;
 use crate::error::TransportError;
 
 /// The value `cleanup.policy` must have.
@@ -44,7 +44,7 @@ fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
 }
 
 struct Admin<'a> {
-    client: AdminClient<AdminCtx>,
+    client: AdminClient<ClientCtx>,
     config: &'a KafkaConfig,
 }
 
@@ -52,7 +52,7 @@ impl<'a> Admin<'a> {
     fn new(config: &'a KafkaConfig) -> Result<Self, TransportError> {
         let client = config
             .client_config(&[])
-            .create_with_context(AdminCtx::default())
+            .create_with_context(ClientCtx::default())
             .map_err(|e| {
                 classify::from_kafka("creating an admin client", &e, config.bootstrap_servers())
             })?;
