@@ -7,7 +7,9 @@
 //!
 //! * Drivers, one per way of running: [`blocking`] (default), `tokio`, `smol`, `async_std`
 //!   (features of the same names), each with `start`, `acquire_leadership`,
-//!   `describe_leadership`, `describe_role_state`.
+//!   `describe_leadership`, `describe_role_state`, `watch`, `leader`.
+//! * Observing a role from any process: [`leader`] (who leads now) and a [`Watch`] (every
+//!   change of leader, in log order) — see [`watch`].
 //! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.
 //! * Transports: the four traits of [`transport`]; [`memory::MemoryBroker`] (feature `memory`,
 //!   default) and `kafka::KafkaTransport` (feature `kafka`).
@@ -47,6 +49,7 @@ pub mod leadership;
 pub mod link;
 pub mod options;
 pub mod transport;
+pub mod watch;
 
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
@@ -99,7 +102,7 @@ pub mod kafka;
 pub mod testkit;
 
 pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
-pub use describe::{describe_leadership, describe_role_state};
+pub use describe::{describe_leadership, describe_role_state, leader};
 pub use error::{ErrorKind, TransportError};
 pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
 pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
@@ -109,3 +112,4 @@ pub use options::Options;
 pub use transport::{
     Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport,
 };
+pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};
