@@ -375,9 +375,9 @@ impl LeaseTracker {
                 let Some(entry) = self.state.lease() else {
                     return;
                 };
-                let same_term = before
-                    .as_ref()
-                    .is_some_and(|b| b.member == entry.lease.member && b.token == entry.lease.token);
+                let same_term = before.as_ref().is_some_and(|b| {
+                    b.member == entry.lease.member && b.token == entry.lease.token
+                });
                 if same_term {
                     let resumed = std::mem::take(&mut self.expired);
                     if let Some(leader) = self.lease_holder() {
@@ -506,7 +506,9 @@ pub fn leader_at<R: StateReader + ?Sized>(
     now: UnixMillis,
 ) -> Result<RoleLeader, Error> {
     let role = Role::new(role)?;
-    let partition = WatchOptions::new().partitions(partitions).partition(&role)?;
+    let partition = WatchOptions::new()
+        .partitions(partitions)
+        .partition(&role)?;
     let mut tracker = LeaseTracker::new(role);
     catch_up(reader, partition, &mut tracker)?;
     Ok(tracker.current(now))
@@ -520,7 +522,9 @@ pub fn roles<R: StateReader + ?Sized>(
     partitions: i32,
 ) -> Result<Vec<LeaseTracker>, Error> {
     if partitions <= 0 {
-        return Err(Error::InvalidOptions(TimingError::Partitions { partitions }));
+        return Err(Error::InvalidOptions(TimingError::Partitions {
+            partitions,
+        }));
     }
     let mut found: std::collections::BTreeMap<String, LeaseTracker> = Default::default();
     let mut sink = Vec::new();
@@ -934,10 +938,7 @@ impl WatchLoop {
             if self.shared.stopped() {
                 return Step::Done;
             }
-            let due = self
-                .tracker
-                .expires_at()
-                .is_some_and(|d| clock.now() >= d);
+            let due = self.tracker.expires_at().is_some_and(|d| clock.now() >= d);
             if read_again || start || (due && self.failing.is_none()) {
                 return self.read_step();
             }

@@ -67,7 +67,10 @@ fn options(w: &TestCluster) -> WatchOptions {
 }
 
 /// A watch through a link the test can cut, started and settled.
-fn watch(w: &TestCluster, opts: WatchOptions) -> (Watch, Link<kafka_coordination::memory::MemoryTransport>) {
+fn watch(
+    w: &TestCluster,
+    opts: WatchOptions,
+) -> (Watch, Link<kafka_coordination::memory::MemoryTransport>) {
     let link = Link::new(w.observer());
     let watch = watch_with(w.current_flavour(), link.clone(), opts).expect("the watch starts");
     w.settle();
@@ -94,7 +97,11 @@ fn assert_leading(e: &WatchEvent, m: &TestMember) -> Leader {
     };
     assert_eq!(l.member.as_str(), m.name(), "{e:?}");
     assert_eq!(Some(l.token), m.token(), "{e:?}");
-    assert_eq!(l.term, term(m), "the watch's term is the leader's own: {e:?}");
+    assert_eq!(
+        l.term,
+        term(m),
+        "the watch's term is the leader's own: {e:?}"
+    );
     l.clone()
 }
 
@@ -344,7 +351,9 @@ struct Misconfigured;
 
 impl StateReader for Misconfigured {
     fn read_partition(&self, _: i32, _: i64, _: Duration) -> Result<ReadBatch, TransportError> {
-        Err(TransportError::config("topic __coordination_state does not exist"))
+        Err(TransportError::config(
+            "topic __coordination_state does not exist",
+        ))
     }
 }
 
@@ -492,9 +501,15 @@ fn the_tracker_ignores_what_does_not_change_the_leader() {
     t.apply(&Record::new(1, key.clone(), b"\x00".to_vec()), &mut ev);
     t.apply(&Record::tombstone(2, key.clone()), &mut ev);
     assert!(ev.is_empty(), "{ev:?}");
-    t.apply(&Record::new(3, key.clone(), lease("a", 1, 100).encode()), &mut ev);
+    t.apply(
+        &Record::new(3, key.clone(), lease("a", 1, 100).encode()),
+        &mut ev,
+    );
     // A new pair whose term began after the last deadline: expiry first, then the new term.
-    t.apply(&Record::new(5, key.clone(), lease("a", 2, 5000).encode()), &mut ev);
+    t.apply(
+        &Record::new(5, key.clone(), lease("a", 2, 5000).encode()),
+        &mut ev,
+    );
     t.apply(&Record::tombstone(7, key.clone()), &mut ev);
     t.apply(&Record::tombstone(8, key), &mut ev);
     let kinds: Vec<String> = ev

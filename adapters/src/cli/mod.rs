@@ -20,12 +20,14 @@ use kafka_coordination::core::record::{Key, MemberId, Role};
 use kafka_coordination::kafka::{Severity, TopicReport};
 use kafka_coordination::watch::{leader_at, roles, LeaseTracker};
 use kafka_coordination::{
-    blocking, describe_leadership, describe_role_state, Clock, Registrar, RoleLeader,
-    SystemClock, TransportError, UnixMillis, WatchEvent, WatchOptions,
+    blocking, describe_leadership, describe_role_state, Clock, Registrar, RoleLeader, SystemClock,
+    TransportError, UnixMillis, WatchEvent, WatchOptions,
 };
 use serde_json::json;
 
-use self::output::{event_line, leader_json, leader_text, relative, time, vacancy_json, vacancy_text};
+use self::output::{
+    event_line, leader_json, leader_text, relative, time, vacancy_json, vacancy_text,
+};
 use self::settings::Connection;
 
 /// Leader election on Apache Kafka, operated from the shell: look at roles, follow their
@@ -199,7 +201,9 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
     let role_name = Role::new(role).map_err(Failure::usage)?;
     let client = c.connect()?;
     let partitions = client.config().partitions();
-    let partition = client.role_partition(&role_name).map_err(Failure::transport)?;
+    let partition = client
+        .role_partition(&role_name)
+        .map_err(Failure::transport)?;
     let state = describe_role_state(&client, role, partitions).map_err(Failure::from_error)?;
     let now = now();
     let leader = leader_at(&client, role, partitions, now).map_err(Failure::from_error)?;
@@ -207,7 +211,11 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
     let holder = state.lease().map(|e| e.lease.member.clone());
     let lease_pair = match &leader {
         RoleLeader::Leading(l) => Some(l.token),
-        RoleLeader::Vacant(v) => v.previous.as_ref().map(|p| p.token).filter(|_| state.lease().is_some()),
+        RoleLeader::Vacant(v) => v
+            .previous
+            .as_ref()
+            .map(|p| p.token)
+            .filter(|_| state.lease().is_some()),
     };
     let current = lease_pair.is_some_and(|t| status.authoritative(&t));
     let roster: Vec<(MemberId, i64, Option<usize>, bool)> = state
@@ -250,7 +258,7 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
             leader_text(l),
             relative(l.deadline, now)
         ),
-        RoleLeader::Vacant(v) => println!("leader       none: {}", vacancy_text(v)),
+        RoleLeader::Vacant(v) => println!("leader       none ({})", vacancy_text(v)),
     }
     let state_text = status
         .state
@@ -262,7 +270,10 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
         Some(_) => "the lease's pair is NOT the current one (superseded)",
         None => "no lease",
     };
-    println!("coordinator  pair {} ({state_text}): {verdict}", status.token);
+    println!(
+        "coordinator  pair {} ({state_text}): {verdict}",
+        status.token
+    );
     println!("roster       {} member(s), in join order", roster.len());
     if !roster.is_empty() {
         println!("  {:<6} {:<24} JOINED AT OFFSET", "RANK", "MEMBER");
@@ -276,7 +287,10 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
         }
     }
     if state.malformed() > 0 {
-        println!("warning      {} malformed record(s) skipped", state.malformed());
+        println!(
+            "warning      {} malformed record(s) skipped",
+            state.malformed()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -401,7 +415,9 @@ fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<E
             time(l.deadline)
         )));
     }
-    let partition = client.role_partition(&role_name).map_err(Failure::transport)?;
+    let partition = client
+        .role_partition(&role_name)
+        .map_err(Failure::transport)?;
     let key = Key::registration(role_name, member_id).encode();
     let offset = client
         .append(partition, &key, None)
@@ -433,9 +449,18 @@ fn topic_config(c: &Connection) -> Result<kafka_coordination::kafka::KafkaConfig
     Ok(config)
 }
 
-fn print_report(c: &Connection, report: &TopicReport, partitions: i32, strict: bool, created: Option<bool>) -> ExitCode {
+fn print_report(
+    c: &Connection,
+    report: &TopicReport,
+    partitions: i32,
+    strict: bool,
+    created: Option<bool>,
+) -> ExitCode {
     let findings = report.findings(partitions);
-    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
     let warnings = findings.len() - errors;
     let ok = errors == 0 && (!strict || warnings == 0);
     if c.json {
@@ -496,7 +521,8 @@ fn print_report(c: &Connection, report: &TopicReport, partitions: i32, strict: b
 
 fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
     let config = topic_config(c)?;
-    let client = kafka_coordination::kafka::KafkaTransport::new(config).map_err(Failure::transport)?;
+    let client =
+        kafka_coordination::kafka::KafkaTransport::new(config).map_err(Failure::transport)?;
     match action {
         TopicAction::Check { strict } => {
             let report = client.describe_topic().map_err(Failure::transport)?;
@@ -518,11 +544,19 @@ fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
             let created = match client.create_topic(rf, min_isr) {
                 Ok(created) => created,
                 // The topic exists but is wrong: report what is wrong.
-                Err(e) if e.kind() == kafka_coordination::ErrorKind::Config && before.exists => false,
+                Err(e) if e.kind() == kafka_coordination::ErrorKind::Config && before.exists => {
+                    false
+                }
                 Err(e) => return Err(Failure::transport(e)),
             };
             let report = client.describe_topic().map_err(Failure::transport)?;
-            Ok(print_report(c, &report, client.config().partitions(), false, Some(created)))
+            Ok(print_report(
+                c,
+                &report,
+                client.config().partitions(),
+                false,
+                Some(created),
+            ))
         }
     }
 }

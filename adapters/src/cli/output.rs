@@ -84,6 +84,9 @@ pub fn vacancy_text(v: &Vacancy) -> String {
             format!("vacant: the lease expired{at}{was}")
         }
         kafka_coordination::VacancyReason::Resigned => format!("vacant: the leader resigned{was}"),
+        kafka_coordination::VacancyReason::Unclaimed => {
+            format!("vacant: no lease was ever read{was}")
+        }
         _ => format!("vacant: {}{was}", v.reason),
     }
 }
@@ -127,8 +130,14 @@ mod tests {
     #[test]
     fn times_are_utc_rfc3339_with_milliseconds() {
         assert_eq!(time(UnixMillis(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(time(UnixMillis(951_782_400_123)), "2000-02-29T00:00:00.123Z");
-        assert_eq!(time(UnixMillis(1_700_000_000_000)), "2023-11-14T22:13:20.000Z");
+        assert_eq!(
+            time(UnixMillis(951_782_400_123)),
+            "2000-02-29T00:00:00.123Z"
+        );
+        assert_eq!(
+            time(UnixMillis(1_700_000_000_000)),
+            "2023-11-14T22:13:20.000Z"
+        );
         assert_eq!(time(UnixMillis(-1)), "1969-12-31T23:59:59.999Z");
     }
 }

@@ -112,10 +112,7 @@ impl Reporter {
             v["at_ms"] = SystemClock.now().0.into();
             eprintln!("{v}");
         } else {
-            eprintln!(
-                "kafka-coordination: [{} {}] {text}",
-                self.role, self.member
-            );
+            eprintln!("kafka-coordination: [{} {}] {text}", self.role, self.member);
         }
     }
 }
@@ -176,7 +173,9 @@ fn spawn_child(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child
                 }
                 // The supervisor died between the fork and the prctl: do not start.
                 if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                    return Err(io::Error::other("the supervisor exited before the child started"));
+                    return Err(io::Error::other(
+                        "the supervisor exited before the child started",
+                    ));
                 }
             }
             #[cfg(not(target_os = "linux"))]

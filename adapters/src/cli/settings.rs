@@ -21,7 +21,13 @@ pub struct Connection {
     #[arg(long, env = "KC_CONFIG", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The cluster's bootstrap servers (host:port,...).
-    #[arg(long, short = 'b', env = "KC_BOOTSTRAP_SERVERS", global = true, value_name = "HOST:PORT,...")]
+    #[arg(
+        long,
+        short = 'b',
+        env = "KC_BOOTSTRAP_SERVERS",
+        global = true,
+        value_name = "HOST:PORT,..."
+    )]
     pub bootstrap_servers: Option<String>,
     /// The partition count of the state topic (default: read from the topic).
     #[arg(long, env = "KC_PARTITIONS", global = true)]
@@ -51,7 +57,12 @@ pub struct Connection {
     #[arg(long, env = "KC_SSL_CA_LOCATION", global = true, value_name = "PATH")]
     pub ssl_ca_location: Option<String>,
     /// ssl.certificate.location: the client's PEM certificate (mutual TLS).
-    #[arg(long, env = "KC_SSL_CERTIFICATE_LOCATION", global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        env = "KC_SSL_CERTIFICATE_LOCATION",
+        global = true,
+        value_name = "PATH"
+    )]
     pub ssl_certificate_location: Option<String>,
     /// ssl.key.location: the client's PEM key (mutual TLS).
     #[arg(long, env = "KC_SSL_KEY_LOCATION", global = true, value_name = "PATH")]
@@ -83,7 +94,10 @@ pub struct FileSettings {
 
 pub fn read_file(path: &Path) -> Result<FileSettings, Failure> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Failure::usage(format!("cannot read the configuration file {}: {e}", path.display()))
+        Failure::usage(format!(
+            "cannot read the configuration file {}: {e}",
+            path.display()
+        ))
     })?;
     toml::from_str(&text).map_err(|e| {
         Failure::usage(format!(
@@ -140,7 +154,10 @@ impl Connection {
         if settings.partitions.is_some() {
             return settings.into_config().map_err(Failure::config);
         }
-        let probe = settings.clone().into_config_with(Some(1)).map_err(Failure::config)?;
+        let probe = settings
+            .clone()
+            .into_config_with(Some(1))
+            .map_err(Failure::config)?;
         let report = KafkaTransport::new(probe)
             .and_then(|t| t.describe_topic())
             .map_err(Failure::transport)?;

@@ -260,7 +260,10 @@ impl std::fmt::Debug for SecuritySettings {
             .field("protocol", &self.protocol)
             .field("sasl_mechanism", &self.sasl_mechanism)
             .field("sasl_username", &self.sasl_username)
-            .field("sasl_password", &self.sasl_password.as_ref().map(|_| "<redacted>"))
+            .field(
+                "sasl_password",
+                &self.sasl_password.as_ref().map(|_| "<redacted>"),
+            )
             .field("ssl_ca_location", &self.ssl_ca_location)
             .field("ssl_certificate_location", &self.ssl_certificate_location)
             .field("ssl_key_location", &self.ssl_key_location)
@@ -419,9 +422,7 @@ impl KafkaSettings {
             TransportError::config("bootstrap_servers is not set (the cluster's host:port list)")
         })?;
         let partitions = self.partitions.or(default_partitions).ok_or_else(|| {
-            TransportError::config(
-                "partitions is not set (the partition count of the state topic)",
-            )
+            TransportError::config("partitions is not set (the partition count of the state topic)")
         })?;
         let mut config = KafkaConfig::new(bootstrap, partitions);
         if let Some(t) = self.topic {

@@ -144,7 +144,10 @@ impl<'a> Admin<'a> {
         let what = format!("describing the configuration of topic {topic}");
         let spec = ResourceSpecifier::Topic(topic);
         let results = self
-            .wait(&what, self.client.describe_configs([&spec], &self.options()))?
+            .wait(
+                &what,
+                self.client.describe_configs([&spec], &self.options()),
+            )?
             .map_err(|e| classify::from_kafka(&what, &e, self.config.bootstrap_servers()))?;
         let resource = results.into_iter().next().ok_or_else(|| {
             TransportError::fatal(format!("{what}: the broker answered with no resource"))
@@ -438,9 +441,9 @@ impl TopicReport {
         };
         if let Some(rf) = self.replication_factor.filter(|&rf| rf < 3) {
             warn(format!(
-                "topic {topic} has replication factor {rf} (the cluster has {} broker(s)): losing \
-                 {rf} broker(s) loses the roles' registrations and leases; use 3 on a \
-                 production cluster (kafka-reassign-partitions.sh)",
+                "topic {topic} has replication factor {rf} (the cluster has {} broker(s)): a \
+                 partition's registrations and leases are lost with its {rf} replica(s); use 3 \
+                 on a production cluster (kafka-reassign-partitions.sh)",
                 self.brokers
             ));
         }
@@ -476,7 +479,10 @@ pub(crate) fn describe(config: &KafkaConfig) -> Result<TopicReport, TransportErr
         let settings = admin.topic_settings(&["cleanup.policy", "min.insync.replicas"])?;
         let mut settings = settings.into_iter();
         report.cleanup_policy = settings.next().flatten();
-        report.min_insync_replicas = settings.next().flatten().and_then(|v| v.trim().parse().ok());
+        report.min_insync_replicas = settings
+            .next()
+            .flatten()
+            .and_then(|v| v.trim().parse().ok());
     }
     Ok(report)
 }
