@@ -24,7 +24,7 @@ pub fn describe_leadership<C: Coordinator + ?Sized>(
 /// The member that leads `role` now, with its pair, term and lease deadline, or why the role
 /// is vacant: one read of the role's partition (`partitions` = the topic's real count), the
 /// lease judged live or expired by the system clock
-/// ([`leader_at`](crate::watch::leader_at) takes another instant).
+/// ([`watch::leader_at`](crate::watch::leader_at) takes another instant).
 /// [`describe_leadership`] answers "which pair is current" from the coordinator; this answers
 /// "which member", from the role's lease records. To follow every change, use a
 /// [`Watch`](crate::watch::Watch).

@@ -283,3 +283,47 @@ pub mod serde_duration {
         required(d).map(Some)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_bad_ones_are_named() {
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration(" 2m "), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h1s"), Ok(Duration::from_secs(3601)));
+        for bad in ["", "s", "10x", "1.5s", "-3s", "99999999999999999999"] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn options_deserialise_from_toml_over_the_defaults() {
+        let o: Options =
+            toml::from_str("lease_duration = \"20s\"\nrenew_interval = 4000\n").expect("valid");
+        let t = o.timing_value();
+        assert_eq!(t.lease_duration, Duration::from_secs(20));
+        assert_eq!(t.renew_interval, Duration::from_secs(4));
+        assert_eq!(t.challenge_stagger, Timing::default().challenge_stagger);
+        let e = toml::from_str::<Options>("lease = \"20s\"").expect_err("unknown field");
+        assert!(e.to_string().contains("unknown field `lease`"), "{e}");
+        let e = toml::from_str::<Options>("long_poll = -5").expect_err("negative");
+        assert!(e.to_string().contains("negative"), "{e}");
+        // Layers: the later one wins where it is set.
+        let file = TimingSettings {
+            lease_duration: Some(Duration::from_secs(9)),
+            renew_interval: Some(Duration::from_secs(3)),
+            ..TimingSettings::default()
+        };
+        let flags = TimingSettings {
+            lease_duration: Some(Duration::from_secs(6)),
+            ..TimingSettings::default()
+        };
+        let merged = file.merge(flags);
+        assert_eq!(merged.lease_duration, Some(Duration::from_secs(6)));
+        assert_eq!(merged.renew_interval, Some(Duration::from_secs(3)));
+    }
+}

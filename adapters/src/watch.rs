@@ -692,6 +692,7 @@ impl StopHandle {
 /// let broker = MemoryBroker::new(16, Arc::new(clock.clone()));
 /// let watch = blocking::watch(broker.transport("observer"), "jobs",
 ///     WatchOptions::new().clock(clock.clone()))?;
+/// clock.settle().unwrap();                              // the watch has caught up
 /// let leader = blocking::acquire_leadership(broker.transport("a"), "jobs", "node-a",
 ///     Options::new().clock(clock.clone()))?;
 /// clock.settle().unwrap();                              // the watch has read everything

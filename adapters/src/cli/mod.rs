@@ -317,12 +317,10 @@ fn watch(
             stop.stop();
         }
     });
-    let mut printed = 0;
-    for item in watch {
+    for (index, item) in watch.enumerate() {
         let event: WatchEvent = item.map_err(Failure::from_error)?;
         println!("{}", event_line(role, &event, now(), c.json));
-        printed += 1;
-        if count.is_some_and(|n| printed >= n) {
+        if count.is_some_and(|n| index + 1 >= n) {
             break;
         }
     }

@@ -466,3 +466,73 @@ impl<'de> serde::Deserialize<'de> for KafkaConfig {
             .map_err(|e| serde::de::Error::custom(e.message()))
     }
 }
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_map_security_and_properties_and_later_layers_win() {
+        let file: KafkaSettings = toml::from_str(
+            r#"
+            bootstrap_servers = "file:9092"
+            partitions = 8
+            operation_timeout = "45s"
+            [security]
+            protocol = "SASL_SSL"
+            sasl_mechanism = "SCRAM-SHA-256"
+            sasl_password = "secret"
+            [properties]
+            "client.rack" = "a"
+            [address_overrides]
+            "kafka-0:9092" = "127.0.0.1:19092"
+            "#,
+        )
+        .expect("valid");
+        assert!(!format!("{file:?}").contains("secret"), "{file:?}");
+        let flags = KafkaSettings {
+            bootstrap_servers: Some("flag:9092".into()),
+            security: SecuritySettings {
+                sasl_mechanism: Some("SCRAM-SHA-512".into()),
+                ..SecuritySettings::default()
+            },
+            properties: [("client.rack".to_owned(), "b".to_owned())].into(),
+            ..KafkaSettings::default()
+        };
+        let config = file.merge(flags).into_config().expect("complete");
+        assert_eq!(config.bootstrap_servers(), "flag:9092");
+        assert_eq!(config.partitions(), 8);
+        assert_eq!(config.operation_timeout(), Duration::from_secs(45));
+        assert_eq!(config.property("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(config.property("sasl.mechanism"), Some("SCRAM-SHA-512"));
+        assert_eq!(config.property("sasl.password"), Some("secret"));
+        assert_eq!(config.property("client.rack"), Some("b"));
+        assert_eq!(
+            config.address_overrides(),
+            [("kafka-0:9092".to_owned(), "127.0.0.1:19092".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_missing_or_invalid_setting_is_named() {
+        let e = KafkaSettings::default().into_config().expect_err("empty");
+        assert!(e.message().contains("bootstrap_servers"), "{e}");
+        let e = toml::from_str::<KafkaConfig>("bootstrap_servers = \"x:1\"").expect_err("no count");
+        assert!(e.to_string().contains("partitions is not set"), "{e}");
+        let e = toml::from_str::<KafkaConfig>("bootstrap_servers = \"x:1\"\npartitions = 0")
+            .expect_err("zero");
+        assert!(e.to_string().contains("must be positive"), "{e}");
+        let e = toml::from_str::<KafkaConfig>(
+            "bootstrap_servers = \"x:1\"\npartitions = 1\n[security]\nprotocl = \"SSL\"",
+        )
+        .expect_err("typo");
+        assert!(e.to_string().contains("protocl"), "{e}");
+        let with_default = KafkaSettings {
+            bootstrap_servers: Some("x:1".into()),
+            ..KafkaSettings::default()
+        }
+        .into_config_with(Some(12))
+        .expect("a default count");
+        assert_eq!(with_default.partitions(), 12);
+    }
+}
