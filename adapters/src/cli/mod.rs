@@ -358,14 +358,20 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
         println!("{}", serde_json::Value::Array(v));
         return Ok(ExitCode::SUCCESS);
     }
+    let width = |f: &dyn Fn(&(String, RoleLeader, usize)) -> usize, min: usize| {
+        rows.iter().map(f).max().unwrap_or(0).max(min)
+    };
+    let rw = width(&|r| r.0.len(), 4);
+    let lw = width(&|r| r.1.leader().map_or(1, |l| l.member.as_str().len()), 6);
+    let pw = width(&|r| r.1.leader().map_or(1, |l| l.token.to_string().len()), 4);
     println!(
-        "{:<24} {:<16} {:>8} {:<14} {:>7}  LEASE",
+        "{:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {:>7}  LEASE",
         "ROLE", "LEADER", "TERM", "PAIR", "MEMBERS"
     );
     for (name, leader, members) in &rows {
         match leader {
             RoleLeader::Leading(l) => println!(
-                "{name:<24} {:<16} {:>8} {:<14} {members:>7}  until {} ({})",
+                "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  until {} ({})",
                 l.member.as_str(),
                 l.term,
                 l.token.to_string(),
@@ -373,7 +379,7 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
                 relative(l.deadline, now)
             ),
             RoleLeader::Vacant(v) => println!(
-                "{name:<24} {:<16} {:>8} {:<14} {members:>7}  {}",
+                "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  {}",
                 "-",
                 "-",
                 "-",
