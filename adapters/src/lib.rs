@@ -49,6 +49,16 @@ pub mod leadership;
 pub mod link;
 pub mod options;
 pub mod transport;
+// Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).
+#[cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )),
+    allow(dead_code)
+)]
 pub mod watch;
 
 #[cfg(feature = "blocking")]

@@ -854,10 +854,19 @@ struct WatchLoop {
     failing: Option<(UnixMillis, u32)>,
 }
 
+/// A manual clock's listener and the change count read after it was made.
+type Ticket = (EventListener, u64);
+
 /// What the loop does next.
 enum Step {
-    /// Read from `from`, waiting up to `max_wait` for records.
-    Read { from: i64, max_wait: Duration },
+    /// Read from `from`, waiting up to `max_wait` for records. On a manual clock, `ticket`
+    /// is the clock's listener and change count taken before the read: a wait after it
+    /// starts from there, so a change during the read is never missed.
+    Read {
+        from: i64,
+        max_wait: Duration,
+        ticket: Option<Ticket>,
+    },
     /// Wait for the manual clock's next change (having acted on `seen`) or a stop.
     ClockMoves { seen: u64, listener: EventListener },
     /// Wait this much real time, or until a stop.
@@ -926,16 +935,19 @@ impl WatchLoop {
         }
     }
 
-    /// The next step after a read (or at the start): read again, or wait.
-    fn plan(&self, read_again: bool) -> Step {
+    /// The next step after a read (or at the start): read again, or wait. `ticket` is the
+    /// one the last read was issued with.
+    fn plan(&self, read_again: bool, ticket: Option<Ticket>) -> Step {
         if self.shared.stopped() {
             return Step::Done;
         }
         let clock = &self.options.clock;
         let start = !self.caught_up && self.failing.is_none();
         if let Some(manual) = clock.as_manual() {
-            let listener = manual.listen();
-            let seen = manual.changes();
+            let (listener, seen) = ticket.unwrap_or_else(|| {
+                let listener = manual.listen();
+                (listener, manual.changes())
+            });
             if self.shared.stopped() {
                 return Step::Done;
             }
@@ -974,9 +986,14 @@ impl WatchLoop {
     }
 
     fn read_step(&self) -> Step {
+        let ticket = self.options.clock.as_manual().map(|manual| {
+            let listener = manual.listen();
+            (listener, manual.changes())
+        });
         Step::Read {
             from: self.tracker.next_offset(),
             max_wait: self.max_wait(self.options.clock.now()),
+            ticket,
         }
     }
 
@@ -1046,15 +1063,21 @@ impl Drop for WatchLoop {
 }
 
 /// Runs the watch loop on this thread until it is stopped or fails.
+#[cfg(feature = "blocking")]
 fn run_blocking(mut w: WatchLoop) {
-    let mut read_again = false;
+    let (mut read_again, mut ticket) = (false, None);
     loop {
-        match w.plan(read_again) {
+        match w.plan(read_again, ticket.take()) {
             Step::Done => return,
-            Step::Read { from, max_wait } => {
+            Step::Read {
+                from,
+                max_wait,
+                ticket: issued,
+            } => {
                 let started = w.options.clock.now();
                 let outcome = w.reader.read_partition(w.partition, from, max_wait);
                 read_again = w.on_read(started, outcome);
+                ticket = issued;
             }
             Step::ClockMoves { seen, listener } => {
                 w.shared.set_idle(Some(seen));
@@ -1071,6 +1094,7 @@ fn run_blocking(mut w: WatchLoop) {
 }
 
 /// Starts a watch whose loop runs on a thread of its own.
+#[cfg(feature = "blocking")]
 pub(crate) fn watch_on_thread(
     reader: Arc<dyn StateReader + Send + Sync>,
     role: &str,
@@ -1108,11 +1132,16 @@ mod on_runtime {
 
     async fn run_async<R: Runtime>(mut w: WatchLoop) {
         use futures_lite::future::or;
-        let mut read_again = false;
+        let (mut read_again, mut ticket) = (false, None);
         loop {
-            match w.plan(read_again) {
+            match w.plan(read_again, ticket.take()) {
                 Step::Done => return,
-                Step::Read { from, max_wait } => {
+                Step::Read {
+                    from,
+                    max_wait,
+                    ticket: issued,
+                } => {
+                    ticket = issued;
                     let started = w.options.clock.now();
                     let (reader, partition) = (w.reader.clone(), w.partition);
                     let outcome =

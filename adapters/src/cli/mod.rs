@@ -363,7 +363,10 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
     };
     let rw = width(&|r| r.0.len(), 4);
     let lw = width(&|r| r.1.leader().map_or(1, |l| l.member.as_str().len()), 6);
-    let pw = width(&|r| r.1.leader().map_or(1, |l| l.token.to_string().len()), 4);
+    let pw = width(
+        &|r| r.1.leader().map_or(1, |l| l.token.to_string().len()),
+        4,
+    );
     println!(
         "{:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {:>7}  LEASE",
         "ROLE", "LEADER", "TERM", "PAIR", "MEMBERS"
