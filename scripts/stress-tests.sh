@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the driver, example and simulation tests N times with the CPUs oversubscribed (two busy
+# Runs the driver, watch, example and simulation tests N times with the CPUs oversubscribed (two busy
 # loops per core beside the tests), and prints how many rounds passed. A suite whose verdicts
 # depend on thread scheduling fails here.
 #
