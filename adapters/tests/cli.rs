@@ -799,3 +799,44 @@ fn deregistering_a_ghost_lets_the_standby_behind_it_challenge_one_stagger_earlie
     );
     drop(leader);
 }
+
+#[test]
+fn with_again_a_supervisor_campaigns_again_after_each_term() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-again");
+    let file = scratch("terms.log");
+    let mut sup = {
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "run",
+            "--again",
+        ])
+        .args(["--role", &role, "--member", "m", "--lease-duration", "2s"])
+        .args(["--renew-interval", "500ms", "--", "sh", "-c"])
+        .arg("echo \"$KC_MEMBER $KC_TERM\" >> \"$0\"")
+        .arg(&file)
+        .stderr(Stdio::piped());
+        c.spawn().expect("the supervisor starts")
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    for _ in 0..3 {
+        events.wait_for("a resign after the child exited", |v| {
+            v["event"] == "resigned"
+        });
+    }
+    // SAFETY: kill(2) on our own child process.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(sup.id()).expect("pid"), libc::SIGTERM);
+    }
+    sup.wait().expect("the supervisor exits");
+    let terms: Vec<i64> = file_lines(&file).into_iter().map(|(_, t)| t).collect();
+    assert!(terms.len() >= 3, "{terms:?}");
+    assert!(
+        terms.windows(2).all(|p| p[0] < p[1]),
+        "each term is a new, larger one: {terms:?}"
+    );
+}
