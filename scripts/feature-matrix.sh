@@ -15,7 +15,7 @@ combos=()
 for driver in blocking tokio smol async-std; do
     combos+=("$driver" "$driver,memory" "$driver,kafka")
 done
-combos+=("memory" "kafka" "memory,tracing" "blocking,memory,metrics" "tokio,memory,metrics")
+combos+=("memory" "kafka" "memory,tracing" "blocking,memory,metrics" "tokio,memory,metrics" "blocking,memory,serde" "cli")
 
 passed=0
 failed=()

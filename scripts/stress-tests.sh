@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the driver, example and simulation tests N times with the CPUs oversubscribed (two busy
+# Runs the driver, watch, example and simulation tests N times with the CPUs oversubscribed (two busy
 # loops per core beside the tests), and prints how many rounds passed. A suite whose verdicts
 # depend on thread scheduling fails here.
 #
@@ -15,7 +15,7 @@ export CARGO_TERM_COLOR=never
 rounds="${1:-20}"
 busy="${STRESS_BUSY:-$(( $(nproc) * 2 ))}"
 features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std"
-tests=(-p kafka-coordination --test drivers --test lifecycle --test simulation -p kafka-coordination-examples)
+tests=(-p kafka-coordination --test drivers --test lifecycle --test watch --test simulation -p kafka-coordination-examples)
 
 cargo test --release --features "$features" "${tests[@]}" --no-run
 

@@ -10,7 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export CARGO_TERM_COLOR=never
-features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination-examples/kafka"
+features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/cli,kafka-coordination-examples/kafka"
 adapter_features="tokio,smol,async-std,kafka"
 
 step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }

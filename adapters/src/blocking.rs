@@ -26,7 +26,8 @@ use crate::driver::{run_blocking, Driver};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Error, Leadership};
 use crate::options::Options;
-use crate::transport::Transport;
+use crate::transport::{StateReader, Transport};
+use crate::watch::{Watch, WatchOptions};
 
 /// Starts competing for `role` as `member` on a new thread and returns at once. Wait on the
 /// returned [`Candidacy`] (or cancel it through its [`CancelHandle`](crate::CancelHandle)).
@@ -79,3 +80,13 @@ pub fn acquire_leadership<T: Transport + Send + Sync + 'static>(
 }
 
 pub use crate::describe::{describe_leadership, describe_role_state};
+/// Watches `role`'s leadership from any process, member or not: a [`Watch`] whose loop runs on
+/// a thread of its own; iterate it (blocking) or poll it as a `Stream`. See
+/// [`watch`](crate::watch) for what it reports.
+pub fn watch<S: StateReader + Send + Sync + 'static>(
+    reader: S,
+    role: &str,
+    options: WatchOptions,
+) -> Result<Watch, Error> {
+    crate::watch::watch_on_thread(Arc::new(reader), role, options)
+}

@@ -6,8 +6,10 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::state::RoleState;
 use kafka_coordination_core::TimingError;
 
+use crate::clock::{Clock, SystemClock};
 use crate::leadership::Error;
 use crate::transport::{Coordinator, StateReader};
+use crate::watch::{leader_at, RoleLeader};
 
 /// The coordinator's current pair for `role`: one DescribeTransactions request. Use
 /// [`LeadershipStatus::authoritative`] to check a writer's token.
@@ -17,6 +19,21 @@ pub fn describe_leadership<C: Coordinator + ?Sized>(
 ) -> Result<LeadershipStatus, Error> {
     let role = Role::new(role)?;
     coordinator.describe_epoch(&role).map_err(Error::Transport)
+}
+
+/// The member that leads `role` now, with its pair, term and lease deadline, or why the role
+/// is vacant: one read of the role's partition (`partitions` = the topic's real count), the
+/// lease judged live or expired by the system clock
+/// ([`watch::leader_at`](crate::watch::leader_at) takes another instant).
+/// [`describe_leadership`] answers "which pair is current" from the coordinator; this answers
+/// "which member", from the role's lease records. To follow every change, use a
+/// [`Watch`](crate::watch::Watch).
+pub fn leader<R: StateReader + ?Sized>(
+    reader: &R,
+    role: &str,
+    partitions: i32,
+) -> Result<RoleLeader, Error> {
+    leader_at(reader, role, partitions, SystemClock.now())
 }
 
 /// The roster (join order) and lease of `role`, read from the start of its partition to the

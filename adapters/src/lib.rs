@@ -7,9 +7,12 @@
 //!
 //! * Drivers, one per way of running: [`blocking`] (feature `blocking`, default), and
 //!   `tokio_driver`, `smol_driver`, `async_std_driver` (features `tokio`, `smol`, `async-std`),
-//!   each with `start`, `acquire_leadership`, `describe_leadership`, `describe_role_state`. The
-//!   same names in every module; the async modules' functions are `async`. (No module is named
-//!   after a runtime crate, so `use kafka_coordination::tokio_driver;` leaves `tokio` alone.)
+//!   each with `start`, `acquire_leadership`, `describe_leadership`, `describe_role_state`,
+//!   `watch`, `leader`. The same names in every module; the async modules' functions are
+//!   `async`. (No module is named after a runtime crate, so `use kafka_coordination::tokio_driver;`
+//!   leaves `tokio` alone.)
+//! * Observing a role from any process: [`leader`] (who leads now) and a [`Watch`] (every
+//!   change of leader, in log order) — see [`watch`].
 //! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.
 //! * Transports: the four traits of [`transport`]; [`memory::MemoryBroker`] (feature `memory`,
 //!   default) and `kafka::KafkaTransport` (feature `kafka`).
@@ -63,6 +66,17 @@ pub mod metrics;
 mod metrics;
 pub mod options;
 pub mod transport;
+// Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).
+#[cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )),
+    allow(dead_code)
+)]
+pub mod watch;
 
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
@@ -112,7 +126,7 @@ pub mod kafka;
 pub mod testkit;
 
 pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
-pub use describe::{describe_leadership, describe_role_state};
+pub use describe::{describe_leadership, describe_role_state, leader};
 pub use error::{Error, ErrorKind, TransportError};
 pub use health::{HealthCheck, StaleTerm, Unhealthy};
 pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
@@ -123,3 +137,4 @@ pub use options::Options;
 pub use transport::{
     Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Record, Registrar, StateReader, Transport,
 };
+pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};

@@ -108,3 +108,217 @@ impl Options {
             .unwrap_or(self.timing.lease_duration.saturating_mul(2))
     }
 }
+
+/// Parses a duration as configuration files and the command line write it: a whole number
+/// followed by a unit, `ms`, `s`, `m` or `h` (`1500ms`, `30s`, `2m`, `1h`); a bare number is
+/// milliseconds. Several parts add up (`1m30s`).
+///
+/// ```
+/// use std::time::Duration;
+/// use kafka_coordination::options::parse_duration;
+/// assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+/// assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
+/// assert!(parse_duration("30 sec").unwrap_err().contains("30 sec"));
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = |why: &str| {
+        format!("invalid duration '{text}': {why} (write a number and a unit: 1500ms, 30s, 2m, 1h)")
+    };
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| bad("too large"));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad("a unit without a number"));
+        }
+        let (number, tail) = rest.split_at(digits);
+        let unit_len = tail.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (unit, tail) = tail.split_at(unit_len);
+        let n: u64 = number.parse().map_err(|_| bad("too large"))?;
+        let part = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "" => return Err(bad("a number without a unit")),
+            other => return Err(bad(&format!("unknown unit '{other}'"))),
+        };
+        total = total.checked_add(part).ok_or_else(|| bad("too large"))?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+/// The timing of [`Options`] as a configuration file states it (feature `serde`): every field
+/// optional, durations as [`parse_duration`] reads them or as whole milliseconds. Unknown
+/// fields are refused, so a typo is an error that names it.
+///
+/// ```toml
+/// lease_duration = "30s"
+/// renew_interval = "10s"
+/// challenge_stagger = "5s"
+/// give_up_after = "1m"
+/// long_poll = "1s"
+/// ```
+///
+/// `Options` itself deserialises from the same table (the defaults filled in). The partition
+/// count is not part of it: it belongs to the topic, and comes from the transport's
+/// configuration (`KafkaConfig`).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingSettings {
+    /// See [`Options::lease_duration`].
+    #[serde(default, deserialize_with = "serde_duration::option")]
+    pub lease_duration: Option<Duration>,
+    /// See [`Options::renew_interval`].
+    #[serde(default, deserialize_with = "serde_duration::option")]
+    pub renew_interval: Option<Duration>,
+    /// See [`Options::challenge_stagger`].
+    #[serde(default, deserialize_with = "serde_duration::option")]
+    pub challenge_stagger: Option<Duration>,
+    /// See [`Options::give_up_after`].
+    #[serde(default, deserialize_with = "serde_duration::option")]
+    pub give_up_after: Option<Duration>,
+    /// See [`Options::long_poll`].
+    #[serde(default, deserialize_with = "serde_duration::option")]
+    pub long_poll: Option<Duration>,
+}
+
+#[cfg(feature = "serde")]
+impl TimingSettings {
+    /// `other`'s values where it has them, `self`'s elsewhere (layers: file, then flags).
+    pub fn merge(self, other: TimingSettings) -> TimingSettings {
+        TimingSettings {
+            lease_duration: other.lease_duration.or(self.lease_duration),
+            renew_interval: other.renew_interval.or(self.renew_interval),
+            challenge_stagger: other.challenge_stagger.or(self.challenge_stagger),
+            give_up_after: other.give_up_after.or(self.give_up_after),
+            long_poll: other.long_poll.or(self.long_poll),
+        }
+    }
+
+    /// `options` with the values that are set.
+    pub fn apply(&self, mut options: Options) -> Options {
+        if let Some(d) = self.lease_duration {
+            options = options.lease_duration(d);
+        }
+        if let Some(d) = self.renew_interval {
+            options = options.renew_interval(d);
+        }
+        if let Some(d) = self.challenge_stagger {
+            options = options.challenge_stagger(d);
+        }
+        if let Some(d) = self.give_up_after {
+            options = options.give_up_after(d);
+        }
+        if let Some(d) = self.long_poll {
+            options = options.long_poll(d);
+        }
+        options
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Options {
+    /// The defaults, with the values of a [`TimingSettings`] table on top.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(TimingSettings::deserialize(d)?.apply(Options::new()))
+    }
+}
+
+/// Serde support for durations written as [`parse_duration`] reads them, or as whole
+/// milliseconds.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod serde_duration {
+    use std::fmt;
+    use std::time::Duration;
+
+    use serde::de::{self, Deserializer, Visitor};
+
+    struct DurationVisitor;
+
+    impl Visitor<'_> for DurationVisitor {
+        type Value = Duration;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a duration such as \"30s\", \"1500ms\", \"2m\", or whole milliseconds")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+            Ok(Duration::from_millis(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+            u64::try_from(v)
+                .map(Duration::from_millis)
+                .map_err(|_| E::custom(format!("a duration cannot be negative, got {v}")))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+            super::parse_duration(v).map_err(E::custom)
+        }
+    }
+
+    /// A required duration.
+    pub fn required<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        d.deserialize_any(DurationVisitor)
+    }
+
+    /// An optional duration (use with `#[serde(default)]`).
+    pub fn option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        required(d).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_bad_ones_are_named() {
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration(" 2m "), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h1s"), Ok(Duration::from_secs(3601)));
+        for bad in ["", "s", "10x", "1.5s", "-3s", "99999999999999999999"] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn options_deserialise_from_toml_over_the_defaults() {
+        let o: Options =
+            toml::from_str("lease_duration = \"20s\"\nrenew_interval = 4000\n").expect("valid");
+        let t = o.timing_value();
+        assert_eq!(t.lease_duration, Duration::from_secs(20));
+        assert_eq!(t.renew_interval, Duration::from_secs(4));
+        assert_eq!(t.challenge_stagger, Timing::default().challenge_stagger);
+        let e = toml::from_str::<Options>("lease = \"20s\"").expect_err("unknown field");
+        assert!(e.to_string().contains("unknown field `lease`"), "{e}");
+        let e = toml::from_str::<Options>("long_poll = -5").expect_err("negative");
+        assert!(e.to_string().contains("negative"), "{e}");
+        // Layers: the later one wins where it is set.
+        let file = TimingSettings {
+            lease_duration: Some(Duration::from_secs(9)),
+            renew_interval: Some(Duration::from_secs(3)),
+            ..TimingSettings::default()
+        };
+        let flags = TimingSettings {
+            lease_duration: Some(Duration::from_secs(6)),
+            ..TimingSettings::default()
+        };
+        let merged = file.merge(flags);
+        assert_eq!(merged.lease_duration, Some(Duration::from_secs(6)));
+        assert_eq!(merged.renew_interval, Some(Duration::from_secs(3)));
+    }
+}

@@ -224,3 +224,315 @@ pub(crate) fn millis(d: Duration) -> i64 {
         .unwrap_or(i64::MAX)
         .min(i64::from(i32::MAX))
 }
+
+/// The security settings of a configuration file (feature `serde`): typed names for the
+/// librdkafka-style properties that [`KafkaConfig::with_property`] takes (see the `kafka`
+/// module for what each supports). Unset fields set nothing.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecuritySettings {
+    /// `security.protocol`: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
+    pub protocol: Option<String>,
+    /// `sasl.mechanism`: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    pub sasl_mechanism: Option<String>,
+    /// `sasl.username`.
+    pub sasl_username: Option<String>,
+    /// `sasl.password` (never printed by `Debug`).
+    pub sasl_password: Option<String>,
+    /// `ssl.ca.location`: a PEM file or directory.
+    pub ssl_ca_location: Option<String>,
+    /// `ssl.certificate.location`: the client's PEM certificate (mutual TLS).
+    pub ssl_certificate_location: Option<String>,
+    /// `ssl.key.location`: the client's PEM key (mutual TLS).
+    pub ssl_key_location: Option<String>,
+    /// `ssl.crl.location`: PEM CRLs.
+    pub ssl_crl_location: Option<String>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (default) or `none`.
+    pub ssl_endpoint_identification_algorithm: Option<String>,
+}
+
+#[cfg(feature = "serde")]
+impl std::fmt::Debug for SecuritySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecuritySettings")
+            .field("protocol", &self.protocol)
+            .field("sasl_mechanism", &self.sasl_mechanism)
+            .field("sasl_username", &self.sasl_username)
+            .field(
+                "sasl_password",
+                &self.sasl_password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("ssl_ca_location", &self.ssl_ca_location)
+            .field("ssl_certificate_location", &self.ssl_certificate_location)
+            .field("ssl_key_location", &self.ssl_key_location)
+            .field("ssl_crl_location", &self.ssl_crl_location)
+            .field(
+                "ssl_endpoint_identification_algorithm",
+                &self.ssl_endpoint_identification_algorithm,
+            )
+            .finish()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl SecuritySettings {
+    /// The librdkafka property names and values of the fields that are set.
+    pub fn properties(&self) -> Vec<(&'static str, String)> {
+        [
+            ("security.protocol", &self.protocol),
+            ("sasl.mechanism", &self.sasl_mechanism),
+            ("sasl.username", &self.sasl_username),
+            ("sasl.password", &self.sasl_password),
+            ("ssl.ca.location", &self.ssl_ca_location),
+            ("ssl.certificate.location", &self.ssl_certificate_location),
+            ("ssl.key.location", &self.ssl_key_location),
+            ("ssl.crl.location", &self.ssl_crl_location),
+            (
+                "ssl.endpoint.identification.algorithm",
+                &self.ssl_endpoint_identification_algorithm,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+        .collect()
+    }
+
+    /// `other`'s values where it has them, `self`'s elsewhere.
+    pub fn merge(self, other: SecuritySettings) -> SecuritySettings {
+        SecuritySettings {
+            protocol: other.protocol.or(self.protocol),
+            sasl_mechanism: other.sasl_mechanism.or(self.sasl_mechanism),
+            sasl_username: other.sasl_username.or(self.sasl_username),
+            sasl_password: other.sasl_password.or(self.sasl_password),
+            ssl_ca_location: other.ssl_ca_location.or(self.ssl_ca_location),
+            ssl_certificate_location: other
+                .ssl_certificate_location
+                .or(self.ssl_certificate_location),
+            ssl_key_location: other.ssl_key_location.or(self.ssl_key_location),
+            ssl_crl_location: other.ssl_crl_location.or(self.ssl_crl_location),
+            ssl_endpoint_identification_algorithm: other
+                .ssl_endpoint_identification_algorithm
+                .or(self.ssl_endpoint_identification_algorithm),
+        }
+    }
+}
+
+/// [`KafkaConfig`] as a configuration file states it (feature `serde`): every field optional,
+/// so that layers (a file, the environment, command-line flags) can be
+/// [merged](Self::merge) before [`into_config`](Self::into_config) checks that the required
+/// ones are there. Unknown fields are refused, so a typo is an error that names it.
+/// `KafkaConfig` itself deserialises from the same table.
+///
+/// ```toml
+/// bootstrap_servers = "kafka-0:9092,kafka-1:9092"
+/// partitions = 16                      # the topic's real count
+/// topic = "__coordination_state"       # the default
+/// client_id = "billing"
+/// request_timeout = "10s"              # or whole milliseconds: 10000
+/// operation_timeout = "30s"
+///
+/// [security]
+/// protocol = "SASL_SSL"
+/// sasl_mechanism = "SCRAM-SHA-512"
+/// sasl_username = "billing"
+/// sasl_password = "..."
+/// ssl_ca_location = "/etc/kafka/ca.pem"
+///
+/// [properties]                         # any other librdkafka property
+/// "client.rack" = "eu-west-1a"
+///
+/// [address_overrides]                  # advertised listener = address to connect to
+/// "kafka-0.internal:9092" = "127.0.0.1:19092"
+/// ```
+///
+/// ```
+/// use kafka_coordination::kafka::{KafkaConfig, KafkaSettings};
+/// let text = r#"
+///     bootstrap_servers = "127.0.0.1:9092"
+///     partitions = 8
+///     request_timeout = "5s"
+///     [security]
+///     protocol = "SASL_SSL"
+/// "#;
+/// let config: KafkaConfig = toml::from_str(text).unwrap();
+/// assert_eq!(config.partitions(), 8);
+/// assert_eq!(config.property("security.protocol"), Some("SASL_SSL"));
+/// let typo = toml::from_str::<KafkaSettings>("bootstrap_server = \"x\"").unwrap_err();
+/// assert!(typo.to_string().contains("bootstrap_server"));
+/// ```
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSettings {
+    /// See [`KafkaConfig::new`].
+    pub bootstrap_servers: Option<String>,
+    /// See [`KafkaConfig::new`].
+    pub partitions: Option<i32>,
+    /// See [`KafkaConfig::with_topic`].
+    pub topic: Option<String>,
+    /// See [`KafkaConfig::with_client_id`].
+    pub client_id: Option<String>,
+    /// See [`KafkaConfig::with_request_timeout`].
+    #[serde(default, deserialize_with = "crate::options::serde_duration::option")]
+    pub request_timeout: Option<Duration>,
+    /// See [`KafkaConfig::with_operation_timeout`].
+    #[serde(default, deserialize_with = "crate::options::serde_duration::option")]
+    pub operation_timeout: Option<Duration>,
+    /// Typed security properties.
+    #[serde(default)]
+    pub security: SecuritySettings,
+    /// Any other librdkafka properties, applied after `security`.
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
+    /// See [`KafkaConfig::with_address_override`].
+    #[serde(default)]
+    pub address_overrides: std::collections::BTreeMap<String, String>,
+}
+
+#[cfg(feature = "serde")]
+impl KafkaSettings {
+    /// `other`'s values where it has them, `self`'s elsewhere; property maps are merged key by
+    /// key (`other` wins).
+    pub fn merge(mut self, other: KafkaSettings) -> KafkaSettings {
+        self.properties.extend(other.properties);
+        self.address_overrides.extend(other.address_overrides);
+        KafkaSettings {
+            bootstrap_servers: other.bootstrap_servers.or(self.bootstrap_servers),
+            partitions: other.partitions.or(self.partitions),
+            topic: other.topic.or(self.topic),
+            client_id: other.client_id.or(self.client_id),
+            request_timeout: other.request_timeout.or(self.request_timeout),
+            operation_timeout: other.operation_timeout.or(self.operation_timeout),
+            security: self.security.merge(other.security),
+            properties: self.properties,
+            address_overrides: self.address_overrides,
+        }
+    }
+
+    /// The configuration, with `partitions` taken from `default_partitions` when unset;
+    /// a [`Config`](crate::ErrorKind::Config) error names a missing or invalid setting.
+    pub fn into_config_with(
+        self,
+        default_partitions: Option<i32>,
+    ) -> Result<KafkaConfig, TransportError> {
+        let bootstrap = self.bootstrap_servers.ok_or_else(|| {
+            TransportError::config("bootstrap_servers is not set (the cluster's host:port list)")
+        })?;
+        let partitions = self.partitions.or(default_partitions).ok_or_else(|| {
+            TransportError::config("partitions is not set (the partition count of the state topic)")
+        })?;
+        let mut config = KafkaConfig::new(bootstrap, partitions);
+        if let Some(t) = self.topic {
+            config = config.with_topic(t);
+        }
+        if let Some(c) = self.client_id {
+            config = config.with_client_id(c);
+        }
+        if let Some(t) = self.request_timeout {
+            config = config.with_request_timeout(t);
+        }
+        if let Some(t) = self.operation_timeout {
+            config = config.with_operation_timeout(t);
+        }
+        for (k, v) in self.security.properties() {
+            config = config.with_property(k, v);
+        }
+        for (k, v) in self.properties {
+            config = config.with_property(k, v);
+        }
+        for (advertised, actual) in self.address_overrides {
+            config = config.with_address_override(advertised, actual);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// [`into_config_with`](Self::into_config_with) with no default partition count.
+    pub fn into_config(self) -> Result<KafkaConfig, TransportError> {
+        self.into_config_with(None)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for KafkaConfig {
+    /// A [`KafkaSettings`] table with `bootstrap_servers` and `partitions` set; the values are
+    /// checked as the transport checks them.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        KafkaSettings::deserialize(d)?
+            .into_config()
+            .map_err(|e| serde::de::Error::custom(e.message()))
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_map_security_and_properties_and_later_layers_win() {
+        let file: KafkaSettings = toml::from_str(
+            r#"
+            bootstrap_servers = "file:9092"
+            partitions = 8
+            operation_timeout = "45s"
+            [security]
+            protocol = "SASL_SSL"
+            sasl_mechanism = "SCRAM-SHA-256"
+            sasl_password = "secret"
+            [properties]
+            "client.rack" = "a"
+            [address_overrides]
+            "kafka-0:9092" = "127.0.0.1:19092"
+            "#,
+        )
+        .expect("valid");
+        assert!(!format!("{file:?}").contains("secret"), "{file:?}");
+        let flags = KafkaSettings {
+            bootstrap_servers: Some("flag:9092".into()),
+            security: SecuritySettings {
+                sasl_mechanism: Some("SCRAM-SHA-512".into()),
+                ..SecuritySettings::default()
+            },
+            properties: [("client.rack".to_owned(), "b".to_owned())].into(),
+            ..KafkaSettings::default()
+        };
+        let config = file.merge(flags).into_config().expect("complete");
+        assert_eq!(config.bootstrap_servers(), "flag:9092");
+        assert_eq!(config.partitions(), 8);
+        assert_eq!(config.operation_timeout(), Duration::from_secs(45));
+        assert_eq!(config.property("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(config.property("sasl.mechanism"), Some("SCRAM-SHA-512"));
+        assert_eq!(config.property("sasl.password"), Some("secret"));
+        assert_eq!(config.property("client.rack"), Some("b"));
+        assert_eq!(
+            config.address_overrides(),
+            [("kafka-0:9092".to_owned(), "127.0.0.1:19092".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_missing_or_invalid_setting_is_named() {
+        let e = KafkaSettings::default().into_config().expect_err("empty");
+        assert!(e.message().contains("bootstrap_servers"), "{e}");
+        let e = toml::from_str::<KafkaConfig>("bootstrap_servers = \"x:1\"").expect_err("no count");
+        assert!(e.to_string().contains("partitions is not set"), "{e}");
+        let e = toml::from_str::<KafkaConfig>("bootstrap_servers = \"x:1\"\npartitions = 0")
+            .expect_err("zero");
+        assert!(e.to_string().contains("must be positive"), "{e}");
+        let e = toml::from_str::<KafkaConfig>(
+            "bootstrap_servers = \"x:1\"\npartitions = 1\n[security]\nprotocl = \"SSL\"",
+        )
+        .expect_err("typo");
+        assert!(e.to_string().contains("protocl"), "{e}");
+        let with_default = KafkaSettings {
+            bootstrap_servers: Some("x:1".into()),
+            ..KafkaSettings::default()
+        }
+        .into_config_with(Some(12))
+        .expect("a default count");
+        assert_eq!(with_default.partitions(), 12);
+    }
+}

@@ -88,6 +88,9 @@ use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{KafkaConfig, STATE_TOPIC};
+#[cfg(feature = "serde")]
+pub use self::config::{KafkaSettings, SecuritySettings};
+pub use self::topic::{Finding, Severity, TopicReport};
 pub use crate::transport::GuardedRecord;
 
 use self::cluster::Cluster;
@@ -188,6 +191,13 @@ impl KafkaTransport {
         let created = topic::create(&self.config, replication_factor, min_insync_replicas)?;
         self.topic_checked.store(true, Ordering::Release);
         Ok(created)
+    }
+
+    /// What the state topic looks like: whether it exists, its partition count, replication,
+    /// `cleanup.policy` and `min.insync.replicas`. [`TopicReport::findings`] says what is wrong
+    /// with it and how to fix it.
+    pub fn describe_topic(&self) -> Result<TopicReport, TransportError> {
+        topic::describe(&self.config)
     }
 
     fn check_topic(&self) -> Result<(), TransportError> {

@@ -116,6 +116,54 @@ impl<'a> Admin<'a> {
         }
     }
 
+    /// The brokers' count, and the topic's partition count and smallest replica count, or
+    /// `None` when it does not exist.
+    fn layout(&self) -> Result<(usize, Option<(usize, usize)>), TransportError> {
+        let topic = self.config.topic();
+        let what = format!("reading the metadata of topic {topic}");
+        let md = self
+            .client
+            .inner()
+            .fetch_metadata(Some(topic), self.config.request_timeout())
+            .map_err(|e| classify::from_kafka(&what, &e, self.config.bootstrap_servers()))?;
+        let brokers = md.brokers().len();
+        let layout = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map(|t| {
+                let replicas = t.partitions().iter().map(|p| p.replicas().len()).min();
+                (t.partitions().len(), replicas.unwrap_or(0))
+            });
+        Ok((brokers, layout))
+    }
+
+    /// The topic's configuration entries named in `names`.
+    fn topic_settings(&self, names: &[&str]) -> Result<Vec<Option<String>>, TransportError> {
+        let topic = self.config.topic();
+        let what = format!("describing the configuration of topic {topic}");
+        let spec = ResourceSpecifier::Topic(topic);
+        let results = self
+            .wait(
+                &what,
+                self.client.describe_configs([&spec], &self.options()),
+            )?
+            .map_err(|e| classify::from_kafka(&what, &e, self.config.bootstrap_servers()))?;
+        let resource = results.into_iter().next().ok_or_else(|| {
+            TransportError::fatal(format!("{what}: the broker answered with no resource"))
+        })?;
+        match resource {
+            Ok(r) => Ok(names
+                .iter()
+                .map(|n| r.get(n).and_then(|e| e.value.clone()))
+                .collect()),
+            Err(RDKafkaErrorCode::TopicAuthorizationFailed) => Err(TransportError::unauthorized(format!(
+                "{what}: not authorized (the principal needs the DESCRIBE_CONFIGS ACL on topic '{topic}')"
+            ))),
+            Err(code) => Err(classify::from_code(&what, code, &code.to_string(), self.config.bootstrap_servers())),
+        }
+    }
+
     /// The topic's `cleanup.policy`.
     fn cleanup_policy(&self) -> Result<Option<String>, TransportError> {
         let topic = self.config.topic();
@@ -296,6 +344,147 @@ pub(crate) fn create(
             Err(e) => return Err(e.into_error()),
         }
     }
+}
+
+/// How bad a [`Finding`] about the state topic is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Severity {
+    /// The library refuses the topic, or writes to it cannot succeed.
+    Error,
+    /// It works, but not as safely as it should (durability).
+    Warning,
+}
+
+/// One thing wrong with the state topic, and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// What is wrong and the command that fixes it.
+    pub message: String,
+}
+
+/// The state topic as the cluster describes it
+/// ([`KafkaTransport::describe_topic`](super::KafkaTransport::describe_topic)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TopicReport {
+    /// The topic's name.
+    pub topic: String,
+    /// How many brokers the cluster has.
+    pub brokers: usize,
+    /// Whether it exists; the other fields are `None` when it does not.
+    pub exists: bool,
+    /// Its partition count.
+    pub partitions: Option<i32>,
+    /// The smallest replica count of its partitions.
+    pub replication_factor: Option<i32>,
+    /// Its `cleanup.policy`.
+    pub cleanup_policy: Option<String>,
+    /// Its `min.insync.replicas`.
+    pub min_insync_replicas: Option<i32>,
+}
+
+impl TopicReport {
+    /// What is wrong with the topic for members configured with `partitions`: errors for what
+    /// the library refuses or what makes every write fail, warnings for weak durability.
+    /// Empty when all is well.
+    pub fn findings(&self, partitions: i32) -> Vec<Finding> {
+        let topic = &self.topic;
+        let mut out = Vec::new();
+        let mut error = |message: String| {
+            out.push(Finding {
+                severity: Severity::Error,
+                message,
+            })
+        };
+        if !self.exists {
+            error(format!(
+                "topic {topic} does not exist; create it with `kafka-coordination topic create \
+                 --partitions {partitions} --replication-factor 3 --min-insync-replicas 2`"
+            ));
+            return out;
+        }
+        if let Some(p) = self.partitions.filter(|&p| p != partitions) {
+            error(format!(
+                "topic {topic} has {p} partitions but members are configured with {partitions}: \
+                 every member must use the topic's real count (partitions = {p}); the count of \
+                 an existing topic must never change, or roles' records land in other partitions"
+            ));
+        }
+        let policy = self.cleanup_policy.as_deref().map(str::trim);
+        if policy != Some(COMPACT) {
+            error(format!(
+                "topic {topic} has cleanup.policy={} but it needs cleanup.policy=compact \
+                 (delete drops registrations and leases by age); fix it with: kafka-configs.sh \
+                 --alter --entity-type topics --entity-name {topic} --add-config \
+                 cleanup.policy=compact",
+                policy.unwrap_or("<unknown>")
+            ));
+        }
+        if let (Some(min), Some(rf)) = (self.min_insync_replicas, self.replication_factor) {
+            if min > rf {
+                error(format!(
+                    "topic {topic} has min.insync.replicas={min} above its replication factor \
+                     {rf}: every write fails with NOT_ENOUGH_REPLICAS; lower it with \
+                     kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
+                     --add-config min.insync.replicas={rf}"
+                ));
+            }
+        }
+        let mut warn = |message: String| {
+            out.push(Finding {
+                severity: Severity::Warning,
+                message,
+            })
+        };
+        if let Some(rf) = self.replication_factor.filter(|&rf| rf < 3) {
+            warn(format!(
+                "topic {topic} has replication factor {rf} (the cluster has {} broker(s)): a \
+                 partition's registrations and leases are lost with its {rf} replica(s); use 3 \
+                 on a production cluster (kafka-reassign-partitions.sh)",
+                self.brokers
+            ));
+        }
+        if let Some(min) = self.min_insync_replicas.filter(|&m| m < 2) {
+            if self.replication_factor.is_some_and(|rf| rf >= 2) {
+                warn(format!(
+                    "topic {topic} has min.insync.replicas={min}: a write acknowledged by one \
+                     replica can be lost with it; set it to 2 with kafka-configs.sh --alter \
+                     --entity-type topics --entity-name {topic} --add-config min.insync.replicas=2"
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// The state topic as the cluster describes it.
+pub(crate) fn describe(config: &KafkaConfig) -> Result<TopicReport, TransportError> {
+    let admin = Admin::new(config)?;
+    let (brokers, layout) = admin.layout()?;
+    let mut report = TopicReport {
+        topic: config.topic().to_owned(),
+        brokers,
+        exists: layout.is_some(),
+        partitions: None,
+        replication_factor: None,
+        cleanup_policy: None,
+        min_insync_replicas: None,
+    };
+    if let Some((partitions, replicas)) = layout {
+        report.partitions = i32::try_from(partitions).ok();
+        report.replication_factor = i32::try_from(replicas).ok();
+        let settings = admin.topic_settings(&["cleanup.policy", "min.insync.replicas"])?;
+        let mut settings = settings.into_iter();
+        report.cleanup_policy = settings.next().flatten();
+        report.min_insync_replicas = settings
+            .next()
+            .flatten()
+            .and_then(|v| v.trim().parse().ok());
+    }
+    Ok(report)
 }
 
 /// A broker setting (from any one broker), if it can be learned.

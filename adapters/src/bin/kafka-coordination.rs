@@ -1,0 +1,10 @@
+//! `kafka-coordination`: the operator's tool for roles on a Kafka cluster (feature `cli`):
+//! `describe`, `watch`, `roles`, `run` (a supervisor), `deregister`, `topic create|check`.
+//! Run `kafka-coordination --help`; the README's "Operating it" shows each command's output.
+
+#[path = "../cli/mod.rs"]
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,569 @@
+//! The command line: parsing, the subcommands that read, and exit codes.
+//!
+//! Exit codes: 0 success; 1 a failure (unreachable cluster, refused operation, a topic check
+//! with errors); 2 a usage or configuration error (bad flag, bad TOML); `run` exits with its
+//! child's code (128 + the signal's number when a signal ended the child).
+
+#[cfg(not(unix))]
+compile_error!("the kafka-coordination command-line tool supports Unix only");
+
+mod output;
+mod run;
+mod settings;
+
+use std::fmt;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use kafka_coordination::core::record::{Key, MemberId, Role};
+use kafka_coordination::kafka::{Severity, TopicReport};
+use kafka_coordination::watch::{leader_at, roles, LeaseTracker};
+use kafka_coordination::{
+    blocking, describe_leadership, describe_role_state, Clock, Registrar, RoleLeader, SystemClock,
+    TransportError, UnixMillis, WatchEvent, WatchOptions,
+};
+use serde_json::json;
+
+use self::output::{
+    event_line, leader_json, leader_text, relative, time, vacancy_json, vacancy_text,
+};
+use self::settings::Connection;
+
+/// Leader election on Apache Kafka, operated from the shell: look at roles, follow their
+/// leaders, run a program only while it leads, remove ghost members, check the state topic.
+#[derive(Parser, Debug)]
+#[command(name = "kafka-coordination", version)]
+struct Cli {
+    #[command(flatten)]
+    connection: Connection,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The roster with ranks, the lease (holder, pair, term, deadline, live or not) and the
+    /// coordinator's current pair of one role.
+    Describe {
+        /// The role.
+        role: String,
+    },
+    /// One line per change of a role's leader, live, until interrupted (SIGINT/SIGTERM).
+    Watch {
+        /// The role.
+        role: String,
+        /// Also print every renewal of the lease.
+        #[arg(long)]
+        renewals: bool,
+        /// Print every change in the retained log first, not only the current state.
+        #[arg(long)]
+        history: bool,
+        /// Exit after this many lines.
+        #[arg(long, value_name = "N")]
+        count: Option<usize>,
+    },
+    /// Every role in the state topic, with its leader.
+    Roles {
+        /// Also list roles with no member and no lease (only tombstones left).
+        #[arg(long)]
+        all: bool,
+    },
+    /// Campaign for ROLE as MEMBER and run CMD while leading: the child gets KC_ROLE,
+    /// KC_MEMBER, KC_TOKEN (producer id/epoch), KC_PRODUCER_ID, KC_PRODUCER_EPOCH and
+    /// KC_TERM; it is stopped (SIGTERM, SIGKILL after --grace) the moment the term ends; the
+    /// supervisor resigns when the child exits and exits with the child's code.
+    Run(run::RunArgs),
+    /// Remove a member's registration (a ghost that will not come back), so the members
+    /// behind it move up one rank.
+    Deregister {
+        /// The role.
+        role: String,
+        /// The member to remove.
+        member: String,
+        /// Remove it even if it holds the live lease (its term goes on; it is not fenced).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Create or check the state topic (__coordination_state).
+    Topic {
+        #[command(subcommand)]
+        action: TopicAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TopicAction {
+    /// Create the topic (compacted, --partitions, replication, min.insync.replicas) unless it
+    /// exists, then check it.
+    Create {
+        /// The replication factor (default: 3, or the broker count if smaller).
+        #[arg(long)]
+        replication_factor: Option<i32>,
+        /// min.insync.replicas (default: 2 when replicated, else the broker's default).
+        #[arg(long)]
+        min_insync_replicas: Option<i32>,
+    },
+    /// Check compaction, partition count, replication and min.insync.replicas; exit 1 on an
+    /// error (or on a warning with --strict).
+    Check {
+        /// Fail on warnings too.
+        #[arg(long)]
+        strict: bool,
+    },
+}
+
+/// Why the tool failed, with its exit code.
+pub struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl fmt::Display) -> Failure {
+        Failure {
+            code: 2,
+            message: message.to_string(),
+        }
+    }
+    pub fn config(message: impl fmt::Display) -> Failure {
+        Failure::usage(message)
+    }
+    pub fn transport(e: TransportError) -> Failure {
+        let code = if e.kind() == kafka_coordination::ErrorKind::Config {
+            2
+        } else {
+            1
+        };
+        Failure {
+            code,
+            message: e.to_string(),
+        }
+    }
+    pub fn failed(message: impl fmt::Display) -> Failure {
+        Failure {
+            code: 1,
+            message: message.to_string(),
+        }
+    }
+    fn from_error(e: kafka_coordination::Error) -> Failure {
+        match e {
+            kafka_coordination::Error::Transport(t) => Failure::transport(t),
+            kafka_coordination::Error::InvalidName(_)
+            | kafka_coordination::Error::InvalidOptions(_) => Failure::usage(e),
+            other => Failure::failed(other),
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.connection.json;
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(f) => {
+            if json {
+                eprintln!("{}", json!({ "error": f.message, "exit_code": f.code }));
+            } else {
+                eprintln!("kafka-coordination: error: {}", f.message);
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
+    let c = &cli.connection;
+    match cli.command {
+        Command::Describe { role } => describe(c, &role),
+        Command::Watch {
+            role,
+            renewals,
+            history,
+            count,
+        } => watch(c, &role, renewals, history, count),
+        Command::Roles { all } => list_roles(c, all),
+        Command::Run(args) => run::run(c, args),
+        Command::Deregister {
+            role,
+            member,
+            force,
+        } => deregister(c, &role, &member, force),
+        Command::Topic { action } => topic(c, action),
+    }
+}
+
+fn now() -> UnixMillis {
+    SystemClock.now()
+}
+
+fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
+    let role_name = Role::new(role).map_err(Failure::usage)?;
+    let client = c.connect()?;
+    let partitions = client.config().partitions();
+    let partition = client
+        .role_partition(&role_name)
+        .map_err(Failure::transport)?;
+    let state = describe_role_state(&client, role, partitions).map_err(Failure::from_error)?;
+    let now = now();
+    let leader = leader_at(&client, role, partitions, now).map_err(Failure::from_error)?;
+    let status = describe_leadership(&client, role).map_err(Failure::from_error)?;
+    let holder = state.lease().map(|e| e.lease.member.clone());
+    let lease_pair = match &leader {
+        RoleLeader::Leading(l) => Some(l.token),
+        RoleLeader::Vacant(v) => v
+            .previous
+            .as_ref()
+            .map(|p| p.token)
+            .filter(|_| state.lease().is_some()),
+    };
+    let current = lease_pair.is_some_and(|t| status.authoritative(&t));
+    let roster: Vec<(MemberId, i64, Option<usize>, bool)> = state
+        .roster()
+        .map(|(m, offset)| {
+            let is_holder = holder.as_ref() == Some(m);
+            let rank = (!is_holder).then(|| state.rank_of(m)).flatten();
+            (m.clone(), offset, rank, is_holder)
+        })
+        .collect();
+    if c.json {
+        let v = json!({
+            "role": role,
+            "topic": client.config().topic(),
+            "partition": partition,
+            "leader": leader.leader().map(|l| leader_json(l, now)),
+            "vacancy": match &leader { RoleLeader::Vacant(v) => Some(vacancy_json(v, now)), _ => None },
+            "coordinator": {
+                "token": status.token.to_string(),
+                "producer_id": status.token.producer_id,
+                "producer_epoch": status.token.producer_epoch,
+                "state": status.state.as_ref().map(|s| s.as_str().to_owned()),
+                "lease_pair_is_current": current,
+            },
+            "roster": roster.iter().map(|(m, offset, rank, leader)| json!({
+                "member": m.as_str(), "join_offset": offset, "rank": rank, "leader": leader,
+            })).collect::<Vec<_>>(),
+            "malformed_records": state.malformed(),
+        });
+        println!("{v}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "role         {role} (partition {partition} of {})",
+        client.config().topic()
+    );
+    match &leader {
+        RoleLeader::Leading(l) => println!(
+            "leader       {} (lease live, {})",
+            leader_text(l),
+            relative(l.deadline, now)
+        ),
+        RoleLeader::Vacant(v) => println!("leader       none ({})", vacancy_text(v)),
+    }
+    let state_text = status
+        .state
+        .as_ref()
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|| "never taken".to_owned());
+    let verdict = match lease_pair {
+        Some(_) if current => "the lease's pair is the current one",
+        Some(_) => "the lease's pair is NOT the current one (superseded)",
+        None => "no lease",
+    };
+    println!(
+        "coordinator  pair {} ({state_text}): {verdict}",
+        status.token
+    );
+    println!("roster       {} member(s), in join order", roster.len());
+    if !roster.is_empty() {
+        println!("  {:<6} {:<24} JOINED AT OFFSET", "RANK", "MEMBER");
+        for (m, offset, rank, is_holder) in &roster {
+            let rank = match (rank, is_holder) {
+                (_, true) => "leader".to_owned(),
+                (Some(r), _) => r.to_string(),
+                (None, _) => "-".to_owned(),
+            };
+            println!("  {rank:<6} {:<24} {offset}", m.as_str());
+        }
+    }
+    if state.malformed() > 0 {
+        println!(
+            "warning      {} malformed record(s) skipped",
+            state.malformed()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn watch(
+    c: &Connection,
+    role: &str,
+    renewals: bool,
+    history: bool,
+    count: Option<usize>,
+) -> Result<ExitCode, Failure> {
+    Role::new(role).map_err(Failure::usage)?;
+    let client = Arc::new(c.connect()?);
+    let options = WatchOptions::new()
+        .partitions(client.config().partitions())
+        .renewals(renewals)
+        .history(history);
+    let watch = blocking::watch(client, role, options).map_err(Failure::from_error)?;
+    let stop = watch.stop_handle();
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])
+        .map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            stop.stop();
+        }
+    });
+    for (index, item) in watch.enumerate() {
+        let event: WatchEvent = item.map_err(Failure::from_error)?;
+        println!("{}", event_line(role, &event, now(), c.json));
+        if count.is_some_and(|n| index + 1 >= n) {
+            break;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
+    let client = c.connect()?;
+    let now = now();
+    let mut found: Vec<LeaseTracker> =
+        roles(&client, client.config().partitions()).map_err(Failure::from_error)?;
+    if !all {
+        found.retain(|t| !t.state().is_empty() || t.state().lease().is_some());
+    }
+    let rows: Vec<(String, RoleLeader, usize)> = found
+        .iter_mut()
+        .map(|t| {
+            let name = t.state().role().as_str().to_owned();
+            let members = t.state().len();
+            (name, t.current(now), members)
+        })
+        .collect();
+    if c.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(name, leader, members)| {
+                json!({
+                    "role": name,
+                    "members": members,
+                    "leader": leader.leader().map(|l| leader_json(l, now)),
+                    "vacancy": match leader { RoleLeader::Vacant(v) => Some(vacancy_json(v, now)), _ => None },
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(v));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = |f: &dyn Fn(&(String, RoleLeader, usize)) -> usize, min: usize| {
+        rows.iter().map(f).max().unwrap_or(0).max(min)
+    };
+    let rw = width(&|r| r.0.len(), 4);
+    let lw = width(&|r| r.1.leader().map_or(1, |l| l.member.as_str().len()), 6);
+    let pw = width(
+        &|r| r.1.leader().map_or(1, |l| l.token.to_string().len()),
+        4,
+    );
+    println!(
+        "{:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {:>7}  LEASE",
+        "ROLE", "LEADER", "TERM", "PAIR", "MEMBERS"
+    );
+    for (name, leader, members) in &rows {
+        match leader {
+            RoleLeader::Leading(l) => println!(
+                "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  until {} ({})",
+                l.member.as_str(),
+                l.term,
+                l.token.to_string(),
+                time(l.deadline),
+                relative(l.deadline, now)
+            ),
+            RoleLeader::Vacant(v) => println!(
+                "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  {}",
+                "-",
+                "-",
+                "-",
+                vacancy_text(v)
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<ExitCode, Failure> {
+    let role_name = Role::new(role).map_err(Failure::usage)?;
+    let member_id = MemberId::new(member).map_err(Failure::usage)?;
+    let client = c.connect()?;
+    let partitions = client.config().partitions();
+    let state = describe_role_state(&client, role, partitions).map_err(Failure::from_error)?;
+    if state.join_offset(&member_id).is_none() {
+        let roster: Vec<&str> = state.roster().map(|(m, _)| m.as_str()).collect();
+        return Err(Failure::failed(format!(
+            "member {member} is not registered for role {role} (roster: {})",
+            if roster.is_empty() {
+                "empty".to_owned()
+            } else {
+                roster.join(", ")
+            }
+        )));
+    }
+    let now = now();
+    let leading = leader_at(&client, role, partitions, now).map_err(Failure::from_error)?;
+    let is_leader = leading.leader().filter(|l| l.member == member_id).cloned();
+    if let (Some(l), false) = (&is_leader, force) {
+        return Err(Failure::failed(format!(
+            "member {member} holds the live lease of role {role} (term {}, until {}): it is the \
+             leader, not a ghost. Stop its process (it resigns), or pass --force to remove its \
+             registration anyway (its term goes on; it is not fenced)",
+            l.term,
+            time(l.deadline)
+        )));
+    }
+    let partition = client
+        .role_partition(&role_name)
+        .map_err(Failure::transport)?;
+    let key = Key::registration(role_name, member_id).encode();
+    let offset = client
+        .append(partition, &key, None)
+        .map_err(Failure::transport)?;
+    if c.json {
+        println!(
+            "{}",
+            json!({ "role": role, "member": member, "deregistered": true, "offset": offset, "was_leader": is_leader.is_some() })
+        );
+    } else {
+        println!(
+            "removed the registration of {member} from role {role} (tombstone at offset {offset}); \
+             the members behind it move up one rank"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn topic_config(c: &Connection) -> Result<kafka_coordination::kafka::KafkaConfig, Failure> {
+    let (settings, _) = c.settings()?;
+    if settings.bootstrap_servers.is_none() {
+        return c.kafka_config(); // says what is missing
+    }
+    let explicit = settings.partitions;
+    let config = settings
+        .clone()
+        .into_config_with(Some(explicit.unwrap_or(16)))
+        .map_err(Failure::config)?;
+    Ok(config)
+}
+
+fn print_report(
+    c: &Connection,
+    report: &TopicReport,
+    partitions: i32,
+    strict: bool,
+    created: Option<bool>,
+) -> ExitCode {
+    let findings = report.findings(partitions);
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let warnings = findings.len() - errors;
+    let ok = errors == 0 && (!strict || warnings == 0);
+    if c.json {
+        let v = json!({
+            "topic": report.topic,
+            "created": created,
+            "exists": report.exists,
+            "brokers": report.brokers,
+            "partitions": report.partitions,
+            "replication_factor": report.replication_factor,
+            "cleanup_policy": report.cleanup_policy,
+            "min_insync_replicas": report.min_insync_replicas,
+            "findings": findings.iter().map(|f| json!({
+                "severity": match f.severity { Severity::Error => "error", _ => "warning" },
+                "message": f.message,
+            })).collect::<Vec<_>>(),
+            "ok": ok,
+        });
+        println!("{v}");
+    } else {
+        if let Some(created) = created {
+            println!(
+                "topic {}: {}",
+                report.topic,
+                if created { "created" } else { "already exists" }
+            );
+        }
+        if report.exists {
+            let show = |v: Option<String>| v.unwrap_or_else(|| "?".to_owned());
+            println!(
+                "topic {}: {} partitions, replication factor {}, cleanup.policy={}, min.insync.replicas={} (cluster of {} broker(s))",
+                report.topic,
+                show(report.partitions.map(|p| p.to_string())),
+                show(report.replication_factor.map(|p| p.to_string())),
+                show(report.cleanup_policy.clone()),
+                show(report.min_insync_replicas.map(|p| p.to_string())),
+                report.brokers
+            );
+        }
+        for f in &findings {
+            let label = match f.severity {
+                Severity::Error => "error",
+                _ => "warning",
+            };
+            println!("{label}: {}", f.message);
+        }
+        println!(
+            "{}: {errors} error(s), {warnings} warning(s)",
+            if ok { "ok" } else { "FAILED" }
+        );
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
+    let config = topic_config(c)?;
+    let client =
+        kafka_coordination::kafka::KafkaTransport::new(config).map_err(Failure::transport)?;
+    match action {
+        TopicAction::Check { strict } => {
+            let report = client.describe_topic().map_err(Failure::transport)?;
+            // Without an explicit count, the members must use the topic's own.
+            let partitions = match c.settings()?.0.partitions {
+                Some(p) => p,
+                None => report.partitions.unwrap_or(client.config().partitions()),
+            };
+            Ok(print_report(c, &report, partitions, strict, None))
+        }
+        TopicAction::Create {
+            replication_factor,
+            min_insync_replicas,
+        } => {
+            let before = client.describe_topic().map_err(Failure::transport)?;
+            let brokers = i32::try_from(before.brokers.max(1)).unwrap_or(1);
+            let rf = replication_factor.unwrap_or(brokers.min(3));
+            let min_isr = min_insync_replicas.or((rf >= 2).then_some(2));
+            let created = match client.create_topic(rf, min_isr) {
+                Ok(created) => created,
+                // The topic exists but is wrong: report what is wrong.
+                Err(e) if e.kind() == kafka_coordination::ErrorKind::Config && before.exists => {
+                    false
+                }
+                Err(e) => return Err(Failure::transport(e)),
+            };
+            let report = client.describe_topic().map_err(Failure::transport)?;
+            Ok(print_report(
+                c,
+                &report,
+                client.config().partitions(),
+                false,
+                Some(created),
+            ))
+        }
+    }
+}

@@ -1,0 +1,842 @@
+//! The `kafka-coordination` command-line tool (feature `cli`), run as a program: argument and
+//! configuration errors without a broker, and on a real Apache Kafka broker (`KAFKA_BOOTSTRAP`,
+//! see scripts/kafka-tests.sh) `topic create|check`, `describe`, `roles`, `watch`, two `run`
+//! supervisors with a leader SIGKILLed, and `deregister`.
+//!
+//! Real time passes here; no test sleeps for a verdict: each waits for an event (a line on a
+//! supervisor's stderr, a line in a file) with a generous bound.
+#![cfg(feature = "cli")]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kafka_coordination::core::record::{Key, MemberId, Registration, Role};
+use kafka_coordination::kafka::KafkaConfig;
+use kafka_coordination::watch::WatchOptions;
+use kafka_coordination::{
+    blocking, Link, Options, Registrar, SystemClock, UnixMillis, VacancyReason, WatchEvent,
+};
+use serde_json::Value;
+use support::{transport_with, unique, PARTITIONS};
+
+const KC: &str = env!("CARGO_BIN_EXE_kafka-coordination");
+/// A bound for what should happen promptly on a loaded machine.
+const PROMPT: Duration = Duration::from_secs(60);
+
+fn bootstrap() -> Option<String> {
+    support::bootstrap(
+        "command-line tests",
+        "scripts/kafka-tests.sh (or scripts/kafka/with-broker.sh cargo test -p kafka-coordination \
+         --features cli --test cli)",
+    )
+}
+
+/// The tool with no KC_* variable inherited.
+fn kc() -> Command {
+    let mut c = Command::new(KC);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KC_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// The tool on the test broker.
+fn kc_on(bootstrap: &str) -> Command {
+    let mut c = kc();
+    c.env("KC_BOOTSTRAP_SERVERS", bootstrap);
+    c
+}
+
+fn run(mut c: Command) -> Output {
+    c.output().expect("the tool runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique("kc-cli-test"));
+    std::fs::create_dir_all(&dir).expect("a scratch dir");
+    dir.join(name)
+}
+
+fn write(path: &Path, content: &str) {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(content.as_bytes()))
+        .expect("write the file");
+}
+
+// ---- without a broker -----------------------------------------------------------------------
+
+#[test]
+fn a_bad_flag_or_a_bad_file_is_a_clear_usage_error() {
+    let o = run({
+        let mut c = kc();
+        c.args(["describe", "r", "--no-such-flag"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("--no-such-flag"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let o = run({
+        let mut c = kc();
+        c.args([
+            "run",
+            "--role",
+            "r",
+            "--member",
+            "m",
+            "--lease-duration",
+            "30sec",
+            "--",
+            "true",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("invalid duration '30sec'"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // An unknown field, named with the file and its place.
+    let typo = scratch("typo.toml");
+    write(&typo, "[kafka]\nbootstrap_server = \"127.0.0.1:9092\"\n");
+    let o = run({
+        let mut c = kc();
+        c.arg("--config").arg(&typo).args(["describe", "r"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("bootstrap_server")
+            && err.contains("unknown field")
+            && err.contains("typo.toml"),
+        "{err}"
+    );
+
+    // Not TOML at all.
+    let broken = scratch("broken.toml");
+    write(&broken, "[kafka\nbootstrap_servers = 1\n");
+    let o = run({
+        let mut c = kc();
+        c.arg("--config").arg(&broken).args(["roles"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("is not valid"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // A value of the wrong shape.
+    let shape = scratch("shape.toml");
+    write(&shape, "[timing]\nlease_duration = \"ten seconds\"\n");
+    let o = run({
+        let mut c = kc();
+        c.arg("--config").arg(&shape).args(["roles"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("ten seconds"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // No cluster named anywhere: says where to name it; with --json, as JSON.
+    let o = run({
+        let mut c = kc();
+        c.args(["--json", "describe", "r"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err: Value = serde_json::from_slice(&o.stderr).expect("the error is JSON");
+    let message = err["error"].as_str().expect("an error message");
+    assert!(
+        message.contains("--bootstrap-servers") && message.contains("KC_BOOTSTRAP_SERVERS"),
+        "{message}"
+    );
+    assert_eq!(err["exit_code"], 2);
+}
+
+// ---- topic ----------------------------------------------------------------------------------
+
+/// Creates `topic` with `cleanup.policy=delete` through the admin API.
+fn create_delete_policy_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::ClientConfig;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("an admin client");
+    let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
+        .set("cleanup.policy", "delete");
+    let results = futures_lite::future::block_on(
+        admin.create_topics([&t], &AdminOptions::new().operation_timeout(Some(PROMPT))),
+    )
+    .expect("create_topics");
+    for r in results {
+        r.expect("the topic is created");
+    }
+}
+
+#[test]
+fn topic_create_and_check_report_a_correct_and_a_wrong_topic() {
+    let Some(bootstrap) = bootstrap() else { return };
+    let good = unique("kc-cli-good");
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--topic",
+            &good,
+            "--partitions",
+            "4",
+            "topic",
+            "create",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let v = json(&o);
+    assert_eq!(
+        (
+            &v["created"],
+            &v["partitions"],
+            &v["cleanup_policy"],
+            &v["ok"]
+        ),
+        (
+            &Value::Bool(true),
+            &Value::from(4),
+            &Value::from("compact"),
+            &Value::Bool(true)
+        ),
+        "{v}"
+    );
+    // Checked without a partition count: the topic's own is the members' count.
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args(["--topic", &good, "topic", "check"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("4 partitions") && out.contains("cleanup.policy=compact"),
+        "{out}"
+    );
+    // Members configured with another count: an error that says what to set.
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--topic",
+            &good,
+            "--partitions",
+            "8",
+            "topic",
+            "check",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let v = json(&o);
+    assert_eq!(v["ok"], false);
+    let findings = v["findings"].as_array().expect("findings");
+    assert!(
+        findings.iter().any(|f| f["severity"] == "error"
+            && f["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("partitions = 4"))),
+        "{v}"
+    );
+
+    let wrong = unique("kc-cli-wrong");
+    create_delete_policy_topic(&bootstrap, &wrong, 2);
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args(["--topic", &wrong, "topic", "check"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("cleanup.policy=delete but it needs cleanup.policy=compact")
+            && out.contains("kafka-configs.sh --alter"),
+        "{out}"
+    );
+    // A missing topic: the command that creates it.
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args(["--topic", &unique("kc-cli-missing"), "topic", "check"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        text(&o.stdout).contains("kafka-coordination topic create"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn the_toml_file_is_honoured_and_flags_win_over_it() {
+    let Some(bootstrap) = bootstrap() else { return };
+    let from_file = unique("kc-cli-file");
+    let file = scratch("kc.toml");
+    write(
+        &file,
+        &format!(
+            "[kafka]\nbootstrap_servers = \"{bootstrap}\"\npartitions = 3\ntopic = \"{from_file}\"\n\
+             request_timeout = \"20s\"\nclient_id = \"kc-cli-test\"\n\n[kafka.properties]\n\
+             \"socket.keepalive.enable\" = \"true\"\n\n[timing]\nlease_duration = \"4s\"\n"
+        ),
+    );
+    // Everything from the file: its topic is created with its partition count.
+    let o = run({
+        let mut c = kc();
+        c.arg("--config")
+            .arg(&file)
+            .args(["--json", "topic", "create"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let v = json(&o);
+    assert_eq!(
+        (&v["topic"], &v["partitions"]),
+        (&Value::from(from_file.as_str()), &Value::from(3)),
+        "{v}"
+    );
+    // A flag (and an environment variable) wins over the file.
+    let from_flag = unique("kc-cli-flag");
+    let o = run({
+        let mut c = kc();
+        c.arg("--config")
+            .arg(&file)
+            .args(["--json", "--topic", &from_flag, "topic", "create"])
+            .env("KC_PARTITIONS", "2");
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let v = json(&o);
+    assert_eq!(
+        (&v["topic"], &v["partitions"]),
+        (&Value::from(from_flag.as_str()), &Value::from(2)),
+        "{v}"
+    );
+}
+
+// ---- describe, roles, watch, run, deregister --------------------------------------------------
+
+/// A process whose stdout or stderr lines arrive on a channel.
+struct Lines {
+    rx: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn of(stream: impl std::io::Read + Send + 'static) -> Lines {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a JSON line for which `want` holds, and returns it.
+    fn wait_for(&mut self, what: &str, mut want: impl FnMut(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + PROMPT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "no {what} within {PROMPT:?}; lines so far: {:#?}",
+                    self.seen
+                )
+            });
+            self.seen.push(line.clone());
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if want(&v) {
+                    return v;
+                }
+            }
+        }
+    }
+}
+
+/// A supervisor whose child appends `member term` lines to `file` every 20 ms.
+fn supervisor(bootstrap: &str, role: &str, member: &str, file: &Path) -> (Child, Lines) {
+    let mut c = kc_on(bootstrap);
+    c.args([
+        "--json",
+        "--partitions",
+        &PARTITIONS.to_string(),
+        "run",
+        "--role",
+        role,
+        "--member",
+        member,
+    ])
+    .args([
+        "--lease-duration",
+        "2s",
+        "--renew-interval",
+        "500ms",
+        "--challenge-stagger",
+        "300ms",
+    ])
+    .args(["--grace", "5s", "--", "sh", "-c"])
+    .arg("while :; do echo \"$KC_MEMBER $KC_TERM $KC_TOKEN\" >> \"$0\"; sleep 0.02; done")
+    .arg(file)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("the supervisor starts");
+    let lines = Lines::of(child.stderr.take().expect("stderr"));
+    (child, lines)
+}
+
+fn file_lines(path: &Path) -> Vec<(String, i64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            let member = parts.next()?.to_owned();
+            let term = parts.next()?.parse().ok()?;
+            Some((member, term))
+        })
+        .collect()
+}
+
+/// Waits until the file has a line of `member`.
+fn wait_for_line_of(path: &Path, member: &str) {
+    let deadline = Instant::now() + PROMPT;
+    while !file_lines(path).iter().any(|(m, _)| m == member) {
+        assert!(Instant::now() < deadline, "no line of {member} in {path:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn process_exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.split(") ")
+                .nth(1)
+                .is_some_and(|rest| rest.starts_with('Z'))
+        })
+}
+
+fn describe(bootstrap: &str, role: &str) -> Value {
+    let o = run({
+        let mut c = kc_on(bootstrap);
+        c.args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "describe",
+            role,
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    json(&o)
+}
+
+fn roster(v: &Value) -> BTreeMap<String, (Option<u64>, bool)> {
+    v["roster"]
+        .as_array()
+        .expect("a roster")
+        .iter()
+        .map(|m| {
+            (
+                m["member"].as_str().unwrap_or_default().to_owned(),
+                (m["rank"].as_u64(), m["leader"] == true),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_supervisors_fail_over_without_overlap_and_the_tool_reports_it() {
+    let Some(bootstrap) = bootstrap() else { return };
+    // The state topic, created as the other suites create it.
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-run");
+    let file = scratch("work.log");
+
+    let mut watch = {
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "watch",
+            &role,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        c.spawn().expect("the watch starts")
+    };
+    let mut watched = Lines::of(watch.stdout.take().expect("stdout"));
+    watched.wait_for("the watch's first line", |v| {
+        v["event"] == "vacant" && v["reason"] == "unclaimed"
+    });
+
+    let (mut a, mut a_events) = supervisor(&bootstrap, &role, "a", &file);
+    let elected_a = a_events.wait_for("a elected", |v| v["event"] == "elected");
+    let term_a = elected_a["term"].as_i64().expect("a term");
+    let child_a = u32::try_from(elected_a["pid"].as_u64().expect("a pid")).expect("pid");
+    let (mut b, mut b_events) = supervisor(&bootstrap, &role, "b", &file);
+    b_events.wait_for("b standing by at rank 0", |v| {
+        v["event"] == "standby" && v["rank"] == 0
+    });
+    wait_for_line_of(&file, "a");
+
+    // describe: a leads with its term and pair, live, current at the coordinator; b is rank 0.
+    let d = describe(&bootstrap, &role);
+    assert_eq!(d["leader"]["member"], "a", "{d}");
+    assert_eq!(d["leader"]["term"].as_i64(), Some(term_a), "{d}");
+    assert_eq!(d["leader"]["token"], elected_a["token"], "{d}");
+    assert_eq!(d["leader"]["live"], true, "{d}");
+    assert_eq!(d["coordinator"]["lease_pair_is_current"], true, "{d}");
+    assert_eq!(d["coordinator"]["token"], elected_a["token"], "{d}");
+    let r = roster(&d);
+    assert_eq!(r.get("a"), Some(&(None, true)), "{d}");
+    assert_eq!(r.get("b"), Some(&(Some(0), false)), "{d}");
+    // roles lists it with its leader.
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "roles"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let all = json(&o);
+    let listed = all
+        .as_array()
+        .expect("an array")
+        .iter()
+        .find(|r| r["role"] == role.as_str())
+        .unwrap_or_else(|| panic!("{role} not listed: {all}"));
+    assert_eq!(
+        (&listed["leader"]["member"], &listed["members"]),
+        (&Value::from("a"), &Value::from(2))
+    );
+
+    // The leading supervisor dies without a word: its child dies with it (PDEATHSIG), and b's
+    // child starts only after a's lease ran out.
+    a.kill().expect("SIGKILL a's supervisor");
+    let _ = a.wait();
+    let elected_b = b_events.wait_for("b elected", |v| v["event"] == "elected");
+    let term_b = elected_b["term"].as_i64().expect("b's term");
+    assert!(term_b > term_a);
+    let deadline = Instant::now() + PROMPT;
+    while process_exists(child_a) {
+        assert!(
+            Instant::now() < deadline,
+            "a's child {child_a} outlived its supervisor"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    wait_for_line_of(&file, "b");
+    let lines = file_lines(&file);
+    let first_b = lines
+        .iter()
+        .position(|(m, _)| m == "b")
+        .expect("a line of b");
+    assert!(
+        lines[first_b..]
+            .iter()
+            .all(|(m, t)| m == "b" && *t == term_b),
+        "a line of a after b's first: {lines:?}"
+    );
+    assert!(
+        lines[..first_b]
+            .iter()
+            .all(|(m, t)| m == "a" && *t == term_a),
+        "{lines:?}"
+    );
+
+    // The watch saw a's term, its expiry, and b's term, in that order.
+    let leading_a = watched.wait_for("a leading", |v| v["event"] == "leading");
+    assert_eq!(
+        (leading_a["member"].as_str(), leading_a["term"].as_i64()),
+        (Some("a"), Some(term_a))
+    );
+    let expired = watched.wait_for("a vacancy", |v| v["event"] == "vacant");
+    assert_eq!(expired["reason"], "expired", "{expired}");
+    assert_eq!(expired["previous"]["member"], "a", "{expired}");
+    let leading_b = watched.wait_for("b leading", |v| v["event"] == "leading");
+    assert_eq!(
+        (leading_b["member"].as_str(), leading_b["term"].as_i64()),
+        (Some("b"), Some(term_b))
+    );
+
+    // a is a ghost now. The live leader is refused without --force; the ghost is removed.
+    let d = describe(&bootstrap, &role);
+    assert_eq!(roster(&d).get("a"), Some(&(Some(0), false)), "{d}");
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "deregister",
+            &role,
+            "b",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(text(&o.stderr).contains("--force"), "{}", text(&o.stderr));
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "deregister",
+            &role,
+            "a",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(json(&o)["deregistered"], true);
+    let d = describe(&bootstrap, &role);
+    assert_eq!(roster(&d).keys().collect::<Vec<_>>(), ["b"], "{d}");
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "deregister",
+            &role,
+            "a",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("not registered"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // SIGTERM to b's supervisor: passed to its child, which dies of it; b resigns and exits
+    // with the child's code (128 + 15); the watch reports the resign.
+    // SAFETY: kill(2) on our own child process.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(b.id()).expect("pid"), libc::SIGTERM);
+    }
+    let status = b.wait().expect("b exits");
+    assert_eq!(status.code(), Some(143), "{:#?}", b_events.seen);
+    b_events.wait_for("b resigned", |v| v["event"] == "resigned");
+    let resigned = watched.wait_for("the resign", |v| v["event"] == "vacant");
+    assert_eq!(
+        (
+            resigned["reason"].as_str(),
+            resigned["previous"]["member"].as_str()
+        ),
+        (Some("resigned"), Some("b"))
+    );
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(
+            libc::pid_t::try_from(watch.id()).expect("pid"),
+            libc::SIGTERM,
+        );
+    }
+    assert_eq!(watch.wait().expect("the watch exits").code(), Some(0));
+}
+
+#[test]
+fn a_supervisor_exits_with_its_childs_code_and_resigns() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-exit");
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args(["--partitions", &PARTITIONS.to_string(), "run", "--role", &role, "--member", "m"])
+            .args(["--lease-duration", "2s", "--renew-interval", "500ms", "--", "sh", "-c"])
+            .arg("test -n \"$KC_TOKEN\" && test \"$KC_ROLE\" = \"$0\" && test \"$KC_MEMBER\" = m && exit 7")
+            .arg(&role);
+        c
+    });
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("resigned term"),
+        "{}",
+        text(&o.stderr)
+    );
+    let d = describe(&bootstrap, &role);
+    assert_eq!(d["leader"], Value::Null, "{d}");
+    assert_eq!(d["vacancy"]["reason"], "resigned", "{d}");
+    assert!(roster(&d).is_empty(), "{d}");
+}
+
+#[test]
+fn deregistering_a_ghost_lets_the_standby_behind_it_challenge_one_stagger_earlier() {
+    let Some(bootstrap) = bootstrap() else { return };
+    const STAGGER: Duration = Duration::from_secs(8);
+    let config = KafkaConfig::new(&bootstrap, PARTITIONS);
+    let role = unique("kc-cli-ghost");
+    let options = Options::new()
+        .partitions(PARTITIONS)
+        .lease_duration(Duration::from_secs(2))
+        .renew_interval(Duration::from_millis(500))
+        .challenge_stagger(STAGGER)
+        .clock(SystemClock);
+    let leader_link = Link::new(transport_with(config.clone()));
+    let leader =
+        blocking::acquire_leadership(leader_link.clone(), &role, "leader", options.clone())
+            .expect("the leader is elected");
+    // A member that registered and died long ago: its registration stays.
+    let writer = transport_with(config.clone());
+    let r = Role::new(role.as_str()).expect("role");
+    let ghost = MemberId::new("ghost").expect("member");
+    let partition = writer.role_partition(&r).expect("partition");
+    let registration = Registration {
+        member: ghost.clone(),
+        registered_at: UnixMillis(0),
+    };
+    writer
+        .append(
+            partition,
+            &Key::registration(r, ghost).encode(),
+            Some(&registration.encode()),
+        )
+        .expect("the ghost's registration");
+    let standby = blocking::start(transport_with(config.clone()), &role, "standby", options)
+        .expect("the standby starts");
+    let wait_rank = |want: usize| {
+        let deadline = Instant::now() + PROMPT;
+        while standby.snapshot().rank != Some(want) {
+            assert!(
+                Instant::now() < deadline,
+                "rank {:?}, not {want}",
+                standby.snapshot().rank
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_rank(1);
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "deregister",
+            &role,
+            "ghost",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        text(&o.stdout).contains("removed the registration of ghost"),
+        "{o:?}"
+    );
+    wait_rank(0);
+
+    // The leader freezes; the standby, rank 0 now, challenges at the deadline, not one stagger
+    // after it.
+    let watch = blocking::watch(
+        transport_with(config),
+        &role,
+        WatchOptions::new().partitions(PARTITIONS),
+    )
+    .expect("the watch starts");
+    leader_link.cut();
+    let mut expired_deadline = None;
+    let successor = loop {
+        let event = watch
+            .next_timeout(PROMPT)
+            .unwrap_or_else(|| panic!("the watch ended or stalled"))
+            .expect("no error");
+        match event {
+            WatchEvent::Vacant(v) if v.reason == VacancyReason::Expired => {
+                expired_deadline = v.previous.map(|p| p.deadline);
+            }
+            WatchEvent::Leading(l) if l.member.as_str() == "standby" => break l,
+            _ => {}
+        }
+    };
+    let deadline = expired_deadline.expect("the leader's lease expired first");
+    let late = successor.granted_at.since(deadline);
+    assert!(
+        late < STAGGER,
+        "elected {late:?} after the deadline: as rank 1 it would wait {STAGGER:?}"
+    );
+    drop(leader);
+}
+
+#[test]
+fn with_again_a_supervisor_campaigns_again_after_each_term() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-again");
+    let file = scratch("terms.log");
+    let mut sup = {
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "run",
+            "--again",
+        ])
+        .args(["--role", &role, "--member", "m", "--lease-duration", "2s"])
+        .args(["--renew-interval", "500ms", "--", "sh", "-c"])
+        .arg("echo \"$KC_MEMBER $KC_TERM\" >> \"$0\"")
+        .arg(&file)
+        .stderr(Stdio::piped());
+        c.spawn().expect("the supervisor starts")
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    for _ in 0..3 {
+        events.wait_for("a resign after the child exited", |v| {
+            v["event"] == "resigned"
+        });
+    }
+    // SAFETY: kill(2) on our own child process.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(sup.id()).expect("pid"), libc::SIGTERM);
+    }
+    sup.wait().expect("the supervisor exits");
+    let terms: Vec<i64> = file_lines(&file).into_iter().map(|(_, t)| t).collect();
+    assert!(terms.len() >= 3, "{terms:?}");
+    assert!(
+        terms.windows(2).all(|p| p[0] < p[1]),
+        "each term is a new, larger one: {terms:?}"
+    );
+}
