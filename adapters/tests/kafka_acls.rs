@@ -491,17 +491,32 @@ fn without_describe_configs_on_the_state_topic_an_observer_is_told_so() {
 // ---- the rows a member needs only sometimes ------------------------------------------------
 
 #[test]
-fn create_topic_needs_create_on_the_topic() {
+fn create_topic_needs_create_on_the_topic_or_the_cluster() {
     let Some(w) = world() else { return };
+    // The state-topic rows, on the topic to be made (the check after the creation reads it).
+    let state_rows = |topic: &str| {
+        [
+            Acl::topic(topic, Op::Read),
+            Acl::topic(topic, Op::Write),
+            Acl::topic(topic, Op::DescribeConfigs),
+        ]
+    };
+    // CREATE on the Cluster is enough too.
+    let topic = unique("acl-created-by-cluster-acl");
+    let user = w.user("acl-c");
+    w.grant(
+        &user,
+        &[&state_rows(&topic)[..], &[Acl::cluster(Op::Create)]].concat(),
+    );
+    let created = KafkaTransport::new(w.config(&user).with_topic(topic.clone()))
+        .expect("transport")
+        .create_topic(1, None)
+        .expect("created with CREATE on the Cluster");
+    assert!(created);
+
     let topic = unique("acl-created");
     let user = w.user("acl-c");
-    // The state-topic rows, on the topic to be made (the check after the creation reads it).
-    let state_rows = [
-        Acl::topic(&topic, Op::Read),
-        Acl::topic(&topic, Op::Write),
-        Acl::topic(&topic, Op::DescribeConfigs),
-    ];
-    w.grant(&user, &state_rows);
+    w.grant(&user, &state_rows(&topic));
     let config = w.config(&user).with_topic(topic.clone());
     let e = KafkaTransport::new(config.clone())
         .expect("transport")
