@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tests against real Apache Kafka (KRaft), each phase on a fresh throwaway cluster:
 #   1. one broker:    the Kafka transport (tests/kafka_transport.rs), the library end to end
-#                     (tests/kafka_leadership.rs), the command-line tool (tests/cli.rs) and the
-#                     transport's unit tests that need a broker;
+#                     (tests/kafka_leadership.rs), the command-line tool (tests/cli.rs), security
+#                     and ACLs (tests/kafka_security.rs, tests/kafka_acls.rs) and the transport's
+#                     unit tests that need a broker;
 #   2. three brokers: the leader of the role's partition crashes (kafka_leadership three_broker).
 # Runs from anywhere (it changes to the repository root). Needs Java 17+ and, the first time, Maven
 # (scripts/kafka/start.sh fetches the Kafka jars into .kafka/). Both phases run; exits non-zero if
@@ -17,7 +18,8 @@ FEATURES="kafka,tokio,smol,async-std,cli"
 if [ "${1:-}" = "--single-broker-suite" ]; then
     shift
     cargo test -p kafka-coordination --features "$FEATURES" "$@" \
-        --test kafka_transport --test kafka_leadership --test kafka_security --test cli || exit 1
+        --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls \
+        --test cli || exit 1
     exec cargo test -p kafka-coordination --features "$FEATURES" "$@" --lib kafka::
 fi
 
@@ -37,7 +39,8 @@ phase() {
 
 # Build first, so that no cluster waits for a compile.
 phase "build" cargo test -p kafka-coordination --features "$FEATURES" "$@" --no-run \
-    --lib --test kafka_transport --test kafka_leadership --test kafka_security --test cli
+    --lib --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls \
+    --test cli
 if [ ${#failed[@]} -gt 0 ]; then
     echo "==== kafka-tests: FAILED: the tests do not build" >&2
     exit 1

@@ -339,7 +339,8 @@ impl Cluster {
                         Err(Attempt::Stop(TransportError::unauthorized(format!(
                             "FindCoordinator for transactional id '{transactional_id}': the \
                              principal needs the DESCRIBE ACL on TransactionalId \
-                             '{transactional_id}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+                             '{transactional_id}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a \
+                             member needs WRITE on it, which implies DESCRIBE"
                         ))))
                     }
                     other => Err(Attempt::relookup(format!(
@@ -394,7 +395,9 @@ impl Cluster {
                     code::TOPIC_AUTHORIZATION_FAILED => {
                         return Err(Attempt::Stop(TransportError::unauthorized(format!(
                             "reading the metadata of topic '{topic}': the principal needs the \
-                             DESCRIBE ACL on Topic '{topic}' (TOPIC_AUTHORIZATION_FAILED)"
+                             DESCRIBE ACL on Topic '{topic}' (TOPIC_AUTHORIZATION_FAILED), which \
+                             READ or WRITE implies: writing to the topic needs WRITE, reading it \
+                             READ"
                         ))))
                     }
                     code::UNKNOWN_TOPIC_OR_PARTITION => {

@@ -173,7 +173,7 @@ impl KafkaTransport {
     /// configured partition count; a [`Config`](crate::ErrorKind::Config) error says what to
     /// fix otherwise.
     pub fn ensure_topic(&self) -> Result<(), TransportError> {
-        topic::ensure(&self.config)?;
+        topic::ensure(&self.config, &self.cluster)?;
         self.topic_checked.store(true, Ordering::Release);
         Ok(())
     }
@@ -188,7 +188,12 @@ impl KafkaTransport {
         replication_factor: i32,
         min_insync_replicas: Option<i32>,
     ) -> Result<bool, TransportError> {
-        let created = topic::create(&self.config, replication_factor, min_insync_replicas)?;
+        let created = topic::create(
+            &self.config,
+            &self.cluster,
+            replication_factor,
+            min_insync_replicas,
+        )?;
         self.topic_checked.store(true, Ordering::Release);
         Ok(created)
     }

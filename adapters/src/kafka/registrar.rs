@@ -78,6 +78,21 @@ impl Appender {
             Some(Ok(offset)) => Ok(offset),
             Some(Err(e)) => {
                 let mut err = classify::from_kafka(&what, &e, bootstrap);
+                // The broker refused the producer id (its fatal error says why) or the write.
+                let refusal = producer
+                    .client()
+                    .fatal_error()
+                    .filter(|(code, _)| classify::kind_of(*code) == ErrorKind::Unauthorized)
+                    .map(|(code, reason)| (code, format!("{e}: {reason}")))
+                    .or_else(|| {
+                        e.rdkafka_error_code()
+                            .filter(|code| classify::kind_of(*code) == ErrorKind::Unauthorized)
+                            .map(|code| (code, e.to_string()))
+                    });
+                if let Some((code, detail)) = refusal {
+                    err = classify::registration_unauthorized(&what, code, &detail, topic)
+                        .with_source(e.clone());
+                }
                 if classify::is_unreachable(
                     e.rdkafka_error_code()
                         .unwrap_or(rdkafka::error::RDKafkaErrorCode::Unknown),

@@ -1,4 +1,7 @@
-//! The state topic's checks and creation, and broker settings, through librdkafka's admin API.
+//! The state topic's checks and creation, and broker settings, through librdkafka's admin API;
+//! the topic's `cleanup.policy` through a native DescribeConfigs (librdkafka's admin API drops
+//! a resource's error code, so a missing DESCRIBE_CONFIGS ACL would look like a topic without
+//! a policy).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,13 +13,24 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::types::RDKafkaRespErr;
 
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::DescribeConfigsRequest;
+use kafka_protocol::protocol::StrBytes;
+
 use super::classify;
+use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::ClientCtx;
 use crate::error::TransportError;
 
 /// The value `cleanup.policy` must have.
 const COMPACT: &str = "compact";
+
+/// DescribeConfigs' resource type for a topic.
+const RESOURCE_TOPIC: i8 = 2;
+
+/// The highest DescribeConfigs version sent (Kafka 4.x answers v1 to v4).
+const MAX_DESCRIBE_CONFIGS: i16 = 4;
 
 /// Runs `future` on this thread until it completes or `timeout` passes. The admin client
 /// completes its futures from its own polling thread, so no runtime is needed.
@@ -106,12 +120,19 @@ impl<'a> Admin<'a> {
             Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => Ok(None),
             Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) => {
                 Err(TransportError::unauthorized(format!(
-                    "{what}: not authorized (the principal needs the DESCRIBE ACL on topic '{topic}')"
+                    "{what}: not authorized (the principal needs the DESCRIBE ACL on Topic \
+                     '{topic}', which READ or WRITE implies: a member needs READ and WRITE on \
+                     it, an observer READ)"
                 )))
             }
             Some(err) => {
                 let code = RDKafkaErrorCode::from(err);
-                Err(classify::from_code(&what, code, &code.to_string(), self.config.bootstrap_servers()))
+                Err(classify::from_code(
+                    &what,
+                    code,
+                    &code.to_string(),
+                    self.config.bootstrap_servers(),
+                ))
             }
         }
     }
@@ -164,27 +185,64 @@ impl<'a> Admin<'a> {
         }
     }
 
-    /// The topic's `cleanup.policy`.
-    fn cleanup_policy(&self) -> Result<Option<String>, TransportError> {
+    /// The topic's `cleanup.policy` (DescribeConfigs on `cluster`, the transport's native
+    /// connections), or `None` while the broker does not know the topic yet.
+    fn cleanup_policy(&self, cluster: &Cluster) -> Result<Option<String>, TransportError> {
         let topic = self.config.topic();
         let what = format!("describing the configuration of topic {topic}");
-        let spec = ResourceSpecifier::Topic(topic);
-        let results = self
-            .wait(
-                &what,
-                self.client.describe_configs([&spec], &self.options()),
-            )?
-            .map_err(|e| classify::from_kafka(&what, &e, self.config.bootstrap_servers()))?;
-        let resource = results.into_iter().next().ok_or_else(|| {
-            TransportError::fatal(format!("{what}: the broker answered with no resource"))
-        })?;
-        match resource {
-            Ok(r) => Ok(r.get("cleanup.policy").and_then(|e| e.value.clone())),
-            Err(RDKafkaErrorCode::TopicAuthorizationFailed) => Err(TransportError::unauthorized(format!(
-                "{what}: not authorized (the principal needs the DESCRIBE_CONFIGS ACL on topic '{topic}')"
-            ))),
-            Err(code) => Err(classify::from_code(&what, code, &code.to_string(), self.config.bootstrap_servers())),
-        }
+        let deadline = Instant::now() + self.config.request_timeout();
+        cluster.retry(&what, deadline, |cluster| {
+            // Any broker answers for a topic: the leader of partition 0 is one.
+            cluster.at_leader(topic, 0, deadline, |conn| {
+                let Some(version) =
+                    conn.version_at_most::<DescribeConfigsRequest>(MAX_DESCRIBE_CONFIGS)
+                else {
+                    return Err(Attempt::Stop(TransportError::config(format!(
+                        "the broker at {} supports no DescribeConfigs version up to \
+                         v{MAX_DESCRIBE_CONFIGS}",
+                        conn.addr()
+                    ))));
+                };
+                let req = DescribeConfigsRequest::default().with_resources(vec![
+                    DescribeConfigsResource::default()
+                        .with_resource_type(RESOURCE_TOPIC)
+                        .with_resource_name(StrBytes::from_string(topic.to_owned()))
+                        .with_configuration_keys(Some(vec![StrBytes::from_static_str(
+                            "cleanup.policy",
+                        )])),
+                ]);
+                let resp = conn.call(&req, version, deadline)?;
+                let Some(result) = resp.results.into_iter().next() else {
+                    return Err(Attempt::again(format!(
+                        "{what}: the broker at {} answered with no resource",
+                        conn.addr()
+                    )));
+                };
+                match result.error_code {
+                    code::NONE => Ok(result
+                        .configs
+                        .into_iter()
+                        .find(|c| c.name.as_str() == "cleanup.policy")
+                        .and_then(|c| c.value.map(|v| v.as_str().to_owned()))),
+                    code::UNKNOWN_TOPIC_OR_PARTITION => Ok(None),
+                    code::TOPIC_AUTHORIZATION_FAILED => {
+                        Err(Attempt::Stop(TransportError::unauthorized(format!(
+                            "{what}: the principal needs the DESCRIBE_CONFIGS ACL on Topic \
+                             '{topic}' (TOPIC_AUTHORIZATION_FAILED): the topic check reads its \
+                             cleanup.policy"
+                        ))))
+                    }
+                    other => Err(Attempt::again(format!(
+                        "{what} at {}: error {other} ({})",
+                        conn.addr(),
+                        result
+                            .error_message
+                            .as_ref()
+                            .map_or(code::name(other), |m| m.as_str())
+                    ))),
+                }
+            })
+        })
     }
 
     fn broker_setting(&self, name: &str) -> Option<String> {
@@ -238,13 +296,13 @@ impl CheckError {
 }
 
 /// Checks that the state topic exists, is compacted and has exactly the configured partition
-/// count.
-pub(crate) fn ensure(config: &KafkaConfig) -> Result<(), TransportError> {
+/// count. DescribeConfigs goes through `cluster`.
+pub(crate) fn ensure(config: &KafkaConfig, cluster: &Cluster) -> Result<(), TransportError> {
     let admin = Admin::new(config)?;
-    check(&admin).map_err(CheckError::into_error)
+    check(&admin, cluster).map_err(CheckError::into_error)
 }
 
-fn check(admin: &Admin<'_>) -> Result<(), CheckError> {
+fn check(admin: &Admin<'_>, cluster: &Cluster) -> Result<(), CheckError> {
     let config = admin.config;
     let topic = config.topic();
     let Some(count) = admin.partition_count()? else {
@@ -261,7 +319,7 @@ fn check(admin: &Admin<'_>) -> Result<(), CheckError> {
             config.partitions()
         ))));
     }
-    let policy = admin.cleanup_policy()?;
+    let policy = admin.cleanup_policy(cluster)?;
     if policy.as_deref().map(str::trim) == Some(COMPACT) {
         return Ok(());
     }
@@ -283,6 +341,7 @@ fn check(admin: &Admin<'_>) -> Result<(), CheckError> {
 /// then checks it. Returns whether this call created it.
 pub(crate) fn create(
     config: &KafkaConfig,
+    cluster: &Cluster,
     replication_factor: i32,
     min_insync_replicas: Option<i32>,
 ) -> Result<bool, TransportError> {
@@ -314,8 +373,8 @@ pub(crate) fn create(
             | RDKafkaErrorCode::ClusterAuthorizationFailed),
         ))) => {
             return Err(TransportError::unauthorized(format!(
-                "{what}: {code} (the principal needs the CREATE ACL on topic '{topic}' or on the \
-                 cluster)"
+                "{what}: {code} (the principal needs the CREATE ACL on Topic '{topic}' or on the \
+                 Cluster)"
             )));
         }
         Some(Err((_, code))) => {
@@ -336,7 +395,7 @@ pub(crate) fn create(
     // answered TOPIC_ALREADY_EXISTS).
     let deadline = Instant::now() + config.request_timeout();
     loop {
-        match check(&admin) {
+        match check(&admin, cluster) {
             Ok(()) => return Ok(created),
             Err(CheckError::Missing(_)) if Instant::now() < deadline => {
                 thread::sleep(Duration::from_millis(100));

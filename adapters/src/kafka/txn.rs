@@ -435,13 +435,18 @@ impl Sessions {
                 let worst = resp
                     .results_by_topic_v3_and_below
                     .iter()
-                    .flat_map(|t| t.results_by_partition.iter())
-                    .map(|p| p.partition_error_code)
-                    .find(|c| *c != code::NONE && *c != 55)
-                    .unwrap_or(code::NONE);
+                    .flat_map(|t| {
+                        t.results_by_partition
+                            .iter()
+                            .map(move |p| (t.name.0.as_str(), p.partition_error_code))
+                    })
+                    .find(|(_, c)| *c != code::NONE && *c != 55);
                 match worst {
-                    code::NONE => Ok(()),
-                    err => Err(self.txn_error(s, "AddPartitionsToTxn", &addr, err)),
+                    None => Ok(()),
+                    Some((topic, code::TOPIC_AUTHORIZATION_FAILED)) => Err(Attempt::Stop(
+                        topic_unauthorized("AddPartitionsToTxn", &s.role, "WRITE", topic),
+                    )),
+                    Some((_, err)) => Err(self.txn_error(s, "AddPartitionsToTxn", &addr, err)),
                 }
             })
         })
@@ -538,6 +543,12 @@ impl Sessions {
                              sequence learned again"
                         ))))
                     }
+                    code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(topic_unauthorized(
+                        "Produce",
+                        &session.role,
+                        "WRITE",
+                        topic,
+                    ))),
                     err => Err(self.txn_error(session, "Produce", &addr, err)),
                 }
             })
@@ -581,6 +592,15 @@ impl Sessions {
                         "{what}: no answer for the partition"
                     )));
                 };
+                if p.error_code == code::TOPIC_AUTHORIZATION_FAILED {
+                    return Err(Attempt::Stop(topic_unauthorized(
+                        "DescribeProducers (learning the partition's sequence after a produce \
+                         that failed or lost its answer)",
+                        &s.role,
+                        "READ",
+                        topic,
+                    )));
+                }
                 if p.error_code != code::NONE {
                     return Err(if code::partition_retriable(p.error_code) {
                         Attempt::relookup(format!("{what}: {}", code::name(p.error_code)))
@@ -656,4 +676,12 @@ impl Sessions {
         }
         Ok(())
     }
+}
+
+/// TOPIC_AUTHORIZATION_FAILED on `topic` in `request` for `role`: the ACL the principal lacks.
+fn topic_unauthorized(request: &str, role: &Role, operation: &str, topic: &str) -> TransportError {
+    TransportError::unauthorized(format!(
+        "{request} for role '{role}': the principal needs the {operation} ACL on Topic '{topic}' \
+         (TOPIC_AUTHORIZATION_FAILED)"
+    ))
 }
