@@ -22,18 +22,13 @@ pub fn describe_leadership<C: Coordinator + ?Sized>(
 }
 
 /// The member that leads `role` now, with its pair, term and lease deadline, or why the role
-/// is vacant: one read of the role's partition (`partitions` = the topic's real count), the
-/// lease judged live or expired by the system clock
+/// is vacant: one read of the role's partition, the lease judged live or expired by the system clock
 /// ([`watch::leader_at`](crate::watch::leader_at) takes another instant).
 /// [`describe_leadership`] answers "which pair is current" from the coordinator; this answers
 /// "which member", from the role's lease records. To follow every change, use a
 /// [`Watch`](crate::watch::Watch).
-pub fn leader<R: StateReader + ?Sized>(
-    reader: &R,
-    role: &str,
-    partitions: i32,
-) -> Result<RoleLeader, Error> {
-    leader_at(reader, role, partitions, SystemClock.now())
+pub fn leader<R: StateReader + ?Sized>(reader: &R, role: &str) -> Result<RoleLeader, Error> {
+    leader_at(reader, role, SystemClock.now())
 }
 
 /// The roster (join order) and lease of `role`, read from the start of its partition to the

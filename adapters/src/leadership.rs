@@ -6,11 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener, Listener};
-use kafka_coordination_core::machine::{Cleanup, EndReason, MachineError, Status};
-use kafka_coordination_core::record::{MemberId, NameError, Role};
+use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
+use kafka_coordination_core::record::{MemberId, Role};
 use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
-use kafka_coordination_core::TimingError;
 
 pub(crate) use crate::error::Error;
 use crate::error::TransportError;

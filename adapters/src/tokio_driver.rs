@@ -24,23 +24,3 @@ impl Runtime for Rt {
 }
 
 crate::driver::runtime_api!(Rt, " on a tokio task");
-
-/// Watches `role`'s leadership from any process, member or not: a [`Watch`](crate::watch::Watch)
-/// whose loop is a tokio task (call it within a tokio runtime), reading on the blocking pool; poll it as a
-/// [`Stream`](futures_lite::Stream). See [`watch`](crate::watch) for what it reports.
-pub fn watch<S: crate::StateReader + Send + Sync + 'static>(
-    reader: S,
-    role: &str,
-    options: crate::watch::WatchOptions,
-) -> Result<crate::watch::Watch, crate::Error> {
-    crate::watch::watch_on::<Rt>(std::sync::Arc::new(reader), role, options)
-}
-
-/// [`leader`](crate::leader), off the async threads.
-pub async fn leader<S: crate::StateReader + Send + Sync + ?Sized + 'static>(
-    reader: std::sync::Arc<S>,
-    role: &str,
-    partitions: i32,
-) -> Result<crate::watch::RoleLeader, crate::Error> {
-    crate::watch::leader_on::<Rt, S>(reader, role, partitions).await
-}

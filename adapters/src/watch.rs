@@ -193,12 +193,11 @@ impl From<RoleLeader> for WatchEvent {
     }
 }
 
-/// Options of a watch. Defaults: 16 partitions, the system clock, renewals not reported, no
+/// Options of a watch (the partition count comes from the reader). Defaults: the system clock, renewals not reported, no
 /// history, a long poll of 1 s, a read every 500 ms on a transport that cannot long-poll, and
 /// giving up after 60 s of transport failures.
 #[derive(Clone)]
 pub struct WatchOptions {
-    partitions: i32,
     clock: Arc<dyn Clock>,
     renewals: bool,
     history: bool,
@@ -210,7 +209,6 @@ pub struct WatchOptions {
 impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
-            partitions: 16,
             clock: Arc::new(SystemClock),
             renewals: false,
             history: false,
@@ -224,7 +222,6 @@ impl Default for WatchOptions {
 impl fmt::Debug for WatchOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WatchOptions")
-            .field("partitions", &self.partitions)
             .field("manual_clock", &self.clock.as_manual().is_some())
             .field("renewals", &self.renewals)
             .field("history", &self.history)
@@ -236,10 +233,9 @@ impl fmt::Debug for WatchOptions {
 }
 
 impl From<&Options> for WatchOptions {
-    /// The partition count, clock and long poll of a candidacy's options.
+    /// The clock and long poll of a candidacy's options.
     fn from(o: &Options) -> Self {
         WatchOptions {
-            partitions: o.timing.partitions,
             clock: o.clock.clone(),
             long_poll: if o.long_poll.is_zero() {
                 DEFAULT_LONG_POLL
@@ -255,12 +251,6 @@ impl WatchOptions {
     /// The defaults.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The partition count of `__coordination_state` (the topic's real count).
-    pub fn partitions(mut self, partitions: i32) -> Self {
-        self.partitions = partitions;
-        self
     }
 
     /// The clock that judges expiry; a [`ManualClock`](crate::ManualClock) in tests (the watch
@@ -302,14 +292,15 @@ impl WatchOptions {
         self.give_up_after = d;
         self
     }
+}
 
-    fn partition(&self, role: &Role) -> Result<i32, Error> {
-        role_partition(role, self.partitions).map_err(|e| {
-            Error::InvalidOptions(TimingError::Partitions {
-                partitions: e.partitions,
-            })
+/// The partition of `role` for a topic of `partitions` partitions.
+pub(crate) fn partition_of(role: &Role, partitions: i32) -> Result<i32, Error> {
+    role_partition(role, partitions).map_err(|e| {
+        Error::InvalidOptions(TimingError::Partitions {
+            partitions: e.partitions,
         })
-    }
+    })
 }
 
 /// The leadership of one role, kept up to date one record at a time: a [`RoleState`] plus the
@@ -500,30 +491,25 @@ fn catch_up<R: StateReader + ?Sized>(
     }
 }
 
-/// Who leads `role` at `now`: one read of its partition (`partitions` = the topic's real
-/// count). A lease whose deadline has passed at `now` is a [`VacancyReason::Expired`] vacancy.
+/// Who leads `role` at `now`: one read of its partition. A lease whose deadline has passed at
+/// `now` is a [`VacancyReason::Expired`] vacancy.
 pub fn leader_at<R: StateReader + ?Sized>(
     reader: &R,
     role: &str,
-    partitions: i32,
     now: UnixMillis,
 ) -> Result<RoleLeader, Error> {
     let role = Role::new(role)?;
-    let partition = WatchOptions::new()
-        .partitions(partitions)
-        .partition(&role)?;
+    let partition = partition_of(&role, reader.partitions())?;
     let mut tracker = LeaseTracker::new(role);
     catch_up(reader, partition, &mut tracker)?;
     Ok(tracker.current(now))
 }
 
 /// Every role that has records in the state topic, with its tracker caught up to the last
-/// stable offset of its partition, sorted by name. Reads each of the `partitions` partitions
+/// stable offset of its partition, sorted by name. Reads each partition of the reader's topic
 /// once from its start.
-pub fn roles<R: StateReader + ?Sized>(
-    reader: &R,
-    partitions: i32,
-) -> Result<Vec<LeaseTracker>, Error> {
+pub fn roles<R: StateReader + ?Sized>(reader: &R) -> Result<Vec<LeaseTracker>, Error> {
+    let partitions = reader.partitions();
     if partitions <= 0 {
         return Err(Error::InvalidOptions(TimingError::Partitions {
             partitions,

@@ -711,7 +711,6 @@ fn deregistering_a_ghost_lets_the_standby_behind_it_challenge_one_stagger_earlie
     let config = KafkaConfig::new(&bootstrap, PARTITIONS);
     let role = unique("kc-cli-ghost");
     let options = Options::new()
-        .partitions(PARTITIONS)
         .lease_duration(Duration::from_secs(2))
         .renew_interval(Duration::from_millis(500))
         .challenge_stagger(STAGGER)
@@ -770,12 +769,8 @@ fn deregistering_a_ghost_lets_the_standby_behind_it_challenge_one_stagger_earlie
 
     // The leader freezes; the standby, rank 0 now, challenges at the deadline, not one stagger
     // after it.
-    let watch = blocking::watch(
-        transport_with(config),
-        &role,
-        WatchOptions::new().partitions(PARTITIONS),
-    )
-    .expect("the watch starts");
+    let watch = blocking::watch(transport_with(config), &role, WatchOptions::new())
+        .expect("the watch starts");
     leader_link.cut();
     let mut expired_deadline = None;
     let successor = loop {

@@ -455,7 +455,10 @@ fn a_second_live_process_with_the_same_member_id_is_detected(flavour: Flavour) {
     assert!(w.leadership_status(ROLE).authoritative(&token));
     // The error says what to fix.
     let message = a2.error().expect("an error").to_string();
-    assert!(message.contains("member ids must be unique per role"), "{message}");
+    assert!(
+        message.contains("member ids must be unique per role"),
+        "{message}"
+    );
     // The survivors go on: the leader resigns and the remaining "b" takes over.
     a.resign().expect("a clean exit");
     assert!(b2.is_leader());

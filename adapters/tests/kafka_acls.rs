@@ -196,7 +196,6 @@ fn all_but(acls: Vec<Acl>, skipped: &Acl) -> Vec<Acl> {
 
 fn options() -> Options {
     Options::new()
-        .partitions(PARTITIONS)
         .lease_duration(LEASE)
         .renew_interval(RENEW)
         .challenge_stagger(Duration::from_millis(300))
@@ -215,7 +214,7 @@ fn record<'a>(w: &'a World, value: &'a [u8]) -> GuardedRecord<'a> {
 /// Starts a candidacy and waits for its election (or its error).
 fn elect(t: KafkaTransport, role: &str, member: &str) -> Result<Leadership, Error> {
     let candidacy = blocking::start(t, role, member, options())?;
-    match candidacy.wait_timeout(PROMPT) {
+    match candidacy.elected_blocking_timeout(PROMPT) {
         Ok(outcome) => outcome,
         Err(c) => panic!(
             "member {member} was neither elected nor refused in {PROMPT:?}: {:?}",
@@ -231,7 +230,7 @@ fn member_life(w: &World, t: KafkaTransport, role: &str) -> Result<(), Error> {
     let leader = elect(t, role, "m")?;
     let written = leader.guarded_write_blocking(&[record(w, b"guarded")]);
     if written.is_ok() {
-        assert!(leader.resign_blocking().is_none(), "a clean resign");
+        assert!(leader.resign_blocking().is_ok(), "a clean resign");
     }
     written.map(drop)
 }
@@ -239,7 +238,7 @@ fn member_life(w: &World, t: KafkaTransport, role: &str) -> Result<(), Error> {
 /// What an observer does: both describe calls.
 fn observe(t: &KafkaTransport, role: &str) -> Result<(), Error> {
     describe_leadership(t, role)?;
-    describe_role_state(t, role, PARTITIONS)?;
+    describe_role_state(t, role)?;
     Ok(())
 }
 
@@ -304,7 +303,7 @@ fn the_documented_acls_suffice_for_a_whole_life() {
         "{status:?} vs {}",
         a.token()
     );
-    let state = describe_role_state(&observer, &role, PARTITIONS).expect("describe_role_state");
+    let state = describe_role_state(&observer, &role).expect("describe_role_state");
     assert!(state.roster().any(|(m, _)| m.as_str() == "a"), "{state:?}");
 
     // b takes over when a resigns.
@@ -315,8 +314,8 @@ fn the_documented_acls_suffice_for_a_whole_life() {
         options(),
     )
     .expect("start b");
-    assert!(a.resign_blocking().is_none(), "a clean resign");
-    let b = match b.wait_timeout(PROMPT) {
+    assert!(a.resign_blocking().is_ok(), "a clean resign");
+    let b = match b.elected_blocking_timeout(PROMPT) {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => panic!("b on prefixed ACLs failed: {e}"),
         Err(c) => panic!("b not elected in {PROMPT:?}: {:?}", c.snapshot()),
@@ -332,7 +331,7 @@ fn the_documented_acls_suffice_for_a_whole_life() {
     assert!(status.authoritative(&b.token()), "{status:?}");
     let deadline = std::time::Instant::now() + PROMPT;
     loop {
-        let state = describe_role_state(&observer, &role, PARTITIONS).expect("role state");
+        let state = describe_role_state(&observer, &role).expect("role state");
         if state
             .lease()
             .is_some_and(|l| l.lease.member.as_str() == "b")
@@ -345,7 +344,7 @@ fn the_documented_acls_suffice_for_a_whole_life() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(b.resign_blocking().is_none(), "b resigns cleanly");
+    assert!(b.resign_blocking().is_ok(), "b resigns cleanly");
     let status = describe_leadership(&observer, &role).expect("describe_leadership");
     assert!(!status.authoritative(&b.token()), "{status:?}");
 }
@@ -456,7 +455,7 @@ fn observer_needs(pick: fn(&ObserverAcls) -> &Acl, needing: Call) {
     w.grant(&user, &all_but(acls.all(), &skipped));
     let t = KafkaTransport::new(w.config(&user)).expect("transport");
     let leadership = describe_leadership(&t, &role).map(drop);
-    let state = describe_role_state(&t, &role, PARTITIONS).map(drop);
+    let state = describe_role_state(&t, &role).map(drop);
     let (failed, other) = match needing {
         Call::DescribeLeadership => (leadership, state),
         Call::DescribeRoleState => (state, leadership),

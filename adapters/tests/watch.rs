@@ -49,21 +49,19 @@ fn watch_with<S: StateReader + Send + Sync + 'static>(
         #[cfg(feature = "tokio")]
         Flavour::Tokio => {
             let _entered = tokio_runtime().enter();
-            kafka_coordination::tokio::watch(reader, ROLE, options)
+            kafka_coordination::tokio_driver::watch(reader, ROLE, options)
         }
         #[cfg(feature = "smol")]
-        Flavour::Smol => kafka_coordination::smol::watch(reader, ROLE, options),
+        Flavour::Smol => kafka_coordination::smol_driver::watch(reader, ROLE, options),
         #[cfg(feature = "async-std")]
-        Flavour::AsyncStd => kafka_coordination::async_std::watch(reader, ROLE, options),
+        Flavour::AsyncStd => kafka_coordination::async_std_driver::watch(reader, ROLE, options),
         #[allow(unreachable_patterns)]
         other => panic!("no watch for {other:?}"),
     }
 }
 
 fn options(w: &TestCluster) -> WatchOptions {
-    WatchOptions::new()
-        .partitions(PARTITIONS)
-        .clock(w.clock().clone())
+    WatchOptions::new().clock(w.clock().clone())
 }
 
 /// A watch through a link the test can cut, started and settled.
@@ -130,7 +128,7 @@ fn the_first_event_is_the_state_when_the_watch_caught_up(flavour: Flavour) {
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
     let first = assert_leading(&events(&empty)[0], &a);
-    a.resign();
+    a.resign().expect("a clean exit");
     let later = events(&empty);
     assert_vacant(&later[0], VacancyReason::Resigned, Some(&first));
     assert_leading(&later[1], &b);
@@ -158,10 +156,10 @@ fn a_term_that_falls_between_two_reads_is_still_reported(flavour: Flavour) {
     link.cut();
     let b = w.join(ROLE, "b");
     let c = w.join(ROLE, "c");
-    a.resign();
+    a.resign().expect("a clean exit");
     assert!(b.is_leader());
     let (b_token, b_term) = (b.token().expect("b leads"), term(&b));
-    b.resign();
+    b.resign().expect("a clean exit");
     assert!(c.is_leader());
     assert!(events(&watch).is_empty());
     link.restore();
@@ -249,6 +247,9 @@ struct Recording<R> {
 }
 
 impl<R: StateReader> StateReader for Recording<R> {
+    fn partitions(&self) -> i32 {
+        self.inner.partitions()
+    }
     fn read_partition(
         &self,
         partition: i32,
@@ -323,7 +324,7 @@ fn the_stream_yields_the_same_events(flavour: Flavour) {
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
     let (mut watch, _) = watch(&w, options(&w));
-    a.resign();
+    a.resign().expect("a clean exit");
     watch.stop();
     w.settle();
     let got: Vec<WatchEvent> = futures_lite::future::block_on(async {
@@ -361,6 +362,9 @@ fn reads_that_keep_failing_end_the_watch_with_an_error(flavour: Flavour) {
 struct Misconfigured;
 
 impl StateReader for Misconfigured {
+    fn partitions(&self) -> i32 {
+        PARTITIONS
+    }
     fn read_partition(&self, _: i32, _: i64, _: Duration) -> Result<ReadBatch, TransportError> {
         Err(TransportError::config(
             "topic __coordination_state does not exist",
@@ -385,12 +389,12 @@ fn leader_names_the_member_pair_term_and_deadline(flavour: Flavour) {
     let observer = w.observer();
     let now = || w.now();
     assert!(matches!(
-        leader_at(&observer, ROLE, PARTITIONS, now()).expect("read"),
+        leader_at(&observer, ROLE, now()).expect("read"),
         RoleLeader::Vacant(v) if v.reason == VacancyReason::Unclaimed && v.previous.is_none()
     ));
     let a = w.join(ROLE, "a");
     let _b = w.join(ROLE, "b");
-    let got = leader_at(&observer, ROLE, PARTITIONS, now()).expect("read");
+    let got = leader_at(&observer, ROLE, now()).expect("read");
     let l = got.leader().expect("a leads").clone();
     assert_eq!(
         (l.member.as_str(), Some(l.token), l.term),
@@ -400,19 +404,19 @@ fn leader_names_the_member_pair_term_and_deadline(flavour: Flavour) {
     assert!(l.is_live(now()));
     // Judged at the deadline: vacant by expiry.
     assert!(matches!(
-        leader_at(&observer, ROLE, PARTITIONS, l.deadline).expect("read"),
+        leader_at(&observer, ROLE, l.deadline).expect("read"),
         RoleLeader::Vacant(v) if v.reason == VacancyReason::Expired && v.previous.as_ref().map(|p| p.term) == Some(l.term)
     ));
-    a.resign();
-    let got = leader_at(&observer, ROLE, PARTITIONS, now()).expect("read");
+    a.resign().expect("a clean exit");
+    let got = leader_at(&observer, ROLE, now()).expect("read");
     assert_eq!(got.leader().map(|l| l.member.as_str()), Some("b"));
     assert!(got.leader().is_some_and(|b| b.term > l.term));
     assert!(matches!(
-        leader_at(&observer, ROLE, 0, now()),
+        leader_at(&TestCluster::with_partitions(0).observer(), ROLE, now()),
         Err(Error::InvalidOptions(_))
     ));
     assert!(matches!(
-        leader_at(&observer, "", PARTITIONS, now()),
+        leader_at(&observer, "", now()),
         Err(Error::InvalidName(_))
     ));
 }

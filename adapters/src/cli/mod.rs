@@ -200,13 +200,12 @@ fn now() -> UnixMillis {
 fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
     let role_name = Role::new(role).map_err(Failure::usage)?;
     let client = c.connect()?;
-    let partitions = client.config().partitions();
     let partition = client
         .role_partition(&role_name)
         .map_err(Failure::transport)?;
-    let state = describe_role_state(&client, role, partitions).map_err(Failure::from_error)?;
+    let state = describe_role_state(&client, role).map_err(Failure::from_error)?;
     let now = now();
-    let leader = leader_at(&client, role, partitions, now).map_err(Failure::from_error)?;
+    let leader = leader_at(&client, role, now).map_err(Failure::from_error)?;
     let status = describe_leadership(&client, role).map_err(Failure::from_error)?;
     let holder = state.lease().map(|e| e.lease.member.clone());
     let lease_pair = match &leader {
@@ -304,10 +303,7 @@ fn watch(
 ) -> Result<ExitCode, Failure> {
     Role::new(role).map_err(Failure::usage)?;
     let client = Arc::new(c.connect()?);
-    let options = WatchOptions::new()
-        .partitions(client.config().partitions())
-        .renewals(renewals)
-        .history(history);
+    let options = WatchOptions::new().renewals(renewals).history(history);
     let watch = blocking::watch(client, role, options).map_err(Failure::from_error)?;
     let stop = watch.stop_handle();
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])
@@ -330,8 +326,7 @@ fn watch(
 fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
     let client = c.connect()?;
     let now = now();
-    let mut found: Vec<LeaseTracker> =
-        roles(&client, client.config().partitions()).map_err(Failure::from_error)?;
+    let mut found: Vec<LeaseTracker> = roles(&client).map_err(Failure::from_error)?;
     if !all {
         found.retain(|t| !t.state().is_empty() || t.state().lease().is_some());
     }
@@ -397,8 +392,7 @@ fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<E
     let role_name = Role::new(role).map_err(Failure::usage)?;
     let member_id = MemberId::new(member).map_err(Failure::usage)?;
     let client = c.connect()?;
-    let partitions = client.config().partitions();
-    let state = describe_role_state(&client, role, partitions).map_err(Failure::from_error)?;
+    let state = describe_role_state(&client, role).map_err(Failure::from_error)?;
     if state.join_offset(&member_id).is_none() {
         let roster: Vec<&str> = state.roster().map(|(m, _)| m.as_str()).collect();
         return Err(Failure::failed(format!(
@@ -411,7 +405,7 @@ fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<E
         )));
     }
     let now = now();
-    let leading = leader_at(&client, role, partitions, now).map_err(Failure::from_error)?;
+    let leading = leader_at(&client, role, now).map_err(Failure::from_error)?;
     let is_leader = leading.leader().filter(|l| l.member == member_id).cloned();
     if let (Some(l), false) = (&is_leader, force) {
         return Err(Failure::failed(format!(

@@ -190,7 +190,7 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
     let (_, file_timing) = c.settings()?;
     let timing = file_timing.merge(args.timing());
     let client = Arc::new(c.connect()?);
-    let options = timing.apply(Options::new().partitions(client.config().partitions()));
+    let options = timing.apply(Options::new());
     let out = Reporter {
         json: c.json,
         role: args.role.clone(),
@@ -228,7 +228,7 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
                 let mut candidacy = candidacy;
                 let mut rank = None;
                 loop {
-                    match candidacy.wait_timeout(Duration::from_millis(200)) {
+                    match candidacy.elected_blocking_timeout(Duration::from_millis(200)) {
                         Ok(result) => {
                             let _ = tx.send(Msg::Elected(result));
                             return;
@@ -323,7 +323,7 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
             let tx = tx.clone();
             let leadership = leadership.clone();
             thread::spawn(move || {
-                leadership.wait_done();
+                leadership.done_blocking();
                 let _ = tx.send(Msg::TermOver(generation));
             });
         }
@@ -392,12 +392,12 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
         );
         if !leadership.is_done() {
             match leadership.resign_blocking() {
-                None => out.say(
+                Ok(()) => out.say(
                     "resigned",
                     format!("resigned term {term}: a standby takes over at once"),
                     json!({ "term": term }),
                 ),
-                Some(e) => out.say(
+                Err(e) => out.say(
                     "resigned",
                     format!("resigned term {term}, incompletely: {e}"),
                     json!({ "term": term, "error": e.to_string() }),

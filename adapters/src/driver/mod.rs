@@ -390,7 +390,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
     /// member id share one registration key and would withdraw each other's registration; the
     /// one that sees the other stops, without any exit step (its exit would tombstone the
     /// other's registration or fence its term).
-    fn duplicate_member(&self, records: &[kafka_coordination_core::state::Record]) -> Option<Error> {
+    fn duplicate_member(
+        &self,
+        records: &[kafka_coordination_core::state::Record],
+    ) -> Option<Error> {
         use kafka_coordination_core::record::{KeyKind, KeyRef, LeaseRef};
         if self.candidate.token().is_some() {
             return None;

@@ -197,6 +197,26 @@ macro_rules! runtime_api {
             $crate::driver::describe_leadership_on::<$rt, C>(coordinator, role).await
         }
 
+        /// Watches `role`'s leadership from any process, member or not: a
+        /// [`Watch`](crate::watch::Watch) whose loop is a task of this runtime (call it in the
+        /// runtime's context), reading on its blocking pool; poll it as a
+        /// [`Stream`](futures_lite::Stream). See [`watch`](crate::watch) for what it reports.
+        pub fn watch<S: $crate::StateReader + Send + Sync + 'static>(
+            reader: S,
+            role: &str,
+            options: $crate::watch::WatchOptions,
+        ) -> Result<$crate::watch::Watch, $crate::Error> {
+            $crate::watch::watch_on::<$rt>(std::sync::Arc::new(reader), role, options)
+        }
+
+        /// [`leader`](crate::leader), off the async threads.
+        pub async fn leader<S: $crate::StateReader + Clone + Send + Sync + 'static>(
+            reader: &S,
+            role: &str,
+        ) -> Result<$crate::watch::RoleLeader, $crate::Error> {
+            $crate::watch::leader_on::<$rt, S>(reader, role).await
+        }
+
         /// [`describe_role_state`](crate::describe_role_state), off the async threads.
         pub async fn describe_role_state<S: $crate::StateReader + Clone + Send + Sync + 'static>(
             reader: &S,

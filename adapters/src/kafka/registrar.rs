@@ -9,7 +9,7 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use super::classify;
 use super::config::{millis, KafkaConfig};
-use super::context::{lock, DeliverySlot, ClientCtx};
+use super::context::{lock, ClientCtx, DeliverySlot};
 use crate::error::{ErrorKind, TransportError};
 
 /// The registration producer, created on first use and replaced after a fatal error.
@@ -34,9 +34,8 @@ impl Appender {
         cc.set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", &timeout);
-        let p: ThreadedProducer<ClientCtx> = cc
-            .create_with_context(ClientCtx::default())
-            .map_err(|e| {
+        let p: ThreadedProducer<ClientCtx> =
+            cc.create_with_context(ClientCtx::default()).map_err(|e| {
                 classify::from_kafka(
                     "creating the registration producer",
                     &e,

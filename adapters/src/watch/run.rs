@@ -339,7 +339,7 @@ impl WatchLoop {
         options: WatchOptions,
     ) -> Result<WatchLoop, Error> {
         let role = Role::new(role)?;
-        let partition = options.partition(&role)?;
+        let partition = crate::watch::partition_of(&role, reader.partitions())?;
         let shared = Arc::new(Shared {
             role: role.clone(),
             inner: Mutex::new(Inner {
@@ -621,13 +621,12 @@ mod on_runtime {
     }
 
     /// [`leader`](crate::leader) on runtime `R`'s blocking pool.
-    pub(crate) async fn leader_on<R: Runtime, S: StateReader + Send + Sync + ?Sized + 'static>(
-        reader: Arc<S>,
+    pub(crate) async fn leader_on<R: Runtime, S: StateReader + Clone + Send + Sync + 'static>(
+        reader: &S,
         role: &str,
-        partitions: i32,
     ) -> Result<crate::watch::RoleLeader, Error> {
-        let role = role.to_owned();
-        R::unblock(move || crate::leader(&*reader, &role, partitions))
+        let (reader, role) = (reader.clone(), role.to_owned());
+        R::unblock(move || crate::leader(&reader, &role))
             .await
             .unwrap_or(Err(Error::Cancelled))
     }
