@@ -66,17 +66,24 @@
 //! # fn main() {}
 //! ```
 
+mod batch;
 mod classify;
 mod cluster;
 mod config;
 mod context;
 mod describe;
 mod fetch;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod net;
 mod registrar;
+#[cfg(any(test, feature = "fuzzing"))]
+mod samples;
 mod security;
 mod topic;
 mod txn;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
