@@ -299,30 +299,27 @@ impl Inner {
                     ))),
                 };
             }
-            let mut unknown_topic = false;
             let answer = self.shared.retry(&what, deadline, |cluster| {
-                let outcome = cluster.at_leader(&self.topic, partition, deadline, |conn| {
+                cluster.at_leader(&self.topic, partition, deadline, |conn| {
                     self.fetch_now(conn, partition, at, deadline)
                         .map(|f| (conn.addr().to_owned(), f))
-                });
-                unknown_topic = matches!(
-                    &outcome,
-                    Err(Attempt::Again { why, .. }) if why.contains("UNKNOWN_TOPIC_OR_PARTITION")
-                );
-                outcome
+                })
             });
             let (leader, fetched) = match answer {
                 Ok(a) => a,
-                Err(e) if unknown_topic && e.is_retriable() => {
-                    return Err(TransportError::config(format!(
-                        "{what}: the topic or partition does not exist \
-                         (UNKNOWN_TOPIC_OR_PARTITION for {:?}): create {} with {} partitions and \
-                         cleanup.policy=compact",
-                        self.request_timeout, self.topic, self.partitions
-                    ))
-                    .with_source(e));
+                // An UNKNOWN_TOPIC_OR_PARTITION that lasted the whole read is a configuration
+                // error only if the metadata confirms it (the topic is gone, or has another
+                // partition count); else it stays retriable.
+                Err(e) => {
+                    let confirm_by = Instant::now() + self.request_timeout;
+                    return Err(self.shared.confirm(
+                        e,
+                        &self.topic,
+                        partition,
+                        Some(self.partitions),
+                        confirm_by,
+                    ));
                 }
-                Err(e) => return Err(e),
             };
             match fetched {
                 Fetched::Data { decoded, stable } => {
@@ -429,25 +426,13 @@ impl Inner {
                     self.topic
                 ))))
             }
-            code::NOT_LEADER_OR_FOLLOWER
-            | code::LEADER_NOT_AVAILABLE
-            | code::UNKNOWN_TOPIC_OR_PARTITION
-            | code::FENCED_LEADER_EPOCH
-            | code::UNKNOWN_LEADER_EPOCH
-            | code::KAFKA_STORAGE_ERROR
-            | REPLICA_NOT_AVAILABLE
-            | OFFSET_NOT_AVAILABLE
-            | UNKNOWN_TOPIC_ID => {
-                return Err(Attempt::relookup(format!(
-                    "{what}: {} (the leader may have moved)",
-                    code::name(data.error_code)
-                )))
-            }
+            // The leader may have moved (refresh), the topic may be new to this broker
+            // (confirmed later if it persists), or the broker is busy (again): classify.rs.
             other => {
-                return Err(Attempt::again(format!(
-                    "{what}: Fetch error {other} ({})",
-                    code::name(other)
-                )))
+                return Err(Attempt::from_code(
+                    other,
+                    format!("{what}: Fetch error {other} ({})", code::name(other)),
+                ))
             }
         }
         // Before v4 brokers had no last stable offset; a read_committed answer always has one.
@@ -723,11 +708,8 @@ fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, timeout: Duration) -> Mut
         .unwrap_or_else(|e| e.into_inner().0)
 }
 
-// Fetch error codes this reader acts on that `cluster::code` does not name.
+/// OFFSET_OUT_OF_RANGE: the Fetch offset is outside the log.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
-const REPLICA_NOT_AVAILABLE: i16 = 9;
-const OFFSET_NOT_AVAILABLE: i16 = 78;
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 // ---- the view --------------------------------------------------------------------------------
 

@@ -327,6 +327,7 @@ impl Conn {
     }
 
     /// Negotiates versions (ApiVersions), as [`Conn::open`] does after connecting.
+    #[cfg(feature = "fuzzing")]
     pub(crate) fn negotiate_versions(&mut self, deadline: Instant) -> Result<(), NetError> {
         self.negotiate(deadline)
     }

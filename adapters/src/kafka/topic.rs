@@ -190,10 +190,18 @@ impl CheckError {
 }
 
 /// Checks that the state topic exists, is compacted and has exactly the configured partition
-/// count.
+/// count. A topic that looks missing is looked at again after a pause before that is reported:
+/// a broker whose metadata lags (a topic created a moment ago, a broker under load) does not
+/// know it yet.
 pub(crate) fn ensure(config: &KafkaConfig) -> Result<(), TransportError> {
     let admin = Admin::new(config)?;
-    check(&admin).map_err(CheckError::into_error)
+    match check(&admin) {
+        Err(CheckError::Missing(_)) => {
+            thread::sleep(super::cluster::CONFIRM_PAUSE);
+            check(&admin).map_err(CheckError::into_error)
+        }
+        other => other.map_err(CheckError::into_error),
+    }
 }
 
 fn check(admin: &Admin<'_>) -> Result<(), CheckError> {
