@@ -12,10 +12,13 @@ pub enum ErrorKind {
     /// The leader's term is over.
     Fenced,
     /// A failure that may pass: broker unreachable, timeout, leader moved, coordinator loading,
-    /// an aborted transaction. The call can be tried again.
+    /// an aborted transaction, a topic or partition a broker does not know yet. The call can be
+    /// tried again.
     Retriable,
     /// The setup is wrong and retrying will not help: topic missing or misconfigured, partition
     /// count mismatch, transaction timeout above the broker's maximum, unsupported security.
+    /// The Kafka transport reports a missing topic or a wrong partition count only when the
+    /// brokers' metadata confirms it, never on one error answer.
     Config,
     /// The principal lacks an ACL; the message names which.
     Unauthorized,

@@ -716,3 +716,31 @@ fn t_read_until_final(t: &KafkaTransport, p: i32) -> kafka_coordination::Transpo
         }
     }
 }
+
+/// A read that may wait `Duration::MAX` (once an overflow of `Instant + Duration`) waits
+/// without panicking and returns when a record arrives.
+#[test]
+fn a_long_poll_of_duration_max_returns_when_a_record_arrives() {
+    let Some(b) = bootstrap() else { return };
+    let config = KafkaConfig::new(b.clone(), PARTITIONS).with_topic(unique("longpoll-max"));
+    let reader = transport_with(config.clone());
+    let writer = transport_with(config);
+    let p = 5;
+    let end = reader
+        .read_partition(p, 0, Duration::ZERO)
+        .expect("read")
+        .end_offset;
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(reader.read_partition(p, end, Duration::MAX));
+    });
+    let offset = writer.append(p, b"k", Some(b"v")).expect("append");
+    let batch = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the read returned within a minute of the append")
+        .expect("read");
+    assert!(
+        batch.records.iter().any(|r| r.offset == offset),
+        "{batch:?}"
+    );
+}
