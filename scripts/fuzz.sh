@@ -5,7 +5,7 @@
 # per-target counts, inputs/s and the largest allocation; exits 1 on any failure (each printed
 # with its seed and input in hex).
 #
-#   scripts/fuzz.sh                       200,000 inputs (the short run; about 20 s)
+#   scripts/fuzz.sh                       200,000 inputs (the short run; 10-20 s)
 #   scripts/fuzz.sh --inputs 10000000     the long run, on demand (a few minutes)
 #   scripts/fuzz.sh --replay TARGET:SEED  one failing input again
 #   scripts/fuzz.sh --dev ...             use the debug build that `cargo build --workspace`
