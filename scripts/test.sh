@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: from a fresh clone, installs what is missing, checks the golden vectors
-# (and their partitions against Kafka's own murmur2), builds everything, starts a real Apache
-# Kafka broker (KRaft, from Maven Central), runs every test, runs the three-broker fault test,
-# and stops the brokers, also when a test fails.
+# (and their partitions against Kafka's own murmur2), builds everything, runs a short fuzz run
+# (scripts/fuzz.sh), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every
+# test, runs the three-broker fault test, and stops the brokers, also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -25,6 +25,9 @@ scripts/golden-java-check.sh
 step "build (all targets, all features) and the no_std core"
 cargo build --workspace --all-targets --features "$features"
 cargo build -p kafka-coordination-core --no-default-features
+
+step "fuzz: 200,000 inputs of every decoder and parser of broker bytes (debug build)"
+scripts/fuzz.sh --dev --inputs 200000
 
 if [ "${SKIP_KAFKA:-0}" = 1 ]; then
     step "tests (real-broker suites skip: SKIP_KAFKA=1)"

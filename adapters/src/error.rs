@@ -19,10 +19,13 @@ pub enum ErrorKind {
     /// The leader's term is over.
     Fenced,
     /// A failure that may pass: broker unreachable, timeout, leader moved, coordinator loading,
-    /// an aborted transaction. The call can be tried again.
+    /// an aborted transaction, a topic or partition a broker does not know yet. The call can be
+    /// tried again.
     Retriable,
     /// The setup is wrong and retrying will not help: topic missing or misconfigured, partition
     /// count mismatch, transaction timeout above the broker's maximum, unsupported security.
+    /// The Kafka transport reports a missing topic or a wrong partition count only when the
+    /// brokers' metadata confirms it, never on one error answer.
     Config,
     /// The principal lacks an ACL; the message names which.
     Unauthorized,
@@ -37,6 +40,7 @@ pub enum ErrorKind {
 pub struct TransportError {
     kind: ErrorKind,
     message: String,
+    kafka_code: Option<i16>,
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -55,8 +59,23 @@ impl TransportError {
         TransportError {
             kind,
             message: message.into(),
+            kafka_code: None,
             source: None,
         }
+    }
+
+    /// Records the Kafka protocol error code that caused the failure (`3` for
+    /// UNKNOWN_TOPIC_OR_PARTITION, `48` for INVALID_TXN_STATE, ...: Kafka's `Errors`).
+    pub fn with_kafka_code(mut self, code: i16) -> Self {
+        self.kafka_code = Some(code);
+        self
+    }
+
+    /// The Kafka protocol error code the broker answered, when one caused this failure; `None`
+    /// for failures without one (a timeout, a refused connection, a local check). librdkafka's
+    /// own codes for an unknown topic or partition count as `3` (UNKNOWN_TOPIC_OR_PARTITION).
+    pub fn kafka_code(&self) -> Option<i16> {
+        self.kafka_code
     }
 
     /// Attaches the underlying error.

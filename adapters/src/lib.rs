@@ -102,6 +102,12 @@ pub mod memory;
 #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
 pub mod kafka;
 
+/// Every place the Kafka transport parses broker bytes, for the fuzz harness in `fuzz/`.
+/// Not a public API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use kafka::fuzzing;
+
 #[cfg(all(
     feature = "memory",
     any(

@@ -5,6 +5,8 @@
 //! Without `KAFKA_BOOTSTRAP` every test says so loudly and returns.
 #![cfg(feature = "kafka")]
 
+#[path = "support/proxy.rs"]
+mod proxy;
 mod support;
 
 use support::{transport_with, unique, PARTITIONS};
@@ -588,4 +590,157 @@ fn timeouts_out_of_range_are_refused_when_the_transport_is_built() {
         let err = KafkaTransport::new(KafkaConfig::new(bad, 4)).expect_err(bad);
         assert_eq!(err.kind(), ErrorKind::Config, "{bad}: {err}");
     }
+}
+
+/// Deletes `topic` through librdkafka's admin client.
+fn delete_topic(bootstrap: &str, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("an admin client");
+    let results = futures_lite::future::block_on(admin.delete_topics(
+        &[topic],
+        &AdminOptions::new().operation_timeout(Some(LEASE)),
+    ))
+    .expect("delete_topics");
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("deleting {t}: {e}"));
+    }
+}
+
+/// Under load (or right after a topic is created) a broker can answer
+/// UNKNOWN_TOPIC_OR_PARTITION for a partition that exists. Such answers are retried; when they
+/// last a whole read the read fails as retriable, never as a configuration error, because the
+/// metadata shows the topic with its configured partition count. A configuration error is
+/// reported only when the metadata confirms it: the topic is gone (a read of a deleted topic),
+/// or it has another partition count (both counts named).
+#[test]
+fn unknown_topic_or_partition_is_a_configuration_error_only_when_confirmed() {
+    let Some(b) = bootstrap() else { return };
+    drop(transport(&b)); // the state topic exists and every partition has a leader
+    let broker = b.split(',').next().expect("a broker").trim().to_owned();
+    let proxy = proxy::Proxy::start(&broker);
+    let via_proxy = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.clone(), proxy.addr.clone())
+        .with_request_timeout(Duration::from_secs(2));
+    let t = KafkaTransport::new(via_proxy).expect("transport");
+    let p = 3;
+
+    // The first read's first three Fetch answers say UNKNOWN_TOPIC_OR_PARTITION (no fetch
+    // thread runs yet: it starts after the first answer with records): retried, and read.
+    proxy.fail_fetches(3, 3);
+    t.read_partition(p, 0, Duration::ZERO)
+        .expect("the read retries past three UNKNOWN_TOPIC_OR_PARTITION answers");
+    assert_eq!(proxy.failed(), 3, "the read met the three answers");
+
+    // Every answer, for longer than a read may take: the read fails, as retriable, with the
+    // code; the metadata shows the topic with its 16 partitions, so nothing is confirmed.
+    proxy.fail_fetches(usize::MAX, 3);
+    let started = Instant::now();
+    let err = t
+        .read_partition(p, 0, Duration::ZERO)
+        .expect_err("no Fetch answer but errors");
+    eprintln!(
+        "lasting UNKNOWN_TOPIC_OR_PARTITION: {err} (after {:?})",
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::Retriable, "{err}");
+    assert_eq!(err.kafka_code(), Some(3), "{err}");
+    assert!(
+        err.message().contains("UNKNOWN_TOPIC_OR_PARTITION"),
+        "{err}"
+    );
+    proxy.stop_failing();
+    t.read_partition(p, 0, Duration::ZERO)
+        .expect("the same read succeeds once the broker answers");
+
+    // A topic deleted under a reader: confirmed missing, a configuration error naming it.
+    let gone = unique("coordination-deleted");
+    let g = transport_with(
+        KafkaConfig::new(b.clone(), 3)
+            .with_topic(gone.clone())
+            .with_request_timeout(Duration::from_secs(3)),
+    );
+    delete_topic(&b, &gone);
+    let err = t_read_until_final(&g, 1);
+    eprintln!("deleted topic: {err}");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(
+        err.message()
+            .contains(&format!("topic {gone} does not exist")),
+        "{err}"
+    );
+
+    // A missing topic, and a wrong partition count: configuration errors that name the topic
+    // (and both counts).
+    let missing = unique("coordination-missing");
+    let m = KafkaTransport::new(KafkaConfig::new(b.clone(), 3).with_topic(missing.clone()))
+        .expect("transport");
+    let err = m.read_partition(0, 0, Duration::ZERO).expect_err("missing");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(
+        err.message()
+            .contains(&format!("topic {missing} does not exist")),
+        "{err}"
+    );
+    let counted = unique("coordination-count");
+    drop(transport_with(
+        KafkaConfig::new(b.clone(), 3).with_topic(counted.clone()),
+    ));
+    let five =
+        KafkaTransport::new(KafkaConfig::new(b, 5).with_topic(counted.clone())).expect("transport");
+    let err = five
+        .read_partition(4, 0, Duration::ZERO)
+        .expect_err("wrong count");
+    eprintln!("wrong count: {err}");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    for part in [
+        format!("topic {counted} has 3 partitions"),
+        "configured with 5".to_owned(),
+    ] {
+        assert!(err.message().contains(&part), "{part:?} in {err}");
+    }
+}
+
+/// Reads `p` until the read fails with a non-retriable error (a deleted topic's partition may
+/// answer a read or two before the brokers' metadata drops it), within a minute.
+fn t_read_until_final(t: &KafkaTransport, p: i32) -> kafka_coordination::TransportError {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match t.read_partition(p, 0, Duration::ZERO) {
+            Err(e) if !e.is_retriable() || Instant::now() >= deadline => return e,
+            _ => thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// A read that may wait `Duration::MAX` (once an overflow of `Instant + Duration`) waits
+/// without panicking and returns when a record arrives.
+#[test]
+fn a_long_poll_of_duration_max_returns_when_a_record_arrives() {
+    let Some(b) = bootstrap() else { return };
+    let config = KafkaConfig::new(b.clone(), PARTITIONS).with_topic(unique("longpoll-max"));
+    let reader = transport_with(config.clone());
+    let writer = transport_with(config);
+    let p = 5;
+    let end = reader
+        .read_partition(p, 0, Duration::ZERO)
+        .expect("read")
+        .end_offset;
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(reader.read_partition(p, end, Duration::MAX));
+    });
+    let offset = writer.append(p, b"k", Some(b"v")).expect("append");
+    let batch = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the read returned within a minute of the append")
+        .expect("read");
+    assert!(
+        batch.records.iter().any(|r| r.offset == offset),
+        "{batch:?}"
+    );
 }

@@ -31,6 +31,10 @@ pub mod state;
 pub mod time;
 pub mod token;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use config::{Timing, TimingError};
 pub use describe::{LeadershipStatus, TransactionState};
 pub use evaluate::{evaluate, Standing, Step};

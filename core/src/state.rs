@@ -95,6 +95,9 @@ pub struct RoleState {
     members: Members,
     lease: Option<LeaseEntry>,
     next_offset: i64,
+    /// Whether a record at offset `i64::MAX` was applied: `next_offset` cannot pass it, and
+    /// every later record counts as seen (no offset follows the largest).
+    at_last_offset: bool,
     malformed: u64,
 }
 
@@ -106,6 +109,7 @@ impl RoleState {
             members: Members::default(),
             lease: None,
             next_offset: 0,
+            at_last_offset: false,
             malformed: 0,
         }
     }
@@ -122,10 +126,16 @@ impl RoleState {
     /// Applies one record. Records at or before the last applied offset are ignored, so reading
     /// a range again is harmless.
     pub fn apply(&mut self, record: &Record) -> Applied {
-        if record.offset < self.next_offset {
+        if record.offset < self.next_offset || self.at_last_offset {
             return Applied::AlreadySeen;
         }
-        self.next_offset = record.offset.saturating_add(1);
+        match record.offset.checked_add(1) {
+            Some(next) => self.next_offset = next,
+            None => {
+                self.next_offset = i64::MAX;
+                self.at_last_offset = true;
+            }
+        }
         if let Some(role) = peek_key_role(&record.key) {
             if role != self.role.as_str().as_bytes() {
                 return Applied::OtherRole;
@@ -282,6 +292,7 @@ impl PartialEq for RoleState {
             && self.roster().eq(other.roster())
             && self.lease == other.lease
             && self.next_offset == other.next_offset
+            && self.at_last_offset == other.at_last_offset
             && self.malformed == other.malformed
     }
 }
@@ -683,6 +694,28 @@ mod tests {
         assert_eq!(t.slots.len(), 64);
         assert_eq!(probed(&t, 15), [2]);
         assert!((100..120).all(|j| probed(&t, j as u64 * 7).contains(&j)));
+    }
+
+    /// Found by the fuzz harness: a second record at offset `i64::MAX` (where the next offset
+    /// saturates) was applied again, so two members shared one join offset and the roster
+    /// lost its order (lookups by offset then found the wrong member).
+    #[test]
+    fn nothing_is_applied_after_a_record_at_the_largest_offset() {
+        let mut s = RoleState::new(role());
+        assert_eq!(s.apply(&reg(5, "a")), Applied::Registered);
+        assert_eq!(s.apply(&reg(i64::MAX, "b")), Applied::Registered);
+        assert_eq!(s.apply(&reg(i64::MAX, "c")), Applied::AlreadySeen);
+        assert_eq!(s.apply(&dereg(i64::MAX, "b")), Applied::AlreadySeen);
+        assert_eq!(names(&s), ["a", "b"]);
+        assert_eq!(s.join_offset(&m("b")), Some(i64::MAX));
+        assert_eq!(s.rank_of(&m("b")), Some(1));
+        assert_eq!(s.next_offset(), i64::MAX);
+        // A read that covered up to the largest offset, but applied nothing there, still takes
+        // a record at it.
+        let mut t = RoleState::new(role());
+        t.advance_to(i64::MAX);
+        assert_eq!(t.apply(&reg(i64::MAX, "a")), Applied::Registered);
+        assert_eq!(t.apply(&reg(i64::MAX, "a")), Applied::AlreadySeen);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::classify::{self, Class};
 use super::config::KafkaConfig;
 use super::context::lock;
 use super::net::{Conn, NetError, Pool};
@@ -51,6 +52,7 @@ pub(crate) mod code {
     pub const PRODUCER_FENCED: i16 = 90;
     pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
     pub const TRANSACTION_ABORTABLE: i16 = 120;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
     /// The name of a code, for messages.
     pub fn name(code: i16) -> &'static str {
@@ -86,27 +88,9 @@ pub(crate) mod code {
             PRODUCER_FENCED => "PRODUCER_FENCED",
             TRANSACTIONAL_ID_NOT_FOUND => "TRANSACTIONAL_ID_NOT_FOUND",
             TRANSACTION_ABORTABLE => "TRANSACTION_ABORTABLE",
+            UNKNOWN_TOPIC_ID => "UNKNOWN_TOPIC_ID",
             _ => "an error code this client does not name",
         }
-    }
-
-    /// Whether Kafka documents the code as retriable for produce-side requests (the partition's
-    /// leader moved, replicas are catching up, the request timed out on the broker).
-    pub fn partition_retriable(code: i16) -> bool {
-        matches!(
-            code,
-            UNKNOWN_TOPIC_OR_PARTITION
-                | LEADER_NOT_AVAILABLE
-                | NOT_LEADER_OR_FOLLOWER
-                | REQUEST_TIMED_OUT
-                | NETWORK_EXCEPTION
-                | NOT_ENOUGH_REPLICAS
-                | NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                | KAFKA_STORAGE_ERROR
-                | FENCED_LEADER_EPOCH
-                | UNKNOWN_LEADER_EPOCH
-                | CORRUPT_MESSAGE
-        )
     }
 }
 
@@ -116,7 +100,12 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// What went wrong in one attempt, and whether another may help.
 pub(crate) enum Attempt {
     /// Try again after a pause; `relookup` forgets the cached coordinator or leader first.
-    Again { relookup: bool, why: String },
+    /// `code` is the Kafka error code the broker answered, if one.
+    Again {
+        relookup: bool,
+        why: String,
+        code: Option<i16>,
+    },
     /// The connection broke (or answered out of step): it is dropped; try again after a
     /// pause, looking the broker up again.
     Broken(String),
@@ -138,12 +127,34 @@ impl Attempt {
         Attempt::Again {
             relookup: false,
             why: why.into(),
+            code: None,
         }
     }
     pub(crate) fn relookup(why: impl Into<String>) -> Attempt {
         Attempt::Again {
             relookup: true,
             why: why.into(),
+            code: None,
+        }
+    }
+
+    /// What to do about Kafka error `code` (see [`classify`]): try again, after looking the
+    /// leader or coordinator up again when the class says so, or stop with an error of the
+    /// class's kind. `why` describes the failure; the error carries the code.
+    pub(crate) fn from_code(code: i16, why: impl Into<String>) -> Attempt {
+        let why = why.into();
+        match classify::class(i32::from(code)) {
+            Class::Retry => Attempt::Again {
+                relookup: false,
+                why,
+                code: Some(code),
+            },
+            Class::Refresh | Class::Confirm => Attempt::Again {
+                relookup: true,
+                why,
+                code: Some(code),
+            },
+            class => Attempt::Stop(TransportError::new(class.kind(), why).with_kafka_code(code)),
         }
     }
 }
@@ -187,7 +198,8 @@ impl Cluster {
     }
 
     /// Runs `attempt` until it succeeds, stops, or `deadline` passes (then a retriable error
-    /// describing `what` and the last reason). Pauses grow from 20 ms to at most 400 ms.
+    /// describing `what` and the last reason, with the last Kafka error code the broker
+    /// answered). Pauses grow from 20 ms to at most 400 ms.
     pub(crate) fn retry<T>(
         &self,
         what: &str,
@@ -196,19 +208,24 @@ impl Cluster {
     ) -> Result<T, TransportError> {
         let mut tries: u32 = 0;
         loop {
-            let why = match attempt(self) {
+            let (why, code) = match attempt(self) {
                 Ok(v) => return Ok(v),
                 Err(Attempt::Stop(e)) => return Err(e),
-                Err(Attempt::Again { why, .. } | Attempt::Broken(why)) => why,
+                Err(Attempt::Again { why, code, .. }) => (why, code),
+                Err(Attempt::Broken(why)) => (why, None),
             };
             tries += 1;
             let pause = Duration::from_millis(20u64 << tries.min(4));
             if Instant::now() + pause >= deadline {
-                return Err(TransportError::retriable(format!(
+                let e = TransportError::retriable(format!(
                     "{what}: no usable answer from the Kafka cluster at {} in time ({tries} \
                      attempts): {why}",
                     self.bootstrap()
-                )));
+                ));
+                return Err(match code {
+                    Some(c) => e.with_kafka_code(c),
+                    None => e,
+                });
             }
             thread::sleep(pause);
         }
@@ -331,10 +348,14 @@ impl Cluster {
                     code::NONE => Ok(format!("{host}:{port}")),
                     code::COORDINATOR_LOAD_IN_PROGRESS
                     | code::COORDINATOR_NOT_AVAILABLE
-                    | code::NOT_COORDINATOR => Err(Attempt::relookup(format!(
-                        "FindCoordinator: {}",
-                        message.as_deref().unwrap_or(code::name(error))
-                    ))),
+                    | code::NOT_COORDINATOR => Err(Attempt::Again {
+                        relookup: true,
+                        why: format!(
+                            "FindCoordinator: {}",
+                            message.as_deref().unwrap_or(code::name(error))
+                        ),
+                        code: Some(error),
+                    }),
                     code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
                         Err(Attempt::Stop(TransportError::unauthorized(format!(
                             "FindCoordinator for transactional id '{transactional_id}': the \
@@ -343,10 +364,14 @@ impl Cluster {
                              member needs WRITE on it, which implies DESCRIBE"
                         ))))
                     }
-                    other => Err(Attempt::relookup(format!(
-                        "FindCoordinator for '{transactional_id}' failed with error {other} ({})",
-                        message.as_deref().unwrap_or(code::name(other))
-                    ))),
+                    other => Err(Attempt::from_code(
+                        other,
+                        format!(
+                            "FindCoordinator for '{transactional_id}' failed with error {other} \
+                             ({})",
+                            message.as_deref().unwrap_or(code::name(other))
+                        ),
+                    )),
                 }
             });
             match outcome {
@@ -360,9 +385,12 @@ impl Cluster {
         Err(Attempt::relookup(last))
     }
 
-    /// Asks a bootstrap server (then the known brokers) for the leaders of `topic`.
-    fn refresh_leaders(&self, topic: &str, deadline: Instant) -> Result<(), Attempt> {
+    /// Asks the bootstrap servers in turn for the metadata of `topic`: the brokers' addresses
+    /// by node id, and the topic's entry. A topic the broker does not know is an entry with
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    fn metadata(&self, topic: &str, deadline: Instant) -> Result<TopicMetadata, Attempt> {
         let mut last = String::from("no bootstrap server configured");
+        let mut last_code = None;
         for server in &self.bootstrap {
             let outcome = self.on(server, deadline, |conn| {
                 let Some(version) = conn.version_at_most::<MetadataRequest>(12) else {
@@ -383,55 +411,201 @@ impl Cluster {
                     .collect();
                 let Some(t) = resp
                     .topics
-                    .iter()
+                    .into_iter()
                     .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
                 else {
                     return Err(Attempt::again(format!(
                         "Metadata did not mention topic '{topic}'"
                     )));
                 };
-                match t.error_code {
-                    code::NONE => {}
-                    code::TOPIC_AUTHORIZATION_FAILED => {
-                        return Err(Attempt::Stop(TransportError::unauthorized(format!(
+                if t.error_code == code::TOPIC_AUTHORIZATION_FAILED {
+                    return Err(Attempt::Stop(
+                        TransportError::unauthorized(format!(
                             "reading the metadata of topic '{topic}': the principal needs the \
                              DESCRIBE ACL on Topic '{topic}' (TOPIC_AUTHORIZATION_FAILED), which \
                              READ or WRITE implies: writing to the topic needs WRITE, reading it \
                              READ"
-                        ))))
-                    }
-                    code::UNKNOWN_TOPIC_OR_PARTITION => {
-                        return Err(Attempt::again(format!(
-                            "topic '{topic}' is unknown to the broker at {server} \
-                             (UNKNOWN_TOPIC_OR_PARTITION): it may still be being created"
-                        )))
-                    }
-                    other => {
-                        return Err(Attempt::again(format!(
-                            "Metadata for topic '{topic}': error {other} ({})",
-                            code::name(other)
-                        )))
-                    }
+                        ))
+                        .with_kafka_code(t.error_code),
+                    ));
                 }
-                let mut leaders = lock(&self.leaders);
-                for p in &t.partitions {
-                    if p.error_code == code::NONE {
-                        if let Some(addr) = brokers.get(&p.leader_id.0) {
-                            leaders.insert((topic.to_owned(), p.partition_index), addr.clone());
-                        }
-                    }
-                }
-                Ok(())
+                Ok(TopicMetadata {
+                    server: server.clone(),
+                    error_code: t.error_code,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let leader = (p.error_code == code::NONE)
+                                .then(|| brokers.get(&p.leader_id.0).cloned())
+                                .flatten();
+                            (p.partition_index, leader)
+                        })
+                        .collect(),
+                })
             });
             match outcome {
-                Ok(()) => return Ok(()),
-                Err(Attempt::Again { why, .. } | Attempt::Broken(why)) => {
-                    last = format!("{server}: {why}")
+                Ok(m) => return Ok(m),
+                Err(Attempt::Again { why, code, .. }) => {
+                    last = format!("{server}: {why}");
+                    last_code = code;
                 }
+                Err(Attempt::Broken(why)) => last = format!("{server}: {why}"),
                 Err(stop) => return Err(stop),
             }
         }
-        Err(Attempt::again(last))
+        Err(Attempt::Again {
+            relookup: false,
+            why: last,
+            code: last_code,
+        })
+    }
+
+    /// Asks a bootstrap server for the leaders of `topic`.
+    fn refresh_leaders(&self, topic: &str, deadline: Instant) -> Result<(), Attempt> {
+        let m = self.metadata(topic, deadline)?;
+        match m.error_code {
+            code::NONE => {}
+            code::UNKNOWN_TOPIC_OR_PARTITION => {
+                return Err(Attempt::from_code(
+                    m.error_code,
+                    format!(
+                        "topic '{topic}' is unknown to the broker at {} \
+                         (UNKNOWN_TOPIC_OR_PARTITION): it may still be being created",
+                        m.server
+                    ),
+                ))
+            }
+            other => {
+                return Err(Attempt::from_code(
+                    other,
+                    format!(
+                        "Metadata for topic '{topic}': error {other} ({})",
+                        code::name(other)
+                    ),
+                ))
+            }
+        }
+        let mut leaders = lock(&self.leaders);
+        for (partition, leader) in m.partitions {
+            if let Some(addr) = leader {
+                leaders.insert((topic.to_owned(), partition), addr);
+            }
+        }
+        Ok(())
+    }
+
+    /// What the brokers' metadata says of `topic` now: missing, or its partition count.
+    pub(crate) fn topic_state(
+        &self,
+        topic: &str,
+        deadline: Instant,
+    ) -> Result<TopicState, TransportError> {
+        let what = format!("reading the metadata of topic '{topic}'");
+        self.retry(&what, deadline, |cluster| {
+            let m = cluster.metadata(topic, deadline)?;
+            match m.error_code {
+                code::NONE => Ok(TopicState::Partitions(m.partitions.len())),
+                code::UNKNOWN_TOPIC_OR_PARTITION => Ok(TopicState::Missing),
+                other => Err(Attempt::from_code(
+                    other,
+                    format!("{what}: error {other} ({})", code::name(other)),
+                )),
+            }
+        })
+    }
+
+    /// Decides an UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID) that `err` carries, met
+    /// while using `partition` of `topic` (whose partition count must be `expected`, when
+    /// given): a configuration error when two metadata answers, [`CONFIRM_PAUSE`] apart,
+    /// both say the topic is missing, has another partition count, or lacks the partition;
+    /// otherwise `err` as it is (retriable: the broker had not caught up). Any other error is
+    /// returned unchanged.
+    pub(crate) fn confirm(
+        &self,
+        err: TransportError,
+        topic: &str,
+        partition: i32,
+        expected: Option<i32>,
+        deadline: Instant,
+    ) -> TransportError {
+        let unknown = err
+            .kafka_code()
+            .is_some_and(|c| classify::class(i32::from(c)) == Class::Confirm);
+        if !unknown {
+            return err;
+        }
+        let Ok(first) = self.topic_state(topic, deadline) else {
+            return err;
+        };
+        let Some(_) = verdict(topic, partition, expected, first) else {
+            return err;
+        };
+        thread::sleep(CONFIRM_PAUSE);
+        let Ok(second) = self.topic_state(topic, deadline.max(Instant::now() + CONFIRM_PAUSE))
+        else {
+            return err;
+        };
+        match verdict(topic, partition, expected, second) {
+            Some(why) => TransportError::config(why)
+                .with_kafka_code(code::UNKNOWN_TOPIC_OR_PARTITION)
+                .with_source(err),
+            None => err,
+        }
+    }
+}
+
+/// How long [`Cluster::confirm`] waits between its two metadata answers: a broker that had
+/// not caught up with a new topic has by then.
+pub(crate) const CONFIRM_PAUSE: Duration = Duration::from_millis(500);
+
+/// A topic's entry in a Metadata answer.
+struct TopicMetadata {
+    /// The server that answered.
+    server: String,
+    error_code: i16,
+    /// (partition, its leader's address when the partition has one).
+    partitions: Vec<(i32, Option<String>)>,
+}
+
+/// What the brokers' metadata says of a topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TopicState {
+    /// No broker knows it (UNKNOWN_TOPIC_OR_PARTITION).
+    Missing,
+    /// It has this many partitions.
+    Partitions(usize),
+}
+
+/// Whether `state` makes a failure with `partition` of `topic` a configuration error, and
+/// which; `None` when the topic exists with the partition (and with `expected` partitions).
+pub(crate) fn verdict(
+    topic: &str,
+    partition: i32,
+    expected: Option<i32>,
+    state: TopicState,
+) -> Option<String> {
+    match state {
+        TopicState::Missing => Some(format!(
+            "topic {topic} does not exist (the brokers' metadata does not know it; a read or \
+             write of it answered UNKNOWN_TOPIC_OR_PARTITION): create it, or correct the topic \
+             name"
+        )),
+        TopicState::Partitions(n) => {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            match expected {
+                Some(e) if i64::from(e) != n => Some(format!(
+                    "topic {topic} has {n} partitions but this member is configured with {e}; \
+                     every member must pass the topic's real partition count (set partitions = \
+                     {n})"
+                )),
+                _ if i64::from(partition) >= n || partition < 0 => Some(format!(
+                    "partition {partition} of topic {topic} does not exist: the topic has {n} \
+                     partitions"
+                )),
+                _ => None,
+            }
+        }
     }
 }
 
@@ -474,6 +648,54 @@ pub(crate) fn parse_bootstrap(raw: &str) -> Result<Vec<String>, TransportError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_missing_topic_a_wrong_count_or_a_missing_partition_is_a_config_error() {
+        let missing = verdict("t", 0, Some(4), TopicState::Missing).expect("config");
+        assert!(missing.contains("topic t does not exist"), "{missing}");
+        let count = verdict("t", 1, Some(8), TopicState::Partitions(4)).expect("config");
+        assert!(
+            count.contains("topic t has 4 partitions") && count.contains("configured with 8"),
+            "{count}"
+        );
+        let partition = verdict("data", 5, None, TopicState::Partitions(3)).expect("config");
+        assert!(
+            partition.contains("partition 5 of topic data does not exist")
+                && partition.contains("has 3 partitions"),
+            "{partition}"
+        );
+        // The topic exists with the partition: the UNKNOWN_TOPIC_OR_PARTITION was transient.
+        assert_eq!(verdict("t", 3, Some(4), TopicState::Partitions(4)), None);
+        assert_eq!(verdict("data", 2, None, TopicState::Partitions(3)), None);
+    }
+
+    #[test]
+    fn codes_choose_retry_refresh_or_stop() {
+        let again = |a: Attempt| match a {
+            Attempt::Again { relookup, code, .. } => Some((relookup, code)),
+            _ => None,
+        };
+        assert_eq!(
+            again(Attempt::from_code(code::UNKNOWN_TOPIC_OR_PARTITION, "x")),
+            Some((true, Some(3)))
+        );
+        assert_eq!(
+            again(Attempt::from_code(code::NOT_LEADER_OR_FOLLOWER, "x")),
+            Some((true, Some(6)))
+        );
+        assert_eq!(
+            again(Attempt::from_code(code::COORDINATOR_LOAD_IN_PROGRESS, "x")),
+            Some((false, Some(14)))
+        );
+        match Attempt::from_code(code::PRODUCER_FENCED, "x") {
+            Attempt::Stop(e) => assert_eq!((e.is_fenced(), e.kafka_code()), (true, Some(90))),
+            _ => panic!("PRODUCER_FENCED stops"),
+        }
+        match Attempt::from_code(10, "too large") {
+            Attempt::Stop(e) => assert_eq!(e.kind(), crate::ErrorKind::Config),
+            _ => panic!("MESSAGE_TOO_LARGE stops"),
+        }
+    }
 
     #[test]
     fn bootstrap_syntax_is_checked() {

@@ -69,25 +69,20 @@ impl DescribeClient {
                         TransactionState::parse(state.transaction_state.as_str()),
                     )),
                     code::TRANSACTIONAL_ID_NOT_FOUND => Ok(LeadershipStatus::NOT_FOUND),
-                    code::COORDINATOR_LOAD_IN_PROGRESS => Err(Attempt::again(format!(
-                        "DescribeTransactions at {}: the coordinator is loading",
-                        conn.addr()
-                    ))),
-                    code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR => {
-                        Err(Attempt::relookup(format!(
-                            "DescribeTransactions at {}: {}",
-                            conn.addr(),
-                            code::name(state.error_code)
-                        )))
-                    }
                     code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
                         Err(Attempt::Stop(unauthorized(role)))
                     }
-                    other => Err(Attempt::again(format!(
-                        "DescribeTransactions for role '{role}' at {} failed with error {other} ({})",
-                        conn.addr(),
-                        code::name(other)
-                    ))),
+                    // COORDINATOR_LOAD_IN_PROGRESS: again; NOT_COORDINATOR and
+                    // COORDINATOR_NOT_AVAILABLE: look the coordinator up again (classify.rs).
+                    other => Err(Attempt::from_code(
+                        other,
+                        format!(
+                            "DescribeTransactions for role '{role}' at {} failed with error \
+                             {other} ({})",
+                            conn.addr(),
+                            code::name(other)
+                        ),
+                    )),
                 }
             })
         })
@@ -99,6 +94,7 @@ fn unauthorized(role: &Role) -> TransportError {
         "not authorized to describe role '{role}': the principal needs the DESCRIBE ACL on \
          TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
     ))
+    .with_kafka_code(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 }
 
 #[cfg(test)]

@@ -27,7 +27,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -35,8 +34,8 @@ use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
 
+use super::batch::{decode_batches, DecodeError, Decoded};
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
@@ -67,10 +66,6 @@ const FETCH_ATTEMPTS: u32 = 3;
 const READ_COMMITTED: i8 = 1;
 /// ListOffsets' timestamp for the log start offset.
 const EARLIEST: i64 = -2;
-/// The size of a record batch's header (magic v2), from its base offset to its record count.
-const BATCH_HEADER: usize = 61;
-/// The bytes before a batch's length field counts from: base offset (8) and length (4).
-const LOG_OVERHEAD: usize = 12;
 
 /// One reader per transport (per process): see the [module docs](self).
 pub(crate) struct SharedReader {
@@ -304,30 +299,27 @@ impl Inner {
                     ))),
                 };
             }
-            let mut unknown_topic = false;
             let answer = self.shared.retry(&what, deadline, |cluster| {
-                let outcome = cluster.at_leader(&self.topic, partition, deadline, |conn| {
+                cluster.at_leader(&self.topic, partition, deadline, |conn| {
                     self.fetch_now(conn, partition, at, deadline)
                         .map(|f| (conn.addr().to_owned(), f))
-                });
-                unknown_topic = matches!(
-                    &outcome,
-                    Err(Attempt::Again { why, .. }) if why.contains("UNKNOWN_TOPIC_OR_PARTITION")
-                );
-                outcome
+                })
             });
             let (leader, fetched) = match answer {
                 Ok(a) => a,
-                Err(e) if unknown_topic && e.is_retriable() => {
-                    return Err(TransportError::config(format!(
-                        "{what}: the topic or partition does not exist \
-                         (UNKNOWN_TOPIC_OR_PARTITION for {:?}): create {} with {} partitions and \
-                         cleanup.policy=compact",
-                        self.request_timeout, self.topic, self.partitions
-                    ))
-                    .with_source(e));
+                // An UNKNOWN_TOPIC_OR_PARTITION that lasted the whole read is a configuration
+                // error only if the metadata confirms it (the topic is gone, or has another
+                // partition count); else it stays retriable.
+                Err(e) => {
+                    let confirm_by = Instant::now() + self.request_timeout;
+                    return Err(self.shared.confirm(
+                        e,
+                        &self.topic,
+                        partition,
+                        Some(self.partitions),
+                        confirm_by,
+                    ));
                 }
-                Err(e) => return Err(e),
             };
             match fetched {
                 Fetched::Data { decoded, stable } => {
@@ -434,25 +426,13 @@ impl Inner {
                     self.topic
                 ))))
             }
-            code::NOT_LEADER_OR_FOLLOWER
-            | code::LEADER_NOT_AVAILABLE
-            | code::UNKNOWN_TOPIC_OR_PARTITION
-            | code::FENCED_LEADER_EPOCH
-            | code::UNKNOWN_LEADER_EPOCH
-            | code::KAFKA_STORAGE_ERROR
-            | REPLICA_NOT_AVAILABLE
-            | OFFSET_NOT_AVAILABLE
-            | UNKNOWN_TOPIC_ID => {
-                return Err(Attempt::relookup(format!(
-                    "{what}: {} (the leader may have moved)",
-                    code::name(data.error_code)
-                )))
-            }
+            // The leader may have moved (refresh), the topic may be new to this broker
+            // (confirmed later if it persists), or the broker is busy (again): classify.rs.
             other => {
-                return Err(Attempt::again(format!(
-                    "{what}: Fetch error {other} ({})",
-                    code::name(other)
-                )))
+                return Err(Attempt::from_code(
+                    other,
+                    format!("{what}: Fetch error {other} ({})", code::name(other)),
+                ))
             }
         }
         // Before v4 brokers had no last stable offset; a read_committed answer always has one.
@@ -728,16 +708,13 @@ fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, timeout: Duration) -> Mut
         .unwrap_or_else(|e| e.into_inner().0)
 }
 
-// Fetch error codes this reader acts on that `cluster::code` does not name.
+/// OFFSET_OUT_OF_RANGE: the Fetch offset is outside the log.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
-const REPLICA_NOT_AVAILABLE: i16 = 9;
-const OFFSET_NOT_AVAILABLE: i16 = 78;
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 // ---- the view --------------------------------------------------------------------------------
 
 /// The committed records of one partition that a read serves, compacted by key behind a tail.
-struct View {
+pub(super) struct View {
     /// offset -> record.
     records: BTreeMap<i64, Record>,
     /// key -> the offset of its latest record.
@@ -751,7 +728,7 @@ struct View {
 }
 
 impl View {
-    fn starting_at(end: i64) -> View {
+    pub(super) fn starting_at(end: i64) -> View {
         View {
             records: BTreeMap::new(),
             latest: HashMap::new(),
@@ -762,7 +739,7 @@ impl View {
     }
 
     /// Adds the records of a Fetch from `self.end`.
-    fn append(&mut self, decoded: Decoded) {
+    pub(super) fn append(&mut self, decoded: Decoded) {
         for r in decoded.records {
             if r.offset < self.end {
                 continue;
@@ -800,381 +777,14 @@ impl View {
         self.records.range(from..).next().is_some()
     }
 
-    fn since(&self, from: i64) -> Vec<Record> {
+    pub(super) fn since(&self, from: i64) -> Vec<Record> {
         self.records.range(from..).map(|(_, r)| r.clone()).collect()
     }
-}
-
-// ---- decoding --------------------------------------------------------------------------------
-
-/// The records of one partition's fetched bytes that a read_committed consumer returns.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Decoded {
-    /// Records at offsets `>= from`, in offset order.
-    records: Vec<Record>,
-    /// The offset after the last complete batch (at least `from`): where the next Fetch starts.
-    next: i64,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum DecodeError {
-    /// A batch this reader cannot read (an old message format, compression).
-    Unsupported(String),
-    /// Bytes that are no record batch.
-    Corrupt(String),
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(x)
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    let mut x = [0u8; 4];
-    x.copy_from_slice(&b[at..at + 4]);
-    i32::from_be_bytes(x)
-}
-
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([b[at], b[at + 1]])
-}
-
-/// Decodes the record batches of a read_committed Fetch from offset `from`, batch by batch
-/// (a truncated last batch is left for the next Fetch), as Kafka's consumer does: control
-/// batches are skipped, and so are the batches of aborted transactions. `aborted` is the
-/// answer's (producer id, first offset) list: a producer's transactional batches are aborted
-/// from its first offset until that producer's ABORT marker.
-fn decode_batches(raw: &Bytes, from: i64, aborted: &[(i64, i64)]) -> Result<Decoded, DecodeError> {
-    let mut pending: Vec<(i64, i64)> = aborted.iter().map(|&(pid, first)| (first, pid)).collect();
-    pending.sort_unstable();
-    let mut pending = pending.into_iter().peekable();
-    let mut aborting: HashSet<i64> = HashSet::new();
-    let mut out = Decoded {
-        records: Vec::new(),
-        next: from,
-    };
-    let mut pos = 0usize;
-    while raw.len() - pos >= LOG_OVERHEAD {
-        let head = &raw[pos..];
-        let base = be_i64(head, 0);
-        let length = usize::try_from(be_i32(head, 8)).map_err(|_| {
-            DecodeError::Corrupt(format!("a negative batch length at offset {base}"))
-        })?;
-        let size = LOG_OVERHEAD + length;
-        if head.len() < size {
-            break;
-        }
-        if size < 17 {
-            return Err(DecodeError::Corrupt(format!(
-                "a batch of {size} bytes at offset {base} is shorter than its header"
-            )));
-        }
-        let magic = head[16] as i8;
-        if magic != 2 {
-            return Err(DecodeError::Unsupported(format!(
-                "a record batch at offset {base} has message format v{magic}; only v2 (Kafka \
-                 0.11 and later) is read"
-            )));
-        }
-        if size < BATCH_HEADER {
-            return Err(DecodeError::Corrupt(format!(
-                "a batch of {size} bytes at offset {base} is shorter than its header"
-            )));
-        }
-        let attributes = be_i16(head, 21);
-        let last_offset = base + i64::from(be_i32(head, 23));
-        let producer_id = be_i64(head, 43);
-        let transactional = attributes & 0x10 != 0;
-        let control = attributes & 0x20 != 0;
-        let compression = attributes & 0x07;
-        let batch = raw.slice(pos..pos + size);
-        pos += size;
-        out.next = out.next.max(last_offset + 1);
-        if last_offset < from {
-            continue;
-        }
-        if producer_id >= 0 {
-            while let Some(&(first, pid)) = pending.peek() {
-                if first > last_offset {
-                    break;
-                }
-                aborting.insert(pid);
-                pending.next();
-            }
-            if control {
-                if is_abort_marker(batch, base)? {
-                    aborting.remove(&producer_id);
-                }
-                continue;
-            }
-            if transactional && aborting.contains(&producer_id) {
-                continue;
-            }
-        }
-        if control {
-            continue;
-        }
-        if compression != 0 {
-            return Err(DecodeError::Unsupported(format!(
-                "the record batch at offset {base} is compressed (codec {compression}); this \
-                 reader reads uncompressed batches only: write the state topic without \
-                 compression (compression.type=none or producer, and no compression.codec on \
-                 the clients)"
-            )));
-        }
-        for r in decode_one(batch, base)? {
-            if r.offset >= from {
-                out.records.push(Record {
-                    offset: r.offset,
-                    key: r.key.map(|k| k.to_vec()).unwrap_or_default(),
-                    value: r.value.map(|v| v.to_vec()),
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn decode_one(
-    mut batch: Bytes,
-    base: i64,
-) -> Result<Vec<kafka_protocol::records::Record>, DecodeError> {
-    RecordBatchDecoder::decode(&mut batch)
-        .map(|set| set.records)
-        .map_err(|e| DecodeError::Corrupt(format!("the batch at offset {base}: {e}")))
-}
-
-/// Whether a control batch holds an ABORT marker (its first record's key is version i16 and
-/// type i16: 0 abort, 1 commit).
-fn is_abort_marker(batch: Bytes, base: i64) -> Result<bool, DecodeError> {
-    let records = decode_one(batch, base)?;
-    Ok(records
-        .first()
-        .and_then(|r| r.key.as_ref())
-        .is_some_and(|k| k.len() >= 4 && be_i16(k, 0) >= 0 && be_i16(k, 2) == 0))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
-    use kafka_protocol::records::{
-        Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-
-    /// A record to encode: offset, key, value.
-    type Rec<'a> = (i64, &'a [u8], Option<&'a [u8]>);
-
-    /// One batch of `records` (the offsets as given: gaps are a compacted batch).
-    fn batch(
-        buf: &mut BytesMut,
-        producer_id: i64,
-        transactional: bool,
-        control: bool,
-        records: &[Rec<'_>],
-    ) {
-        let first = records.first().map_or(0, |r| r.0);
-        let records: Vec<kafka_protocol::records::Record> = records
-            .iter()
-            .map(|(offset, key, value)| kafka_protocol::records::Record {
-                transactional,
-                control,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id,
-                producer_epoch: if producer_id >= 0 { 0 } else { -1 },
-                timestamp_type: TimestampType::Creation,
-                offset: *offset,
-                // One batch: the encoder splits where offset - sequence changes.
-                sequence: i32::try_from(offset - first).expect("small"),
-                timestamp: 1_000,
-                key: Some(Bytes::copy_from_slice(key)),
-                value: value.map(Bytes::copy_from_slice),
-                headers: Default::default(),
-            })
-            .collect();
-        RecordBatchEncoder::encode(
-            buf,
-            records.iter(),
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .expect("encode");
-    }
-
-    /// A transaction marker of `producer_id` at `offset`: key version 0, type 0 (abort) or 1.
-    fn marker(buf: &mut BytesMut, producer_id: i64, offset: i64, commit: bool) {
-        let key: [u8; 4] = [0, 0, 0, u8::from(commit)];
-        // The value (version, coordinator epoch) is not read.
-        let value = [0u8, 0, 0, 0, 0, 5];
-        batch(
-            buf,
-            producer_id,
-            true,
-            true,
-            &[(offset, &key, Some(&value))],
-        );
-    }
-
-    fn offsets_and_values(d: &Decoded) -> Vec<(i64, Option<Vec<u8>>)> {
-        d.records
-            .iter()
-            .map(|r| (r.offset, r.value.clone()))
-            .collect()
-    }
-
-    /// Two producers interleaved: 7 commits (offsets 0, 2 and its marker 5), 9 aborts (1, 3
-    /// and its marker 4); a plain record at 6.
-    fn interleaved() -> Bytes {
-        let mut b = BytesMut::new();
-        batch(&mut b, 7, true, false, &[(0, b"k", Some(b"c0"))]);
-        batch(&mut b, 9, true, false, &[(1, b"k", Some(b"a1"))]);
-        batch(&mut b, 7, true, false, &[(2, b"k", Some(b"c2"))]);
-        batch(&mut b, 9, true, false, &[(3, b"j", None)]);
-        marker(&mut b, 9, 4, false);
-        marker(&mut b, 7, 5, true);
-        batch(&mut b, -1, false, false, &[(6, b"p", Some(b"plain"))]);
-        b.freeze()
-    }
-
-    #[test]
-    fn aborted_transactions_and_markers_are_removed() {
-        let d = decode_batches(&interleaved(), 0, &[(9, 1)]).expect("decode");
-        assert_eq!(
-            offsets_and_values(&d),
-            vec![
-                (0, Some(b"c0".to_vec())),
-                (2, Some(b"c2".to_vec())),
-                (6, Some(b"plain".to_vec()))
-            ]
-        );
-        assert_eq!(d.next, 7);
-        assert_eq!(d.records[2].key, b"p");
-    }
-
-    #[test]
-    fn without_the_aborted_list_every_data_record_is_read() {
-        // The list is what says a transaction aborted; markers alone do not.
-        let d = decode_batches(&interleaved(), 0, &[]).expect("decode");
-        assert_eq!(
-            d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 6]
-        );
-        assert_eq!(d.records[3].value, None, "a tombstone stays a tombstone");
-    }
-
-    #[test]
-    fn an_aborted_producer_reads_again_after_its_abort_marker() {
-        let mut b = BytesMut::new();
-        batch(
-            &mut b,
-            9,
-            true,
-            false,
-            &[(10, b"k", Some(b"a10")), (11, b"k", Some(b"a11"))],
-        );
-        marker(&mut b, 9, 12, false);
-        // The same producer's next transaction commits.
-        batch(&mut b, 9, true, false, &[(13, b"k", Some(b"c13"))]);
-        marker(&mut b, 9, 14, true);
-        // And the one after aborts again: a second entry in the list.
-        batch(&mut b, 9, true, false, &[(15, b"k", Some(b"a15"))]);
-        marker(&mut b, 9, 16, false);
-        let d = decode_batches(&b.freeze(), 10, &[(9, 15), (9, 10)]).expect("decode");
-        assert_eq!(offsets_and_values(&d), vec![(13, Some(b"c13".to_vec()))]);
-        assert_eq!(d.next, 17);
-    }
-
-    #[test]
-    fn a_transaction_begun_before_the_fetch_offset_is_still_aborted() {
-        let mut b = BytesMut::new();
-        // The fetch starts at 21, inside a batch of an aborted transaction that began at 20.
-        batch(
-            &mut b,
-            4,
-            true,
-            false,
-            &[(20, b"k", Some(b"a20")), (21, b"k", Some(b"a21"))],
-        );
-        batch(&mut b, 5, true, false, &[(22, b"k", Some(b"c22"))]);
-        marker(&mut b, 4, 23, false);
-        marker(&mut b, 5, 24, true);
-        let d = decode_batches(&b.freeze(), 21, &[(4, 20)]).expect("decode");
-        assert_eq!(offsets_and_values(&d), vec![(22, Some(b"c22".to_vec()))]);
-        assert_eq!(d.next, 25);
-    }
-
-    #[test]
-    fn offsets_are_exact_and_records_before_the_fetch_offset_are_skipped() {
-        let mut b = BytesMut::new();
-        // A compacted batch: offsets 100, 103, 104 remain of 100..=104.
-        batch(
-            &mut b,
-            -1,
-            false,
-            false,
-            &[
-                (100, b"a", Some(b"1")),
-                (103, b"b", Some(b"2")),
-                (104, b"c", Some(b"3")),
-            ],
-        );
-        let d = decode_batches(&b.freeze(), 101, &[]).expect("decode");
-        assert_eq!(
-            d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
-            vec![103, 104]
-        );
-        assert_eq!(d.next, 105);
-    }
-
-    #[test]
-    fn a_truncated_last_batch_is_left_for_the_next_fetch() {
-        let mut b = BytesMut::new();
-        batch(&mut b, -1, false, false, &[(0, b"a", Some(b"1"))]);
-        let whole = b.len();
-        batch(
-            &mut b,
-            -1,
-            false,
-            false,
-            &[(1, b"b", Some(b"2")), (2, b"c", Some(b"3"))],
-        );
-        let raw = b.freeze();
-        for cut in [whole + 5, whole + 20, raw.len() - 1] {
-            let d = decode_batches(&raw.slice(..cut), 0, &[]).expect("decode");
-            assert_eq!(d.records.len(), 1, "cut at {cut}");
-            assert_eq!(d.next, 1);
-        }
-        let d = decode_batches(&raw, 0, &[]).expect("decode");
-        assert_eq!(d.records.len(), 3);
-        assert_eq!(d.next, 3);
-        let empty = decode_batches(&Bytes::new(), 42, &[]).expect("decode");
-        assert_eq!(
-            empty,
-            Decoded {
-                records: vec![],
-                next: 42
-            }
-        );
-    }
-
-    #[test]
-    fn a_corrupt_batch_is_an_error() {
-        let mut b = BytesMut::new();
-        batch(&mut b, -1, false, false, &[(0, b"a", Some(b"1"))]);
-        let mut bad = b.to_vec();
-        let last = bad.len() - 1;
-        bad[last] ^= 0xff;
-        let err = decode_batches(&Bytes::from(bad), 0, &[]).expect_err("crc");
-        assert!(matches!(err, DecodeError::Corrupt(_)), "{err:?}");
-        let mut old = b.to_vec();
-        old[16] = 1;
-        let err = decode_batches(&Bytes::from(old), 0, &[]).expect_err("magic");
-        assert!(matches!(err, DecodeError::Unsupported(_)), "{err:?}");
-    }
 
     fn rec(offset: i64, key: &str, value: Option<&str>) -> Record {
         Record {

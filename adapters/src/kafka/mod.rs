@@ -66,17 +66,24 @@
 //! # fn main() {}
 //! ```
 
+mod batch;
 mod classify;
 mod cluster;
 mod config;
 mod context;
 mod describe;
 mod fetch;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod net;
 mod registrar;
+#[cfg(any(test, feature = "fuzzing"))]
+mod samples;
 mod security;
 mod topic;
 mod txn;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -245,7 +252,40 @@ impl KafkaTransport {
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
         let written = self.sessions.write(token, records);
-        self.fenced_if_superseded(token, written)
+        let written = self.fenced_if_superseded(token, written);
+        written.map_err(|e| self.confirm_records(e, records))
+    }
+
+    /// Decides an UNKNOWN_TOPIC_OR_PARTITION that a write of `records` ended with: a
+    /// configuration error if the metadata confirms that one of their topics is missing, lacks
+    /// the partition, or (for the state topic) has another partition count than configured;
+    /// else the error as it is (retriable). Any other error is returned unchanged.
+    fn confirm_records(
+        &self,
+        err: TransportError,
+        records: &[GuardedRecord<'_>],
+    ) -> TransportError {
+        let mut err = err;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in records {
+            if !seen.insert((r.topic, r.partition)) {
+                continue;
+            }
+            err = self.confirm(err, r.topic, r.partition);
+            if err.kind() == ErrorKind::Config {
+                break;
+            }
+        }
+        err
+    }
+
+    /// [`Cluster::confirm`] for `partition` of `topic`, with the configured partition count
+    /// when `topic` is the state topic.
+    fn confirm(&self, err: TransportError, topic: &str, partition: i32) -> TransportError {
+        let expected = (topic == self.config.topic()).then(|| self.config.partitions());
+        let deadline = std::time::Instant::now() + self.config.request_timeout();
+        self.cluster
+            .confirm(err, topic, partition, expected, deadline)
     }
 
     /// A transactional write that failed without a fencing code may still mean that the term is
@@ -259,9 +299,7 @@ impl KafkaTransport {
         result: Result<R, TransportError>,
     ) -> Result<R, TransportError> {
         let err = match result {
-            Err(e) if e.kind() == ErrorKind::Fatal || e.message().contains("INVALID_TXN_STATE") => {
-                e
-            }
+            Err(e) if may_be_superseded(&e) => e,
             other => return other,
         };
         let Some(role) = self.sessions.role_of(token) else {
@@ -338,6 +376,13 @@ impl KafkaTransport {
     }
 }
 
+/// Whether a failed write may mean that the coordinator superseded the pair without the write
+/// meeting a fencing code: a fatal failure, or a commit that found no transaction open
+/// (INVALID_TXN_STATE, by its code: the message is for people).
+fn may_be_superseded(e: &TransportError) -> bool {
+    e.kind() == ErrorKind::Fatal || e.kafka_code() == Some(cluster::code::INVALID_TXN_STATE)
+}
+
 impl Coordinator for KafkaTransport {
     fn acquire_epoch(
         &self,
@@ -347,13 +392,14 @@ impl Coordinator for KafkaTransport {
         self.sessions
             .acquire(role, transaction_timeout)
             .map_err(|e| {
-                if !e.message().contains("INVALID_TRANSACTION_TIMEOUT") {
+                if e.kafka_code() != Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) {
                     return e;
                 }
                 // Name the brokers' real maximum when it can be read.
                 let max = topic::broker_setting(&self.config, "transaction.max.timeout.ms")
                     .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
                 TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
+                    .with_kafka_code(cluster::code::INVALID_TRANSACTION_TIMEOUT)
             })
     }
 
@@ -412,7 +458,9 @@ impl Registrar for KafkaTransport {
         self.check_partition(partition)?;
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
-        self.appender.append(&self.config, partition, key, value)
+        self.appender
+            .append(&self.config, partition, key, value)
+            .map_err(|e| self.confirm(e, self.config.topic(), partition))
     }
 }
 
@@ -438,6 +486,7 @@ impl LeaseWriter for KafkaTransport {
             }],
         );
         self.fenced_if_superseded(token, written)
+            .map_err(|e| self.confirm(e, topic, partition))
             .map(|offsets| offsets.first().copied().unwrap_or(-1))
     }
 
@@ -461,6 +510,20 @@ mod tests {
             .map(|i| Role::new(format!("role-{i}")).expect("role"))
             .find(|r| role_partition(r, 8).ok() != role_partition(r, 16).ok())
             .expect("some role moves")
+    }
+
+    #[test]
+    fn a_write_may_be_superseded_by_its_code_not_by_its_message() {
+        let no_txn = TransportError::retriable("EndTxn (commit): nothing open")
+            .with_kafka_code(cluster::code::INVALID_TXN_STATE);
+        assert!(may_be_superseded(&no_txn));
+        assert!(may_be_superseded(&TransportError::fatal("unusable")));
+        // A message that merely mentions the name decides nothing.
+        assert!(!may_be_superseded(&TransportError::retriable(
+            "a broker log line quoting INVALID_TXN_STATE"
+        )));
+        let timeout = TransportError::retriable("timed out").with_kafka_code(7);
+        assert!(!may_be_superseded(&timeout));
     }
 
     #[test]

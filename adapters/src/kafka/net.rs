@@ -18,6 +18,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 
 use super::context::lock;
 use super::security::Security;
+use super::wire;
 use crate::error::TransportError;
 
 /// The largest response accepted. The answers this client asks for are small (a metadata
@@ -101,13 +102,16 @@ impl Conn {
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("kafka-coordination"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let resp = self.call(&req, 3, deadline)?;
-        if resp.error_code == 35 {
+        // A broker without v3 answers in v0's shape with UNSUPPORTED_VERSION: read the error
+        // code (the first field of every version) before the body's shape is checked.
+        let body = self.send::<ApiVersionsRequest>(&req, 3, deadline)?;
+        if body.get(..2) == Some(&35i16.to_be_bytes()[..]) {
             return Err(NetError::Stop(TransportError::config(format!(
                 "the broker at {} does not support ApiVersions v3: Kafka 2.4 or newer is needed",
                 self.addr
             ))));
         }
+        let resp = self.decode::<ApiVersionsRequest>(body, 3)?;
         if resp.error_code != 0 {
             return Err(NetError::Io(format!(
                 "ApiVersions at {} failed with error {}",
@@ -136,15 +140,32 @@ impl Conn {
         deadline: Instant,
     ) -> Result<R::Response, NetError> {
         let body = self.send::<R>(req, version, deadline)?;
-        let mut body = body;
-        let malformed = |e: String| {
+        self.decode::<R>(body, version)
+    }
+
+    /// Decodes the body of `R`'s response at `version` once its bytes have passed the shape
+    /// check ([`wire::check`]), which bounds what decoding allocates. An answer that fails the
+    /// check drops the connection (the call may be tried again on a new one).
+    pub(crate) fn decode<R: Request>(
+        &self,
+        mut body: Bytes,
+        version: i16,
+    ) -> Result<R::Response, NetError> {
+        if let Err(why) = wire::check(R::KEY, version, &body) {
+            return Err(NetError::Io(format!(
+                "a malformed answer from {} to API key {} v{version} ({} bytes): {why}",
+                self.addr,
+                R::KEY,
+                body.len()
+            )));
+        }
+        R::Response::decode(&mut body, version).map_err(|e| {
             NetError::Stop(TransportError::fatal(format!(
                 "malformed response from {} to API key {} v{version}: {e}",
                 self.addr,
                 R::KEY
             )))
-        };
-        R::Response::decode(&mut body, version).map_err(|e| malformed(e.to_string()))
+        })
     }
 
     /// Sends a raw request and returns the response body after its header.
@@ -256,6 +277,62 @@ impl Conn {
     }
 }
 
+/// A broker in memory: reads return the bytes it was given (then end of stream), writes are
+/// dropped. For tests and the fuzz harness.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) struct Replay(io::Cursor<Vec<u8>>);
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl Replay {
+    pub(crate) fn new(answers: Vec<u8>) -> Replay {
+        Replay(io::Cursor::new(answers))
+    }
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl Read for Replay {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl Write for Replay {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl Stream for Replay {
+    fn set_timeouts(&mut self, _: Duration) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl Conn {
+    /// A connection over `stream` that has negotiated nothing yet.
+    pub(crate) fn over(addr: &str, stream: Box<dyn Stream>) -> Conn {
+        Conn {
+            addr: addr.to_owned(),
+            stream,
+            versions: HashMap::new(),
+            correlation: 0,
+            client_id: StrBytes::from_static_str("kafka-coordination-test"),
+        }
+    }
+
+    /// Negotiates versions (ApiVersions), as [`Conn::open`] does after connecting.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn negotiate_versions(&mut self, deadline: Instant) -> Result<(), NetError> {
+        self.negotiate(deadline)
+    }
+}
+
 fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()
@@ -324,5 +401,89 @@ impl Pool {
     pub(crate) fn open_connections(&self) -> usize {
         let slots: Vec<_> = lock(&self.conns).values().cloned().collect();
         slots.iter().filter(|s| lock(s).is_some()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactionsResponse};
+    use kafka_protocol::protocol::Encodable;
+
+    fn conn(answers: Vec<u8>) -> Conn {
+        Conn::over("broker:9092", Box::new(Replay::new(answers)))
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    fn io_message(r: Result<impl std::fmt::Debug, NetError>) -> String {
+        match r {
+            Err(NetError::Io(why)) => why,
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+    }
+
+    /// The frame lengths that once cost memory up front (a 64 MiB buffer for a length the
+    /// broker never sent): a length past the limit is refused before anything is read, and a
+    /// length within it costs only the bytes that arrive.
+    #[test]
+    fn bogus_frame_lengths_are_refused_or_cost_only_what_arrives() {
+        let mut c = conn(i32::MAX.to_be_bytes().to_vec());
+        let why = io_message(c.read_frame(soon()));
+        assert!(
+            why.contains("announced a response of 2147483647 bytes"),
+            "{why}"
+        );
+        let mut c = conn((-5i32).to_be_bytes().to_vec());
+        assert!(io_message(c.read_frame(soon())).contains("-5 bytes"));
+        let mut frame = (MAX_RESPONSE as i32).to_be_bytes().to_vec();
+        frame.extend([7u8; 10]);
+        let why = io_message(conn(frame).read_frame(soon()));
+        assert!(
+            why.contains(&format!("after 10 of {MAX_RESPONSE} announced bytes")),
+            "{why}"
+        );
+        let mut frame = 3i32.to_be_bytes().to_vec();
+        frame.extend([1u8, 2, 3, 4]);
+        assert_eq!(
+            &conn(frame).read_frame(soon()).expect("a frame")[..],
+            [1, 2, 3]
+        );
+    }
+
+    /// A whole exchange over a replayed connection: a well-formed answer decodes; the same
+    /// answer with its array count raised past the bytes left drops the connection (an I/O
+    /// error) instead of reaching the decoder.
+    #[test]
+    fn answers_are_checked_before_they_are_decoded() {
+        let body = {
+            let mut b = bytes::BytesMut::new();
+            DescribeTransactionsResponse::default()
+                .encode(&mut b, 0)
+                .expect("encode");
+            b.to_vec()
+        };
+        // Header v1: correlation id 1, no tagged fields.
+        let frame = |body: &[u8]| {
+            let mut f = ((body.len() + 5) as i32).to_be_bytes().to_vec();
+            f.extend(1i32.to_be_bytes());
+            f.push(0);
+            f.extend(body);
+            f
+        };
+        let req = DescribeTransactionsRequest::default();
+        let resp = conn(frame(&body)).call(&req, 0, soon()).expect("decodes");
+        assert!(resp.transaction_states.is_empty());
+        // The array count is the fifth byte (after the throttle time): 2^28 elements.
+        let mut huge = body[..4].to_vec();
+        huge.extend([0x81, 0x80, 0x80, 0x80, 0x01, 0]);
+        let why = io_message(conn(frame(&huge)).call(&req, 0, soon()));
+        assert!(why.contains("claims 268435456 elements"), "{why}");
+        // A wrong correlation id is an I/O error too.
+        let mut other = frame(&body);
+        other[7] = 2;
+        assert!(io_message(conn(other).call(&req, 0, soon())).contains("correlation"));
     }
 }

@@ -954,6 +954,10 @@ pub(crate) struct ServerProof {
 /// Kafka's (and RFC 7677's) minimum iteration count; fewer would let a man in the middle
 /// weaken the stored credentials' protection.
 const MIN_ITERATIONS: u32 = 4096;
+/// Kafka's maximum iteration count (`ScramMechanism`): a broker never asks for more, and a
+/// larger count from a broken or hostile broker would hold the connecting thread in PBKDF2
+/// for minutes or hours (the count is a `u32`).
+const MAX_ITERATIONS: u32 = 16384;
 
 impl Scram {
     pub(crate) fn new(mechanism: Mechanism, username: &str, nonce: &str) -> Scram {
@@ -1022,6 +1026,11 @@ impl Scram {
         if iterations < MIN_ITERATIONS {
             return Err(ScramError::Malformed(format!(
                 "iteration count {iterations} is below the minimum {MIN_ITERATIONS}"
+            )));
+        }
+        if iterations > MAX_ITERATIONS {
+            return Err(ScramError::Malformed(format!(
+                "iteration count {iterations} is above Kafka's maximum {MAX_ITERATIONS}"
             )));
         }
         let iterations = NonZeroU32::new(iterations).ok_or_else(|| malformed("zero iterations"))?;
@@ -1167,7 +1176,7 @@ mod tests {
     #[test]
     fn scram_refuses_a_bad_server_first_message() {
         let scram = Scram::new(Mechanism::ScramSha256, "user", NONCE);
-        let cases: [(&str, &str); 7] = [
+        let cases: [(&str, &str); 8] = [
             ("r=someoneelse,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", "nonce"),
             (
                 "r=rOprNGfwEbeRWgbNEkqO,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
@@ -1186,6 +1195,11 @@ mod tests {
             (
                 "m=ext,r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
                 "extension",
+            ),
+            // Four billion PBKDF2 rounds would hold the thread for hours: refused at once.
+            (
+                "r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4294967295",
+                "maximum",
             ),
         ];
         for (server_first, what) in cases {

@@ -296,10 +296,18 @@ impl CheckError {
 }
 
 /// Checks that the state topic exists, is compacted and has exactly the configured partition
-/// count. DescribeConfigs goes through `cluster`.
+/// count. DescribeConfigs goes through `cluster`. A topic that looks missing is looked at again
+/// after a pause before that is reported: a broker whose metadata lags (a topic created a moment
+/// ago, a broker under load) does not know it yet.
 pub(crate) fn ensure(config: &KafkaConfig, cluster: &Cluster) -> Result<(), TransportError> {
     let admin = Admin::new(config)?;
-    check(&admin, cluster).map_err(CheckError::into_error)
+    match check(&admin, cluster) {
+        Err(CheckError::Missing(_)) => {
+            thread::sleep(super::cluster::CONFIRM_PAUSE);
+            check(&admin, cluster).map_err(CheckError::into_error)
+        }
+        other => other.map_err(CheckError::into_error),
+    }
 }
 
 fn check(admin: &Admin<'_>, cluster: &Cluster) -> Result<(), CheckError> {

@@ -190,30 +190,23 @@ impl Sessions {
                     code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
                     // The coordinator is aborting the previous holder's open transaction (with
                     // a fencing bump) or completing a transition: ask again.
-                    code::CONCURRENT_TRANSACTIONS => Err(Attempt::again(format!(
-                        "{}: the coordinator is ending the previous holder's transaction \
-                         (CONCURRENT_TRANSACTIONS)",
-                        conn.addr()
-                    ))),
-                    code::COORDINATOR_LOAD_IN_PROGRESS => Err(Attempt::again(format!(
-                        "{}: the coordinator is loading (COORDINATOR_LOAD_IN_PROGRESS)",
-                        conn.addr()
-                    ))),
-                    code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE => {
-                        Err(Attempt::relookup(format!(
-                            "{}: {}",
-                            conn.addr(),
-                            code::name(resp.error_code)
-                        )))
-                    }
-                    code::INVALID_TRANSACTION_TIMEOUT => {
-                        Err(Attempt::Stop(TransportError::config(format!(
+                    code::CONCURRENT_TRANSACTIONS => Err(Attempt::from_code(
+                        resp.error_code,
+                        format!(
+                            "{}: the coordinator is ending the previous holder's transaction \
+                             (CONCURRENT_TRANSACTIONS)",
+                            conn.addr()
+                        ),
+                    )),
+                    code::INVALID_TRANSACTION_TIMEOUT => Err(Attempt::Stop(
+                        TransportError::config(format!(
                             "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease \
                              duration) exceeds the brokers' transaction.max.timeout.ms (MAX); use \
                              a shorter lease or raise transaction.max.timeout.ms on the brokers \
                              (INVALID_TRANSACTION_TIMEOUT)"
-                        ))))
-                    }
+                        ))
+                        .with_kafka_code(code::INVALID_TRANSACTION_TIMEOUT),
+                    )),
                     code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
                         Err(Attempt::Stop(TransportError::unauthorized(format!(
                             "InitProducerId for role '{role}': the principal needs the WRITE ACL \
@@ -226,11 +219,14 @@ impl Sessions {
                              IDEMPOTENT_WRITE ACL on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
                         ))))
                     }
-                    other => Err(Attempt::again(format!(
-                        "InitProducerId for role '{role}' at {} failed with error {other} ({})",
-                        conn.addr(),
-                        code::name(other)
-                    ))),
+                    other => Err(Attempt::from_code(
+                        other,
+                        format!(
+                            "InitProducerId for role '{role}' at {} failed with error {other} ({})",
+                            conn.addr(),
+                            code::name(other)
+                        ),
+                    )),
                 }
             })
         })?;
@@ -353,44 +349,37 @@ impl Sessions {
         Ok(())
     }
 
-    /// Maps a per-request error code on a transactional call to an attempt.
+    /// Maps a per-request error code on a transactional call to an attempt (by the table in
+    /// [`classify`](super::classify), with the ACL to grant for an authorization error).
     fn txn_error(&self, s: &Session, what: &str, addr: &str, error: i16) -> Attempt {
         let role = &s.role;
-        match error {
+        let why = match error {
             code::PRODUCER_FENCED
             | code::INVALID_PRODUCER_EPOCH
-            | code::INVALID_PRODUCER_ID_MAPPING => Attempt::Stop(TransportError::fenced(format!(
-                "{what} of role '{role}' with pair {} was fenced: a newer leader holds the \
-                     role ({})",
+            | code::INVALID_PRODUCER_ID_MAPPING => format!(
+                "{what} of role '{role}' with pair {} was fenced: a newer leader holds the role \
+                 ({})",
                 s.token,
                 code::name(error)
-            ))),
-            code::CONCURRENT_TRANSACTIONS | code::COORDINATOR_LOAD_IN_PROGRESS => {
-                Attempt::again(format!("{what} at {addr}: {}", code::name(error)))
-            }
-            code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE => {
-                Attempt::relookup(format!("{what} at {addr}: {}", code::name(error)))
-            }
-            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
-                Attempt::Stop(TransportError::unauthorized(format!(
-                    "{what} of role '{role}': the principal needs the WRITE ACL on \
-                     TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-                )))
-            }
-            code::TOPIC_AUTHORIZATION_FAILED => {
-                Attempt::Stop(TransportError::unauthorized(format!(
-                    "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
+            ),
+            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => format!(
+                "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
+                 '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+            ),
+            code::TOPIC_AUTHORIZATION_FAILED => format!(
+                "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
                  (TOPIC_AUTHORIZATION_FAILED)"
-                )))
-            }
-            other if code::partition_retriable(other) => {
-                Attempt::relookup(format!("{what} at {addr}: {}", code::name(other)))
-            }
-            other => Attempt::again(format!(
+            ),
+            code::CLUSTER_AUTHORIZATION_FAILED => format!(
+                "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
+                 Cluster (CLUSTER_AUTHORIZATION_FAILED)"
+            ),
+            other => format!(
                 "{what} of role '{role}' at {addr}: error {other} ({})",
                 code::name(other)
-            )),
-        }
+            ),
+        };
+        Attempt::from_code(error, why)
     }
 
     fn add_partitions(
@@ -602,15 +591,14 @@ impl Sessions {
                     )));
                 }
                 if p.error_code != code::NONE {
-                    return Err(if code::partition_retriable(p.error_code) {
-                        Attempt::relookup(format!("{what}: {}", code::name(p.error_code)))
-                    } else {
-                        Attempt::Stop(TransportError::retriable(format!(
+                    return Err(Attempt::from_code(
+                        p.error_code,
+                        format!(
                             "{what}: error {} ({})",
                             p.error_code,
                             code::name(p.error_code)
-                        )))
-                    });
+                        ),
+                    ));
                 }
                 Ok(p.active_producers
                     .iter()
@@ -672,7 +660,8 @@ impl Sessions {
             return Err(TransportError::retriable(format!(
                 "{what}: the coordinator has no transaction of pair {} open (INVALID_TXN_STATE)",
                 s.token
-            )));
+            ))
+            .with_kafka_code(code::INVALID_TXN_STATE));
         }
         Ok(())
     }

@@ -1,6 +1,8 @@
 //! A TCP proxy in front of a broker that can hold back the broker's answers to one kind of
 //! request (by API key) for longer than the client's request timeout: the request reaches the
-//! broker and takes effect, and the client does not learn it in time.
+//! broker and takes effect, and the client does not learn it in time. It can also turn the
+//! broker's Fetch answers into answers with an error code on every partition, as a broker
+//! under load or one that has not caught up with a new topic answers.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -11,8 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{FetchResponse, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
 /// EndTxn's API key.
 pub const END_TXN: i16 = 26;
+/// Fetch's API key.
+pub const FETCH: i16 = 1;
 
 #[derive(Default)]
 struct Hold {
@@ -21,12 +29,21 @@ struct Hold {
     delay: Duration,
 }
 
+/// Which Fetch answers to turn into errors.
+#[derive(Default)]
+struct Fail {
+    remaining: usize,
+    code: i16,
+}
+
 /// The proxy; it runs until the test process ends.
 pub struct Proxy {
     /// `127.0.0.1:PORT` to connect to instead of the broker.
     pub addr: String,
     hold: Arc<Mutex<Hold>>,
     held: Arc<AtomicUsize>,
+    fail: Arc<Mutex<Fail>>,
+    failed: Arc<AtomicUsize>,
     forwarded: Arc<Mutex<Vec<i16>>>,
 }
 
@@ -39,11 +56,15 @@ impl Proxy {
             addr,
             hold: Arc::default(),
             held: Arc::default(),
+            fail: Arc::default(),
+            failed: Arc::default(),
             forwarded: Arc::default(),
         };
-        let (hold, held, forwarded) = (
+        let (hold, held, fail, failed, forwarded) = (
             proxy.hold.clone(),
             proxy.held.clone(),
+            proxy.fail.clone(),
+            proxy.failed.clone(),
             proxy.forwarded.clone(),
         );
         let target = target.to_owned();
@@ -54,7 +75,7 @@ impl Proxy {
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                let pending: Arc<Mutex<VecDeque<i16>>> = Arc::default();
+                let pending: Arc<Mutex<VecDeque<(i16, i16)>>> = Arc::default();
                 let (c2, s2) = (
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
@@ -62,7 +83,8 @@ impl Proxy {
                 let (p1, p2, f1) = (pending.clone(), pending, forwarded.clone());
                 thread::spawn(move || requests(client, server, p1, f1));
                 let (h, n) = (hold.clone(), held.clone());
-                thread::spawn(move || responses(s2, c2, p2, h, n));
+                let (f, fd) = (fail.clone(), failed.clone());
+                thread::spawn(move || responses(s2, c2, p2, h, n, f, fd));
             }
         });
         proxy
@@ -76,6 +98,25 @@ impl Proxy {
             remaining: count,
             delay,
         };
+    }
+
+    /// Turns the broker's next `count` Fetch answers into answers that carry `code` on every
+    /// partition, with no records (`usize::MAX`: all of them, until [`Proxy::stop_failing`]).
+    pub fn fail_fetches(&self, count: usize, code: i16) {
+        *self.fail.lock().expect("fail") = Fail {
+            remaining: count,
+            code,
+        };
+    }
+
+    /// Forwards the broker's Fetch answers as they are again.
+    pub fn stop_failing(&self) {
+        *self.fail.lock().expect("fail") = Fail::default();
+    }
+
+    /// How many Fetch answers were turned into errors so far.
+    pub fn failed(&self) -> usize {
+        self.failed.load(Ordering::SeqCst)
     }
 
     /// How many answers were held so far.
@@ -107,12 +148,16 @@ fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
 fn requests(
     mut client: TcpStream,
     mut server: TcpStream,
-    pending: Arc<Mutex<VecDeque<i16>>>,
+    pending: Arc<Mutex<VecDeque<(i16, i16)>>>,
     forwarded: Arc<Mutex<Vec<i16>>>,
 ) {
     while let Some(frame) = read_frame(&mut client) {
         let api_key = i16::from_be_bytes([frame[4], frame[5]]);
-        pending.lock().expect("pending").push_back(api_key);
+        let version = i16::from_be_bytes([frame[6], frame[7]]);
+        pending
+            .lock()
+            .expect("pending")
+            .push_back((api_key, version));
         forwarded.lock().expect("forwarded").push(api_key);
         if server.write_all(&frame).is_err() {
             break;
@@ -124,13 +169,29 @@ fn requests(
 fn responses(
     mut server: TcpStream,
     mut client: TcpStream,
-    pending: Arc<Mutex<VecDeque<i16>>>,
+    pending: Arc<Mutex<VecDeque<(i16, i16)>>>,
     hold: Arc<Mutex<Hold>>,
     held: Arc<AtomicUsize>,
+    fail: Arc<Mutex<Fail>>,
+    failed: Arc<AtomicUsize>,
 ) {
     // Answers come back in request order on one connection.
-    while let Some(frame) = read_frame(&mut server) {
-        let api_key = pending.lock().expect("pending").pop_front();
+    while let Some(mut frame) = read_frame(&mut server) {
+        let request = pending.lock().expect("pending").pop_front();
+        let api_key = request.map(|(key, _)| key);
+        if let Some((FETCH, version)) = request {
+            let code = {
+                let mut f = fail.lock().expect("fail");
+                (f.remaining > 0).then(|| {
+                    f.remaining -= 1;
+                    f.code
+                })
+            };
+            if let Some(code) = code {
+                frame = fetch_error(&frame, version, code);
+                failed.fetch_add(1, Ordering::SeqCst);
+            }
+        }
         let delay = {
             let mut h = hold.lock().expect("hold");
             if api_key == Some(h.api_key) && h.remaining > 0 {
@@ -151,4 +212,32 @@ fn responses(
     }
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
+}
+
+/// The Fetch answer `frame` (of request `version`) with `code` on every partition and no
+/// records, as a broker that cannot serve the partitions answers.
+fn fetch_error(frame: &[u8], version: i16, code: i16) -> Vec<u8> {
+    let header_version = if version >= 12 { 1 } else { 0 };
+    let mut body = Bytes::copy_from_slice(&frame[4..]);
+    let header = ResponseHeader::decode(&mut body, header_version).expect("a response header");
+    let mut resp = FetchResponse::decode(&mut body, version).expect("a Fetch answer");
+    for topic in &mut resp.responses {
+        for p in &mut topic.partitions {
+            p.error_code = code;
+            p.high_watermark = -1;
+            p.last_stable_offset = -1;
+            p.log_start_offset = -1;
+            p.aborted_transactions = None;
+            p.records = None;
+        }
+    }
+    let mut out = BytesMut::new();
+    out.extend_from_slice(&[0; 4]);
+    header
+        .encode(&mut out, header_version)
+        .expect("encode the header");
+    resp.encode(&mut out, version).expect("encode the answer");
+    let len = i32::try_from(out.len() - 4).expect("small").to_be_bytes();
+    out[..4].copy_from_slice(&len);
+    out.to_vec()
 }

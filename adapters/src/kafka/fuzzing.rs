@@ -1,0 +1,160 @@
+//! Every place the Kafka transport parses broker bytes, for the fuzz harness in `fuzz/`
+//! (feature `fuzzing`). Not a public API: it may change in any release.
+//!
+//! Each function runs the same code the transport runs on the same bytes and reports the
+//! outcome as `Ok` or an `Err` with the transport's message; bad input must give an `Err`,
+//! never a panic, and must not allocate more than a small multiple of its size.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    EndTxnRequest, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
+    MetadataRequest, ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::{HeaderVersion, Request};
+
+use super::batch;
+use super::fetch::View;
+use super::net::{Conn, NetError, Replay};
+use super::security::{Mechanism, Scram};
+use super::wire;
+
+/// The nonce [`scram`]'s client sends; a server-first message must extend it.
+pub const SCRAM_NONCE: &str = "fyko+d2lbbFgONRv9qkxdawL";
+
+/// Every response the client reads: API key, request name, first and last version.
+pub fn apis() -> Vec<(i16, &'static str, i16, i16)> {
+    wire::SHAPES
+        .iter()
+        .map(|s| (s.api_key, s.name, s.versions.0, s.versions.1))
+        .collect()
+}
+
+/// Well-formed response bodies `(api key, version, body)`, one per API and version.
+pub fn samples() -> Vec<(i16, i16, Vec<u8>)> {
+    super::samples::samples()
+}
+
+/// Record batches as a Fetch of the state topic returns them: two records of a transaction
+/// (offsets 40 and 41) and its commit marker (42).
+pub fn sample_batches() -> Vec<u8> {
+    super::samples::record_batches().to_vec()
+}
+
+/// The response header version of API `api_key` at `version` (0: a correlation id; 1: and
+/// tagged fields); `None` for an API the client does not call.
+pub fn header_version(api_key: i16, version: i16) -> Option<i16> {
+    fn of<R: Request>(version: i16) -> i16 {
+        <R::Response as HeaderVersion>::header_version(version)
+    }
+    Some(match api_key {
+        18 => 0,
+        17 => of::<SaslHandshakeRequest>(version),
+        36 => of::<SaslAuthenticateRequest>(version),
+        10 => of::<FindCoordinatorRequest>(version),
+        3 => of::<MetadataRequest>(version),
+        22 => of::<InitProducerIdRequest>(version),
+        24 => of::<AddPartitionsToTxnRequest>(version),
+        0 => of::<ProduceRequest>(version),
+        26 => of::<EndTxnRequest>(version),
+        65 => of::<DescribeTransactionsRequest>(version),
+        61 => of::<DescribeProducersRequest>(version),
+        1 => of::<FetchRequest>(version),
+        2 => of::<ListOffsetsRequest>(version),
+        _ => return None,
+    })
+}
+
+fn show(e: NetError) -> String {
+    match e {
+        NetError::Io(why) => why,
+        NetError::Stop(e) => e.to_string(),
+    }
+}
+
+/// One request on a connection whose broker answers with `answers` (size-prefixed frames as
+/// they arrive on the socket): the frame is read, its header checked (the request's
+/// correlation id is 1), the body's shape checked and the body decoded, as for every call the
+/// transport makes. API key 18 runs the version negotiation of a new connection.
+pub fn exchange(api_key: i16, version: i16, answers: &[u8]) -> Result<(), String> {
+    let mut conn = Conn::over("fuzz:9092", Box::new(Replay::new(answers.to_vec())));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    fn call<R: Request + Default>(
+        conn: &mut Conn,
+        version: i16,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        conn.call(&R::default(), version, deadline)
+            .map(drop)
+            .map_err(show)
+    }
+    match api_key {
+        18 => conn.negotiate_versions(deadline).map_err(show),
+        17 => call::<SaslHandshakeRequest>(&mut conn, version, deadline),
+        36 => call::<SaslAuthenticateRequest>(&mut conn, version, deadline),
+        10 => call::<FindCoordinatorRequest>(&mut conn, version, deadline),
+        3 => call::<MetadataRequest>(&mut conn, version, deadline),
+        22 => call::<InitProducerIdRequest>(&mut conn, version, deadline),
+        24 => call::<AddPartitionsToTxnRequest>(&mut conn, version, deadline),
+        0 => call::<ProduceRequest>(&mut conn, version, deadline),
+        26 => call::<EndTxnRequest>(&mut conn, version, deadline),
+        65 => call::<DescribeTransactionsRequest>(&mut conn, version, deadline),
+        61 => call::<DescribeProducersRequest>(&mut conn, version, deadline),
+        1 => call::<FetchRequest>(&mut conn, version, deadline),
+        2 => call::<ListOffsetsRequest>(&mut conn, version, deadline),
+        _ => Err(format!("API key {api_key} is not one the client calls")),
+    }
+}
+
+/// The records of one partition's fetched bytes (`records` of a Fetch answer) as the reader
+/// keeps them: parsed, filtered as read_committed, and added to a view that covers the
+/// partition from `from`. Returns how many records the view then serves.
+pub fn fetched(records: &[u8], from: i64, aborted: &[(i64, i64)]) -> Result<usize, String> {
+    let decoded = batch::decode_batches(&Bytes::copy_from_slice(records), from, aborted)
+        .map_err(|e| format!("{e:?}"))?;
+    let mut view = View::starting_at(from);
+    view.append(decoded);
+    Ok(view.since(from).len())
+}
+
+/// A SCRAM exchange (SHA-512 when `sha512`, else SHA-256) as user `user` with the client nonce
+/// [`SCRAM_NONCE`]: the client's answer to `server_first`, then the check of `server_final`.
+pub fn scram(sha512: bool, server_first: &[u8], server_final: &[u8]) -> Result<(), String> {
+    let mechanism = if sha512 {
+        Mechanism::ScramSha512
+    } else {
+        Mechanism::ScramSha256
+    };
+    let scram = Scram::new(mechanism, "user", SCRAM_NONCE);
+    let (_, proof) = scram
+        .client_final("pencil", server_first)
+        .map_err(|e| format!("{e:?}"))?;
+    proof.verify(server_final).map_err(|e| format!("{e:?}"))
+}
+
+/// Recomputes the CRC-32C of every whole batch in `records` (walking their length fields), so
+/// that a mutated batch reaches the record parser instead of stopping at its checksum.
+pub fn seal_batches(records: &mut [u8]) {
+    const HEADER: usize = 61;
+    let mut pos = 0usize;
+    while records.len() - pos >= HEADER {
+        let len = i32::from_be_bytes([
+            records[pos + 8],
+            records[pos + 9],
+            records[pos + 10],
+            records[pos + 11],
+        ]);
+        let Ok(len) = usize::try_from(len) else {
+            break;
+        };
+        let size = 12 + len;
+        if size < HEADER || records.len() - pos < size {
+            break;
+        }
+        let crc = crc32c::crc32c(&records[pos + 21..pos + size]);
+        records[pos + 17..pos + 21].copy_from_slice(&crc.to_be_bytes());
+        pos += size;
+    }
+}
