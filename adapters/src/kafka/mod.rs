@@ -551,7 +551,10 @@ mod tests {
         let key = Key::registration(role.clone(), member).encode();
         let err = t.append(wrong, &key, Some(b"v")).expect_err("refused");
         assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
-        assert!(err.message().contains("set Timing::partitions to 16"), "{err}");
+        assert!(
+            err.message().contains("set Timing::partitions to 16"),
+            "{err}"
+        );
         let key = Key::lease(role).encode();
         let err = t
             .write_lease(wrong, &key, None, FencingToken::new(1, 0))

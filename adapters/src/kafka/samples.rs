@@ -5,10 +5,11 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     add_partitions_to_txn_response as add, api_versions_response as api,
-    describe_producers_response as producers, describe_transactions_response as txn,
-    fetch_response as fetch, find_coordinator_response as coord, list_offsets_response as list,
-    metadata_response as meta, produce_response as produce, AddPartitionsToTxnResponse,
-    ApiVersionsResponse, BrokerId, DescribeProducersResponse, DescribeTransactionsResponse,
+    describe_configs_response as configs, describe_producers_response as producers,
+    describe_transactions_response as txn, fetch_response as fetch,
+    find_coordinator_response as coord, list_offsets_response as list, metadata_response as meta,
+    produce_response as produce, AddPartitionsToTxnResponse, ApiVersionsResponse, BrokerId,
+    DescribeConfigsResponse, DescribeProducersResponse, DescribeTransactionsResponse,
     EndTxnResponse, FetchResponse, FindCoordinatorResponse, InitProducerIdResponse,
     ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId, SaslAuthenticateResponse,
     SaslHandshakeResponse, TopicName, TransactionalId,
@@ -148,6 +149,25 @@ fn sample(api_key: i16, v: i16) -> Vec<u8> {
                     .with_partitions(vec![
                         list::ListOffsetsPartitionResponse::default().with_offset(12)
                     ]),
+            ]),
+            v,
+        ),
+        32 => encode(
+            &DescribeConfigsResponse::default().with_results(vec![
+                configs::DescribeConfigsResult::default()
+                    .with_error_message(Some(s("m")))
+                    .with_resource_type(2)
+                    .with_resource_name(s("t"))
+                    .with_configs(vec![configs::DescribeConfigsResourceResult::default()
+                        .with_name(s("cleanup.policy"))
+                        .with_value(Some(s("compact")))
+                        .with_config_source(1)
+                        .with_synonyms(vec![configs::DescribeConfigsSynonym::default()
+                            .with_name(s("log.cleanup.policy"))
+                            .with_value(Some(s("delete")))
+                            .with_source(5)])
+                        .with_config_type(2)
+                        .with_documentation(Some(s("d")))]),
             ]),
             v,
         ),

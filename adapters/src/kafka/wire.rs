@@ -117,6 +117,24 @@ use Ty::{Bool, Bytes, Ints, Str, Strs, Uuid, I16, I32, I64};
 static API_VERSION: Struct = plain(&[f(I16), f(I16), f(I16)]);
 static FEATURE_KEY: Struct = plain(&[f(Str), f(I16), f(I16)]);
 
+// ---- DescribeConfigs (32) --------------------------------------------------------------------
+
+// An INT8 is one byte, as a boolean is.
+static CONFIG_SYNONYM: Struct = plain(&[f(Str), f(Str), f(Bool)]);
+static CONFIG_ENTRY: Struct = plain(&[
+    f(Str),
+    f(Str),
+    f(Bool),
+    until(0, Bool),
+    since(1, Bool),
+    f(Bool),
+    since(1, Ty::Array(&CONFIG_SYNONYM)),
+    since(3, Bool),
+    since(3, Str),
+]);
+static CONFIG_RESULT: Struct =
+    plain(&[f(I16), f(Str), f(Bool), f(Str), f(Ty::Array(&CONFIG_ENTRY))]);
+
 // ---- FindCoordinator (10) --------------------------------------------------------------------
 
 static COORDINATOR: Struct = plain(&[f(Str), f(I32), f(Str), f(I32), f(I16), f(Str)]);
@@ -389,6 +407,13 @@ pub(crate) static SHAPES: &[Shape] = &[
         },
     },
     Shape {
+        api_key: 32,
+        name: "DescribeConfigs",
+        versions: (1, 4),
+        flexible_since: 4,
+        body: plain(&[f(I32), f(Ty::Array(&CONFIG_RESULT))]),
+    },
+    Shape {
         api_key: 2,
         name: "ListOffsets",
         versions: (1, 7),
@@ -617,6 +642,7 @@ mod tests {
             61 => DescribeProducersResponse::decode(&mut b, version).is_ok(),
             1 => FetchResponse::decode(&mut b, version).is_ok(),
             2 => ListOffsetsResponse::decode(&mut b, version).is_ok(),
+            32 => DescribeConfigsResponse::decode(&mut b, version).is_ok(),
             _ => false,
         }
     }
