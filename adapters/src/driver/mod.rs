@@ -150,6 +150,10 @@ fn long_poll_manual(
 /// starts it, then its result. A driver whose runtime goes away collects the call from here:
 /// it runs the command itself if the pool never started it (a runtime shutting down refuses
 /// new blocking work), or waits for the result of the run under way.
+#[cfg_attr(
+    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
+    allow(dead_code)
+)]
 pub(crate) struct InFlight {
     command: std::sync::Mutex<Option<Command>>,
     result: std::sync::Mutex<Option<Result<Event, TransportError>>>,
@@ -160,6 +164,10 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[cfg_attr(
+    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
+    allow(dead_code)
+)]
 impl InFlight {
     pub(crate) fn new(command: Command) -> InFlight {
         InFlight {

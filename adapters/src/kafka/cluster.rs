@@ -169,7 +169,16 @@ pub(crate) struct Cluster {
     coordinators: Mutex<HashMap<String, String>>,
     /// (topic, partition) -> the leader's address.
     leaders: Mutex<HashMap<(String, i32), String>>,
+    /// Whether any broker of the cluster ever answered this client (a connection was made).
+    answered: std::sync::atomic::AtomicBool,
 }
+
+/// While no broker of the cluster has ever answered (nothing listens at the bootstrap address,
+/// the address is wrong, a firewall drops it), a call gives up after this many attempts instead
+/// of retrying until its deadline: the caller (a driver, which retries with its own backoff and
+/// shows the failure in its snapshot; a describe) learns of it within a second, not after the
+/// request timeout. Once the cluster answered, failures are retried until the deadline.
+const ATTEMPTS_BEFORE_FIRST_ANSWER: u32 = 3;
 
 impl Cluster {
     /// Checks `config` (bootstrap syntax, security settings) and builds the cluster view.
@@ -183,6 +192,7 @@ impl Cluster {
             overrides: config.address_overrides().iter().cloned().collect(),
             pool: Pool::new(security, client_id),
             coordinators: Mutex::new(HashMap::new()),
+            answered: std::sync::atomic::AtomicBool::new(false),
             leaders: Mutex::new(HashMap::new()),
         })
     }
@@ -216,6 +226,14 @@ impl Cluster {
             };
             tries += 1;
             let pause = Duration::from_millis(20u64 << tries.min(4));
+            let never_answered = !self.answered.load(std::sync::atomic::Ordering::Acquire);
+            if never_answered && tries >= ATTEMPTS_BEFORE_FIRST_ANSWER {
+                return Err(TransportError::retriable(format!(
+                    "{what}: no broker of the Kafka cluster at {} could be reached yet ({tries} \
+                     attempts; is the address right and the cluster up?): {why}",
+                    self.bootstrap()
+                )));
+            }
             if Instant::now() + pause >= deadline {
                 let e = TransportError::retriable(format!(
                     "{what}: no usable answer from the Kafka cluster at {} in time ({tries} \
@@ -294,12 +312,16 @@ impl Cluster {
     ) -> Result<T, Attempt> {
         let mut outcome: Option<Result<T, Attempt>> = None;
         let addr = self.overrides.get(addr).map_or(addr, String::as_str);
-        let net = self.pool.with(addr, deadline, |conn| match f(conn) {
-            // Returned as `Io`, so that the pool drops the connection.
-            Err(Attempt::Broken(why)) => Err(NetError::Io(why)),
-            other => {
-                outcome = Some(other);
-                Ok(())
+        let net = self.pool.with(addr, deadline, |conn| {
+            self.answered
+                .store(true, std::sync::atomic::Ordering::Release);
+            match f(conn) {
+                // Returned as `Io`, so that the pool drops the connection.
+                Err(Attempt::Broken(why)) => Err(NetError::Io(why)),
+                other => {
+                    outcome = Some(other);
+                    Ok(())
+                }
             }
         });
         match (net, outcome) {
@@ -308,6 +330,22 @@ impl Cluster {
             (Err(NetError::Stop(e)), None) => Err(Attempt::Stop(e)),
             (Ok(()), None) => Err(Attempt::relookup(format!("no answer from {addr}"))),
         }
+    }
+
+    /// Connects to a bootstrap server (or finds a connection open): a cheap check that the
+    /// cluster answers at all, made before a librdkafka call that would otherwise wait its whole
+    /// timeout on a cluster that was never reachable.
+    pub(crate) fn reach(&self, deadline: Instant) -> Result<(), TransportError> {
+        self.retry("connecting to the cluster", deadline, |cluster| {
+            let mut last = Attempt::again("no bootstrap server configured");
+            for server in &cluster.bootstrap {
+                match cluster.on(server, deadline, |_| Ok(())) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        })
     }
 
     /// Asks each bootstrap server in turn for the coordinator of `transactional_id`.

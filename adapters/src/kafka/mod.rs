@@ -87,7 +87,7 @@ mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::partition::{partition_of_bytes, role_partition};
@@ -180,6 +180,8 @@ impl KafkaTransport {
     /// configured partition count; a [`Config`](crate::ErrorKind::Config) error says what to
     /// fix otherwise.
     pub fn ensure_topic(&self) -> Result<(), TransportError> {
+        self.cluster
+            .reach(Instant::now() + self.config.request_timeout())?;
         topic::ensure(&self.config, &self.cluster)?;
         self.topic_checked.store(true, Ordering::Release);
         Ok(())
@@ -195,6 +197,8 @@ impl KafkaTransport {
         replication_factor: i32,
         min_insync_replicas: Option<i32>,
     ) -> Result<bool, TransportError> {
+        self.cluster
+            .reach(Instant::now() + self.config.request_timeout())?;
         let created = topic::create(
             &self.config,
             &self.cluster,
@@ -539,6 +543,47 @@ mod tests {
             .expect("another role");
         t.release_role(&role);
         t.claim_role(&role).expect("free again once released");
+    }
+
+    /// Nothing listens on port 1: a cluster that never answered is reported after a few quick
+    /// attempts (a retriable error that says so), not after the request timeout, and a
+    /// candidacy shows it in its snapshot at its first failure, with no log subscriber.
+    #[test]
+    fn a_cluster_that_never_answered_is_reported_at_once() {
+        let t =
+            Arc::new(KafkaTransport::new(KafkaConfig::new("127.0.0.1:1", 16)).expect("transport"));
+        let started = std::time::Instant::now();
+        let err = crate::describe_leadership(&*t, "role").expect_err("nothing listens");
+        let took = started.elapsed();
+        eprintln!("describe_leadership on a refused address failed after {took:?}: {err}");
+        match err {
+            crate::Error::Transport(e) => {
+                assert_eq!(e.kind(), crate::ErrorKind::Retriable, "{e}");
+                assert!(e.message().contains("could be reached yet"), "{e}");
+                assert!(e.message().contains("Connection refused"), "{e}");
+            }
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+        #[cfg(feature = "blocking")]
+        {
+            let started = std::time::Instant::now();
+            let c = crate::blocking::start(t, "role", "m", crate::Options::new()).expect("start");
+            let limit = std::time::Duration::from_secs(60);
+            let error = loop {
+                if let Some(e) = c.snapshot().last_error {
+                    break e;
+                }
+                assert!(started.elapsed() < limit, "no failure shown in {limit:?}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            };
+            eprintln!(
+                "the snapshot showed it after {:?}: {error}",
+                started.elapsed()
+            );
+            assert!(error.message().contains("could be reached yet"), "{error}");
+            assert!(c.snapshot().failing_since.is_some());
+            let _ = c.resign_blocking();
+        }
     }
 
     #[test]
