@@ -5,6 +5,7 @@
 //! lease; a lease tombstone clears it. Records of other roles are skipped; malformed records are
 //! skipped and counted, never fatal: safety rests on the broker's fence, not on the log.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -241,12 +242,12 @@ impl RoleState {
 
     /// How many members are registered.
     pub fn len(&self) -> usize {
-        self.members.count
+        self.members.len()
     }
 
     /// Whether no member is registered.
     pub fn is_empty(&self) -> bool {
-        self.members.count == 0
+        self.members.len() == 0
     }
 
     /// The join offset of `member`, if registered.
@@ -264,11 +265,6 @@ impl RoleState {
     /// The rank a member registered at `join_offset` has (or will have once its registration
     /// is readable): members that joined before it, not counting the lease holder or `member`.
     pub fn rank_at(&self, member: &MemberId, join_offset: i64) -> usize {
-        let joined = &self.members.joined;
-        let before = &joined[..joined.partition_point(|&(o, _)| o < join_offset)];
-        if before.is_empty() {
-            return 0;
-        }
         // A registered name sits at exactly its join offset, so skipping the holder's and
         // `member`'s join offsets skips them by name, without comparing names.
         let holder = self
@@ -276,9 +272,10 @@ impl RoleState {
             .as_ref()
             .and_then(|l| self.members.find(l.lease.member.as_str()));
         let own = self.members.find(member.as_str());
-        before
-            .iter()
-            .filter(|(o, m)| m.is_some() && Some(*o) != holder && Some(*o) != own)
+        self.members
+            .joined
+            .range(..join_offset)
+            .filter(|(&o, _)| Some(o) != holder && Some(o) != own)
             .count()
     }
 }
@@ -288,7 +285,7 @@ impl RoleState {
 impl PartialEq for RoleState {
     fn eq(&self, other: &RoleState) -> bool {
         self.role == other.role
-            && self.members.count == other.members.count
+            && self.members.len() == other.members.len()
             && self.roster().eq(other.roster())
             && self.lease == other.lease
             && self.next_offset == other.next_offset
@@ -320,247 +317,61 @@ impl fmt::Debug for RoleState {
     }
 }
 
-/// The registered members of a role: in join order, and by name.
+/// The registered members of a role: in join order, and by name. Two ordered maps from the
+/// standard library; a roster is usually a handful of members.
 #[derive(Clone, Default)]
 struct Members {
-    /// The members in join order, with their join offsets. Offsets only grow, so a member that
-    /// joins (or joins again) is pushed at the end. A member that leaves or joins again leaves a
-    /// hole (`None`) at its old place; holes are swept out once they outnumber the members,
-    /// which keeps the vector within about twice the roster's size.
-    joined: Vec<(i64, Option<MemberId>)>,
-    /// How many entries of `joined` are members rather than holes.
-    count: usize,
-    /// The join offset of every member, by the hash of its name.
-    by_name: ByName,
+    /// Join offset -> member. A member that joins again moves to its new (larger) offset.
+    joined: BTreeMap<i64, MemberId>,
+    /// Member -> join offset.
+    by_name: BTreeMap<MemberId, i64>,
 }
-
-/// Holes are swept once there are more of them than this and than members.
-const MIN_HOLES_TO_SWEEP: usize = 16;
 
 impl Members {
     /// The members in join order.
-    fn iter(&self) -> Roster<'_> {
-        Roster {
-            entries: self.joined.iter(),
-            left: self.count,
-        }
+    fn iter(&self) -> impl ExactSizeIterator<Item = (&MemberId, i64)> + '_ {
+        self.joined.iter().map(|(&offset, member)| (member, offset))
     }
 
-    /// The slot in `by_name` of the member named `name`, and where it is in `joined`.
-    fn slot_of(&self, name: &str, hash: u64) -> Option<(usize, usize)> {
-        self.by_name
-            .probe(hash)
-            .find_map(|(slot, join)| Some((slot, locate(&self.joined, join, name)?)))
+    fn len(&self) -> usize {
+        self.by_name.len()
     }
 
     /// The join offset of the member named `name`.
     fn find(&self, name: &str) -> Option<i64> {
-        let (_, at) = self.slot_of(name, name_hash(name))?;
-        self.joined.get(at).map(|&(join, _)| join)
+        self.by_name.get(name).copied()
     }
 
     /// Moves a member to the tail at `offset` (past every offset held), or adds a new member
     /// there.
     fn register(&mut self, reg: RegistrationRef<'_>, offset: i64) {
-        let name = reg.member();
-        let hash = name_hash(name);
-        let member = match self.slot_of(name, hash) {
-            // Registered already: its name moves to the tail without a new allocation.
-            Some((slot, at)) => {
-                self.by_name.set(slot, offset);
-                self.joined[at]
-                    .1
-                    .take()
-                    .unwrap_or_else(|| reg.to_owned().member)
+        match self.by_name.get_mut(reg.member()) {
+            Some(join) => {
+                if let Some(member) = self.joined.remove(join) {
+                    self.joined.insert(offset, member);
+                }
+                *join = offset;
             }
             None => {
-                self.by_name.insert(hash, offset);
-                self.count += 1;
-                reg.to_owned().member
+                let member = reg.to_owned().member;
+                self.by_name.insert(member.clone(), offset);
+                self.joined.insert(offset, member);
             }
-        };
-        self.joined.push((offset, Some(member)));
-        self.sweep();
+        }
     }
 
     /// Removes the member named `name`, if registered.
     fn deregister(&mut self, name: &str) {
-        if let Some((slot, at)) = self.slot_of(name, name_hash(name)) {
-            self.by_name.remove(slot);
-            self.joined[at].1 = None;
-            self.count -= 1;
-            self.sweep();
+        if let Some(join) = self.by_name.remove(name) {
+            self.joined.remove(&join);
         }
     }
-
-    /// Drops the holes once they outnumber the members: each hole is swept once, so sweeping
-    /// costs O(1) per record, amortised.
-    fn sweep(&mut self) {
-        let holes = self.joined.len() - self.count;
-        if holes > self.count.max(MIN_HOLES_TO_SWEEP) {
-            self.joined.retain(|(_, m)| m.is_some());
-        }
-    }
-}
-
-/// A hash table from the [`name_hash`] of each member to its join offset, with open addressing
-/// and linear probing. Members whose names share a hash take a slot each; their names, in
-/// [`Members::joined`] at their offsets, tell them apart.
-#[derive(Clone, Default)]
-struct ByName {
-    /// A power of two many slots (or none), at most half of them used.
-    slots: Vec<Slot>,
-    used: usize,
-}
-
-#[derive(Clone, Copy)]
-struct Slot {
-    hash: u64,
-    /// The join offset; [`Slot::FREE`] for a free slot. Applied offsets are never negative.
-    join: i64,
-}
-
-impl Slot {
-    const FREE: Slot = Slot { hash: 0, join: -1 };
-
-    fn is_free(self) -> bool {
-        self.join < 0
-    }
-}
-
-impl ByName {
-    fn mask(&self) -> usize {
-        self.slots.len().wrapping_sub(1)
-    }
-
-    /// The slots (and their join offsets) holding `hash`, in probe order.
-    fn probe(&self, hash: u64) -> impl Iterator<Item = (usize, i64)> + '_ {
-        let mask = self.mask();
-        let home = hash as usize & mask;
-        (0..self.slots.len())
-            .map(move |i| (home + i) & mask)
-            .map(|i| (i, self.slots[i]))
-            .take_while(|(_, s)| !s.is_free())
-            .filter(move |(_, s)| s.hash == hash)
-            .map(|(i, s)| (i, s.join))
-    }
-
-    fn set(&mut self, slot: usize, join: i64) {
-        self.slots[slot].join = join;
-    }
-
-    fn insert(&mut self, hash: u64, join: i64) {
-        if (self.used + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        self.place(Slot { hash, join });
-        self.used += 1;
-    }
-
-    /// Puts `slot` in the first free slot of its probe sequence; there is one.
-    fn place(&mut self, slot: Slot) {
-        let mask = self.mask();
-        let mut i = slot.hash as usize & mask;
-        while !self.slots[i].is_free() {
-            i = (i + 1) & mask;
-        }
-        self.slots[i] = slot;
-    }
-
-    fn grow(&mut self) {
-        let len = (self.slots.len() * 2).max(16);
-        let old = core::mem::replace(&mut self.slots, alloc::vec![Slot::FREE; len]);
-        for slot in old.into_iter().filter(|s| !s.is_free()) {
-            self.place(slot);
-        }
-    }
-
-    /// Frees `slot`, shifting back the slots after it that would no longer be found
-    /// (backward-shift deletion, so no tombstones are needed).
-    fn remove(&mut self, mut slot: usize) {
-        let mask = self.mask();
-        let mut next = slot;
-        loop {
-            next = (next + 1) & mask;
-            let s = self.slots[next];
-            if s.is_free() {
-                break;
-            }
-            let home = s.hash as usize & mask;
-            // `s` may move back to `slot` unless its home lies after `slot` (cyclically).
-            if next.wrapping_sub(home) & mask >= next.wrapping_sub(slot) & mask {
-                self.slots[slot] = s;
-                slot = next;
-            }
-        }
-        self.slots[slot] = Slot::FREE;
-        self.used -= 1;
-    }
-}
-
-/// The members of a roster with holes, in join order.
-struct Roster<'a> {
-    entries: core::slice::Iter<'a, (i64, Option<MemberId>)>,
-    left: usize,
-}
-
-impl<'a> Iterator for Roster<'a> {
-    type Item = (&'a MemberId, i64);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        for (o, m) in self.entries.by_ref() {
-            if let Some(m) = m {
-                self.left -= 1;
-                return Some((m, *o));
-            }
-        }
-        None
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl ExactSizeIterator for Roster<'_> {}
-
-impl core::iter::FusedIterator for Roster<'_> {}
-
-/// Where in `joined` the member named `name` is, given its join offset `join`; `None` when
-/// another member (or nobody) is there.
-fn locate(joined: &[(i64, Option<MemberId>)], join: i64, name: &str) -> Option<usize> {
-    let at = joined.binary_search_by_key(&join, |&(o, _)| o).ok()?;
-    let (_, member) = joined.get(at)?;
-    (member.as_ref()?.as_str() == name).then_some(at)
 }
 
 /// `a == b`, answered at once when they are the same slice (the decoder hands back the very
 /// name it was told to expect when the bytes match it).
 fn same_name(a: &str, b: &str) -> bool {
     core::ptr::eq(a, b) || a == b
-}
-
-/// A fixed (unseeded: every process builds the same index) 64-bit hash of a name, eight bytes
-/// at a time. It only spreads names over the index; equal hashes are told apart by name.
-fn name_hash(name: &str) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mix = |h: u64, word: u64| (h.rotate_left(5) ^ word).wrapping_mul(K);
-    let mut rest = name.as_bytes();
-    let mut h = rest.len() as u64;
-    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
-        h = mix(h, u64::from_le_bytes(*word));
-        rest = tail;
-    }
-    if !rest.is_empty() {
-        let mut word = [0u8; 8];
-        word[..rest.len()].copy_from_slice(rest);
-        h = mix(h, u64::from_le_bytes(word));
-    }
-    // Spread the high bits, which the multiplications mixed best, down to the low bits that
-    // pick a slot.
-    h ^= h >> 32;
-    h = h.wrapping_mul(K);
-    h ^ (h >> 29)
 }
 
 #[cfg(test)]
@@ -654,48 +465,6 @@ mod tests {
         assert_eq!(s.apply(&reg(1, "z")), Applied::AlreadySeen);
     }
 
-    /// The join offsets of `hash` in the table, in probe order.
-    fn probed(t: &ByName, hash: u64) -> Vec<i64> {
-        t.probe(hash).map(|(_, join)| join).collect()
-    }
-
-    #[test]
-    fn by_name_probes_past_collisions_and_shifts_back_on_remove() {
-        let mut t = ByName::default();
-        assert_eq!(probed(&t, 3), []);
-        // Six entries whose home is the last of 16 slots, so their run wraps around; hash 15
-        // twice (names that collide), and one more entry whose home is slot 0, inside the run.
-        for (hash, join) in [(15, 0), (31, 1), (15, 2), (47, 3), (16, 4), (63, 5)] {
-            t.insert(hash, join);
-        }
-        assert_eq!(t.slots.len(), 16);
-        assert_eq!(probed(&t, 15), [0, 2]);
-        assert_eq!(probed(&t, 16), [4]);
-        let slot = |t: &ByName, join: i64| t.slots.iter().position(|s| s.join == join).unwrap();
-        // Removing from the head of the run moves the later entries back, across the wrap.
-        t.remove(slot(&t, 0));
-        assert_eq!(probed(&t, 15), [2]);
-        assert_eq!(probed(&t, 31), [1]);
-        assert_eq!(probed(&t, 47), [3]);
-        assert_eq!(probed(&t, 16), [4]);
-        assert_eq!(probed(&t, 63), [5]);
-        t.remove(slot(&t, 3));
-        t.set(slot(&t, 4), 40);
-        assert_eq!(probed(&t, 16), [40]);
-        assert_eq!(
-            (probed(&t, 15), probed(&t, 31), probed(&t, 63)),
-            (alloc::vec![2], alloc::vec![1], alloc::vec![5])
-        );
-        assert_eq!(t.used, 4);
-        // Growing keeps every entry findable.
-        for join in 100..120 {
-            t.insert(join as u64 * 7, join);
-        }
-        assert_eq!(t.slots.len(), 64);
-        assert_eq!(probed(&t, 15), [2]);
-        assert!((100..120).all(|j| probed(&t, j as u64 * 7).contains(&j)));
-    }
-
     /// Found by the fuzz harness: a second record at offset `i64::MAX` (where the next offset
     /// saturates) was applied again, so two members shared one join offset and the roster
     /// lost its order (lookups by offset then found the wrong member).
@@ -719,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn re_registration_leaves_a_hole_that_is_swept() {
+    fn re_registration_moves_a_member_to_the_tail() {
         let mut s = RoleState::new(role());
         for i in 0..40 {
             s.apply(&reg(i, "a"));
@@ -727,9 +496,9 @@ mod tests {
         s.apply(&reg(40, "b"));
         assert_eq!(names(&s), ["a", "b"]);
         assert_eq!(s.join_offset(&m("a")), Some(39));
-        assert!(s.members.joined.len() <= 2 + MIN_HOLES_TO_SWEEP + 1);
+        assert_eq!(s.members.joined.len(), 2, "one entry per member");
         assert_eq!(s.len(), 2);
         let again = RoleState::build(role(), &[reg(39, "a"), reg(40, "b")]);
-        assert_eq!(s, again, "holes do not make states differ");
+        assert_eq!(s, again, "the path to a state does not make it differ");
     }
 }
