@@ -5,13 +5,15 @@
 # the data topic read_committed, prints the figures and stops the brokers.
 #
 # Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
-#                         [--max-seconds S] [-- MORE `chaos run` ARGUMENTS]
+#                         [--max-seconds S] [--self-test] [-- MORE `chaos run` ARGUMENTS]
 #
 #   --failovers N    stop after N failovers (default 200)
 #   --seed S         the fault sequence's seed (default: from the clock; printed)
 #   --brokers 1|3    one broker, or three (adds broker kills; default 1)
 #   --debug          use the debug build (scripts/test.sh has built it) instead of --release
 #   --max-seconds S  fail unless the N failovers complete within S seconds (default: no bound)
+#   --self-test      after a passing check, forge a stale write and a lost acknowledgement,
+#                    and fail unless the checker then fails
 #   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
 #
 # Exits non-zero on any safety violation, or when fewer than N failovers completed. The
@@ -32,6 +34,7 @@ brokers=1
 profile=release
 max_seconds=""
 extra=()
+extra_flags=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --failovers | --seed | --brokers | --max-seconds)
@@ -49,13 +52,17 @@ while [ $# -gt 0 ]; do
         profile=debug
         shift
         ;;
+    --self-test)
+        extra_flags+=(--self-test)
+        shift
+        ;;
     --)
         shift
         extra=("$@")
         break
         ;;
     -h | --help)
-        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -84,4 +91,5 @@ echo "chaos.sh: seed $seed, $brokers broker(s), $failovers failovers; journals i
 args=(run --brokers "$brokers" --failovers "$failovers" --seed "$seed" --dir "$dir"
     --kafka-scripts "$root/scripts/kafka")
 [ -z "$max_seconds" ] || args+=(--max-seconds "$max_seconds")
+args+=("${extra_flags[@]+"${extra_flags[@]}"}")
 exec scripts/kafka/with-broker.sh --brokers "$brokers" "$bin" "${args[@]}" "${extra[@]+"${extra[@]}"}"

@@ -582,7 +582,8 @@ pub struct Unprovoked {
     pub lasted: i64,
     /// The member process that took over, if known.
     pub by: Option<u64>,
-    /// Whether that process had been resumed from a SIGSTOP within two leases before.
+    /// Whether that process had been resumed from a SIGSTOP within two leases before (or at
+    /// most 500 ms after: the resume is logged once the signal was sent).
     pub by_resumed: bool,
 }
 
@@ -623,7 +624,10 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
                 return f.at <= end && end <= episode;
             }
             let at_pair = f.led.iter().any(|(r, p)| r == role && *p == t.pair);
-            let at_process = f.instance.is_some() && f.instance == holders.get(&t.pair).copied();
+            // A kill or a stop hits every term of the process; a resign only the one asked for.
+            let at_process = f.kind != FaultKind::ResignLeader
+                && f.instance.is_some()
+                && f.instance == holders.get(&t.pair).copied();
             (at_pair || at_process) && f.at >= t.first_write && f.at <= end
         })
     };
@@ -636,8 +640,10 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
         if !aimed(t, end) {
             let by = terms.get(i + 1).and_then(|n| holders.get(&n.pair)).copied();
             let by_resumed = by.is_some_and(|by| {
+                // The resume is logged once `kill -CONT` returned: the process may act a moment
+                // before that.
                 run.journals.resumes.iter().any(|&(at, instance)| {
-                    instance == by && at <= end && end - at <= 2 * timing.lease_ms
+                    instance == by && end >= at - 500 && end - at <= 2 * timing.lease_ms
                 })
             });
             out.unprovoked.push(Unprovoked {
@@ -1240,6 +1246,53 @@ mod tests {
             (6, 200, Some(3), true)
         );
         assert!(out.no_successor.is_empty() && out.not_failovers == 0);
+    }
+
+    #[test]
+    fn a_resign_of_one_role_is_not_aimed_at_the_processs_other_terms() {
+        // Process 1 leads this role (1/0) and resigns another one at 1000; at 5000 process 2,
+        // resumed from a SIGSTOP at 5010 (logged after the signal), deposes it.
+        let mut s = StateLog::new();
+        s.register("a");
+        s.register("b");
+        s.lease("a", pair(1, 0), 0);
+        s.lease("b", pair(1, 1), 5000);
+        let (terms, _) = terms_of(ROLE, &s.records, LEASE);
+        let mut resign = fault(1, 1000, FaultKind::ResignLeader, 1, &[]);
+        resign.led = vec![("other".to_owned(), pair(9, 0))];
+        let journals = Journals {
+            holders: [(pair(1, 0), 1), (pair(1, 1), 2)].into(),
+            faults: vec![resign, fault(2, 2000, FaultKind::StopLeader, 3, &[])],
+            resumes: vec![(5010, 2)],
+            ..Journals::default()
+        };
+        let run = Run {
+            journals: &journals,
+            episode_end: &[2000, 9000],
+            timing: TIMING,
+            run_end: 9000,
+        };
+        let mut out = Liveness::default();
+        analyse_role(ROLE, &terms, &run, &mut out);
+        assert_eq!(out.unprovoked.len(), 1, "{out:?}");
+        assert!(out.unprovoked[0].by_resumed && out.unprovoked[0].by == Some(2));
+        // A kill of process 1 at the same instant would have been aimed at the term.
+        let mut killed = journals.faults.clone();
+        killed[0].kind = FaultKind::KillLeader;
+        let journals = Journals {
+            faults: killed,
+            holders: journals.holders.clone(),
+            ..Journals::default()
+        };
+        let run = Run {
+            journals: &journals,
+            episode_end: &[2000, 9000],
+            timing: TIMING,
+            run_end: 9000,
+        };
+        let mut out = Liveness::default();
+        analyse_role(ROLE, &terms, &run, &mut out);
+        assert!(out.unprovoked.is_empty(), "{out:?}");
     }
 
     #[test]

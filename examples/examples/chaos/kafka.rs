@@ -176,3 +176,31 @@ pub fn read_committed(
         }
     }
 }
+
+/// Writes one record with a plain (non-transactional) producer, outside every fence: what a
+/// buggy writer that bypassed the library would do. For the checker's self-test only.
+pub fn produce_plain(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(), String> {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .create()
+        .map_err(|e| format!("a producer for {bootstrap}: {e}"))?;
+    producer
+        .send(
+            BaseRecord::to(topic)
+                .partition(partition)
+                .key(key)
+                .payload(value),
+        )
+        .map_err(|(e, _)| format!("producing to {topic}/{partition}: {e}"))?;
+    producer
+        .flush(Duration::from_secs(30))
+        .map_err(|e| format!("flushing to {topic}/{partition}: {e}"))
+}

@@ -13,7 +13,9 @@
 //!
 //! `run` checks at the end and exits 1 on any violation, or when fewer than `--failovers`
 //! failovers happened (within `--max-seconds`); `check` exits 1 on any violation. Safety
-//! verdicts are exact; liveness figures are printed, never asserted.
+//! verdicts are exact; liveness figures are printed, never asserted. `run --self-test` then
+//! forges a stale write (outside the fence) and a lost acknowledgement, and fails unless the
+//! checker catches them.
 
 mod check;
 mod format;
@@ -31,7 +33,7 @@ const USAGE: &str = "\
 usage: chaos run   [--bootstrap HOST:PORT] [--brokers 1|3] [--failovers N (20)] [--seed S (1)]
                    [--dir DIR] [--members N (4)] [--roles N (2)] [--lease-ms (2000)]
                    [--renew-ms (500)] [--stagger-ms (300)] [--write-ms (50)] [--partitions (16)]
-                   [--max-seconds S] [--kafka-scripts DIR]
+                   [--max-seconds S] [--kafka-scripts DIR] [--self-test]
        chaos check [--bootstrap HOST:PORT] --dir DIR [--terms]
        chaos member ... (started by `run`)
 The bootstrap defaults to $KAFKA_BOOTSTRAP. With --brokers 3, broker faults use
@@ -130,7 +132,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             "--max-seconds",
             "--kafka-scripts",
         ],
-        &[],
+        &["--self-test"],
         USAGE,
     )
     .map_err(|e| e.to_string())?;
@@ -186,7 +188,26 @@ fn run(args: &[String]) -> Result<i32, String> {
         outcome.failovers, outcome.faults, outcome.seconds
     );
     let verdict = report::check(&dir, &bootstrap, false)?;
-    Ok(verdict_code(&verdict, Some((outcome.failovers, failovers))))
+    let code = verdict_code(&verdict, Some((outcome.failovers, failovers)));
+    if code != 0 || !p.switch("--self-test") {
+        return Ok(code);
+    }
+    println!(
+        "\nchaos: self-test: replaying the first acknowledged write outside the fence and \
+         journaling a write the log does not have; the check must now fail"
+    );
+    report::forge(&dir, &bootstrap)?;
+    let forged = report::check(&dir, &bootstrap, false)?;
+    if forged.violations == 0 {
+        println!("chaos: FAILED: the checker found nothing wrong with forged logs");
+        return Ok(1);
+    }
+    println!(
+        "chaos: self-test OK: the checker caught the forgery ({} violations); the run itself \
+         passed",
+        forged.violations
+    );
+    Ok(0)
 }
 
 fn check(args: &[String]) -> Result<i32, String> {

@@ -351,3 +351,53 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
         failovers,
     })
 }
+
+/// The self-test's forgery: replays the run's first acknowledged write with a plain producer
+/// (a write of an old pair that bypassed the fence: the pair goes back and the sequence
+/// repeats), and adds a journal that claims an acknowledged write the log does not have. A
+/// check of `dir` must then fail.
+pub fn forge(dir: &Path, bootstrap: &str) -> Result<(), String> {
+    let j = load_journals(dir)?;
+    let roles: Vec<&str> = j
+        .config
+        .get("roles")
+        .map(|r| r.split(',').collect())
+        .unwrap_or_default();
+    let data_topic = j
+        .config
+        .get("data_topic")
+        .ok_or("the fault log's CONFIG line has no data_topic=")?;
+    let first = j.acks.first().ok_or("the run acknowledged no write")?;
+    let partition = roles
+        .iter()
+        .position(|r| *r == first.role)
+        .ok_or("the first acknowledged write is of an unknown role")? as i32;
+    let records = kafka::read_committed(bootstrap, data_topic, partition, SETTLE)?;
+    let (_, key, value) = records
+        .iter()
+        .find(|(offset, _, _)| *offset == first.offset)
+        .ok_or("the first acknowledged write is not in the log")?;
+    kafka::produce_plain(
+        bootstrap,
+        data_topic,
+        partition,
+        key.as_deref().unwrap_or_default(),
+        value.as_deref().unwrap_or_default(),
+    )?;
+    let end = records.last().map_or(0, |r| r.0);
+    let lost = crate::format::line(
+        SystemClock.now().0,
+        "ACK",
+        &[
+            ("role", first.role.clone()),
+            ("instance", "999999".to_owned()),
+            ("pair", first.pair.to_string()),
+            ("term", first.term.to_string()),
+            ("partition", partition.to_string()),
+            ("offset", (end + 1000).to_string()),
+            ("seq", "1".to_owned()),
+        ],
+    );
+    std::fs::write(dir.join("journal-forged.log"), format!("{lost}\n"))
+        .map_err(|e| format!("cannot write the forged journal: {e}"))
+}
