@@ -375,6 +375,9 @@ pub struct Term {
     pub pair: Pair,
     /// When its first lease was written (`deadline - lease`, by the writer's clock).
     pub first_write: i64,
+    /// When its epoch was granted (the challenge that fenced the previous pair), by the
+    /// writer's clock.
+    pub granted_at: i64,
     /// The deadline of its last lease record.
     pub last_deadline: i64,
     /// The longest time between two consecutive lease writes of the term, in ms.
@@ -442,6 +445,7 @@ pub fn terms_of(role: &str, records: &[Record], lease_ms: i64) -> (Vec<Term>, Ve
                                         member: lease.member.as_str().to_owned(),
                                         pair,
                                         first_write,
+                                        granted_at: lease.granted_at.0,
                                         last_deadline: deadline,
                                         longest_gap: 0,
                                         rank,
@@ -585,6 +589,9 @@ pub struct Unprovoked {
     /// Whether that process had been resumed from a SIGSTOP within two leases before (or at
     /// most 500 ms after: the resume is logged once the signal was sent).
     pub by_resumed: bool,
+    /// When the successor's epoch was granted minus the deposed term's last lease deadline:
+    /// negative when the successor challenged while the last lease written was still valid.
+    pub challenged_vs_deadline: Option<i64>,
 }
 
 /// What the liveness analysis found.
@@ -638,7 +645,8 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
         };
         out.ended_terms += 1;
         if !aimed(t, end) {
-            let by = terms.get(i + 1).and_then(|n| holders.get(&n.pair)).copied();
+            let next = terms.get(i + 1);
+            let by = next.and_then(|n| holders.get(&n.pair)).copied();
             let by_resumed = by.is_some_and(|by| {
                 // The resume is logged once `kill -CONT` returned: the process may act a moment
                 // before that.
@@ -652,6 +660,7 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
                 lasted: end - t.first_write,
                 by,
                 by_resumed,
+                challenged_vs_deadline: next.map(|n| n.granted_at - t.last_deadline),
             });
         }
     }
@@ -1245,6 +1254,8 @@ mod tests {
             (churn.term.term, churn.lasted, churn.by, churn.by_resumed),
             (6, 200, Some(3), true)
         );
+        // c's epoch was granted at 3540, while b's lease ran to 3340 + LEASE.
+        assert_eq!(churn.challenged_vs_deadline, Some(3540 - (3340 + LEASE)));
         assert!(out.no_successor.is_empty() && out.not_failovers == 0);
     }
 

@@ -294,16 +294,22 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
         .filter(|u| u.lasted < timing.lease_ms)
         .count();
     let resumed = liveness.unprovoked.iter().filter(|u| u.by_resumed).count();
+    let premature = liveness
+        .unprovoked
+        .iter()
+        .filter(|u| u.challenged_vs_deadline.is_some_and(|d| d < 0))
+        .count();
     println!(
-        "  churn       {} terms ended before the run's end; {} with no fault aimed at them ({short} \
-         within one lease; {resumed} taken by a member just resumed from SIGSTOP)",
+        "  churn       {} terms ended before the run's end; {} with no fault aimed at them: {short} \
+         within one lease, {premature} challenged while the deposed term's last lease was still \
+         valid, {resumed} taken by a member just resumed from SIGSTOP",
         liveness.ended_terms,
         liveness.unprovoked.len()
     );
     for u in &liveness.unprovoked {
         println!(
             "    term {} of {} ({} with {}) ended after {} ms with no fault aimed at it; taken by \
-             #{}{}",
+             #{}{}, challenging {}",
             u.term.term,
             u.role,
             u.term.member,
@@ -311,9 +317,14 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
             u.lasted,
             u.by.map_or("?".to_owned(), |b| b.to_string()),
             if u.by_resumed {
-                ", resumed from SIGSTOP shortly before"
+                " (resumed from SIGSTOP shortly before)"
             } else {
                 ""
+            },
+            match u.challenged_vs_deadline {
+                Some(d) if d < 0 => format!("{} ms before its last lease deadline", -d),
+                Some(d) => format!("{d} ms after its last lease deadline"),
+                None => "at an unknown instant".to_owned(),
             }
         );
     }
