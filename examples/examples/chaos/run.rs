@@ -118,6 +118,8 @@ struct Orchestrator {
     started: Instant,
     /// Asks the coordinator who holds each role (DescribeTransactions).
     observer: KafkaTransport,
+    /// When the orchestrator last acted (a fault, a resume, a restart), by the wall clock.
+    last_action: i64,
 }
 
 fn now_ms() -> i64 {
@@ -201,6 +203,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         elected: Vec::new(),
         started: Instant::now(),
         observer,
+        last_action: now_ms(),
     };
     let ms = |d: Duration| d.as_millis().to_string();
     o.record(
@@ -279,8 +282,11 @@ impl Orchestrator {
         println!("[{:>7.1}s] {text}", self.started.elapsed().as_secs_f64());
     }
 
+    /// Writes a fault-log line; every line but the final END marks an action of the
+    /// orchestrator, after which it waits for the roles to settle.
     fn record(&mut self, event: &str, fields: &[(&str, String)]) -> Result<(), String> {
-        let mut text = line(now_ms(), event, fields);
+        self.last_action = now_ms();
+        let mut text = line(self.last_action, event, fields);
         text.push('\n');
         self.log
             .write_all(text.as_bytes())
@@ -467,14 +473,17 @@ impl Orchestrator {
         }
     }
 
-    /// Waits until no election has happened for a lease plus a stagger (at most 60 s), so that
-    /// an extra short term after a failover happens before the next fault.
+    /// Waits until neither an election nor an action of the orchestrator (a resume, a
+    /// restart) has happened for a lease plus a stagger (at most 60 s), so that an extra short
+    /// term after a failover, or the doings of a resumed member, happen before the next fault.
     fn quiet(&mut self) {
         let quiet = (self.args.lease + self.args.stagger).as_millis() as i64;
         let settled = self.wait_for(Duration::from_secs(60), |o| {
-            o.elected
+            let last = o
+                .elected
                 .last()
-                .is_none_or(|(at, _, _)| now_ms() - at >= quiet)
+                .map_or(o.last_action, |(at, _, _)| (*at).max(o.last_action));
+            now_ms() - last >= quiet
         });
         if !settled {
             self.say("      elections went on for 60 s; moving on");
@@ -690,9 +699,10 @@ impl Orchestrator {
             FaultKind::KillLeader => {
                 self.sigkill(target);
                 let moved = self.await_successors(&old);
-                self.quiet();
+                // Restarted at once, as a supervisor would; the quiet covers its start too.
                 let killed = self.procs[target].member.clone();
                 self.restart(killed)?;
+                self.quiet();
                 Ok(moved)
             }
             FaultKind::StopLeader => {
@@ -706,6 +716,9 @@ impl Orchestrator {
                     "CONT",
                     &[("instance", self.procs[target].instance.to_string())],
                 )?;
+                // The zombie learns it was fenced; what its other candidacies do comes before
+                // the next fault.
+                self.quiet();
                 Ok(moved)
             }
             _ => {
