@@ -19,7 +19,9 @@
 
 mod check;
 mod format;
+mod journal;
 mod kafka;
+mod liveness;
 mod member;
 mod report;
 mod run;

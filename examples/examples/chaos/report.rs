@@ -9,11 +9,12 @@ use kafka_coordination::core::partition::role_partition;
 use kafka_coordination::core::record::Role;
 use kafka_coordination::{Clock, Record, SystemClock};
 
-use crate::check::{
-    analyse_role, check_data, load_journals, quantile, spread, terms_of, DataRecord, FaultKind,
-    Liveness, Run, Timing, Violation, L1_SLACK_MS,
-};
+use crate::check::{check_data, DataRecord, Violation};
+use crate::journal::load_journals;
 use crate::kafka;
+use crate::liveness::{
+    analyse_role, quantile, spread, terms_of, FaultKind, Liveness, Run, Timing, L1_SLACK_MS,
+};
 
 /// The verdict of a check.
 pub struct Verdict {
@@ -224,7 +225,8 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
             .iter()
             .filter(|f| f.kind == FaultKind::ResignLeader)
             .collect();
-        let beyond = |f: &&crate::check::Failover| f.overhead - f.rank as i64 * timing.stagger_ms;
+        let beyond =
+            |f: &&crate::liveness::Failover| f.overhead - f.rank as i64 * timing.stagger_ms;
         println!(
             "  overhead    the old lease's deadline (kill, stop) or the resign's start, to the \
              first successor's first lease, minus its rank x stagger (target p90 <= 100 ms):"

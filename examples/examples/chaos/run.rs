@@ -22,9 +22,9 @@ use kafka_coordination::core::record::Role;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{describe_leadership, Clock, FencingToken, SystemClock};
 
-use crate::check::FaultKind;
 use crate::format::{line, Line, Pair};
 use crate::kafka;
+use crate::liveness::FaultKind;
 
 /// The orchestrator's settings (from its command line).
 #[derive(Clone, Debug)]
