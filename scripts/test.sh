@@ -2,7 +2,8 @@
 # The one test command: from a fresh clone, installs what is missing, checks the golden vectors
 # (and their partitions against Kafka's own murmur2), builds everything, runs a short fuzz run
 # (scripts/fuzz.sh), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every
-# test, runs the three-broker fault test, and stops the brokers, also when a test fails.
+# test, runs the three-broker fault test and short seeded runs of the chaos suite
+# (scripts/chaos.sh), and stops the brokers, also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -38,9 +39,19 @@ fi
 step "tests, with a single-node Kafka broker"
 scripts/kafka/with-broker.sh cargo test --workspace --features "$features"
 
+# A short seeded chaos run (member processes, leaders killed, stopped and resigned) on a broker
+# of its own; it fails on any safety violation, when 10 failovers do not complete within 10
+# minutes, or when the checker does not catch the forged writes of its self-test.
+step "chaos suite: 10 failovers on one broker (seed 1)"
+scripts/chaos.sh --debug --failovers 10 --seed 1 --max-seconds 600 --self-test
+
 if [ -f adapters/tests/kafka_leadership.rs ]; then
     step "three-broker fault test"
     scripts/kafka/with-broker.sh --brokers 3 \
         cargo test -p kafka-coordination --features "$adapter_features" --test kafka_leadership three_broker
 fi
+
+step "chaos suite: 4 failovers on three brokers, with broker kills (seed 2)"
+scripts/chaos.sh --debug --brokers 3 --failovers 4 --seed 2 --max-seconds 900
+
 step "all tests passed"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The chaos suite on a Kafka test cluster of its own: builds the `chaos` example, starts one or
+# three brokers (scripts/kafka/with-broker.sh, in a run dir of its own), runs member processes
+# while seeded faults hit their leaders, standbys and (with three brokers) the brokers, checks
+# the data topic read_committed, prints the figures and stops the brokers.
+#
+# Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
+#                         [--max-seconds S] [--self-test] [-- MORE `chaos run` ARGUMENTS]
+#
+#   --failovers N    stop after N failovers (default 200)
+#   --seed S         the fault sequence's seed (default: from the clock; printed)
+#   --brokers 1|3    one broker, or three (adds broker kills; default 1)
+#   --debug          use the debug build (scripts/test.sh has built it) instead of --release
+#   --max-seconds S  fail unless the N failovers complete within S seconds (default: no bound)
+#   --self-test      after a passing check, forge a stale write and a lost acknowledgement,
+#                    and fail unless the checker then fails
+#   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
+#
+# Exits non-zero on any safety violation, or when fewer than N failovers completed. The
+# journals stay in .kafka/chaos/<seed>-<time>/ (or CHAOS_DIR); check them again with
+#   <target>/release/examples/chaos check --bootstrap HOST:PORT --dir DIR   (broker still up)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+die() {
+    echo "chaos.sh: $*" >&2
+    exit 2
+}
+
+failovers=200
+seed=""
+brokers=1
+profile=release
+max_seconds=""
+extra=()
+extra_flags=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --failovers | --seed | --brokers | --max-seconds)
+        [ $# -ge 2 ] || die "$1 needs a value"
+        case "$2" in '' | *[!0-9]*) die "$1 needs a non-negative integer, got '$2'" ;; esac
+        case "$1" in
+        --failovers) failovers="$2" ;;
+        --seed) seed="$2" ;;
+        --brokers) brokers="$2" ;;
+        --max-seconds) max_seconds="$2" ;;
+        esac
+        shift 2
+        ;;
+    --debug)
+        profile=debug
+        shift
+        ;;
+    --self-test)
+        extra_flags+=(--self-test)
+        shift
+        ;;
+    --)
+        shift
+        extra=("$@")
+        break
+        ;;
+    -h | --help)
+        sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *) die "unknown argument '$1' (try --help)" ;;
+    esac
+done
+case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esac
+[ "$failovers" -gt 0 ] || die "--failovers must be positive"
+[ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
+
+# The same features as scripts/test.sh, so that its debug build is reused as it is.
+features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination-examples/kafka"
+target="${CARGO_TARGET_DIR:-$root/target}"
+if [ "$profile" = release ]; then
+    cargo build --release --workspace --features "$features" --example chaos
+else
+    cargo build --workspace --features "$features" --example chaos
+fi
+bin="$target/$profile/examples/chaos"
+[ -x "$bin" ] || die "the build did not produce $bin"
+
+dir="${CHAOS_DIR:-$root/.kafka/chaos/$seed-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$(dirname "$dir")"
+export KAFKA_RUN_DIR="${KAFKA_RUN_DIR:-$root/.kafka/run-chaos-$$}"
+echo "chaos.sh: seed $seed, $brokers broker(s), $failovers failovers; journals in $dir" >&2
+
+args=(run --brokers "$brokers" --failovers "$failovers" --seed "$seed" --dir "$dir"
+    --kafka-scripts "$root/scripts/kafka")
+[ -z "$max_seconds" ] || args+=(--max-seconds "$max_seconds")
+args+=("${extra_flags[@]+"${extra_flags[@]}"}")
+exec scripts/kafka/with-broker.sh --brokers "$brokers" "$bin" "${args[@]}" "${extra[@]+"${extra[@]}"}"
