@@ -101,7 +101,6 @@ pub fn member_main(args: MemberArgs) -> Result<(), String> {
         .with_topic(args.state_topic.clone());
     let client = KafkaTransport::new(config).map_err(|e| format!("the Kafka client: {e}"))?;
     let options = Options::new()
-        .partitions(args.partitions)
         .lease_duration(args.lease)
         .renew_interval(args.renew)
         .challenge_stagger(args.stagger)
@@ -212,7 +211,7 @@ impl Member {
     fn await_election(&self, mut candidacy: Candidacy, role: &str) -> Option<Leadership> {
         let mut told_standby = false;
         loop {
-            match candidacy.wait_timeout(Duration::from_millis(100)) {
+            match candidacy.elected_blocking_timeout(Duration::from_millis(100)) {
                 Ok(Ok(l)) => return Some(l),
                 Ok(Err(e)) => {
                     self.journal.log(
@@ -224,7 +223,7 @@ impl Member {
                 }
                 Err(c) => {
                     if self.exiting() {
-                        c.cancel();
+                        let _ = c.resign_blocking();
                         return None;
                     }
                     let s = c.snapshot();
@@ -267,7 +266,7 @@ impl Member {
             if self.exiting() || self.resign_asked(role, pair) {
                 self.journal.log("RESIGN", &fields(&[]));
                 let result = leadership.resign_blocking();
-                let result = result.map_or_else(|| "ok".to_owned(), |e| e.to_string());
+                let result = result.map_or_else(|e| e.to_string(), |()| "ok".to_owned());
                 self.journal.log("RESIGNED", &fields(&[("error", result)]));
                 return;
             }
@@ -310,7 +309,7 @@ impl Member {
                 ),
             }
             if let Some(rest) = self.args.write_every.checked_sub(started.elapsed()) {
-                leadership.wait_done_timeout(rest);
+                leadership.done_blocking_timeout(rest);
             }
         }
     }
