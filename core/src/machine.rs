@@ -19,6 +19,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::config::{Timing, TimingError};
+use crate::describe::{LeadershipStatus, TransactionState};
 use crate::evaluate::{evaluate, Standing, Step};
 use crate::partition::role_partition;
 use crate::record::{Key, Lease, MemberId, Registration, Role};
@@ -42,6 +43,20 @@ pub enum Event {
         records: Vec<Record>,
         /// Where the read stopped.
         end_offset: i64,
+        /// Whether the read stopped short of the partition's high watermark because an open
+        /// transaction (of this role or of any other role on the partition) holds the last
+        /// stable offset back: committed records may exist past `end_offset` that no
+        /// read_committed reader can see yet. A standby does not take a lease it read as
+        /// expired while its reads are stalled by another role's transaction (see
+        /// [`Candidate`]). `false` when the transport cannot tell.
+        stalled: bool,
+    },
+    /// The outstanding [`Command::DescribeRole`] found the coordinator's current pair and
+    /// transaction state for the role ([`LeadershipStatus::NOT_FOUND`] when no member ever took
+    /// it).
+    Described {
+        /// What the coordinator reported.
+        status: LeadershipStatus,
     },
     /// The outstanding [`Command::AcquireEpoch`] minted `token`.
     EpochGranted {
@@ -85,6 +100,7 @@ impl Event {
         match self {
             Event::Appended { .. } => "Appended",
             Event::RecordsRead { .. } => "RecordsRead",
+            Event::Described { .. } => "Described",
             Event::EpochGranted { .. } => "EpochGranted",
             Event::LeaseWritten { .. } => "LeaseWritten",
             Event::Fenced => "Fenced",
@@ -120,6 +136,14 @@ pub enum Command {
         /// When set, the reader may wait until this instant for records at or past
         /// `from_offset` before it answers (a long poll). Answering at once is always correct.
         wait_until: Option<UnixMillis>,
+    },
+    /// Ask the coordinator for the role's current pair and transaction state
+    /// (DescribeTransactions); answer [`Event::Described`] or [`Event::Failed`]. A standby
+    /// sends it when its turn has come, before it challenges, to see whether another member's
+    /// challenge is already under way (see [`Candidate`], "Before a challenge").
+    DescribeRole {
+        /// The transactional id: the role.
+        transactional_id: Role,
     },
     /// Mint the role's epoch (InitProducerId); answer [`Event::EpochGranted`] or
     /// [`Event::Failed`]. This fences the previous holder. A resigning member sends it too, to
@@ -287,8 +311,14 @@ pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
 /// The longest wait between retries of a member that is not leading.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
-/// Cleanup writes (lease tombstone, deregistration) are tried this many times.
+/// Cleanup writes (lease tombstone, deregistration) are tried this many times, and so is a
+/// leader's deregistration of each member that was passed over (see [`Candidate`], "Ghosts").
 pub const CLEANUP_ATTEMPTS: u32 = 5;
+
+/// How often a standby that waits on a stalled read, or on a coordinator that is in the middle
+/// of a commit or an abort, checks again (at most; an eighth of the renew interval when that
+/// is shorter).
+pub const RECHECK: Duration = Duration::from_millis(100);
 
 /// The wait before retry number `attempt` (1-based): `BACKOFF_BASE * 2^(attempt-1)`, at most
 /// `cap`, at least 1 ms. A pure function of its inputs.
@@ -305,6 +335,8 @@ enum Io {
     Read {
         wait_until: Option<UnixMillis>,
     },
+    /// The pre-challenge check: DescribeTransactions for the role.
+    Describe,
     Acquire,
     /// A resigning holder of `FencingToken` mints one more epoch to supersede it.
     Supersede(FencingToken),
@@ -312,19 +344,68 @@ enum Io {
     Renew(FencingToken),
     ClearLease(FencingToken),
     Deregister,
+    /// A leader tombstones the registration of the first member of `Candidate::evictions`.
+    Evict,
 }
 
 impl Io {
     fn expects(self) -> &'static str {
         match self {
-            Io::Register | Io::Deregister => "an Append is outstanding (Appended or Failed)",
+            Io::Register | Io::Deregister | Io::Evict => {
+                "an Append is outstanding (Appended or Failed)"
+            }
             Io::Read { .. } => "a ReadPartition is outstanding (RecordsRead or Failed)",
+            Io::Describe => "a DescribeRole is outstanding (Described or Failed)",
             Io::Acquire | Io::Supersede(_) => {
                 "an AcquireEpoch is outstanding (EpochGranted or Failed)"
             }
             Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_) => {
                 "a WriteLease is outstanding (LeaseWritten, Fenced or Failed)"
             }
+        }
+    }
+}
+
+/// What a pre-challenge check found at the coordinator, relative to the lease last read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// No member ever took the role: no pair was minted, so no lease can exist.
+    Untaken,
+    /// A pair other than the lease's is in use: another member minted it after the lease this
+    /// standby read and has not finished with it (its challenge, its first lease write or its
+    /// resign is under way). `minted_only`: no transaction yet (`Empty`).
+    Challenger {
+        pair: FencingToken,
+        minted_only: bool,
+    },
+    /// The coordinator is writing a commit, an abort or a fence: the outcome is moments away.
+    Settling,
+    /// The holder of the lease read has a transaction open (a renewal in flight, or a write
+    /// its holder died in the middle of).
+    HolderWriting,
+    /// No transaction is open: whatever the last one wrote is readable (unless a read stalls).
+    Quiet,
+}
+
+impl Seen {
+    fn of(status: &LeadershipStatus, lease_pair: Option<FencingToken>) -> Seen {
+        let Some(state) = &status.state else {
+            return Seen::Untaken;
+        };
+        let holder = lease_pair == Some(status.token);
+        match state {
+            TransactionState::Empty | TransactionState::Ongoing if !holder => Seen::Challenger {
+                pair: status.token,
+                minted_only: *state == TransactionState::Empty,
+            },
+            TransactionState::Ongoing => Seen::HolderWriting,
+            TransactionState::PrepareCommit
+            | TransactionState::PrepareAbort
+            | TransactionState::PrepareEpochFence => Seen::Settling,
+            // Empty under the holder's own pair does not happen (a pair is Empty only before
+            // its first transaction, and the holder committed its lease); Complete*, Dead and
+            // states this library does not know: nothing in flight.
+            _ => Seen::Quiet,
         }
     }
 }
@@ -423,6 +504,21 @@ pub struct Candidate {
     /// When this member's last lease write (claim or renewal) was issued, and the deadline it
     /// wrote.
     last_lease: Option<(UnixMillis, UnixMillis)>,
+    /// The coordinator's answer to a pre-challenge check, kept for the read that follows it.
+    check: Option<LeadershipStatus>,
+    /// The pair of another member's challenge that this standby deferred to.
+    deferred_to: Option<FencingToken>,
+    /// Since when the lease holder's transaction has been seen open while reads stall.
+    holding_since: Option<UnixMillis>,
+    /// When this member's last acquire failed (its outcome unknown: it may have minted a pair).
+    acquire_failed_at: Option<UnixMillis>,
+    /// Whether the last read was stalled by an open transaction.
+    stalled: bool,
+    /// A new leader's list of members registered ahead of it at its election (with failed
+    /// attempts so far), whose registrations it tombstones.
+    evictions: VecDeque<(MemberId, u32)>,
+    /// When the leader's next renewal is due (while it evicts).
+    renew_at: UnixMillis,
 }
 
 impl Candidate {
@@ -471,6 +567,13 @@ impl Candidate {
             lease_written: false,
             superseded_pending: None,
             last_lease: None,
+            check: None,
+            deferred_to: None,
+            holding_since: None,
+            acquire_failed_at: None,
+            stalled: false,
+            evictions: VecDeque::new(),
+            renew_at: now,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -544,6 +647,14 @@ impl Candidate {
     /// This member's rank at its last evaluation.
     pub fn rank(&self) -> Option<usize> {
         self.rank
+    }
+
+    /// While a standby treats the role as claimed by another member's challenge (it lost a
+    /// race for the first lease, or its pre-challenge check saw another challenge under way):
+    /// the instant, by this member's clock, from which it counts its turn instead of the lease
+    /// deadline. Cleared when a lease record (or a lease tombstone) is read.
+    pub fn contested_until(&self) -> Option<UnixMillis> {
+        self.contested_until
     }
 
     /// The offset of this member's registration, once appended.
@@ -687,6 +798,7 @@ impl Candidate {
     /// new pair; then it deregisters (if it registered) and ends.
     fn start_cleanup(&mut self) {
         self.failures = 0;
+        self.evictions.clear();
         match self.term {
             Some(t) => self.issue(Io::Supersede(t.token)),
             None => self.deregister_or_finish(),
@@ -695,6 +807,7 @@ impl Candidate {
 
     fn deregister_or_finish(&mut self) {
         self.term = None;
+        self.evictions.clear();
         if self.join_offset.is_some() {
             self.issue(Io::Deregister);
         } else {
@@ -742,8 +855,9 @@ impl Candidate {
         let fits = matches!(
             (io, &event),
             (_, Event::Failed)
-                | (Io::Register | Io::Deregister, Event::Appended { .. })
+                | (Io::Register | Io::Deregister | Io::Evict, Event::Appended { .. })
                 | (Io::Read { .. }, Event::RecordsRead { .. })
+                | (Io::Describe, Event::Described { .. })
                 | (Io::Acquire | Io::Supersede(_), Event::EpochGranted { .. })
                 | (
                     Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
@@ -779,15 +893,21 @@ impl Candidate {
                 self.deregistered = true;
                 self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
             }
+            (Io::Evict, Event::Appended { .. }) => {
+                self.evictions.pop_front();
+                self.after_evict(true);
+            }
             (
                 Io::Read { .. },
                 Event::RecordsRead {
                     records,
                     end_offset,
+                    stalled,
                 },
             ) => {
-                self.on_read(now, &records, end_offset);
+                self.on_read(now, &records, end_offset, stalled);
             }
+            (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Acquire, Event::EpochGranted { token }) => {
                 self.term = Some(Term {
                     token,
@@ -824,10 +944,9 @@ impl Candidate {
                         token,
                         term: offset,
                     });
-                    self.timer = Some((
-                        self.issued_at + self.timing.renew_interval,
-                        Io::Renew(token),
-                    ));
+                    self.evictions = self.passed_over();
+                    self.renew_at = self.issued_at + self.timing.renew_interval;
+                    self.lead_on(token);
                 }
             }
             (Io::Renew(token), Event::LeaseWritten { .. }) => {
@@ -836,10 +955,8 @@ impl Candidate {
                 if self.resigning {
                     self.start_cleanup();
                 } else {
-                    self.timer = Some((
-                        self.issued_at + self.timing.renew_interval,
-                        Io::Renew(token),
-                    ));
+                    self.renew_at = self.issued_at + self.timing.renew_interval;
+                    self.lead_on(token);
                 }
             }
             (Io::ClearLease(_), Event::LeaseWritten { .. }) => {
@@ -886,13 +1003,19 @@ impl Candidate {
         Ok(())
     }
 
-    fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64) {
+    fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64, stalled: bool) {
         for r in records {
             if let Applied::Leased | Applied::LeaseCleared = self.state.apply(r) {
+                // The lease moved on: whatever challenge this member waited for is decided.
                 self.contested_until = None;
+                self.deferred_to = None;
+                self.holding_since = None;
             }
         }
         self.state.advance_to(end_offset);
+        self.stalled = stalled;
+        // A check answers only the read that directly follows it.
+        let check = self.check.take();
         if self.resigning {
             self.issue(Io::Deregister);
             return;
@@ -920,7 +1043,10 @@ impl Candidate {
             }
             Step::Challenge { rank } => {
                 self.rank = Some(rank);
-                self.issue(Io::Acquire);
+                match check {
+                    Some(status) => self.decide(now, &status),
+                    None => self.issue(Io::Describe),
+                }
             }
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
@@ -942,12 +1068,197 @@ impl Candidate {
         }
     }
 
+    /// The pair of the lease this member read, if any.
+    fn lease_pair(&self) -> Option<FencingToken> {
+        self.state.lease().map(|e| e.lease.token)
+    }
+
+    /// The coordinator answered the pre-challenge check. A challenge under way elsewhere is
+    /// waited out at once; otherwise a fresh read follows (so that anything the coordinator
+    /// has finished is readable in it) and [`decide`](Self::decide) settles the matter.
+    fn on_described(&mut self, now: UnixMillis, status: LeadershipStatus) {
+        if self.resigning {
+            self.start_cleanup();
+            return;
+        }
+        match Seen::of(&status, self.lease_pair()) {
+            Seen::Untaken => self.challenge(),
+            Seen::Challenger { pair, minted_only } => {
+                // A pair minted and unused right after our own acquire failed is most likely
+                // ours (the reply was lost): carry the challenge on rather than wait it out.
+                let ours = minted_only
+                    && self
+                        .acquire_failed_at
+                        .is_some_and(|at| now < at + self.timing.challenge_stagger);
+                if ours || self.deferred_to == Some(pair) {
+                    // Ours, or a challenge that was given a whole lease to write its first
+                    // lease and did not: its challenger is gone.
+                    self.challenge();
+                } else {
+                    self.defer(now, pair);
+                }
+            }
+            Seen::Settling | Seen::HolderWriting | Seen::Quiet => {
+                self.check = Some(status);
+                self.issue(Io::Read { wait_until: None });
+            }
+        }
+    }
+
+    /// The read that followed a check still says it is this member's turn.
+    fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
+        match Seen::of(status, self.lease_pair()) {
+            Seen::Untaken => self.challenge(),
+            Seen::Challenger { pair, .. } => self.defer(now, pair),
+            Seen::Settling => {
+                self.holding_since = None;
+                self.recheck(now);
+            }
+            Seen::HolderWriting if self.stalled => {
+                // The holder's transaction is open and reads stall. Either the holder died in
+                // the middle of a write (the acquire will abort it) or another role stalls the
+                // partition while a healthy holder renews: a renewal commits within moments,
+                // so only a transaction seen open for half a renew interval is taken as dead.
+                let since = *self.holding_since.get_or_insert(now);
+                if now >= since + self.hold() {
+                    self.challenge();
+                } else {
+                    self.recheck(now);
+                }
+            }
+            Seen::Quiet if self.stalled => {
+                // Nothing of this role is open, yet the read stops short: another role's open
+                // transaction hides the partition's newer records, among them (perhaps) this
+                // role's renewals. The lease read is not known to be expired: wait until the
+                // read gets past the stall (the stalling transaction's timeout bounds it).
+                self.holding_since = None;
+                self.recheck(now);
+            }
+            Seen::HolderWriting | Seen::Quiet => self.challenge(),
+        }
+    }
+
+    /// Mints the epoch: the challenge proper.
+    fn challenge(&mut self) {
+        self.deferred_to = None;
+        self.holding_since = None;
+        self.acquire_failed_at = None;
+        self.issue(Io::Acquire);
+    }
+
+    /// Another member's challenge under `pair` is under way: treat the role as leased to it for
+    /// one lease duration from now (the lease it is about to write would run that long), and
+    /// count this member's turn from then. If that challenge writes its first lease, the read
+    /// of it ends the wait; if not, the next check finds the same pair and challenges.
+    fn defer(&mut self, now: UnixMillis, pair: FencingToken) {
+        self.deferred_to = Some(pair);
+        self.holding_since = None;
+        let until = now + self.timing.lease_duration;
+        self.contested_until = Some(self.contested_until.map_or(until, |c| c.max(until)));
+        self.wait_for_turn(now);
+    }
+
+    /// Looks at the state again at `now + recheck` (a check, then a read).
+    fn recheck(&mut self, now: UnixMillis) {
+        self.timer = Some((now + self.recheck_interval(), Io::Describe));
+    }
+
+    fn recheck_interval(&self) -> Duration {
+        RECHECK
+            .min(self.timing.renew_interval / 8)
+            .max(Duration::from_millis(1))
+    }
+
+    /// How long the holder's transaction must be seen open during a stall before it is taken
+    /// for a dead holder's: half a renew interval.
+    fn hold(&self) -> Duration {
+        (self.timing.renew_interval / 2).max(Duration::from_millis(1))
+    }
+
+    /// Sets the timer for this member's next turn as the state now stands.
+    fn wait_for_turn(&mut self, now: UnixMillis) {
+        let Some(join_offset) = self.join_offset else {
+            self.issue(Io::Register);
+            return;
+        };
+        let standing = Standing {
+            join_offset,
+            registered_at: self.registered_at,
+            unleased_since: self.unleased_since.unwrap_or(now),
+            holding: None,
+            contested_until: self.contested_until,
+        };
+        match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
+            Step::NotRegistered => self.issue(Io::Register),
+            Step::Wait { until, rank } => {
+                self.rank = Some(rank);
+                self.timer = Some((until, Io::Read { wait_until: None }));
+            }
+            // Not reachable with a contest window in the future; look again shortly.
+            Step::Challenge { .. } | Step::Renew { .. } => self.recheck(now),
+        }
+    }
+
+    /// The members registered ahead of this new leader: each had its turn before this
+    /// member's and did not take the role (it died, left without deregistering, or is too slow
+    /// to lead), and the previous holder among them. Their registrations are tombstoned so
+    /// that no later failover waits a stagger for them.
+    fn passed_over(&self) -> VecDeque<(MemberId, u32)> {
+        let Some(join) = self.join_offset else {
+            return VecDeque::new();
+        };
+        self.state
+            .roster()
+            .filter(|(m, o)| *o < join && **m != self.member)
+            .map(|(m, _)| (m.clone(), 0))
+            .collect()
+    }
+
+    /// A leader between lease writes: tombstone the next passed-over registration, or wait
+    /// for the renewal.
+    fn lead_on(&mut self, token: FencingToken) {
+        if !self.evictions.is_empty() && self.now < self.renew_at {
+            self.issue(Io::Evict);
+        } else {
+            self.timer = Some((self.renew_at, Io::Renew(token)));
+        }
+    }
+
+    /// An eviction append finished (`ok`) or failed.
+    fn after_evict(&mut self, ok: bool) {
+        if self.resigning {
+            self.start_cleanup();
+            return;
+        }
+        let Some(token) = self.term.filter(|t| t.elected).map(|t| t.token) else {
+            self.deregister_or_finish();
+            return;
+        };
+        if ok && self.superseded_pending.is_none() {
+            self.lead_on(token);
+        } else {
+            // After a failure (or with a fence to act on), the renewal comes first; the
+            // evictions left resume after it.
+            self.timer = Some((self.renew_at, Io::Renew(token)));
+        }
+    }
+
     fn on_failure(&mut self, now: UnixMillis, io: Io) {
         self.failures = self.failures.saturating_add(1);
         let since = *self.failing_since.get_or_insert(now);
         let leader_cap = (self.timing.renew_interval / 4).min(BACKOFF_CAP);
         let standby_cap = BACKOFF_CAP.min(self.timing.lease_duration);
         match io {
+            Io::Evict => {
+                if let Some(front) = self.evictions.front_mut() {
+                    front.1 += 1;
+                    if front.1 >= CLEANUP_ATTEMPTS {
+                        self.evictions.pop_front();
+                    }
+                }
+                self.failures = 0;
+                self.after_evict(false);
+            }
             Io::Renew(_) => {
                 if self.resigning {
                     self.start_cleanup();
@@ -969,7 +1280,11 @@ impl Candidate {
                     self.timer = Some((now + backoff(self.failures, leader_cap), io));
                 }
             }
-            Io::Register | Io::Read { .. } | Io::Acquire | Io::Claim(_) => {
+            Io::Register | Io::Read { .. } | Io::Describe | Io::Acquire | Io::Claim(_) => {
+                if io == Io::Acquire {
+                    // It may have minted a pair whose answer was lost.
+                    self.acquire_failed_at = Some(now);
+                }
                 if self.resigning {
                     self.start_cleanup();
                     return;
@@ -1026,6 +1341,24 @@ impl Candidate {
                 from_offset: self.state.next_offset(),
                 wait_until,
             },
+            Io::Describe => Command::DescribeRole {
+                transactional_id: self.role.clone(),
+            },
+            Io::Evict => {
+                let Some((member, _)) = self.evictions.front() else {
+                    // `lead_on` issues an eviction only with one queued; never stall a leader.
+                    self.io = None;
+                    if let Some(t) = self.term {
+                        self.timer = Some((self.renew_at, Io::Renew(t.token)));
+                    }
+                    return;
+                };
+                Command::Append {
+                    partition: self.partition,
+                    key: Key::registration(self.role.clone(), member.clone()).encode(),
+                    value: None,
+                }
+            }
             Io::Acquire | Io::Supersede(_) => Command::AcquireEpoch {
                 transactional_id: self.role.clone(),
                 transaction_timeout: self.timing.lease_duration,

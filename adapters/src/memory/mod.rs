@@ -56,7 +56,8 @@
 //! markers (commit / abort) take an offset and are never returned. Reads are read_committed:
 //! the records at offsets `>= from` and below the **last stable offset** (LSO: the first offset
 //! of the oldest open transaction, else the log end), committed ones only, in offset order,
-//! tombstones included; `end_offset` is the LSO. An open transaction (see
+//! tombstones included; `end_offset` is the LSO, and the read reports `stalled` while the LSO
+//! is below the log end (this model's high watermark). An open transaction (see
 //! [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`])
 //! therefore hides every later record, registrations included, until it is aborted by a
 //! takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below

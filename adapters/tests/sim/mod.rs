@@ -115,13 +115,28 @@ pub const LEG_MS: i64 = 25;
 pub const MAX_IO_MS: i64 = 2 * LEG_MS;
 /// Bound on each leg inside a slow window.
 pub const SLOW_LEG_MS: i64 = 1_500;
-/// L1's slack: the successor's clock may be `MAX_SKEW_MS` behind, and after its turn it needs
-/// a fresh read, an acquire and a claim write, each at most `MAX_IO_MS`.
-pub const SLACK_MS: i64 = MAX_SKEW_MS + 3 * MAX_IO_MS;
-/// Calm needed before a death for L1 to be checked: every standby has completed a read cycle
-/// (at most `LEASE_MS + rank * STAGGER_MS + skew + I/O`), any race loser's contest window
-/// (`LEASE_MS`) is over, and any failure backoff (at most 3 s for a standby) has run out.
+/// L1's slack in a calm system: the successor's clock may be `MAX_SKEW_MS` behind, and after
+/// its turn it needs a read, a check (DescribeTransactions), an acquire and a claim write,
+/// each at most `MAX_IO_MS` (see `L1_CALLS`).
+pub const SLACK_MS: i64 = MAX_SKEW_MS + L1_CALLS * MAX_IO_MS;
+/// The calls a successor makes from its turn to its election: read, check, acquire, claim.
+pub const L1_CALLS: i64 = 4;
+/// A system with no disturbance for this long before a death is "calm" (the fault schedule
+/// kills the leader more often then).
 pub const QUIET_BEFORE_MS: i64 = LEASE_MS + MAX_MEMBERS as i64 * STAGGER_MS + SLACK_MS;
+/// In runs with a slow coordinator, a third of the acquires take this long (at most) to reach
+/// it: longer than the stagger, so the next rank's turn comes while the challenge is on the wire.
+pub const SLOW_ACQUIRE_MS: i64 = 3 * STAGGER_MS;
+/// How long a standby waits on the lease holder's own open transaction while reads stall
+/// (the machine's hold: half the renew interval).
+pub const HOLD_MS: i64 = RENEW_MS / 2;
+/// How often a waiting standby checks again (the machine's `RECHECK`, at most an eighth of the
+/// renew interval).
+pub const RECHECK_MS: i64 = 100;
+/// G2: a live member whose registration a leader tombstoned registers again within this long
+/// (its next read comes at its turn, after at most a lease and a contest window, plus the
+/// stagger of every rank and four slow calls).
+pub const G2_BOUND_MS: i64 = 2 * LEASE_MS + MAX_MEMBERS as i64 * STAGGER_MS + 8 * SLOW_LEG_MS;
 /// Virtual length of one run of the default suite.
 pub const RUN_MS: i64 = 60_000;
 /// How many trace lines a failure shows.
@@ -267,21 +282,50 @@ pub struct Stats {
     pub failed_events: u64,
     /// `Fenced` events handed to candidates.
     pub fenced_events: u64,
-    /// Leader deaths for which L1 was armed.
+    /// Leader deaths L1 watched: every death of the real leader whose lease could be found.
     pub l1_checked: u64,
-    /// Leader deaths for which L1 could not be checked: the system was not calm before.
-    pub l1_skipped_not_calm: u64,
-    /// ... the broker was down or slow, or a request of the leader was still on the wire.
-    pub l1_skipped_broker: u64,
-    /// ... another fault, start or resume was due before the bound.
-    pub l1_skipped_busy_after: u64,
-    /// ... no live standby (or the committed lease was not the leader's).
-    pub l1_skipped_no_successor: u64,
-    /// Armed L1 checks cancelled by a later fault inside the window.
-    pub l1_cancelled: u64,
-    /// Largest `elected_at - (D + r * STAGGER)` among met L1 checks (how much of the slack
+    /// ... of which met within the calm bound `D + r x stagger + SLACK_MS` (no disturbance,
+    /// slow call, stall or open write counted in the bound).
+    pub l1_calm: u64,
+    /// ... of which ended by the paused leader resuming with the role still its own.
+    pub l1_leader_back: u64,
+    /// Leader deaths L1 could not watch: the committed lease was not the dead leader's.
+    pub l1_skipped: u64,
+    /// Largest `elected_at - (D + r * STAGGER)` among calm L1 checks (how much of the slack
     /// was used).
     pub l1_worst_ms: i64,
+    /// `elected_at - (D + r * STAGGER)` of calm failovers: the failover overhead.
+    pub overhead: Histogram,
+    /// Failovers (met L1 watches) whose new term was watched for one lease duration.
+    pub failovers: u64,
+    /// ... in which exactly one member was elected.
+    pub failovers_one_election: u64,
+    /// Elections beyond the first within those windows (extra short terms).
+    pub extra_elections: u64,
+    /// Acquires that took longer than half the stagger to reach the coordinator.
+    pub slow_acquires: u64,
+    /// Challenges (non-exit acquires) L4 checked.
+    pub l4_checked: u64,
+    /// Open transactions of another role left on the role's partition (stalled reads).
+    pub foreign_stalls: u64,
+    /// Restarts under a new member name: the old registration stays behind as a ghost.
+    pub renamed: u64,
+    /// Registrations of other members that a new leader tombstoned.
+    pub evictions: u64,
+    /// ... of which a ghost's (a name that never comes back).
+    pub ghost_evictions: u64,
+    /// ... of which a live member's (it registers again at the tail).
+    pub live_evictions: u64,
+    /// Live members registered again after their eviction (G2).
+    pub g2_rejoined: u64,
+    /// First renewals after an election at which G1 checked the passed-over registrations.
+    pub g1_checked: u64,
+    /// Calm failovers whose successor had a ghost ranked ahead of it.
+    pub ghost_ahead_failovers: u64,
+    /// With `SIM_LENIENT` set: L1 misses and L4 violations counted instead of failing the run.
+    pub l1_violations: u64,
+    /// See `l1_violations`.
+    pub l4_violations: u64,
     /// L2 rank checks of restarted incarnations.
     pub l2_rank_checks: u64,
     /// L2 challenge checks of restarted incarnations.
@@ -314,17 +358,107 @@ impl Stats {
         self.failed_events += o.failed_events;
         self.fenced_events += o.fenced_events;
         self.l1_checked += o.l1_checked;
-        self.l1_skipped_not_calm += o.l1_skipped_not_calm;
-        self.l1_skipped_broker += o.l1_skipped_broker;
-        self.l1_skipped_busy_after += o.l1_skipped_busy_after;
-        self.l1_skipped_no_successor += o.l1_skipped_no_successor;
-        self.l1_cancelled += o.l1_cancelled;
+        self.l1_calm += o.l1_calm;
+        self.l1_leader_back += o.l1_leader_back;
+        self.l1_skipped += o.l1_skipped;
         self.l1_worst_ms = self.l1_worst_ms.max(o.l1_worst_ms);
+        self.overhead.add(&o.overhead);
+        self.failovers += o.failovers;
+        self.failovers_one_election += o.failovers_one_election;
+        self.extra_elections += o.extra_elections;
+        self.slow_acquires += o.slow_acquires;
+        self.l4_checked += o.l4_checked;
+        self.foreign_stalls += o.foreign_stalls;
+        self.renamed += o.renamed;
+        self.evictions += o.evictions;
+        self.ghost_evictions += o.ghost_evictions;
+        self.live_evictions += o.live_evictions;
+        self.g2_rejoined += o.g2_rejoined;
+        self.g1_checked += o.g1_checked;
+        self.ghost_ahead_failovers += o.ghost_ahead_failovers;
+        self.l1_violations += o.l1_violations;
+        self.l4_violations += o.l4_violations;
         self.l2_rank_checks += o.l2_rank_checks;
         self.l2_challenge_checks += o.l2_challenge_checks;
         self.r1_checked += o.r1_checked;
         self.terms_checked += o.terms_checked;
         self.audited_writes += o.audited_writes;
+    }
+}
+
+/// A histogram of milliseconds in 5 ms buckets (the last one open-ended).
+#[derive(Clone, Default)]
+pub struct Histogram {
+    buckets: Vec<u64>,
+    count: u64,
+    max: i64,
+}
+
+impl Histogram {
+    const WIDTH: i64 = 5;
+    const BUCKETS: usize = 600;
+
+    /// Records one value.
+    pub fn record(&mut self, ms: i64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; Self::BUCKETS];
+        }
+        let b = usize::try_from(ms.max(0) / Self::WIDTH)
+            .unwrap_or(usize::MAX)
+            .min(Self::BUCKETS - 1);
+        self.buckets[b] += 1;
+        self.count += 1;
+        self.max = if self.count == 1 { ms } else { self.max.max(ms) };
+    }
+
+    /// Adds another histogram's values.
+    pub fn add(&mut self, o: &Histogram) {
+        if o.count == 0 {
+            return;
+        }
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; Self::BUCKETS];
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b;
+        }
+        self.max = if self.count == 0 { o.max } else { self.max.max(o.max) };
+        self.count += o.count;
+    }
+
+    /// How many values were recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The upper edge of the bucket holding the `q`-quantile (0 < q <= 1).
+    pub fn quantile(&self, q: f64) -> i64 {
+        let want = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return (i as i64 + 1) * Self::WIDTH;
+            }
+        }
+        self.max
+    }
+}
+
+impl fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.count == 0 {
+            return f.write_str("(none)");
+        }
+        write!(
+            f,
+            "n {} median <= {} ms, p90 <= {} ms, p99 <= {} ms, max {} ms",
+            self.count,
+            self.quantile(0.5),
+            self.quantile(0.9),
+            self.quantile(0.99),
+            self.max
+        )
     }
 }
 
@@ -379,6 +513,7 @@ enum Op {
     Acquire {
         timeout: Duration,
     },
+    Describe,
     Write {
         partition: i32,
         key: Vec<u8>,
@@ -394,6 +529,7 @@ impl Op {
             Op::Append { value: None, .. } => "deregister",
             Op::Read { .. } => "read",
             Op::Acquire { .. } => "acquire",
+            Op::Describe => "describe",
             Op::Write { value: Some(_), .. } => "write-lease",
             Op::Write { value: None, .. } => "clear-lease",
         }
@@ -419,6 +555,8 @@ struct InFlight {
     answer: Option<Event>,
     /// When the answer reaches the member.
     answer_at: i64,
+    /// Both legs together: the call's latency.
+    legs: i64,
 }
 
 #[derive(Debug)]
@@ -434,6 +572,8 @@ struct Live {
     exit_acquire: bool,
     /// Whether a call failed while the member was leaving (R1 then does not apply).
     exit_trouble: bool,
+    /// The candidate's contest window as last seen (L1 counts its growth as a disturbance).
+    contest_seen: Option<UnixMillis>,
 }
 
 #[derive(Debug)]
@@ -455,6 +595,13 @@ struct Member {
     last_write: i64,
     /// When this member last met trouble: a `Failed` answer, a start or a resume (L3).
     last_trouble: i64,
+    /// L4: whether a healthy leader held the role when this member's latest read took effect.
+    read_saw_healthy_leader: bool,
+    /// G2: since when this live member's registration has been tombstoned by a leader (reset
+    /// by trouble and resumes), until it registers again.
+    evicted_since: Option<i64>,
+    /// Whether its last life ended in a crash (its registration stays behind).
+    crashed: bool,
     life: Life,
 }
 
@@ -513,13 +660,51 @@ enum Next {
     Tick(usize),
 }
 
-/// An armed L1 check.
+/// An armed L1 check: the real leader `died` at `t0`.
 #[derive(Clone, Copy, Debug)]
 struct Watch {
     died: usize,
+    /// The dead leader's pair.
+    pair: FencingToken,
+    t0: i64,
+    /// D: the latest deadline a lease of `pair` committed (a write on the wire may still
+    /// raise it).
     deadline: i64,
+    /// Whether the dead leader left a lease write open (reads stall until it is aborted).
+    open_write: bool,
+    /// Whether a ghost registration ranked ahead of every standby at the death.
+    ghost_ahead: bool,
+    /// The bound as last computed before an event.
+    last: Option<Bound>,
+}
+
+/// L1's bound as things stand (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    at: i64,
+    /// The rank it was computed with.
     rank: usize,
-    bound: i64,
+    /// Whether it is the calm bound `D + r x stagger + SLACK_MS`.
+    calm: bool,
+}
+
+/// The lease duration after a failover's first election, in which further elections are
+/// counted as churn.
+#[derive(Clone, Copy, Debug)]
+struct Settle {
+    until: i64,
+    elections: u64,
+}
+
+/// G1: what a new leader must have tombstoned by its first renewal.
+#[derive(Clone, Debug)]
+struct PassedOver {
+    member: usize,
+    incarnation: u32,
+    /// The registrations ahead of it in its own view at its election.
+    ahead: Vec<(MemberId, i64)>,
+    /// A call of the leader failed since (G1 then does not apply to this election).
+    troubled: bool,
 }
 
 /// One trace line.
@@ -568,6 +753,26 @@ struct Sim {
     audit_seen: usize,
     audit_dirty: bool,
     watch: Option<Watch>,
+    /// L1: the latest disturbance that may hold a standby back from its turn for up to a
+    /// lease duration (a failed call, a contest window that grew, a registration during a
+    /// stall).
+    delay_mark: i64,
+    /// L1: the slowest call on the wire since the watch was armed.
+    window_io: i64,
+    /// When the last open transaction of another role on the partition times out.
+    stall_until: i64,
+    /// Runs with a slow coordinator: a third of the acquires take longer than the stagger.
+    slow_coordinator: bool,
+    /// The other role that shares the partition, and its holder's transport.
+    other_role: Role,
+    other_holder: MemoryTransport,
+    /// Member names that will never come back (their registrations are ghosts).
+    ghost_ids: HashSet<MemberId>,
+    settle: Option<Settle>,
+    passed_over: Option<PassedOver>,
+    /// Measurement mode (`SIM_LENIENT` set): L1 and L4 violations are counted, not failures,
+    /// so that a machine that does not meet them can be measured.
+    lenient: bool,
     stats: Stats,
 }
 
@@ -592,11 +797,20 @@ impl Sim {
                     fenced: HashSet::new(),
                     last_write: T0,
                     last_trouble: T0,
+                    read_saw_healthy_leader: false,
+                    evicted_since: None,
+                    crashed: false,
                     life: Life::Down,
                 }
             })
             .collect();
         let observer = broker.transport("observer");
+        let slow_coordinator = rng.chance(1, 3);
+        let other_role = (0..)
+            .map(|k| Role::new(format!("sim-other-{k}")).expect("valid role"))
+            .find(|r| role_partition(r, PARTITIONS).ok() == Some(partition))
+            .expect("some role shares the partition");
+        let other_holder = broker.transport("other-role-holder");
         let mut sim = Sim {
             seed,
             rng,
@@ -628,6 +842,16 @@ impl Sim {
             audit_seen: 0,
             audit_dirty: false,
             watch: None,
+            delay_mark: T0,
+            window_io: 0,
+            stall_until: T0,
+            slow_coordinator,
+            other_role,
+            other_holder,
+            ghost_ids: HashSet::new(),
+            settle: None,
+            passed_over: None,
+            lenient: std::env::var_os("SIM_LENIENT").is_some(),
             stats: Stats::default(),
         };
         for member in 0..n {
@@ -644,10 +868,15 @@ impl Sim {
                 .collect();
             println!(
                 "seed {seed}: {n} members (skew {}), lease {LEASE_MS} ms, renew {RENEW_MS} ms, \
-                 stagger {STAGGER_MS} ms, partition {}, run {} ms",
+                 stagger {STAGGER_MS} ms, partition {}, run {} ms{}",
                 skews.join(" "),
                 sim.partition,
-                run_ms
+                run_ms,
+                if slow_coordinator {
+                    ", slow coordinator"
+                } else {
+                    ""
+                }
             );
         }
         sim
@@ -788,10 +1017,22 @@ impl Sim {
                 }
                 break;
             };
-            if let Some(w) = self.watch {
-                if t > w.bound {
-                    return Err(self.l1_failure(&format!("next event at {}", At(t))));
+            if let Some(mut w) = self.watch {
+                let bound = self.l1_bound(&w);
+                w.last = bound.or(w.last);
+                self.watch = Some(w);
+                if let Some(b) = bound {
+                    if t > b.at {
+                        if !self.lenient {
+                            return Err(self.l1_failure(&format!("next event at {}", At(t))));
+                        }
+                        self.stats.l1_violations += 1;
+                        self.watch = None;
+                    }
                 }
+            }
+            if self.settle.is_some_and(|st| t > st.until) {
+                self.close_settle();
             }
             if t > self.end && self.watch.is_none() {
                 break;
@@ -856,7 +1097,15 @@ impl Sim {
 
     // ----- members -----
 
-    fn latency(&mut self) -> (i64, i64) {
+    fn latency(&mut self, op: &Op) -> (i64, i64) {
+        if self.slow_coordinator && matches!(op, Op::Acquire { .. }) && self.rng.chance(1, 3) {
+            // The coordinator takes its time: the acquire reaches it only after the next
+            // rank's turn may have come.
+            self.stats.slow_acquires += 1;
+            let req = self.rng.range(STAGGER_MS / 2, SLOW_ACQUIRE_MS);
+            let rep = self.rng.range(0, LEG_MS);
+            return (req, rep);
+        }
         let slow = self.now < self.slow_until;
         let leg = |rng: &mut Rng| {
             if slow && rng.chance(1, 2) {
@@ -908,6 +1157,14 @@ impl Sim {
                         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
                         self.stats.failed_events += 1;
                         self.last_disturbance = self.now;
+                        // A standby backs off (at most min(5 s, lease)) after a failure.
+                        self.delay_mark = self.now;
+                        if let Some(p) = self.passed_over.as_mut().filter(|p| p.member == i) {
+                            p.troubled = true;
+                        }
+                        if let Some(since) = self.members[i].evicted_since.as_mut() {
+                            *since = self.now;
+                        }
                         self.note(Some(i), "<- Failed");
                     }
                     e => {
@@ -920,6 +1177,14 @@ impl Sim {
                 let name = event.name();
                 if let Err(e) = live.cand.handle(now_m, event) {
                     return Err(self.fail("contract", format!("the candidate refused {name}: {e}")));
+                }
+                let contest = live.cand.contested_until();
+                let grew = contest.is_some() && contest > live.contest_seen;
+                live.contest_seen = contest;
+                if grew {
+                    // A lost race or a challenge seen under way: this member counts its turn
+                    // from a lease duration later.
+                    self.delay_mark = self.now;
                 }
                 if read {
                     self.check_l2_rank(i)?;
@@ -981,7 +1246,10 @@ impl Sim {
                 }
                 return Ok(());
             };
-            let (req, rep) = self.latency();
+            let (req, rep) = self.latency(&op);
+            if self.watch.is_some() {
+                self.window_io = self.window_io.max(req + rep);
+            }
             if req > LEG_MS || rep > LEG_MS {
                 // A slow call is trouble until it completes (L3).
                 let m = &mut self.members[i];
@@ -1002,6 +1270,7 @@ impl Sim {
                     reply_ms: rep,
                     answer: None,
                     answer_at: 0,
+                    legs: req + rep,
                 });
                 return Ok(());
             }
@@ -1015,6 +1284,7 @@ impl Sim {
                     reply_ms: rep,
                     answer: Some(answer),
                     answer_at: self.now + rep,
+                    legs: req + rep,
                 });
                 return Ok(());
             }
@@ -1055,8 +1325,14 @@ impl Sim {
                     );
                 }
                 self.check_l2_challenge(i)?;
+                let exit = self.members[i]
+                    .live()
+                    .is_some_and(|l| l.cand.status() == Status::Leaving);
                 if let Some(live) = self.members[i].live_mut() {
-                    live.exit_acquire = live.cand.status() == Status::Leaving;
+                    live.exit_acquire = exit;
+                }
+                if !exit {
+                    self.check_l4(i)?;
                 }
                 Op::Acquire {
                     timeout: transaction_timeout,
@@ -1073,6 +1349,14 @@ impl Sim {
                 value,
                 token,
             },
+            Command::DescribeRole { transactional_id } => {
+                if transactional_id != self.role {
+                    return Err(
+                        self.fail("contract", format!("describe for role {transactional_id}"))
+                    );
+                }
+                Op::Describe
+            }
             other => return Err(self.fail("harness", format!("not an I/O command: {other:?}"))),
         })
     }
@@ -1102,19 +1386,34 @@ impl Sim {
                 value,
             } => {
                 self.last_disturbance = self.now;
-                transport
+                let stalled = self.partition_stalled();
+                let appended = transport
                     .append(*partition, key, value.as_deref())
-                    .map(|offset| Event::Appended { offset })
+                    .map(|offset| Event::Appended { offset });
+                if appended.is_ok() {
+                    self.on_appended(who, key, value.is_some(), stalled);
+                }
+                appended
             }
-            Op::Read { partition, from } => transport
-                .read_partition(*partition, *from, Duration::ZERO)
-                .map(|b| Event::RecordsRead {
-                    records: b.records,
-                    end_offset: b.end_offset,
-                }),
+            Op::Read { partition, from } => {
+                if let Some(i) = who {
+                    // L4: what the member's latest view may rest on.
+                    self.members[i].read_saw_healthy_leader = self.healthy_leader().is_some();
+                }
+                transport
+                    .read_partition(*partition, *from, Duration::ZERO)
+                    .map(|b| Event::RecordsRead {
+                        records: b.records,
+                        end_offset: b.end_offset,
+                        stalled: b.stalled,
+                    })
+            }
             Op::Acquire { timeout } => transport
                 .acquire_epoch(&self.role, *timeout)
                 .map(|token| Event::EpochGranted { token }),
+            Op::Describe => transport
+                .describe_epoch(&self.role)
+                .map(|status| Event::Described { status }),
             Op::Write {
                 partition,
                 key,
@@ -1133,6 +1432,20 @@ impl Sim {
                     self.members[i].last_write = self.now;
                 }
                 let token = op.token().expect("a write carries a token");
+                if let Op::Write {
+                    value: Some(value), ..
+                } = op
+                {
+                    if let Some(w) = self.watch.as_mut().filter(|w| w.pair == token) {
+                        // A write of the dead leader that was on the wire: it moves D.
+                        if let Ok(lease) = Lease::decode(value) {
+                            w.deadline = w.deadline.max(lease.deadline.0);
+                        }
+                    }
+                    if let Some(i) = who {
+                        self.check_g1(i)?;
+                    }
+                }
                 let current = self.broker.epoch_of(&self.role);
                 if current != Some(token) {
                     return Err(self.fail(
@@ -1256,16 +1569,208 @@ impl Sim {
             ));
         }
         if let Some(w) = self.watch.take() {
-            let turn = w.deadline + w.rank as i64 * STAGGER_MS;
-            let used = self.now - turn;
-            self.stats.l1_worst_ms = self.stats.l1_worst_ms.max(used);
+            let bound = w.last;
+            let rank = bound.map_or(0, |b| b.rank);
+            let used = self.now - (w.deadline + rank as i64 * STAGGER_MS);
+            let calm = bound.is_some_and(|b| b.calm);
+            if calm {
+                self.stats.l1_calm += 1;
+                self.stats.l1_worst_ms = self.stats.l1_worst_ms.max(used);
+                self.stats.overhead.record(used);
+                if w.ghost_ahead {
+                    self.stats.ghost_ahead_failovers += 1;
+                }
+            }
             self.note(
                 None,
                 format!(
-                    "L1 met: elected {} ms after D + r x stagger (slack {SLACK_MS} ms)",
-                    used
+                    "L1 met: elected {used} ms after D + r x stagger (r = {rank}; {})",
+                    match bound {
+                        Some(b) if b.calm => format!("calm bound, slack {SLACK_MS} ms"),
+                        Some(b) => format!("bound {}", At(b.at)),
+                        None => "no bound yet".to_string(),
+                    }
                 ),
             );
+            self.settle = Some(Settle {
+                until: self.now + LEASE_MS,
+                elections: 0,
+            });
+        }
+        if let Some(st) = self.settle.as_mut().filter(|st| self.now <= st.until) {
+            st.elections += 1;
+        }
+        // G1: what this leader passed over must be gone by its first renewal.
+        let me = &self.members[i];
+        if let Some(l) = me.live() {
+            let join = l.cand.join_offset().unwrap_or(i64::MIN);
+            let ahead = l
+                .cand
+                .state()
+                .roster()
+                .filter(|(m, o)| *o < join && **m != me.id)
+                .map(|(m, o)| (m.clone(), o))
+                .collect();
+            self.passed_over = Some(PassedOver {
+                member: i,
+                incarnation: me.incarnation,
+                ahead,
+                troubled: false,
+            });
+        }
+        self.members[i].evicted_since = None;
+        Ok(())
+    }
+
+    /// Ends the churn window of the last failover.
+    fn close_settle(&mut self) {
+        if let Some(st) = self.settle.take() {
+            self.stats.failovers += 1;
+            if st.elections == 1 {
+                self.stats.failovers_one_election += 1;
+            }
+            self.stats.extra_elections += st.elections.saturating_sub(1);
+            if st.elections > 1 {
+                self.note(
+                    None,
+                    format!("churn: {} elections in the failover", st.elections),
+                );
+            }
+        }
+    }
+
+    /// Whether an open transaction holds the partition's last stable offset back.
+    fn partition_stalled(&self) -> bool {
+        let lso = self.broker.last_stable_offset(self.partition);
+        let end = self.broker.log_end_offset(self.partition);
+        matches!((lso, end), (Ok(l), Ok(e)) if l < e)
+    }
+
+    /// Bookkeeping of an append that took effect: registrations (G2) and tombstones of other
+    /// members' registrations (evictions).
+    fn on_appended(&mut self, who: Option<usize>, key: &[u8], registration: bool, stalled: bool) {
+        let Ok(key) = Key::decode(key) else { return };
+        let Some(name) = key.member() else { return };
+        if registration {
+            if stalled {
+                // Its own registration is unreadable: the member counts a lease from now.
+                self.delay_mark = self.now;
+            }
+            if let Some(i) = who.filter(|&i| self.members[i].id == *name) {
+                if self.members[i].evicted_since.take().is_some() {
+                    self.stats.g2_rejoined += 1;
+                    self.note(Some(i), "registered again after its eviction (G2)");
+                }
+            }
+            return;
+        }
+        let Some(i) = who else { return };
+        if self.members[i].id == *name {
+            return;
+        }
+        self.stats.evictions += 1;
+        let ghost = self.ghost_ids.contains(name);
+        if ghost {
+            self.stats.ghost_evictions += 1;
+        }
+        let now = self.now;
+        let live = self.members.iter_mut().enumerate().find(|(_, m)| {
+            m.id == *name
+                && m.live().is_some_and(|l| {
+                    !l.cand.is_leader() && !matches!(l.cand.status(), Status::Leaving | Status::Ended)
+                })
+        });
+        let evicted_live = live.map(|(j, m)| {
+            m.evicted_since = Some(now);
+            j
+        });
+        if evicted_live.is_some() {
+            self.stats.live_evictions += 1;
+        }
+        self.note(
+            Some(i),
+            format!(
+                "evicts {name}{}",
+                if ghost {
+                    " (a ghost)"
+                } else if evicted_live.is_some() {
+                    " (alive: it must register again)"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+
+    /// G1: at a new leader's first renewal, no registration it passed over at its election is
+    /// still on the roster (unless one of its calls failed in between).
+    fn check_g1(&mut self, i: usize) -> Res {
+        let due = self
+            .passed_over
+            .as_ref()
+            .is_some_and(|p| p.member == i && p.incarnation == self.members[i].incarnation);
+        if !due {
+            return Ok(());
+        }
+        let p = self.passed_over.take().expect("checked above");
+        if p.troubled {
+            return Ok(());
+        }
+        let state = self.committed_state()?;
+        for (m, o) in &p.ahead {
+            if state.join_offset(m) == Some(*o) {
+                return Err(self.fail(
+                    "G1",
+                    format!(
+                        "{} renewed, but {m}'s registration at offset {o}, ranked ahead of it at \
+                         its election, is still on the roster",
+                        self.members[i].id
+                    ),
+                ));
+            }
+        }
+        self.stats.g1_checked += 1;
+        Ok(())
+    }
+
+    /// The real leader, if it is healthy: unpaused, on schedule (a lease write within
+    /// `RENEW_MS + LEG_MS`) and untroubled since its last accepted write, with the broker
+    /// neither unavailable nor slow (L3's conditions).
+    fn healthy_leader(&self) -> Option<usize> {
+        let i = self.real_leader()?;
+        let m = &self.members[i];
+        let l = m.live()?;
+        let healthy = !l.paused
+            && self.now >= self.unavailable_until
+            && self.now >= self.slow_until
+            && m.last_trouble <= m.last_write
+            && self.last_window_end <= m.last_write
+            && self.now - m.last_write <= RENEW_MS + LEG_MS;
+        healthy.then_some(i)
+    }
+
+    /// L4: a healthy leader is never challenged. A member whose latest read took effect while
+    /// a healthy leader led saw that leader's live lease in it (a healthy leader's lease runs
+    /// at least `LEASE_MS - RENEW_MS - 2 x LEG_MS` past now), unless the read stalled; it must
+    /// not issue AcquireEpoch on that read.
+    fn check_l4(&mut self, i: usize) -> Res {
+        self.stats.l4_checked += 1;
+        if self.members[i].read_saw_healthy_leader && self.lenient {
+            self.stats.l4_violations += 1;
+        } else if self.members[i].read_saw_healthy_leader {
+            let leader = self
+                .healthy_leader()
+                .map_or("a healthy leader".to_string(), |j| {
+                    self.members[j].id.to_string()
+                });
+            return Err(self.fail(
+                "L4",
+                format!(
+                    "{} challenges, although its latest read took effect while {leader} led and \
+                     renewed on schedule",
+                    self.members[i].id
+                ),
+            ));
         }
         Ok(())
     }
@@ -1314,6 +1819,8 @@ impl Sim {
             self.stats.r1_checked += 1;
         }
         self.members[i].life = Life::Down;
+        self.members[i].evicted_since = None;
+        self.members[i].crashed = false;
         let delay = match reason {
             EndReason::Fenced { .. } => self.rng.range(200, 5_000),
             EndReason::Resigned => self.rng.range(1_000, 15_000),
@@ -1332,11 +1839,24 @@ impl Sim {
         if self.members[i].live().is_some() {
             return Ok(());
         }
-        let fresh = self.members[i].incarnation == 0 || self.rng.chance(1, 2);
+        let mut fresh = self.members[i].incarnation == 0 || self.rng.chance(1, 2);
+        let renamed = self.members[i].crashed && self.rng.chance(1, 4);
+        if renamed {
+            // A pod that comes back under a new name: the old registration stays behind, a
+            // ghost that never challenges.
+            let old = self.members[i].id.clone();
+            let name = format!("m{i}.{}", self.members[i].incarnation);
+            self.members[i].id = MemberId::new(name.as_str()).expect("valid member");
+            self.ghost_ids.insert(old);
+            self.stats.renamed += 1;
+            fresh = true;
+        }
         if fresh && self.members[i].incarnation > 0 {
             let name = self.members[i].id.as_str().to_string();
             self.members[i].transport = self.broker.transport(name);
         }
+        self.members[i].crashed = false;
+        self.members[i].evicted_since = None;
         self.members[i].incarnation += 1;
         if self.members[i].restarted() {
             self.stats.restarts += 1;
@@ -1360,11 +1880,16 @@ impl Sim {
             held: Vec::new(),
             exit_acquire: false,
             exit_trouble: false,
+            contest_seen: None,
         }));
         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
         self.note(
             Some(i),
-            format!("start ({} transport)", if fresh { "new" } else { "same" }),
+            format!(
+                "start ({} transport{})",
+                if fresh { "new" } else { "same" },
+                if renamed { ", a new name" } else { "" }
+            ),
         );
         self.drive(i, None)
     }
@@ -1374,9 +1899,9 @@ impl Sim {
     fn on_agenda(&mut self, action: Action) -> Res {
         let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
         self.last_disturbance = self.now;
-        if self.watch.take().is_some() {
-            self.stats.l1_cancelled += 1;
-            self.note(None, "L1 check cancelled: another fault inside the window");
+        if matches!(action, Action::Fault) {
+            // Elections after a fault are not churn of the failover before it.
+            self.close_settle();
         }
         match action {
             Action::Fault => {
@@ -1397,7 +1922,7 @@ impl Sim {
                 if self.now + gap <= self.end {
                     self.schedule(self.now + gap, Action::Fault);
                 }
-                self.fault(kind, calm)?;
+                self.fault(kind)?;
             }
             Action::Start { member } => {
                 if self.members[member].live().is_some() {
@@ -1417,6 +1942,9 @@ impl Sim {
                     Some(l) if current => {
                         l.paused = false;
                         m.last_trouble = m.last_trouble.max(self.now);
+                        if let Some(since) = m.evicted_since.as_mut() {
+                            *since = self.now;
+                        }
                         self.note(Some(member), "resumed");
                     }
                     _ => return Err(self.fail("harness", "a stale resume was left on the agenda")),
@@ -1457,7 +1985,7 @@ impl Sim {
     }
 
     fn pick_fault(&mut self, calm: bool) -> &'static str {
-        const KINDS: [(u64, &str); 13] = [
+        const KINDS: [(u64, &str); 14] = [
             (14, "crash-leader"),
             (8, "crash-any"),
             (10, "pause-leader"),
@@ -1471,6 +1999,7 @@ impl Sim {
             (4, "exhaust"),
             (2, "exhaust-smaller-pid"),
             (3, "compact"),
+            (4, "foreign-stall"),
         ];
         if calm && self.rng.chance(1, 2) {
             // A calm system is where L1 can be checked: kill the leader more often there.
@@ -1491,7 +2020,7 @@ impl Sim {
         KINDS[0].1
     }
 
-    fn fault(&mut self, kind: &'static str, calm: bool) -> Res {
+    fn fault(&mut self, kind: &'static str) -> Res {
         let leader = self
             .real_leader()
             .filter(|&i| self.members[i].live().is_some_and(|l| !l.paused));
@@ -1509,12 +2038,12 @@ impl Sim {
         match kind {
             "crash-leader" | "crash-any" => {
                 if let Some(i) = target(self, kind == "crash-leader", false) {
-                    return self.crash(i, calm);
+                    return self.crash(i);
                 }
             }
             "pause-leader" | "pause-any" => {
                 if let Some(i) = target(self, kind == "pause-leader", true) {
-                    return self.pause(i, calm);
+                    return self.pause(i);
                 }
             }
             "resign-leader" | "resign-any" => {
@@ -1541,6 +2070,40 @@ impl Sim {
                     );
                     return Ok(());
                 }
+            }
+            "foreign-stall" => {
+                // The holder of another role on the same partition dies in the middle of a
+                // write: reads of the partition stall until its transaction times out.
+                let timeout = self.rng.range(1_000, 8_000);
+                let key = Key::lease(self.other_role.clone()).encode();
+                let opened = self
+                    .other_holder
+                    .acquire_epoch(&self.other_role, ms(timeout))
+                    .and_then(|token| {
+                        self.other_holder.begin_lease_write_and_crash(
+                            self.partition,
+                            &key,
+                            Some(b"stalled"),
+                            token,
+                        )
+                    });
+                match opened {
+                    Ok(offset) => {
+                        self.stats.foreign_stalls += 1;
+                        self.stall_until = self.stall_until.max(self.now + timeout);
+                        self.note(
+                            None,
+                            format!(
+                                "role {} opens a transaction at offset {offset} and dies: reads \
+                                 stall until {}",
+                                self.other_role,
+                                At(self.now + timeout)
+                            ),
+                        );
+                    }
+                    Err(e) => self.note(None, format!("foreign stall not opened: {e}")),
+                }
+                return Ok(());
             }
             "compact" => {
                 let removed = self
@@ -1601,13 +2164,16 @@ impl Sim {
         Ok(())
     }
 
-    fn crash(&mut self, i: usize, calm: bool) -> Res {
+    fn crash(&mut self, i: usize) -> Res {
         let was_real_leader = self.real_leader() == Some(i);
         let Life::Up(live) = std::mem::replace(&mut self.members[i].life, Life::Down) else {
             return Ok(());
         };
         let Live { cand, io, .. } = *live;
         self.stats.crashes += 1;
+        self.members[i].crashed = true;
+        self.members[i].evicted_since = None;
+        let held = cand.token();
         let transport = self.members[i].transport.clone();
         let mut open = false;
         if let Some(token) = cand.token() {
@@ -1667,22 +2233,24 @@ impl Sim {
         );
         if was_real_leader {
             self.stats.leader_crashes += 1;
-            self.arm_l1(i, calm, false)?;
+            if let Some(pair) = held {
+                self.arm_l1(i, pair, open)?;
+            }
         }
         Ok(())
     }
 
-    fn pause(&mut self, i: usize, calm: bool) -> Res {
+    fn pause(&mut self, i: usize) -> Res {
         let was_real_leader = self.real_leader() == Some(i);
+        let held = self.members[i].live().and_then(|l| l.cand.token());
         let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
         let incarnation = self.members[i].incarnation;
-        let on_wire = {
+        {
             let Some(l) = self.members[i].live_mut() else {
                 return Ok(());
             };
             l.paused = true;
-            l.io.as_ref().is_some_and(|f| f.effect_at.is_some())
-        };
+        }
         self.stats.pauses += 1;
         self.schedule(
             until,
@@ -1701,93 +2269,151 @@ impl Sim {
         );
         if was_real_leader {
             self.stats.leader_pauses += 1;
-            // A request still on the wire may extend the lease after the pause began.
-            self.arm_l1(i, calm, on_wire)?;
+            // A request still on the wire may extend the lease after the pause began: the
+            // watch follows D.
+            if let Some(pair) = held {
+                self.arm_l1(i, pair, false)?;
+            }
         }
         Ok(())
     }
 
     // ----- invariants -----
 
-    /// Arms the L1 check for the death of leader `died`, if the death is checkable.
-    fn arm_l1(&mut self, died: usize, calm: bool, on_wire: bool) -> Res {
-        if !calm {
-            self.stats.l1_skipped_not_calm += 1;
-            return Ok(());
-        }
-        if on_wire || self.now < self.unavailable_until || self.now < self.slow_until {
-            self.stats.l1_skipped_broker += 1;
-            return Ok(());
-        }
+    /// Arms the L1 check for the death of the real leader `died`, which held `pair`.
+    fn arm_l1(&mut self, died: usize, pair: FencingToken, open_write: bool) -> Res {
+        self.close_settle();
         let state = self.committed_state()?;
-        let current = self.broker.epoch_of(&self.role);
-        let lease = state.lease().map(|e| e.lease.clone());
-        let Some(lease) =
-            lease.filter(|l| l.member == self.members[died].id && Some(l.token) == current)
+        let Some(deadline) = state
+            .lease()
+            .filter(|e| e.lease.token == pair)
+            .map(|e| e.lease.deadline.0)
         else {
-            self.stats.l1_skipped_no_successor += 1;
+            self.stats.l1_skipped += 1;
+            self.note(None, "L1 not armed: the committed lease is not the leader's");
             return Ok(());
         };
-        let mut rank: Option<usize> = None;
-        for (j, m) in self.members.iter().enumerate() {
-            if j == died {
-                continue;
-            }
-            let Some(l) = m.live() else { continue };
-            if l.paused || l.cand.status() != Status::Standby {
-                continue;
-            }
-            let Some(o) = l.cand.join_offset() else {
-                continue;
-            };
-            if state.join_offset(&m.id) != Some(o) {
-                continue;
-            }
-            if let Some(r) = state.rank_of(&m.id) {
-                rank = Some(rank.map_or(r, |x| x.min(r)));
-            }
-        }
-        let Some(rank) = rank else {
-            self.stats.l1_skipped_no_successor += 1;
-            return Ok(());
-        };
-        let bound = lease.deadline.0 + rank as i64 * STAGGER_MS + SLACK_MS;
-        let next_fault = self.agenda.iter().map(|s| s.at).min().unwrap_or(i64::MAX);
-        if next_fault <= bound {
-            self.stats.l1_skipped_busy_after += 1;
-            return Ok(());
-        }
-        // The broker is up: no injected failure rule left from earlier faults.
-        self.broker.clear_faults();
+        // A ghost registration ahead of every live standby costs this failover one stagger
+        // (and, once passed over, no later one: G1).
+        let first_live = self
+            .members
+            .iter()
+            .filter(|m| m.live().is_some())
+            .filter_map(|m| state.join_offset(&m.id))
+            .min()
+            .unwrap_or(i64::MAX);
+        let holder = state.lease().map(|e| e.lease.member.clone());
+        let ghost_ahead = state
+            .roster()
+            .any(|(m, o)| o < first_live && self.ghost_ids.contains(m) && Some(m) != holder.as_ref());
+        // The slowest call still on the wire counts too.
+        self.window_io = self
+            .members
+            .iter()
+            .filter_map(|m| m.live())
+            .filter_map(|l| l.io.as_ref())
+            .map(|f| f.legs)
+            .max()
+            .unwrap_or(0);
         self.stats.l1_checked += 1;
-        self.watch = Some(Watch {
+        let watch = Watch {
             died,
-            deadline: lease.deadline.0,
-            rank,
-            bound,
-        });
+            pair,
+            t0: self.now,
+            deadline,
+            open_write,
+            ghost_ahead,
+            last: None,
+        };
+        self.watch = Some(watch);
+        let bound = self.l1_bound(&watch);
         self.note(
             None,
             format!(
-                "L1 armed: lease deadline {} + rank {rank} x {STAGGER_MS} + slack {SLACK_MS} -> bound {}",
-                At(lease.deadline.0),
-                At(bound)
+                "L1 armed: lease deadline {}{}; bound now {}",
+                At(deadline),
+                if open_write { ", a lease write left open" } else { "" },
+                bound.map_or("(no standby yet)".to_string(), |b| format!(
+                    "{} (rank {}{})",
+                    At(b.at),
+                    b.rank,
+                    if b.calm { ", calm" } else { "" }
+                ))
             ),
         );
         Ok(())
     }
 
+    /// L1's bound for `w` as things stand: `None` while no member could take over (none is up,
+    /// unpaused, registered and ranked).
+    ///
+    /// `bound = max(max(D, M + LEASE) + r x STAGGER, F + RECHECK) + SKEW + k x X + H`, where
+    /// D is the dead pair's latest committed deadline; M the latest disturbance that can hold a
+    /// standby back for up to a lease (a failed call: backoff <= min(5 s, lease); a contest
+    /// window that grew: a lost race or a challenge seen under way; a registration written
+    /// while reads stall); F the end of another role's open transaction (reads stall until
+    /// then); X the slowest call on the wire since the death (at least `MAX_IO_MS`); H, when
+    /// the dead leader left a lease write open, the hold on it (`HOLD_MS`) plus one recheck
+    /// cycle. When `2 X < STAGGER - 2 x SKEW` no rank's check can miss a challenge on the wire:
+    /// r is the smallest rank among the members that could take over and k = `L1_CALLS` (read,
+    /// check, acquire, claim). Otherwise every rank may challenge blind and the last one wins:
+    /// r is the largest rank and k = `L1_CALLS + 1` (one more acquire on the wire).
+    fn l1_bound(&self, w: &Watch) -> Option<Bound> {
+        let ranks: Vec<usize> = self
+            .members
+            .iter()
+            .filter_map(|m| m.live())
+            .filter(|l| {
+                !l.paused
+                    && matches!(l.cand.status(), Status::Standby | Status::Challenging)
+                    && l.cand.join_offset().is_some()
+            })
+            .filter_map(|l| l.cand.rank())
+            .collect();
+        let x = self.window_io.max(MAX_IO_MS);
+        let fast = 2 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
+        let rank = if fast {
+            ranks.iter().min()
+        } else {
+            ranks.iter().max()
+        };
+        let rank = *rank?;
+        let base = w.deadline.max(self.delay_mark + LEASE_MS);
+        let turn = base + rank as i64 * STAGGER_MS;
+        let stall = self.stall_until + RECHECK_MS;
+        let calls = if fast { L1_CALLS } else { L1_CALLS + 1 };
+        let hold = if w.open_write {
+            HOLD_MS + RECHECK_MS + 2 * x
+        } else {
+            0
+        };
+        let at = turn.max(stall) + MAX_SKEW_MS + calls * x + hold;
+        let calm = x == MAX_IO_MS && base == w.deadline && stall <= turn && !w.open_write;
+        Some(Bound { at, rank, calm })
+    }
+
     fn l1_failure(&self, why: &str) -> Failure {
         let w = self.watch.expect("an armed watch");
+        let bound = self.l1_bound(&w).or(w.last);
         self.fail(
             "L1",
             format!(
-                "after the leader {} died, no live member was elected by {} (lease deadline {} + rank {} x \
-                 {STAGGER_MS} ms + slack {SLACK_MS} ms); {why}",
+                "after the leader {} died at {}, no live member was elected by {} (lease \
+                 deadline {}, rank {}, slowest call {} ms, last disturbance {}, stalls until \
+                 {}{}); {why}",
                 self.members[w.died].id,
-                At(w.bound),
+                At(w.t0),
+                bound.map_or("-".to_string(), |b| At(b.at).to_string()),
                 At(w.deadline),
-                w.rank
+                bound.map_or("-".to_string(), |b| b.rank.to_string()),
+                self.window_io.max(MAX_IO_MS),
+                At(self.delay_mark),
+                At(self.stall_until),
+                if w.open_write {
+                    ", a lease write left open"
+                } else {
+                    ""
+                },
             ),
         )
     }
@@ -1962,6 +2588,43 @@ impl Sim {
             self.audit_dirty = false;
             self.check_audit(true)?;
         }
+        if let Some(w) = self.watch {
+            // A paused leader that resumes while the role is still its own leads again.
+            let back = self.real_leader().filter(|&i| {
+                i == w.died && self.members[i].live().is_some_and(|l| !l.paused)
+            });
+            if back.is_some() {
+                self.watch = None;
+                self.stats.l1_leader_back += 1;
+                self.note(None, "L1 watch over: the paused leader resumed and still leads");
+            }
+        }
+        self.check_g2()
+    }
+
+    /// G2: a live member whose registration a leader tombstoned registers again (it reads the
+    /// tombstone at its next turn at the latest) within `G2_BOUND_MS`, counted from the
+    /// eviction, its last failed call or its resume.
+    fn check_g2(&self) -> Res {
+        for m in &self.members {
+            let Some(since) = m.evicted_since else {
+                continue;
+            };
+            let active = m.live().is_some_and(|l| {
+                !l.paused && matches!(l.cand.status(), Status::Standby | Status::Challenging)
+            });
+            if active && self.now - since > G2_BOUND_MS {
+                return Err(self.fail(
+                    "G2",
+                    format!(
+                        "{} is alive but has not registered again since its registration was \
+                         tombstoned at {}: it is lost from the roster",
+                        m.id,
+                        At(since)
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -2058,8 +2721,18 @@ fn short_event(e: &Event) -> String {
         Event::RecordsRead {
             records,
             end_offset,
-        } => format!("RecordsRead {} records to {end_offset}", records.len()),
+            stalled,
+        } => format!(
+            "RecordsRead {} records to {end_offset}{}",
+            records.len(),
+            if *stalled { " (stalled)" } else { "" }
+        ),
         Event::EpochGranted { token } => format!("EpochGranted {token}"),
+        Event::Described { status } => format!(
+            "Described {} {}",
+            status.token,
+            status.state.as_ref().map_or("(never taken)", |s| s.as_str())
+        ),
         other => other.name().to_string(),
     }
 }
