@@ -7,6 +7,10 @@
 //! that no pair it held stays authoritative or writable), tombstones the lease through that
 //! new pair, then every member tombstones its registration and the candidate ends.
 //!
+//! Before it challenges, a standby checks with the coordinator that no other challenge is
+//! under way and that its read is not held back by another role's open transaction; a new
+//! leader tombstones the registrations of the members it passed over (see [`Candidate`]).
+//!
 //! The **term** of a leader is the offset of its first committed lease record in the role's
 //! partition. A new leader's first lease is appended after its acquire fenced every older pair,
 //! so it lands past every record an earlier term could write: terms strictly grow per role,
@@ -428,7 +432,7 @@ struct Term {
 ///
 /// ```
 /// use kafka_coordination_core::machine::{Candidate, Command, Event};
-/// use kafka_coordination_core::{FencingToken, MemberId, Record, Role, Timing, UnixMillis};
+/// use kafka_coordination_core::{FencingToken, LeadershipStatus, MemberId, Record, Role, Timing, UnixMillis};
 ///
 /// let role = Role::new("scheduler").unwrap();
 /// let me = MemberId::new("node-a").unwrap();
@@ -447,7 +451,10 @@ struct Term {
 ///             Command::ReadPartition { from_offset, .. } => Event::RecordsRead {
 ///                 records: log[from_offset as usize..].to_vec(),
 ///                 end_offset: log.len() as i64,
+///                 stalled: false, // no transaction holds this log back
 ///             },
+///             // Nobody ever took the role (a real coordinator answers DescribeTransactions).
+///             Command::DescribeRole { .. } => Event::Described { status: LeadershipStatus::NOT_FOUND },
 ///             Command::AcquireEpoch { .. } => Event::EpochGranted { token: FencingToken::new(1, 0) },
 ///             Command::Elected { token, term } => { println!("leading with {token}, term {term}"); continue }
 ///             Command::Deposed { .. } | Command::Ended { .. } => continue,
@@ -468,6 +475,67 @@ struct Term {
 ///
 /// A leader ends only on a fence; it never fences itself on time. Transient failures are
 /// retried with [`backoff`], capped below the renew interval for a leader.
+///
+/// # Before a challenge
+///
+/// When a standby's turn comes (its read shows the lease run out by its turn), it does not
+/// challenge at once. It asks the coordinator ([`Command::DescribeRole`]) for the role's pair
+/// and transaction state, and compares the pair with the pair `K` of the last lease it read
+/// (producer ids have no order, so "newer" means "another pair than the lease's"):
+///
+/// * **another pair, no transaction yet (`Empty`) or one open (`Ongoing`)**: another member
+///   minted an epoch after that lease and is still at work with it: its challenge, its first
+///   lease write, or a resign on its way out. The standby *defers*: it treats the role as
+///   leased until a lease duration from now (the lease that challenger is about to write would
+///   run that long; [`contested_until`](Self::contested_until)) and counts its turn (plus its
+///   rank's staggers) from then. Reading any lease record or lease tombstone ends the wait. If
+///   none comes and the next check finds **the same pair**, its challenger is taken to be gone
+///   and the standby challenges. A pair minted, unused, right after the standby's own acquire
+///   failed (within one stagger) is taken to be its own, whose answer was lost: it challenges
+///   again rather than wait for itself.
+/// * **no pair at all** (nobody ever took the role), or **`K` itself** with nothing open or
+///   with the holder's own transaction open past its deadline, and the read was not stalled:
+///   challenge (the acquire aborts an open transaction).
+/// * **a commit, abort or fence being written** (`Prepare*`): asked again after [`RECHECK`].
+/// * **otherwise** (another pair with nothing open: a resign's exit pair, a coordinator's
+///   timeout abort, a new leader whose lease the read missed; or a stalled read), a fresh read
+///   follows the answer, so anything the coordinator finished before it is readable; if that
+///   read still says it is the standby's turn:
+///   * **nothing open**: challenge, unless the read is stalled (below);
+///   * **the holder's own transaction open** (`Ongoing` under `K`) while reads stall: a renewal
+///     may be in flight while another role stalls the partition, so only a transaction seen
+///     open at every check for half a renew interval is taken for a dead holder's.
+///
+/// **Bound.** With every call answered within `X`, every clock within `S` of true time and
+/// `4 X < stagger - 2 S`, no check misses a challenge that is under way (a rank's acquire
+/// reaches the coordinator within four calls of its turn, the next rank's check comes a
+/// stagger later), and a standby of rank `r` is elected by `D + r x stagger + S + 4 X` after
+/// the holder of the lease with deadline `D` died (read, check, acquire, first lease write;
+/// one more read when the coordinator's pair moved without an election). A challenger that dies after its acquire
+/// costs those who deferred to it one lease duration (plus their staggers) and one more check.
+/// When a call can take longer, a check can miss a challenge still on its way to the
+/// coordinator, and two challenges follow each other; the later one wins and the bound takes
+/// the largest rank and one more call.
+///
+/// # Stalled reads
+///
+/// A read reports `stalled` when an open transaction holds the partition's last stable offset
+/// below its high watermark. If no transaction of this role is open, the stall is another
+/// role's (a holder that died in the middle of a write to the same partition), and the records
+/// it hides may include this role's renewals: the standby does not take the lease it read for
+/// expired while its reads stall. It checks again every [`RECHECK`] until the read gets past
+/// the stall, which the stalled transaction's timeout bounds (Kafka aborts it after its
+/// `transaction.timeout.ms`, plus up to its abort cleanup interval).
+///
+/// # Ghosts
+///
+/// A new leader tombstones the registration of every member that was registered ahead of it
+/// at its election (the previous holder included): each had its turn first and did not take
+/// the role. Right after its first lease, and before its first renewal is due, it appends one
+/// tombstone per such member (a failed one is tried again after the next renewal, up to
+/// [`CLEANUP_ATTEMPTS`] times). A member that died for good (a pod that comes back under a new
+/// name) so costs at most one failover one stagger, once. A live member that was passed over
+/// (slow, paused) reads its own tombstone at its next read and registers again, at the tail.
 #[derive(Clone, Debug)]
 pub struct Candidate {
     role: Role,
@@ -514,6 +582,8 @@ pub struct Candidate {
     acquire_failed_at: Option<UnixMillis>,
     /// Whether the last read was stalled by an open transaction.
     stalled: bool,
+    /// When the last read was issued: what it found was true at some instant after that.
+    read_issued_at: UnixMillis,
     /// A new leader's list of members registered ahead of it at its election (with failed
     /// attempts so far), whose registrations it tombstones.
     evictions: VecDeque<(MemberId, u32)>,
@@ -572,6 +642,7 @@ impl Candidate {
             holding_since: None,
             acquire_failed_at: None,
             stalled: false,
+            read_issued_at: now,
             evictions: VecDeque::new(),
             renew_at: now,
         };
@@ -1014,6 +1085,7 @@ impl Candidate {
         }
         self.state.advance_to(end_offset);
         self.stalled = stalled;
+        self.read_issued_at = self.issued_at;
         // A check answers only the read that directly follows it.
         let check = self.check.take();
         if self.resigning {
@@ -1073,9 +1145,24 @@ impl Candidate {
         self.state.lease().map(|e| e.lease.token)
     }
 
+    /// Whether the read that led to a check settles the matter when the check finds the lease's
+    /// own pair: the pair is unchanged, so no other member took the role; and the lease had run
+    /// out before the read was even issued, so the holder had stopped renewing by then (a
+    /// healthy holder keeps its deadline a lease minus a renew interval ahead) and a renewal it
+    /// wrote later came too late. A read issued earlier (a long poll, or one whose answer was
+    /// held up) may predate renewals under the same pair: a fresh read decides.
+    fn read_settles(&self, status: &LeadershipStatus) -> bool {
+        let deadline = self.state.lease().map(|e| e.lease.deadline);
+        !self.stalled
+            && self.lease_pair() == Some(status.token)
+            && deadline.is_some_and(|d| d <= self.read_issued_at)
+    }
+
     /// The coordinator answered the pre-challenge check. A challenge under way elsewhere is
-    /// waited out at once; otherwise a fresh read follows (so that anything the coordinator
-    /// has finished is readable in it) and [`decide`](Self::decide) settles the matter.
+    /// waited out at once, and the holder of the lease read (quiet, or writing past its
+    /// deadline) is challenged at once when the read was not stalled; otherwise a fresh read
+    /// follows (so that anything the coordinator finished is readable in it) and
+    /// [`decide`](Self::decide) settles the matter.
     fn on_described(&mut self, now: UnixMillis, status: LeadershipStatus) {
         if self.resigning {
             self.start_cleanup();
@@ -1083,6 +1170,9 @@ impl Candidate {
         }
         match Seen::of(&status, self.lease_pair()) {
             Seen::Untaken => self.challenge(),
+            // The holder whose lease ran out still has the coordinator's pair, and the read
+            // found the lease already expired when it was issued: that read stands.
+            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => self.challenge(),
             Seen::Challenger { pair, minted_only } => {
                 // A pair minted and unused right after our own acquire failed is most likely
                 // ours (the reply was lost): carry the challenge on rather than wait it out.

@@ -13,18 +13,26 @@
 //!   transport call: its request leg takes `req` ms, then the call takes effect on the broker
 //!   (at that virtual instant), then the reply leg takes `rep` ms, then the answer is handed to
 //!   the candidate. Outside slow windows `req, rep <= LEG_MS` (25 ms), often both zero (the
-//!   whole chain then runs in one step). `ReadPartition` never blocks (`max_wait = 0`).
+//!   whole chain then runs in one step). In a third of the runs the coordinator is slow: a
+//!   third of the acquires then take `STAGGER_MS / 2 ..= SLOW_ACQUIRE_MS` (up to three
+//!   staggers) to reach it, so the next rank's turn comes while a challenge is on the wire.
+//!   `ReadPartition` never blocks (`max_wait = 0`); it reports `stalled` while an open
+//!   transaction holds the partition's last stable offset below its end.
 //!   Transport errors map as: `Fenced` on a lease write -> `Event::Fenced`, `Retriable` ->
 //!   `Event::Failed`, anything else fails the run.
 //! * **Faults**, drawn from the seed: crash (the candidate is dropped and the transport's
 //!   sessions too; a crashed leader may leave a lease write open with
 //!   `begin_lease_write_and_crash`; a request still on the wire may reach the broker after the
-//!   crash, a "ghost"), restart after 0.5..20 s (a new candidate, same member id, the same or a
-//!   new transport), pause longer than the lease (SIGSTOP / GC pause: requests on the wire
+//!   crash, a "ghost" request), restart after 0.5..20 s (a new candidate, same member id, the
+//!   same or a new transport; after a quarter of the crashes a **new member id**, as a pod that
+//!   comes back under another name: the old registration stays behind, a ghost member that
+//!   never challenges), pause longer than the lease (SIGSTOP / GC pause: requests on the wire
 //!   still land, the member is not driven and keeps its stale belief until it resumes),
 //!   resign, failed calls (`fail_next_op`), lost replies (`lose_next_reply_op`), partition
 //!   unavailable windows, slow windows (legs up to 1.5 s), epoch exhaustion (`force_epoch`
-//!   near 32766, sometimes after `next_producer_id_smaller`), compaction. A member whose
+//!   near 32766, sometimes after `next_producer_id_smaller`), compaction, and **stalls**: the
+//!   holder of another role on the same partition dies in the middle of a write, so every read
+//!   of the partition stops at its open transaction for 1..8 s (its timeout). A member whose
 //!   candidate ends (fenced, resigned) rejoins later as a new incarnation.
 //!
 //! # The invariants, checked after every step
@@ -43,17 +51,19 @@
 //!   one member holds (as its leader token or its transport's producer session) a token that
 //!   is authoritative; `describe` agrees with `epoch_of`; a pair once superseded never becomes
 //!   current again; every acquire returns a pair never returned before.
-//! * **L1** After the real leader (`is_leader()` with the current pair) dies (crash or pause)
-//!   with the broker up, some live member emits `Elected` by `D + r * STAGGER_MS + SLACK_MS`
-//!   (true time), where D is the deadline of the last committed lease, r the smallest rank
-//!   (in the committed roster) among live, unpaused standbys, and
-//!   `SLACK_MS = MAX_SKEW_MS + 3 * MAX_IO_MS` = 250 ms: the successor's clock may run 100 ms
-//!   behind, and after its turn it needs one fresh read, one acquire and one claim write, each
-//!   at most `MAX_IO_MS` = 50 ms. (The next rank cannot interfere: its turn comes at least
-//!   `STAGGER_MS - 2 * MAX_SKEW_MS - 2 * MAX_IO_MS` = 200 ms after the successor's claim.)
-//!   Checked only for deaths in a calm system (no fault, membership change, election, fence or
-//!   failure for `QUIET_BEFORE_MS`) with nothing else scheduled before the bound; left-over
-//!   injected failure rules are cleared when the check is armed (the broker is up).
+//! * **L1** After the real leader (`is_leader()` with the current pair) dies (crash or pause),
+//!   a live member emits `Elected` by a bound computed from what the harness knows, checked at
+//!   every death and kept up to date as things happen (see `Sim::l1_bound`). In a calm system
+//!   it is `D + r * STAGGER_MS + SLACK_MS`: D the deadline of the dead pair's last committed
+//!   lease, r the smallest rank among the members that can take over, `SLACK_MS =
+//!   MAX_SKEW_MS + 4 * MAX_IO_MS` = 300 ms (the successor's clock may run 100 ms behind; after
+//!   its turn it reads, checks, acquires and writes its first lease, each within `MAX_IO_MS`).
+//!   Disturbances add terms instead of cancelling the check: a failed call, a lost race or a
+//!   challenge seen under way (up to a lease of waiting), a stall (until it ends), a lease
+//!   write the dead leader left open (the hold on it), a member that just started or resumed,
+//!   slow calls (the slowest call X replaces `MAX_IO_MS`; once `4 X` reaches the stagger less
+//!   two skews, every rank may challenge blind, and the largest rank counts). The bound is not
+//!   stated while no member can take over (all down or paused); members always come back.
 //! * **L2** A restarted member lands at the tail and never preempts: (a) each rank it
 //!   evaluates equals the number of registered members, other than itself and the lease
 //!   holder, whose registration precedes its own (all of them, when it registered); (b) it
@@ -66,6 +76,22 @@
 //!   leader that stops renewing goes unnoticed: its successor takes over on time, and the old
 //!   leader, never writing again, never learns it was fenced; S1 allows a stale belief.)
 //!
+//! * **L4** A healthy leader is never challenged: no member issues a (non-exit) AcquireEpoch
+//!   when the same real leader was already healthy (unpaused, untroubled and on schedule as in
+//!   L3, the broker up and fast) at the instant its latest read took effect and, once it checks
+//!   before challenging, at the instant its latest check took effect. Such a read held the
+//!   leader's live lease, unless another role's open transaction stalled it, and such a check
+//!   named the leader's pair: a standby that challenged on them would depose a healthy leader.
+//!   (A challenge whose inputs came before the new leader's first lease committed is allowed:
+//!   that is the race the stagger and the check make rare.)
+//! * **G1** Ghosts cost one failover, once: by a new leader's first renewal, it has tombstoned
+//!   every registration that was ranked ahead of it at its election (unless the member
+//!   registered again meanwhile, or
+//!   one of the leader's calls failed or was slow in between: the renewal then comes first
+//!   and the tombstones after it). Ranks are computed from the roster, so a later failover no
+//!   longer counts those members (L1's rank).
+//! * **G2** A live member is never lost: one whose registration a leader tombstoned registers
+//!   again within `G2_BOUND_MS` (counted from the tombstone, its last failed call or its resume).
 //! * **R1** A resign fences: when a member's candidate ends `Resigned` and no call failed on
 //!   its way out (judged by the harness, not by the candidate's report), its exit reports
 //!   complete, no pair it was granted for a challenge in that
@@ -326,6 +352,8 @@ pub struct Stats {
     pub l1_violations: u64,
     /// See `l1_violations`.
     pub l4_violations: u64,
+    /// See `l1_violations` (G1 and G2).
+    pub g_violations: u64,
     /// L2 rank checks of restarted incarnations.
     pub l2_rank_checks: u64,
     /// L2 challenge checks of restarted incarnations.
@@ -378,6 +406,7 @@ impl Stats {
         self.ghost_ahead_failovers += o.ghost_ahead_failovers;
         self.l1_violations += o.l1_violations;
         self.l4_violations += o.l4_violations;
+        self.g_violations += o.g_violations;
         self.l2_rank_checks += o.l2_rank_checks;
         self.l2_challenge_checks += o.l2_challenge_checks;
         self.r1_checked += o.r1_checked;
@@ -574,6 +603,9 @@ struct Live {
     exit_trouble: bool,
     /// The candidate's contest window as last seen (L1 counts its growth as a disturbance).
     contest_seen: Option<UnixMillis>,
+    /// L1: the largest rank this member held since the watch was armed (its timer may still
+    /// rest on it after a read lowered its rank).
+    rank_high: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -595,13 +627,17 @@ struct Member {
     last_write: i64,
     /// When this member last met trouble: a `Failed` answer, a start or a resume (L3).
     last_trouble: i64,
-    /// L4: whether a healthy leader held the role when this member's latest read took effect.
-    read_saw_healthy_leader: bool,
+    /// L4: the pair of the healthy leader (if one led) when this member's latest read took
+    /// effect, and when its latest check did (`None` before its first check).
+    read_healthy: Option<FencingToken>,
+    check_healthy: Option<Option<FencingToken>>,
     /// G2: since when this live member's registration has been tombstoned by a leader (reset
     /// by trouble and resumes), until it registers again.
     evicted_since: Option<i64>,
     /// Whether its last life ended in a crash (its registration stays behind).
     crashed: bool,
+    /// When it last started or resumed (L1: it needs a call to catch up from then).
+    up_since: i64,
     life: Life,
 }
 
@@ -668,7 +704,8 @@ struct Watch {
     pair: FencingToken,
     t0: i64,
     /// D: the latest deadline a lease of `pair` committed (a write on the wire may still
-    /// raise it).
+    /// raise it), or any lease committed since the death (a successor that died between its
+    /// first lease and its election).
     deadline: i64,
     /// Whether the dead leader left a lease write open (reads stall until it is aborted).
     open_write: bool,
@@ -676,6 +713,12 @@ struct Watch {
     ghost_ahead: bool,
     /// The bound as last computed before an event.
     last: Option<Bound>,
+    /// Whether the coordinator's pair moved without an election since the death (epoch
+    /// exhaustion): the check then sees another pair and reads once more.
+    exhausted: bool,
+    /// When the lease was cleared since the death (a challenger that resigned on its way):
+    /// members count their turn again from when they read that.
+    cleared_at: Option<i64>,
 }
 
 /// L1's bound as things stand (see the module docs).
@@ -701,10 +744,14 @@ struct Settle {
 struct PassedOver {
     member: usize,
     incarnation: u32,
+    elected_at: i64,
     /// The registrations ahead of it in its own view at its election.
     ahead: Vec<(MemberId, i64)>,
     /// A call of the leader failed since (G1 then does not apply to this election).
     troubled: bool,
+    /// Members whose registration key was tombstoned by the leader, or registered again,
+    /// since the election (whether or not a stall keeps it unreadable).
+    cleared: HashSet<MemberId>,
 }
 
 /// One trace line.
@@ -768,6 +815,8 @@ struct Sim {
     other_holder: MemoryTransport,
     /// Member names that will never come back (their registrations are ghosts).
     ghost_ids: HashSet<MemberId>,
+    /// L1: the latest deadline committed with each pair (readable or still behind a stall).
+    deadlines: std::collections::HashMap<FencingToken, i64>,
     settle: Option<Settle>,
     passed_over: Option<PassedOver>,
     /// Measurement mode (`SIM_LENIENT` set): L1 and L4 violations are counted, not failures,
@@ -797,9 +846,11 @@ impl Sim {
                     fenced: HashSet::new(),
                     last_write: T0,
                     last_trouble: T0,
-                    read_saw_healthy_leader: false,
+                    read_healthy: None,
+                    check_healthy: None,
                     evicted_since: None,
                     crashed: false,
+                    up_since: T0,
                     life: Life::Down,
                 }
             })
@@ -849,6 +900,7 @@ impl Sim {
             other_role,
             other_holder,
             ghost_ids: HashSet::new(),
+            deadlines: std::collections::HashMap::new(),
             settle: None,
             passed_over: None,
             lenient: std::env::var_os("SIM_LENIENT").is_some(),
@@ -1019,7 +1071,9 @@ impl Sim {
             };
             if let Some(mut w) = self.watch {
                 let bound = self.l1_bound(&w);
-                w.last = bound.or(w.last);
+                // An election in the step in which its member became able to take over (it
+                // started, or resumed) has no bound to compare with: it counts as met, not calm.
+                w.last = bound;
                 self.watch = Some(w);
                 if let Some(b) = bound {
                     if t > b.at {
@@ -1181,6 +1235,7 @@ impl Sim {
                 let contest = live.cand.contested_until();
                 let grew = contest.is_some() && contest > live.contest_seen;
                 live.contest_seen = contest;
+                live.rank_high = live.rank_high.max(live.cand.rank());
                 if grew {
                     // A lost race or a challenge seen under way: this member counts its turn
                     // from a lease duration later.
@@ -1398,7 +1453,7 @@ impl Sim {
             Op::Read { partition, from } => {
                 if let Some(i) = who {
                     // L4: what the member's latest view may rest on.
-                    self.members[i].read_saw_healthy_leader = self.healthy_leader().is_some();
+                    self.members[i].read_healthy = self.healthy_pair();
                 }
                 transport
                     .read_partition(*partition, *from, Duration::ZERO)
@@ -1411,9 +1466,14 @@ impl Sim {
             Op::Acquire { timeout } => transport
                 .acquire_epoch(&self.role, *timeout)
                 .map(|token| Event::EpochGranted { token }),
-            Op::Describe => transport
-                .describe_epoch(&self.role)
-                .map(|status| Event::Described { status }),
+            Op::Describe => {
+                if let Some(i) = who {
+                    self.members[i].check_healthy = Some(self.healthy_pair());
+                }
+                transport
+                    .describe_epoch(&self.role)
+                    .map(|status| Event::Described { status })
+            }
             Op::Write {
                 partition,
                 key,
@@ -1436,15 +1496,25 @@ impl Sim {
                     value: Some(value), ..
                 } = op
                 {
-                    if let Some(w) = self.watch.as_mut().filter(|w| w.pair == token) {
-                        // A write of the dead leader that was on the wire: it moves D.
-                        if let Ok(lease) = Lease::decode(value) {
+                    if let Ok(lease) = Lease::decode(value) {
+                        let d = self.deadlines.entry(token).or_insert(lease.deadline.0);
+                        if let Some(w) = self.watch.as_mut() {
+                            w.cleared_at = None;
+                        }
+                        *d = (*d).max(lease.deadline.0);
+                        if let Some(w) = self.watch.as_mut() {
+                            // A write of the dead leader that was on the wire, or the first
+                            // lease of a successor that then died before it heard of its
+                            // election: standbys go by the latest lease, so it moves D.
                             w.deadline = w.deadline.max(lease.deadline.0);
                         }
                     }
                     if let Some(i) = who {
                         self.check_g1(i)?;
                     }
+                }
+                if let (Op::Write { value: None, .. }, Some(w)) = (op, self.watch.as_mut()) {
+                    w.cleared_at = Some(self.now);
                 }
                 let current = self.broker.epoch_of(&self.role);
                 if current != Some(token) {
@@ -1614,8 +1684,10 @@ impl Sim {
             self.passed_over = Some(PassedOver {
                 member: i,
                 incarnation: me.incarnation,
+                elected_at: self.now,
                 ahead,
                 troubled: false,
+                cleared: HashSet::new(),
             });
         }
         self.members[i].evicted_since = None;
@@ -1651,6 +1723,12 @@ impl Sim {
     fn on_appended(&mut self, who: Option<usize>, key: &[u8], registration: bool, stalled: bool) {
         let Ok(key) = Key::decode(key) else { return };
         let Some(name) = key.member() else { return };
+        if let Some(p) = self.passed_over.as_mut() {
+            let by_leader = who == Some(p.member);
+            if registration || by_leader {
+                p.cleared.insert(name.clone());
+            }
+        }
         if registration {
             if stalled {
                 // Its own registration is unreadable: the member counts a lease from now.
@@ -1713,17 +1791,24 @@ impl Sim {
             return Ok(());
         }
         let p = self.passed_over.take().expect("checked above");
-        if p.troubled {
+        // A failed call, or calls slow enough that the renewal fell due first (the renewal
+        // comes before the evictions left), only delays the tombstones.
+        // (A slow claim counts: its trouble ends at the election itself.)
+        if p.troubled || self.members[i].last_trouble >= p.elected_at {
             return Ok(());
         }
-        let state = self.committed_state()?;
         for (m, o) in &p.ahead {
-            if state.join_offset(m) == Some(*o) {
+            let kept = !p.cleared.contains(m);
+            if kept && self.lenient {
+                self.stats.g_violations += 1;
+                return Ok(());
+            }
+            if kept {
                 return Err(self.fail(
                     "G1",
                     format!(
-                        "{} renewed, but {m}'s registration at offset {o}, ranked ahead of it at \
-                         its election, is still on the roster",
+                        "{} renewed, but never tombstoned {m}'s registration at offset {o}, \
+                         ranked ahead of it at its election (nor did {m} register again)",
                         self.members[i].id
                     ),
                 ));
@@ -1749,15 +1834,26 @@ impl Sim {
         healthy.then_some(i)
     }
 
-    /// L4: a healthy leader is never challenged. A member whose latest read took effect while
-    /// a healthy leader led saw that leader's live lease in it (a healthy leader's lease runs
-    /// at least `LEASE_MS - RENEW_MS - 2 x LEG_MS` past now), unless the read stalled; it must
-    /// not issue AcquireEpoch on that read.
+    /// The pair of the healthy leader, if one leads.
+    fn healthy_pair(&self) -> Option<FencingToken> {
+        let i = self.healthy_leader()?;
+        self.members[i].live()?.cand.token()
+    }
+
+    /// L4: a healthy leader is never challenged. A challenge rests on the member's latest read
+    /// and (once it checks before challenging) its latest check. When the same healthy leader
+    /// already led at both (a healthy leader's lease runs at least `LEASE_MS - RENEW_MS - 2 x
+    /// LEG_MS` past now), the read held its live lease or stalled, and the check named its
+    /// pair: no AcquireEpoch may follow. (A challenge whose inputs came before that leader's
+    /// election is the race a check cannot see.)
     fn check_l4(&mut self, i: usize) -> Res {
         self.stats.l4_checked += 1;
-        if self.members[i].read_saw_healthy_leader && self.lenient {
+        let m = &self.members[i];
+        let violated = m.read_healthy.is_some()
+            && m.check_healthy.is_none_or(|check| check == m.read_healthy);
+        if violated && self.lenient {
             self.stats.l4_violations += 1;
-        } else if self.members[i].read_saw_healthy_leader {
+        } else if violated {
             let leader = self
                 .healthy_leader()
                 .map_or("a healthy leader".to_string(), |j| {
@@ -1857,6 +1953,7 @@ impl Sim {
         }
         self.members[i].crashed = false;
         self.members[i].evicted_since = None;
+        self.members[i].up_since = self.now;
         self.members[i].incarnation += 1;
         if self.members[i].restarted() {
             self.stats.restarts += 1;
@@ -1881,6 +1978,7 @@ impl Sim {
             exit_acquire: false,
             exit_trouble: false,
             contest_seen: None,
+            rank_high: None,
         }));
         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
         self.note(
@@ -1942,6 +2040,7 @@ impl Sim {
                     Some(l) if current => {
                         l.paused = false;
                         m.last_trouble = m.last_trouble.max(self.now);
+                        m.up_since = self.now;
                         if let Some(since) = m.evicted_since.as_mut() {
                             *since = self.now;
                         }
@@ -2061,6 +2160,9 @@ impl Sim {
                         .then(|| self.broker.next_producer_id_smaller());
                     let pair = self.broker.force_epoch(&self.role, epoch);
                     self.stats.exhaustions += 1;
+                    if let Some(w) = self.watch.as_mut() {
+                        w.exhausted = true;
+                    }
                     self.note(
                         None,
                         format!(
@@ -2076,6 +2178,7 @@ impl Sim {
                 // write: reads of the partition stall until its transaction times out.
                 let timeout = self.rng.range(1_000, 8_000);
                 let key = Key::lease(self.other_role.clone()).encode();
+                let end = self.broker.log_end_offset(self.partition).ok();
                 let opened = self
                     .other_holder
                     .acquire_epoch(&self.other_role, ms(timeout))
@@ -2087,21 +2190,20 @@ impl Sim {
                             token,
                         )
                     });
-                match opened {
-                    Ok(offset) => {
-                        self.stats.foreign_stalls += 1;
-                        self.stall_until = self.stall_until.max(self.now + timeout);
-                        self.note(
-                            None,
-                            format!(
-                                "role {} opens a transaction at offset {offset} and dies: reads \
-                                 stall until {}",
-                                self.other_role,
-                                At(self.now + timeout)
-                            ),
-                        );
-                    }
-                    Err(e) => self.note(None, format!("foreign stall not opened: {e}")),
+                // Open when the write took effect, even if its reply was lost.
+                if self.broker.log_end_offset(self.partition).ok() > end {
+                    self.stats.foreign_stalls += 1;
+                    self.stall_until = self.stall_until.max(self.now + timeout);
+                    self.note(
+                        None,
+                        format!(
+                            "role {} opens a transaction and dies: reads stall until {}",
+                            self.other_role,
+                            At(self.now + timeout)
+                        ),
+                    );
+                } else if let Err(e) = opened {
+                    self.note(None, format!("foreign stall not opened: {e}"));
                 }
                 return Ok(());
             }
@@ -2187,9 +2289,15 @@ impl Sim {
                 };
                 let key = Key::lease(self.role.clone()).encode();
                 self.audit_dirty = true;
-                open = transport
-                    .begin_lease_write_and_crash(self.partition, &key, Some(&lease.encode()), token)
-                    .is_ok();
+                // Open when it took effect, even if its reply was lost (an injected fault).
+                let end = self.broker.log_end_offset(self.partition).ok();
+                let _ = transport.begin_lease_write_and_crash(
+                    self.partition,
+                    &key,
+                    Some(&lease.encode()),
+                    token,
+                );
+                open = self.broker.log_end_offset(self.partition).ok() > end;
                 if open {
                     self.stats.open_writes += 1;
                 }
@@ -2284,13 +2392,10 @@ impl Sim {
     fn arm_l1(&mut self, died: usize, pair: FencingToken, open_write: bool) -> Res {
         self.close_settle();
         let state = self.committed_state()?;
-        let Some(deadline) = state
-            .lease()
-            .filter(|e| e.lease.token == pair)
-            .map(|e| e.lease.deadline.0)
-        else {
+        // D counts the leases committed behind a stall too: readers see them once it ends.
+        let Some(&deadline) = self.deadlines.get(&pair) else {
             self.stats.l1_skipped += 1;
-            self.note(None, "L1 not armed: the committed lease is not the leader's");
+            self.note(None, "L1 not armed: no lease of the leader's pair committed");
             return Ok(());
         };
         // A ghost registration ahead of every live standby costs this failover one stagger
@@ -2306,6 +2411,11 @@ impl Sim {
         let ghost_ahead = state
             .roster()
             .any(|(m, o)| o < first_live && self.ghost_ids.contains(m) && Some(m) != holder.as_ref());
+        for m in &mut self.members {
+            if let Life::Up(l) = &mut m.life {
+                l.rank_high = l.cand.rank();
+            }
+        }
         // The slowest call still on the wire counts too.
         self.window_io = self
             .members
@@ -2324,6 +2434,8 @@ impl Sim {
             open_write,
             ghost_ahead,
             last: None,
+            exhausted: false,
+            cleared_at: None,
         };
         self.watch = Some(watch);
         let bound = self.l1_bound(&watch);
@@ -2347,49 +2459,67 @@ impl Sim {
     /// L1's bound for `w` as things stand: `None` while no member could take over (none is up,
     /// unpaused, registered and ranked).
     ///
-    /// `bound = max(max(D, M + LEASE) + r x STAGGER, F + RECHECK) + SKEW + k x X + H`, where
+    /// For each member j that could take over (up, unpaused, registered and ranked, rank r):
+    /// `max(max(D, M + LEASE) + r x STAGGER, F + RECHECK, U + X) + SKEW + k x X + H`, where
     /// D is the dead pair's latest committed deadline; M the latest disturbance that can hold a
     /// standby back for up to a lease (a failed call: backoff <= min(5 s, lease); a contest
     /// window that grew: a lost race or a challenge seen under way; a registration written
     /// while reads stall); F the end of another role's open transaction (reads stall until
-    /// then); X the slowest call on the wire since the death (at least `MAX_IO_MS`); H, when
+    /// then); U when j last started or resumed (it finishes the call it was in first); X the
+    /// slowest call on the wire since the death (at least `MAX_IO_MS`). When the lease was
+    /// cleared since the death (a challenger resigned on its way), j counts r staggers again
+    /// from the read that first finds no lease (by its turn, once it is up). H, when
     /// the dead leader left a lease write open, the hold on it (`HOLD_MS`) plus one recheck
-    /// cycle. When `2 X < STAGGER - 2 x SKEW` no rank's check can miss a challenge on the wire:
-    /// r is the smallest rank among the members that could take over and k = `L1_CALLS` (read,
-    /// check, acquire, claim). Otherwise every rank may challenge blind and the last one wins:
-    /// r is the largest rank and k = `L1_CALLS + 1` (one more acquire on the wire).
+    /// cycle. When `4 X < STAGGER - 2 x SKEW` no rank's check can miss a challenge on the wire
+    /// (a rank's acquire reaches the coordinator within four calls of its turn; the next rank
+    /// checks a stagger later, less the skew of two clocks): k = `L1_CALLS` (read, check,
+    /// acquire, claim), plus one
+    /// read when the coordinator's pair moved without an election (an exhaustion, a timed-out
+    /// transaction). The bound is the smallest of these. Otherwise every rank may challenge
+    /// blind and the last one wins: the bound is the largest of them, with one more acquire
+    /// on the wire in k.
     fn l1_bound(&self, w: &Watch) -> Option<Bound> {
-        let ranks: Vec<usize> = self
-            .members
-            .iter()
-            .filter_map(|m| m.live())
-            .filter(|l| {
-                !l.paused
-                    && matches!(l.cand.status(), Status::Standby | Status::Challenging)
-                    && l.cand.join_offset().is_some()
-            })
-            .filter_map(|l| l.cand.rank())
-            .collect();
         let x = self.window_io.max(MAX_IO_MS);
-        let fast = 2 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
-        let rank = if fast {
-            ranks.iter().min()
-        } else {
-            ranks.iter().max()
-        };
-        let rank = *rank?;
+        let fast = 4 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
         let base = w.deadline.max(self.delay_mark + LEASE_MS);
-        let turn = base + rank as i64 * STAGGER_MS;
         let stall = self.stall_until + RECHECK_MS;
-        let calls = if fast { L1_CALLS } else { L1_CALLS + 1 };
+        let calls = L1_CALLS + i64::from(w.exhausted) + i64::from(!fast);
         let hold = if w.open_write {
             HOLD_MS + RECHECK_MS + 2 * x
         } else {
             0
         };
-        let at = turn.max(stall) + MAX_SKEW_MS + calls * x + hold;
-        let calm = x == MAX_IO_MS && base == w.deadline && stall <= turn && !w.open_write;
-        Some(Bound { at, rank, calm })
+        let each = self.members.iter().filter_map(|m| {
+            let l = m.live()?;
+            let eligible = !l.paused
+                && matches!(l.cand.status(), Status::Standby | Status::Challenging)
+                && l.cand.join_offset().is_some();
+            // A read that lowered its rank (a registration ahead of it gone) comes at the turn
+            // of the rank it held before.
+            let rank = l.cand.rank().max(l.rank_high).filter(|_| eligible)?;
+            // A member that (re)started or resumed finishes the call it was in first.
+            let ready = m.up_since + x;
+            let mut turn = base + rank as i64 * STAGGER_MS;
+            if let Some(cleared) = w.cleared_at {
+                // With the lease cleared, it counts its rank's staggers from the read that
+                // first finds no lease: at its turn at the latest, or once it is up.
+                turn = turn.max(cleared).max(ready) + rank as i64 * STAGGER_MS + x;
+            }
+            let at = turn.max(stall).max(ready) + MAX_SKEW_MS + calls * x + hold;
+            let calm = x == MAX_IO_MS
+                && base == w.deadline
+                && stall <= turn
+                && ready <= turn
+                && !w.open_write
+                && !w.exhausted
+                && w.cleared_at.is_none();
+            Some(Bound { at, rank, calm })
+        });
+        if fast {
+            each.min_by_key(|b| b.at)
+        } else {
+            each.max_by_key(|b| b.at)
+        }
     }
 
     fn l1_failure(&self, why: &str) -> Failure {
@@ -2605,14 +2735,20 @@ impl Sim {
     /// G2: a live member whose registration a leader tombstoned registers again (it reads the
     /// tombstone at its next turn at the latest) within `G2_BOUND_MS`, counted from the
     /// eviction, its last failed call or its resume.
-    fn check_g2(&self) -> Res {
-        for m in &self.members {
+    fn check_g2(&mut self) -> Res {
+        for i in 0..self.members.len() {
+            let m = &self.members[i];
             let Some(since) = m.evicted_since else {
                 continue;
             };
             let active = m.live().is_some_and(|l| {
                 !l.paused && matches!(l.cand.status(), Status::Standby | Status::Challenging)
             });
+            if active && self.now - since > G2_BOUND_MS && self.lenient {
+                self.stats.g_violations += 1;
+                self.members[i].evicted_since = None;
+                continue;
+            }
             if active && self.now - since > G2_BOUND_MS {
                 return Err(self.fail(
                     "G2",
