@@ -1223,3 +1223,29 @@ fn a_read_issued_before_the_deadline_is_confirmed_by_a_fresh_one() {
         .unwrap();
     assert_eq!(drain(&mut c), [read(4, Some(T0 + 9000))]);
 }
+
+#[test]
+fn a_failed_check_is_retried_with_backoff_before_any_challenge() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, Event::Failed).unwrap();
+    assert_eq!(drain(&mut c), [], "no challenge without an answer");
+    let retry = c.poll_timeout().unwrap();
+    assert_eq!(retry.0 - turn.0, 100);
+    c.handle(retry, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()], "the check is asked again");
+    c.handle(retry, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [acquire()]);
+}
+
+#[test]
+fn a_resign_while_a_check_is_outstanding_deregisters() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, Event::Resign).unwrap();
+    assert_eq!(drain(&mut c), []);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [deregister("b")], "no challenge after a resign");
+}

@@ -1481,9 +1481,15 @@ impl Sim {
                 token,
             } => {
                 self.audit_dirty = true;
-                transport
+                let audited = self.broker.accepted_lease_writes().len();
+                let written = transport
                     .write_lease(*partition, key, value.as_deref(), *token)
-                    .map(|offset| Event::LeaseWritten { offset })
+                    .map(|offset| Event::LeaseWritten { offset });
+                // Committed, even if the reply is lost.
+                if self.broker.accepted_lease_writes().len() > audited {
+                    self.on_lease_committed(*token, value.as_deref());
+                }
+                written
             }
         };
         match &result {
@@ -1492,29 +1498,8 @@ impl Sim {
                     self.members[i].last_write = self.now;
                 }
                 let token = op.token().expect("a write carries a token");
-                if let Op::Write {
-                    value: Some(value), ..
-                } = op
-                {
-                    if let Ok(lease) = Lease::decode(value) {
-                        let d = self.deadlines.entry(token).or_insert(lease.deadline.0);
-                        if let Some(w) = self.watch.as_mut() {
-                            w.cleared_at = None;
-                        }
-                        *d = (*d).max(lease.deadline.0);
-                        if let Some(w) = self.watch.as_mut() {
-                            // A write of the dead leader that was on the wire, or the first
-                            // lease of a successor that then died before it heard of its
-                            // election: standbys go by the latest lease, so it moves D.
-                            w.deadline = w.deadline.max(lease.deadline.0);
-                        }
-                    }
-                    if let Some(i) = who {
-                        self.check_g1(i)?;
-                    }
-                }
-                if let (Op::Write { value: None, .. }, Some(w)) = (op, self.watch.as_mut()) {
-                    w.cleared_at = Some(self.now);
+                if let (Op::Write { value: Some(_), .. }, Some(i)) = (op, who) {
+                    self.check_g1(i)?;
                 }
                 let current = self.broker.epoch_of(&self.role);
                 if current != Some(token) {
@@ -1708,6 +1693,28 @@ impl Sim {
                     format!("churn: {} elections in the failover", st.elections),
                 );
             }
+        }
+    }
+
+    /// L1's bookkeeping of a committed lease write (or lease tombstone) with `token`.
+    fn on_lease_committed(&mut self, token: FencingToken, value: Option<&[u8]>) {
+        let Some(value) = value else {
+            if let Some(w) = self.watch.as_mut() {
+                w.cleared_at = Some(self.now);
+            }
+            return;
+        };
+        let Ok(lease) = Lease::decode(value) else {
+            return;
+        };
+        let d = self.deadlines.entry(token).or_insert(lease.deadline.0);
+        *d = (*d).max(lease.deadline.0);
+        if let Some(w) = self.watch.as_mut() {
+            // A write of the dead leader that was on the wire, or the first lease of a
+            // successor that then died before it heard of its election: standbys go by the
+            // latest lease, so it moves D.
+            w.deadline = w.deadline.max(lease.deadline.0);
+            w.cleared_at = None;
         }
     }
 
