@@ -478,7 +478,9 @@ struct Term {
 ///
 /// # Before a challenge
 ///
-/// When a standby's turn comes (its read shows the lease run out by its turn), it does not
+/// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
+/// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
+/// one, since the holder may have renewed meanwhile under the same pair), it does not
 /// challenge at once. It asks the coordinator ([`Command::DescribeRole`]) for the role's pair
 /// and transaction state, and compares the pair with the pair `K` of the last lease it read
 /// (producer ids have no order, so "newer" means "another pair than the lease's"):
@@ -1115,6 +1117,18 @@ impl Candidate {
             }
             Step::Challenge { rank } => {
                 self.rank = Some(rank);
+                let stagger = self.timing.challenge_stagger;
+                let turn = self
+                    .state
+                    .lease()
+                    .map(|e| e.lease.deadline + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX)));
+                if turn.is_some_and(|turn| turn > self.read_issued_at) {
+                    // The lease ran out only after this read was issued (a long poll, or an
+                    // answer held up): its holder may have renewed since, under the same pair.
+                    // A challenge rests on a read issued at or after the turn.
+                    self.issue(Io::Read { wait_until: None });
+                    return;
+                }
                 match check {
                     Some(status) => self.decide(now, &status),
                     None => self.issue(Io::Describe),
@@ -1146,16 +1160,13 @@ impl Candidate {
     }
 
     /// Whether the read that led to a check settles the matter when the check finds the lease's
-    /// own pair: the pair is unchanged, so no other member took the role; and the lease had run
-    /// out before the read was even issued, so the holder had stopped renewing by then (a
-    /// healthy holder keeps its deadline a lease minus a renew interval ahead) and a renewal it
-    /// wrote later came too late. A read issued earlier (a long poll, or one whose answer was
-    /// held up) may predate renewals under the same pair: a fresh read decides.
+    /// own pair: the pair is unchanged, so no other member took the role, and the read (issued
+    /// at or after this member's turn, see [`on_read`](Self::on_read)) found the lease already
+    /// run out then: the holder had stopped renewing (a healthy holder keeps its deadline a
+    /// lease minus a renew interval ahead), and a renewal it wrote later came too late. Not
+    /// when the read stalled: the renewals may be behind the stall.
     fn read_settles(&self, status: &LeadershipStatus) -> bool {
-        let deadline = self.state.lease().map(|e| e.lease.deadline);
-        !self.stalled
-            && self.lease_pair() == Some(status.token)
-            && deadline.is_some_and(|d| d <= self.read_issued_at)
+        !self.stalled && self.lease_pair() == Some(status.token)
     }
 
     /// The coordinator answered the pre-challenge check. A challenge under way elsewhere is
