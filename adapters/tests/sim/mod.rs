@@ -704,9 +704,15 @@ struct Watch {
     pair: FencingToken,
     t0: i64,
     /// D: the latest deadline a lease of `pair` committed (a write on the wire may still
-    /// raise it), or any lease committed since the death (a successor that died between its
-    /// first lease and its election).
+    /// raise it).
     deadline: i64,
+    /// The latest deadline of a lease of another pair committed since the death: a successor
+    /// that wrote its first lease, and has not heard of its election yet or died before it
+    /// did. Standbys go by the latest lease.
+    successor_deadline: Option<i64>,
+    /// Whether anything else happened since the death (a fault, a start, a resume): the
+    /// failover then does not count as calm.
+    disturbed: bool,
     /// Whether the dead leader left a lease write open (reads stall until it is aborted).
     open_write: bool,
     /// Whether a ghost registration ranked ahead of every standby at the death.
@@ -1710,10 +1716,13 @@ impl Sim {
         let d = self.deadlines.entry(token).or_insert(lease.deadline.0);
         *d = (*d).max(lease.deadline.0);
         if let Some(w) = self.watch.as_mut() {
-            // A write of the dead leader that was on the wire, or the first lease of a
-            // successor that then died before it heard of its election: standbys go by the
-            // latest lease, so it moves D.
-            w.deadline = w.deadline.max(lease.deadline.0);
+            if token == w.pair {
+                // A write of the dead leader that was on the wire: it moves D.
+                w.deadline = w.deadline.max(lease.deadline.0);
+            } else {
+                let d = w.successor_deadline.unwrap_or(lease.deadline.0);
+                w.successor_deadline = Some(d.max(lease.deadline.0));
+            }
             w.cleared_at = None;
         }
     }
@@ -2004,6 +2013,9 @@ impl Sim {
     fn on_agenda(&mut self, action: Action) -> Res {
         let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
         self.last_disturbance = self.now;
+        if let Some(w) = self.watch.as_mut() {
+            w.disturbed = true;
+        }
         if matches!(action, Action::Fault) {
             // Elections after a fault are not churn of the failover before it.
             self.close_settle();
@@ -2443,6 +2455,8 @@ impl Sim {
             last: None,
             exhausted: false,
             cleared_at: None,
+            successor_deadline: None,
+            disturbed: false,
         };
         self.watch = Some(watch);
         let bound = self.l1_bound(&watch);
@@ -2488,7 +2502,8 @@ impl Sim {
     fn l1_bound(&self, w: &Watch) -> Option<Bound> {
         let x = self.window_io.max(MAX_IO_MS);
         let fast = 4 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
-        let base = w.deadline.max(self.delay_mark + LEASE_MS);
+        let delayed = w.deadline.max(self.delay_mark + LEASE_MS);
+        let base = delayed.max(w.successor_deadline.unwrap_or(i64::MIN));
         let stall = self.stall_until + RECHECK_MS;
         let calls = L1_CALLS + i64::from(w.exhausted) + i64::from(!fast);
         let hold = if w.open_write {
@@ -2513,8 +2528,9 @@ impl Sim {
                 turn = turn.max(cleared).max(ready) + rank as i64 * STAGGER_MS + x;
             }
             let at = turn.max(stall).max(ready) + MAX_SKEW_MS + calls * x + hold;
-            let calm = x == MAX_IO_MS
-                && base == w.deadline
+            let calm = !w.disturbed
+                && x == MAX_IO_MS
+                && delayed == w.deadline
                 && stall <= turn
                 && ready <= turn
                 && !w.open_write
