@@ -527,7 +527,9 @@ struct Term {
 /// it hides may include this role's renewals: the standby does not take the lease it read for
 /// expired while its reads stall. It checks again every [`RECHECK`] until the read gets past
 /// the stall, which the stalled transaction's timeout bounds (Kafka aborts it after its
-/// `transaction.timeout.ms`, plus up to its abort cleanup interval).
+/// `transaction.timeout.ms`, plus up to its abort cleanup interval). Every rank waiting on the
+/// same stall is released by its end at about the same moment; a released rank `r` waits `r`
+/// more staggers (and checks again) before it challenges, so the ranks do not collide.
 ///
 /// # Ghosts
 ///
@@ -586,6 +588,10 @@ pub struct Candidate {
     stalled: bool,
     /// When the last read was issued: what it found was true at some instant after that.
     read_issued_at: UnixMillis,
+    /// Whether this member waited at its turn (a stall, a coordinator mid-abort).
+    waited: bool,
+    /// When such a wait ended: the ranks count their staggers again from then.
+    released_at: Option<UnixMillis>,
     /// A new leader's list of members registered ahead of it at its election (with failed
     /// attempts so far), whose registrations it tombstones.
     evictions: VecDeque<(MemberId, u32)>,
@@ -645,6 +651,8 @@ impl Candidate {
             acquire_failed_at: None,
             stalled: false,
             read_issued_at: now,
+            waited: false,
+            released_at: None,
             evictions: VecDeque::new(),
             renew_at: now,
         };
@@ -1083,6 +1091,8 @@ impl Candidate {
                 self.contested_until = None;
                 self.deferred_to = None;
                 self.holding_since = None;
+                self.waited = false;
+                self.released_at = None;
             }
         }
         self.state.advance_to(end_offset);
@@ -1108,7 +1118,7 @@ impl Candidate {
             registered_at: self.registered_at,
             unleased_since: self.unleased_since.unwrap_or(now),
             holding: None,
-            contested_until: self.contested_until,
+            contested_until: self.contested_until.max(self.released_at),
         };
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
             Step::NotRegistered => {
@@ -1180,10 +1190,12 @@ impl Candidate {
             return;
         }
         match Seen::of(&status, self.lease_pair()) {
-            Seen::Untaken => self.challenge(),
+            Seen::Untaken => self.challenge(now),
             // The holder whose lease ran out still has the coordinator's pair, and the read
             // found the lease already expired when it was issued: that read stands.
-            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => self.challenge(),
+            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => {
+                self.challenge(now)
+            }
             Seen::Challenger { pair, minted_only } => {
                 // A pair minted and unused right after our own acquire failed is most likely
                 // ours (the reply was lost): carry the challenge on rather than wait it out.
@@ -1194,7 +1206,7 @@ impl Candidate {
                 if ours || self.deferred_to == Some(pair) {
                     // Ours, or a challenge that was given a whole lease to write its first
                     // lease and did not: its challenger is gone.
-                    self.challenge();
+                    self.acquire();
                 } else {
                     self.defer(now, pair);
                 }
@@ -1209,7 +1221,7 @@ impl Candidate {
     /// The read that followed a check still says it is this member's turn.
     fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
         match Seen::of(status, self.lease_pair()) {
-            Seen::Untaken => self.challenge(),
+            Seen::Untaken => self.challenge(now),
             Seen::Challenger { pair, .. } => self.defer(now, pair),
             Seen::Settling => {
                 self.holding_since = None;
@@ -1222,7 +1234,8 @@ impl Candidate {
                 // so only a transaction seen open for half a renew interval is taken as dead.
                 let since = *self.holding_since.get_or_insert(now);
                 if now >= since + self.hold() {
-                    self.challenge();
+                    // The lower ranks, if holding too, started later: this one goes first.
+                    self.acquire();
                 } else {
                     self.recheck(now);
                 }
@@ -1235,15 +1248,33 @@ impl Candidate {
                 self.holding_since = None;
                 self.recheck(now);
             }
-            Seen::HolderWriting | Seen::Quiet => self.challenge(),
+            Seen::HolderWriting | Seen::Quiet => self.challenge(now),
         }
     }
 
+    /// Nothing stands in the way any more. A member that had to wait at its turn (a stall, a
+    /// coordinator in the middle of an abort) is released together with every other rank that
+    /// waited on the same thing: the ranks are staggered again from the release, so that rank
+    /// `r` challenges `r` staggers after it (and rank 0 at once).
+    fn challenge(&mut self, now: UnixMillis) {
+        let rank = self.rank.unwrap_or(0);
+        if self.waited && rank > 0 {
+            self.waited = false;
+            self.holding_since = None;
+            self.released_at = Some(now);
+            self.wait_for_turn(now);
+            return;
+        }
+        self.acquire();
+    }
+
     /// Mints the epoch: the challenge proper.
-    fn challenge(&mut self) {
+    fn acquire(&mut self) {
         self.deferred_to = None;
         self.holding_since = None;
         self.acquire_failed_at = None;
+        self.waited = false;
+        self.released_at = None;
         self.issue(Io::Acquire);
     }
 
@@ -1254,6 +1285,7 @@ impl Candidate {
     fn defer(&mut self, now: UnixMillis, pair: FencingToken) {
         self.deferred_to = Some(pair);
         self.holding_since = None;
+        self.waited = false;
         let until = now + self.timing.lease_duration;
         self.contested_until = Some(self.contested_until.map_or(until, |c| c.max(until)));
         self.wait_for_turn(now);
@@ -1261,6 +1293,7 @@ impl Candidate {
 
     /// Looks at the state again at `now + recheck` (a check, then a read).
     fn recheck(&mut self, now: UnixMillis) {
+        self.waited = true;
         self.timer = Some((now + self.recheck_interval(), Io::Describe));
     }
 
@@ -1287,7 +1320,7 @@ impl Candidate {
             registered_at: self.registered_at,
             unleased_since: self.unleased_since.unwrap_or(now),
             holding: None,
-            contested_until: self.contested_until,
+            contested_until: self.contested_until.max(self.released_at),
         };
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
             Step::NotRegistered => self.issue(Io::Register),

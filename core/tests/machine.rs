@@ -1251,3 +1251,54 @@ fn a_resign_while_a_check_is_outstanding_deregisters() {
         .unwrap();
     assert_eq!(drain(&mut c), [deregister("b")], "no challenge after a resign");
 }
+
+/// Every rank that waited on a stall is released by its end at about the same moment: the
+/// ranks are staggered again from the release, so that they do not challenge together.
+#[test]
+fn ranks_released_from_a_stall_together_are_staggered_again() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        reg_record(2, "c"),
+        lease_record(3, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 4)).unwrap();
+    drain(&mut c);
+    c.handle(now, records(vec![], 4)).unwrap();
+    let turn = UnixMillis(T0 + 2500);
+    assert_eq!(c.poll_timeout(), Some(turn), "rank 1");
+    c.handle(turn, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(turn, stalled(4)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(turn, stalled(4)).unwrap();
+    assert_eq!(drain(&mut c), [], "stalled: wait");
+    // The stall ends at T0 + 4000; b (rank 0), waiting too, is released at the same moment.
+    let end = UnixMillis(T0 + 4000);
+    c.handle(end, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(end, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(end, records(vec![], 6)).unwrap();
+    assert_eq!(drain(&mut c), [], "rank 1 leaves rank 0 one stagger");
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 4500)));
+    // A stagger later, b's challenge is under way: c waits for it.
+    let later = UnixMillis(T0 + 4500);
+    c.handle(later, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(6, None)]);
+    c.handle(later, records(vec![], 6)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(later, status(FencingToken::new(7, 1), TransactionState::Ongoing))
+        .unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 7500)));
+}

@@ -320,14 +320,21 @@ pub struct Stats {
     /// Largest `elected_at - (D + r * STAGGER)` among calm L1 checks (how much of the slack
     /// was used).
     pub l1_worst_ms: i64,
-    /// `elected_at - (D + r * STAGGER)` of calm failovers: the failover overhead.
+    /// `elected_at - (D + r * STAGGER)` of calm failovers: the failover overhead (true time).
     pub overhead: Histogram,
+    /// The same by the successor's own clock (without its skew against the dead leader's):
+    /// what the protocol's calls add.
+    pub overhead_own_clock: Histogram,
     /// Failovers (met L1 watches) whose new term was watched for one lease duration.
     pub failovers: u64,
     /// ... in which exactly one member was elected.
     pub failovers_one_election: u64,
     /// Elections beyond the first within those windows (extra short terms).
     pub extra_elections: u64,
+    /// Failovers in runs whose coordinator answers every acquire within the normal latency.
+    pub fast_failovers: u64,
+    /// ... in which exactly one member was elected.
+    pub fast_failovers_one_election: u64,
     /// Acquires that took longer than half the stagger to reach the coordinator.
     pub slow_acquires: u64,
     /// Challenges (non-exit acquires) L4 checked.
@@ -391,9 +398,12 @@ impl Stats {
         self.l1_skipped += o.l1_skipped;
         self.l1_worst_ms = self.l1_worst_ms.max(o.l1_worst_ms);
         self.overhead.add(&o.overhead);
+        self.overhead_own_clock.add(&o.overhead_own_clock);
         self.failovers += o.failovers;
         self.failovers_one_election += o.failovers_one_election;
         self.extra_elections += o.extra_elections;
+        self.fast_failovers += o.fast_failovers;
+        self.fast_failovers_one_election += o.fast_failovers_one_election;
         self.slow_acquires += o.slow_acquires;
         self.l4_checked += o.l4_checked;
         self.foreign_stalls += o.foreign_stalls;
@@ -1634,10 +1644,23 @@ impl Sim {
             let rank = bound.map_or(0, |b| b.rank);
             let used = self.now - (w.deadline + rank as i64 * STAGGER_MS);
             let calm = bound.is_some_and(|b| b.calm);
+            if calm && used > SLACK_MS {
+                return Err(self.fail(
+                    "L1",
+                    format!(
+                        "a calm failover took {used} ms past D + r x stagger, more than the \
+                         slack of {SLACK_MS} ms"
+                    ),
+                ));
+            }
             if calm {
                 self.stats.l1_calm += 1;
                 self.stats.l1_worst_ms = self.stats.l1_worst_ms.max(used);
                 self.stats.overhead.record(used);
+                // The successor compares its own clock with D: by that clock, the overhead is
+                // what its calls took.
+                let own = used + self.members[i].skew;
+                self.stats.overhead_own_clock.record(own);
                 if w.ghost_ahead {
                     self.stats.ghost_ahead_failovers += 1;
                 }
@@ -1691,6 +1714,12 @@ impl Sim {
             self.stats.failovers += 1;
             if st.elections == 1 {
                 self.stats.failovers_one_election += 1;
+            }
+            if !self.slow_coordinator {
+                self.stats.fast_failovers += 1;
+                if st.elections == 1 {
+                    self.stats.fast_failovers_one_election += 1;
+                }
             }
             self.stats.extra_elections += st.elections.saturating_sub(1);
             if st.elections > 1 {
@@ -2486,12 +2515,12 @@ impl Sim {
     /// standby back for up to a lease (a failed call: backoff <= min(5 s, lease); a contest
     /// window that grew: a lost race or a challenge seen under way; a registration written
     /// while reads stall); F the end of another role's open transaction (reads stall until
-    /// then); U when j last started or resumed (it finishes the call it was in first); X the
+    /// then, and each rank is staggered again from its end); U when j last started or resumed (it finishes the call it was in first); X the
     /// slowest call on the wire since the death (at least `MAX_IO_MS`). When the lease was
     /// cleared since the death (a challenger resigned on its way), j counts r staggers again
     /// from the read that first finds no lease (by its turn, once it is up). H, when
     /// the dead leader left a lease write open, the hold on it (`HOLD_MS`) plus one recheck
-    /// cycle. When `4 X < STAGGER - 2 x SKEW` no rank's check can miss a challenge on the wire
+    /// cycle and, released by its abort, r staggers again. When `4 X < STAGGER - 2 x SKEW` no rank's check can miss a challenge on the wire
     /// (a rank's acquire reaches the coordinator within four calls of its turn; the next rank
     /// checks a stagger later, less the skew of two clocks): k = `L1_CALLS` (read, check,
     /// acquire, claim), plus one
@@ -2511,6 +2540,8 @@ impl Sim {
         } else {
             0
         };
+        // Whoever waited (a stall, an open write) is released with the other ranks and
+        // staggered again from the release.
         let each = self.members.iter().filter_map(|m| {
             let l = m.live()?;
             let eligible = !l.paused
@@ -2527,12 +2558,16 @@ impl Sim {
                 // first finds no lease: at its turn at the latest, or once it is up.
                 turn = turn.max(cleared).max(ready) + rank as i64 * STAGGER_MS + x;
             }
-            let at = turn.max(stall).max(ready) + MAX_SKEW_MS + calls * x + hold;
+            let again = rank as i64 * STAGGER_MS;
+            let hold = if hold > 0 { hold + again } else { 0 };
+            let at = turn.max(stall + again).max(ready) + MAX_SKEW_MS + calls * x + hold;
+            // Calm: nothing but the death counted, by the dead pair's deadline.
+            let calm_turn = w.deadline + rank as i64 * STAGGER_MS;
             let calm = !w.disturbed
                 && x == MAX_IO_MS
                 && delayed == w.deadline
-                && stall <= turn
-                && ready <= turn
+                && stall <= calm_turn
+                && ready <= calm_turn
                 && !w.open_write
                 && !w.exhausted
                 && w.cleared_at.is_none();
