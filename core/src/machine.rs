@@ -341,6 +341,10 @@ enum Io {
     },
     /// The pre-challenge check: DescribeTransactions for the role.
     Describe,
+    /// A challenger tombstones the registration of the holder whose lease ran out, right
+    /// before its acquire: the sign, readable by the other standbys, that a challenge is on its
+    /// way to the coordinator.
+    Announce,
     Acquire,
     /// A resigning holder of `FencingToken` mints one more epoch to supersede it.
     Supersede(FencingToken),
@@ -355,7 +359,7 @@ enum Io {
 impl Io {
     fn expects(self) -> &'static str {
         match self {
-            Io::Register | Io::Deregister | Io::Evict => {
+            Io::Register | Io::Deregister | Io::Evict | Io::Announce => {
                 "an Append is outstanding (Appended or Failed)"
             }
             Io::Read { .. } => "a ReadPartition is outstanding (RecordsRead or Failed)",
@@ -590,6 +594,8 @@ pub struct Candidate {
     read_issued_at: UnixMillis,
     /// Whether this member waited at its turn (a stall, a coordinator mid-abort).
     waited: bool,
+    /// The offset of this member's own announcement (not a sign of another challenge).
+    announced_at: Option<i64>,
     /// When such a wait ended: the ranks count their staggers again from then.
     released_at: Option<UnixMillis>,
     /// A new leader's list of members registered ahead of it at its election (with failed
@@ -653,6 +659,7 @@ impl Candidate {
             read_issued_at: now,
             waited: false,
             released_at: None,
+            announced_at: None,
             evictions: VecDeque::new(),
             renew_at: now,
         };
@@ -771,7 +778,7 @@ impl Candidate {
             Some(t) if t.elected => Status::Leading,
             Some(_) => Status::Challenging,
             None if self.join_offset.is_none() => Status::Registering,
-            None if matches!(self.io, Some(Io::Acquire)) => Status::Challenging,
+            None if matches!(self.io, Some(Io::Acquire | Io::Announce)) => Status::Challenging,
             None => Status::Standby,
         }
     }
@@ -936,7 +943,10 @@ impl Candidate {
         let fits = matches!(
             (io, &event),
             (_, Event::Failed)
-                | (Io::Register | Io::Deregister | Io::Evict, Event::Appended { .. })
+                | (
+                    Io::Register | Io::Deregister | Io::Evict | Io::Announce,
+                    Event::Appended { .. }
+                )
                 | (Io::Read { .. }, Event::RecordsRead { .. })
                 | (Io::Describe, Event::Described { .. })
                 | (Io::Acquire | Io::Supersede(_), Event::EpochGranted { .. })
@@ -977,6 +987,14 @@ impl Candidate {
             (Io::Evict, Event::Appended { .. }) => {
                 self.evictions.pop_front();
                 self.after_evict(true);
+            }
+            (Io::Announce, Event::Appended { offset }) => {
+                self.announced_at = Some(offset);
+                if self.resigning {
+                    self.start_cleanup();
+                } else {
+                    self.issue(Io::Acquire);
+                }
             }
             (
                 Io::Read { .. },
@@ -1086,13 +1104,25 @@ impl Candidate {
 
     fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64, stalled: bool) {
         for r in records {
-            if let Applied::Leased | Applied::LeaseCleared = self.state.apply(r) {
-                // The lease moved on: whatever challenge this member waited for is decided.
-                self.contested_until = None;
-                self.deferred_to = None;
-                self.holding_since = None;
-                self.waited = false;
-                self.released_at = None;
+            match self.state.apply(r) {
+                Applied::Leased | Applied::LeaseCleared => {
+                    // The lease moved on: whatever challenge this member waited for is decided.
+                    self.contested_until = None;
+                    self.deferred_to = None;
+                    self.holding_since = None;
+                    self.waited = false;
+                    self.released_at = None;
+                }
+                Applied::Deregistered if self.announces_a_challenge(r) => {
+                    // Another member's challenge is on its way to the coordinator: wait for
+                    // its first lease as for a challenge seen at the coordinator.
+                    let until = now + self.timing.lease_duration;
+                    self.contested_until =
+                        Some(self.contested_until.map_or(until, |c| c.max(until)));
+                    self.holding_since = None;
+                    self.waited = false;
+                }
+                _ => {}
             }
         }
         self.state.advance_to(end_offset);
@@ -1162,6 +1192,20 @@ impl Candidate {
                 self.timer = Some((at, Io::Read { wait_until: None }));
             }
         }
+    }
+
+    /// Whether `record`, a registration tombstone just applied, announces another member's
+    /// challenge: it names the holder of the lease (a holder deregisters itself only after its
+    /// lease was cleared or overwritten), and it is not this member's own announcement.
+    fn announces_a_challenge(&self, record: &Record) -> bool {
+        let Some(holder) = self.state.lease().map(|e| &e.lease.member) else {
+            return false;
+        };
+        let named = crate::record::KeyRef::decode(&record.key)
+            .ok()
+            .and_then(|k| k.member())
+            .is_some_and(|m| m == holder.as_str());
+        named && *holder != self.member && self.announced_at != Some(record.offset)
     }
 
     /// The pair of the lease this member read, if any.
@@ -1268,14 +1312,19 @@ impl Candidate {
         self.acquire();
     }
 
-    /// Mints the epoch: the challenge proper.
+    /// The challenge proper: announce it (when a lease names another holder), then mint the
+    /// epoch.
     fn acquire(&mut self) {
         self.deferred_to = None;
         self.holding_since = None;
         self.acquire_failed_at = None;
         self.waited = false;
         self.released_at = None;
-        self.issue(Io::Acquire);
+        let announce = self
+            .state
+            .lease()
+            .is_some_and(|e| e.lease.member != self.member);
+        self.issue(if announce { Io::Announce } else { Io::Acquire });
     }
 
     /// Another member's challenge under `pair` is under way: treat the role as leased to it for
@@ -1383,6 +1432,14 @@ impl Candidate {
         let leader_cap = (self.timing.renew_interval / 4).min(BACKOFF_CAP);
         let standby_cap = BACKOFF_CAP.min(self.timing.lease_duration);
         match io {
+            Io::Announce => {
+                // Best effort: the check was made; challenge without the sign.
+                if self.resigning {
+                    self.start_cleanup();
+                } else {
+                    self.issue(Io::Acquire);
+                }
+            }
             Io::Evict => {
                 if let Some(front) = self.evictions.front_mut() {
                     front.1 += 1;
@@ -1478,6 +1535,22 @@ impl Candidate {
             Io::Describe => Command::DescribeRole {
                 transactional_id: self.role.clone(),
             },
+            Io::Announce => {
+                let holder = match self.state.lease() {
+                    Some(e) => e.lease.member.clone(),
+                    // `acquire` announces only with a lease read; never stall a challenge.
+                    None => {
+                        self.io = None;
+                        self.issue(Io::Acquire);
+                        return;
+                    }
+                };
+                Command::Append {
+                    partition: self.partition,
+                    key: Key::registration(self.role.clone(), holder).encode(),
+                    value: None,
+                }
+            }
             Io::Evict => {
                 let Some((member, _)) = self.evictions.front() else {
                     // `lead_on` issues an eviction only with one queued; never stall a leader.

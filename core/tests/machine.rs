@@ -300,7 +300,7 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
     // The holder is quiet and still the coordinator's pair: the challenge.
     c.handle(now, status(old, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, now);
     c.handle(
         now,
         Event::EpochGranted {
@@ -765,6 +765,15 @@ fn an_outside_fence_during_a_renewal_waits_for_its_answer() {
 
 // ---- before a challenge: the check, stalled reads, ghosts ------------------------------------
 
+/// The challenge of a lease held by `a`: first the announcement (a's registration tombstoned,
+/// readable by the other standbys before the acquire reaches the coordinator), then the acquire.
+fn announces_then_acquires(c: &mut Candidate, now: UnixMillis) {
+    assert_eq!(drain(c), [deregister("a")], "the challenge is announced first");
+    assert_eq!(c.status(), Status::Challenging);
+    c.handle(now, Event::Appended { offset: 99 }).unwrap();
+    assert_eq!(drain(c), [acquire()]);
+}
+
 /// The pair of `a`, the holder whose lease runs out in these scenarios.
 const K: FencingToken = FencingToken::new(7, 0);
 
@@ -810,11 +819,7 @@ fn a_quiet_holder_whose_lease_ran_out_is_challenged_once_the_check_agrees() {
     let turn = UnixMillis(T0 + 2000);
     c.handle(turn, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [acquire()],
-        "the holder is quiet and nobody else minted a pair: challenge"
-    );
+    announces_then_acquires(&mut c, turn);
     assert_eq!(c.status(), Status::Challenging);
 }
 
@@ -832,7 +837,7 @@ fn another_pair_with_nothing_open_is_confirmed_by_a_fresh_read() {
     .unwrap();
     assert_eq!(drain(&mut c), [read(3, None)]);
     c.handle(turn, records(vec![], 3)).unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, turn);
 }
 
 #[test]
@@ -859,7 +864,7 @@ fn a_standby_waits_out_a_challenge_under_way_and_takes_over_if_it_never_complete
     assert_eq!(drain(&mut c), [describe()]);
     c.handle(later, status(theirs, TransactionState::Empty))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, later);
 }
 
 #[test]
@@ -943,7 +948,7 @@ fn a_stall_that_ends_with_nothing_new_leads_to_the_challenge() {
     drain(&mut c);
     // The stalling transaction was aborted (its records and marker took offsets 3 and 4).
     c.handle(wake, records(vec![], 5)).unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, wake);
 }
 
 #[test]
@@ -964,7 +969,7 @@ fn the_holders_open_write_is_waited_on_for_half_a_renew_interval_while_reads_sta
         } else {
             assert_eq!(
                 cmds,
-                [acquire()],
+                [deregister("a")],
                 "open for half a renew interval: its holder died mid-write; the acquire aborts it"
             );
             break;
@@ -1007,11 +1012,8 @@ fn the_holders_open_write_without_a_stall_is_challenged_at_once() {
     let mut c = standby_at_its_turn();
     let turn = UnixMillis(T0 + 2000);
     c.handle(turn, status(K, TransactionState::Ongoing)).unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [acquire()],
-        "a write past its deadline, reads not stalled: the acquire aborts it"
-    );
+    // A write past its deadline, reads not stalled: the acquire aborts it.
+    announces_then_acquires(&mut c, turn);
 }
 
 #[test]
@@ -1033,7 +1035,7 @@ fn an_acquire_whose_answer_was_lost_carries_its_challenge_on() {
     let turn = UnixMillis(T0 + 2000);
     c.handle(turn, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, turn);
     c.handle(turn, Event::Failed).unwrap();
     let retry = c.poll_timeout().unwrap();
     assert_eq!(retry.0 - turn.0, 100);
@@ -1046,7 +1048,7 @@ fn an_acquire_whose_answer_was_lost_carries_its_challenge_on() {
     // lease for itself.
     c.handle(retry, status(FencingToken::new(7, 1), TransactionState::Empty))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, retry);
 }
 
 #[test]
@@ -1055,7 +1057,7 @@ fn an_unused_pair_seen_long_after_a_failed_acquire_is_waited_out() {
     let turn = UnixMillis(T0 + 2000);
     c.handle(turn, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, turn);
     c.handle(turn, Event::Failed).unwrap();
     // More than a stagger later (the answer was slow to fail): the pair may be the next
     // rank's. Wait it out.
@@ -1089,7 +1091,7 @@ fn elected_past_a_ghost() -> Candidate {
     assert_eq!(drain(&mut c), [describe()]);
     c.handle(now, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, now);
     let token = FencingToken::new(7, 1);
     c.handle(now, Event::EpochGranted { token }).unwrap();
     drain(&mut c);
@@ -1223,7 +1225,7 @@ fn a_read_issued_before_the_turn_is_followed_by_a_fresh_one() {
     let mut c = standby_at_its_turn();
     c.handle(UnixMillis(T0 + 2000), status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, UnixMillis(T0 + 2000));
 }
 
 #[test]
@@ -1238,7 +1240,7 @@ fn a_failed_check_is_retried_with_backoff_before_any_challenge() {
     assert_eq!(drain(&mut c), [describe()], "the check is asked again");
     c.handle(retry, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()]);
+    announces_then_acquires(&mut c, retry);
 }
 
 #[test]
@@ -1301,4 +1303,64 @@ fn ranks_released_from_a_stall_together_are_staggered_again() {
         .unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 7500)));
+}
+
+/// A challenger tombstones the registration of the holder whose lease ran out before its
+/// acquire: the other standbys read that, and wait for its first lease, even while its acquire
+/// is still on its way to a slow coordinator (which a check cannot see).
+#[test]
+fn an_announced_challenge_is_waited_for_before_its_acquire_reaches_the_coordinator() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        reg_record(2, "c"),
+        lease_record(3, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 4)).unwrap();
+    drain(&mut c);
+    c.handle(now, records(vec![], 4)).unwrap();
+    let turn = UnixMillis(T0 + 2500);
+    assert_eq!(c.poll_timeout(), Some(turn), "rank 1");
+    c.handle(turn, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    // b (rank 0) announced its challenge at its turn; its acquire is still on the wire.
+    let announcement = Record::tombstone(4, Key::registration(role(), m("a")).encode());
+    c.handle(turn, records(vec![announcement], 5)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(5, Some(T0 + 6000))],
+        "no check, no challenge: it waits a lease (and its rank) for b's first lease"
+    );
+    assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 5500)));
+    // b's first lease ends the wait; c now waits for that lease.
+    let claim = lease_record(6, "b", FencingToken::new(7, 1), T0 + 5600);
+    c.handle(UnixMillis(T0 + 2600), records(vec![claim], 7))
+        .unwrap();
+    assert_eq!(c.contested_until(), None);
+    assert_eq!(drain(&mut c), [read(7, Some(T0 + 5600))], "rank 0 now");
+}
+
+#[test]
+fn a_member_does_not_wait_for_its_own_announcement() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [deregister("a")]);
+    c.handle(turn, Event::Appended { offset: 3 }).unwrap();
+    assert_eq!(drain(&mut c), [acquire()]);
+    c.handle(turn, Event::Failed).unwrap();
+    let retry = c.poll_timeout().unwrap();
+    c.handle(retry, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    // The read brings back its own announcement: not a sign of another challenge.
+    let own = Record::tombstone(3, Key::registration(role(), m("a")).encode());
+    c.handle(retry, records(vec![own], 4)).unwrap();
+    assert_eq!(c.contested_until(), None);
+    assert_eq!(drain(&mut c), [describe()]);
 }

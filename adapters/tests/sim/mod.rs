@@ -56,14 +56,16 @@
 //!   every death and kept up to date as things happen (see `Sim::l1_bound`). In a calm system
 //!   it is `D + r * STAGGER_MS + SLACK_MS`: D the deadline of the dead pair's last committed
 //!   lease, r the smallest rank among the members that can take over, `SLACK_MS =
-//!   MAX_SKEW_MS + 4 * MAX_IO_MS` = 300 ms (the successor's clock may run 100 ms behind; after
-//!   its turn it reads, checks, acquires and writes its first lease, each within `MAX_IO_MS`).
-//!   Disturbances add terms instead of cancelling the check: a failed call, a lost race or a
-//!   challenge seen under way (up to a lease of waiting), a stall (until it ends), a lease
-//!   write the dead leader left open (the hold on it), a member that just started or resumed,
-//!   slow calls (the slowest call X replaces `MAX_IO_MS`; once `4 X` reaches the stagger less
-//!   two skews, every rank may challenge blind, and the largest rank counts). The bound is not
-//!   stated while no member can take over (all down or paused); members always come back.
+//!   MAX_SKEW_MS + 5 * MAX_IO_MS` = 350 ms (the successor's clock may run 100 ms behind; after
+//!   its turn it reads, checks, announces, acquires and writes its first lease, each within
+//!   `MAX_IO_MS`); a calm failover that takes longer fails the run. Disturbances add terms
+//!   instead of cancelling the check: a failed call, a lost race, a challenge seen under way or
+//!   announced (up to a lease of waiting), a stall (until it ends), a lease write the dead
+//!   leader left open (the hold on it), a member that just started or resumed, slow calls (the
+//!   slowest call X and the slowest acquire A replace `MAX_IO_MS`; once `3 X` reaches the
+//!   stagger less two skews, every rank may challenge unseen, and the largest rank counts).
+//!   The bound is not stated while no member can take over (all down or paused); members
+//!   always come back.
 //! * **L2** A restarted member lands at the tail and never preempts: (a) each rank it
 //!   evaluates equals the number of registered members, other than itself and the lease
 //!   holder, whose registration precedes its own (all of them, when it registered); (b) it
@@ -142,10 +144,11 @@ pub const MAX_IO_MS: i64 = 2 * LEG_MS;
 /// Bound on each leg inside a slow window.
 pub const SLOW_LEG_MS: i64 = 1_500;
 /// L1's slack in a calm system: the successor's clock may be `MAX_SKEW_MS` behind, and after
-/// its turn it needs a read, a check (DescribeTransactions), an acquire and a claim write,
-/// each at most `MAX_IO_MS` (see `L1_CALLS`).
-pub const SLACK_MS: i64 = MAX_SKEW_MS + L1_CALLS * MAX_IO_MS;
-/// The calls a successor makes from its turn to its election: read, check, acquire, claim.
+/// its turn it needs a read, a check (DescribeTransactions), an announcement (the holder's
+/// registration tombstoned), an acquire and a claim write, each at most `MAX_IO_MS`.
+pub const SLACK_MS: i64 = MAX_SKEW_MS + (L1_CALLS + 1) * MAX_IO_MS;
+/// The calls other than the acquire that a successor makes from its turn to its election:
+/// read, check, announcement, claim.
 pub const L1_CALLS: i64 = 4;
 /// A system with no disturbance for this long before a death is "calm" (the fault schedule
 /// kills the leader more often then).
@@ -343,6 +346,8 @@ pub struct Stats {
     pub foreign_stalls: u64,
     /// Restarts under a new member name: the old registration stays behind as a ghost.
     pub renamed: u64,
+    /// Challenges announced (the lease holder's registration tombstoned before an acquire).
+    pub announcements: u64,
     /// Registrations of other members that a new leader tombstoned.
     pub evictions: u64,
     /// ... of which a ghost's (a name that never comes back).
@@ -408,6 +413,7 @@ impl Stats {
         self.l4_checked += o.l4_checked;
         self.foreign_stalls += o.foreign_stalls;
         self.renamed += o.renamed;
+        self.announcements += o.announcements;
         self.evictions += o.evictions;
         self.ghost_evictions += o.ghost_evictions;
         self.live_evictions += o.live_evictions;
@@ -820,8 +826,10 @@ struct Sim {
     /// lease duration (a failed call, a contest window that grew, a registration during a
     /// stall).
     delay_mark: i64,
-    /// L1: the slowest call on the wire since the watch was armed.
+    /// L1: the slowest call on the wire since the watch was armed, other than acquires.
     window_io: i64,
+    /// L1: the slowest acquire on the wire since the watch was armed.
+    window_acquire: i64,
     /// When the last open transaction of another role on the partition times out.
     stall_until: i64,
     /// Runs with a slow coordinator: a third of the acquires take longer than the stagger.
@@ -911,6 +919,7 @@ impl Sim {
             watch: None,
             delay_mark: T0,
             window_io: 0,
+            window_acquire: 0,
             stall_until: T0,
             slow_coordinator,
             other_role,
@@ -1319,7 +1328,11 @@ impl Sim {
             };
             let (req, rep) = self.latency(&op);
             if self.watch.is_some() {
-                self.window_io = self.window_io.max(req + rep);
+                if matches!(op, Op::Acquire { .. }) {
+                    self.window_acquire = self.window_acquire.max(req + rep);
+                } else {
+                    self.window_io = self.window_io.max(req + rep);
+                }
             }
             if req > LEG_MS || rep > LEG_MS {
                 // A slow call is trouble until it completes (L3).
@@ -1791,7 +1804,12 @@ impl Sim {
         if self.members[i].id == *name {
             return;
         }
-        self.stats.evictions += 1;
+        let leads = self.members[i].live().is_some_and(|l| l.cand.is_leader());
+        if leads {
+            self.stats.evictions += 1;
+        } else {
+            self.stats.announcements += 1;
+        }
         let ghost = self.ghost_ids.contains(name);
         if ghost {
             self.stats.ghost_evictions += 1;
@@ -1813,7 +1831,8 @@ impl Sim {
         self.note(
             Some(i),
             format!(
-                "evicts {name}{}",
+                "{} {name}{}",
+                if leads { "evicts" } else { "announces its challenge against" },
                 if ghost {
                     " (a ghost)"
                 } else if evicted_live.is_some() {
@@ -2464,15 +2483,19 @@ impl Sim {
                 l.rank_high = l.cand.rank();
             }
         }
-        // The slowest call still on the wire counts too.
-        self.window_io = self
-            .members
-            .iter()
-            .filter_map(|m| m.live())
-            .filter_map(|l| l.io.as_ref())
-            .map(|f| f.legs)
-            .max()
-            .unwrap_or(0);
+        // The slowest calls still on the wire count too.
+        let on_wire = |acquires: bool| {
+            self.members
+                .iter()
+                .filter_map(|m| m.live())
+                .filter_map(|l| l.io.as_ref())
+                .filter(|f| matches!(f.op, Op::Acquire { .. }) == acquires)
+                .map(|f| f.legs)
+                .max()
+                .unwrap_or(0)
+        };
+        self.window_io = on_wire(false);
+        self.window_acquire = on_wire(true);
         self.stats.l1_checked += 1;
         let watch = Watch {
             died,
@@ -2509,28 +2532,35 @@ impl Sim {
     /// L1's bound for `w` as things stand: `None` while no member could take over (none is up,
     /// unpaused, registered and ranked).
     ///
-    /// For each member j that could take over (up, unpaused, registered and ranked, rank r):
-    /// `max(max(D, M + LEASE) + r x STAGGER, F + RECHECK, U + X) + SKEW + k x X + H`, where
-    /// D is the dead pair's latest committed deadline; M the latest disturbance that can hold a
-    /// standby back for up to a lease (a failed call: backoff <= min(5 s, lease); a contest
-    /// window that grew: a lost race or a challenge seen under way; a registration written
-    /// while reads stall); F the end of another role's open transaction (reads stall until
-    /// then, and each rank is staggered again from its end); U when j last started or resumed (it finishes the call it was in first); X the
-    /// slowest call on the wire since the death (at least `MAX_IO_MS`). When the lease was
-    /// cleared since the death (a challenger resigned on its way), j counts r staggers again
-    /// from the read that first finds no lease (by its turn, once it is up). H, when
-    /// the dead leader left a lease write open, the hold on it (`HOLD_MS`) plus one recheck
-    /// cycle and, released by its abort, r staggers again. When `4 X < STAGGER - 2 x SKEW` no rank's check can miss a challenge on the wire
-    /// (a rank's acquire reaches the coordinator within four calls of its turn; the next rank
-    /// checks a stagger later, less the skew of two clocks): k = `L1_CALLS` (read, check,
-    /// acquire, claim), plus one
-    /// read when the coordinator's pair moved without an election (an exhaustion, a timed-out
-    /// transaction). The bound is the smallest of these. Otherwise every rank may challenge
-    /// blind and the last one wins: the bound is the largest of them, with one more acquire
-    /// on the wire in k.
+    /// For each member j that could take over (rank r):
+    /// `max(max(D, M + LEASE) + r x STAGGER, F + RECHECK + r x STAGGER, U + X) + SKEW + k x X + A + H`:
+    ///
+    /// * D: the dead pair's latest committed deadline (or a later lease a successor committed
+    ///   before it died);
+    /// * M: the latest disturbance that can hold a standby back for up to a lease (a failed
+    ///   call: backoff <= min(5 s, lease); a contest window that grew: a lost race, or a
+    ///   challenge seen under way or announced; a registration written while reads stall);
+    /// * F: the end of another role's open transaction (reads stall until then; the ranks
+    ///   waiting on it are released together and staggered again);
+    /// * U: when j last started or resumed (it finishes the call it was in first);
+    /// * X: the slowest call other than an acquire on the wire since the death, A the slowest
+    ///   acquire (both at least `MAX_IO_MS`);
+    /// * H: when the dead leader left a lease write open, the hold on it (`HOLD_MS`), a
+    ///   recheck cycle and, released by its abort, r staggers again;
+    /// * when the lease was cleared since the death (a challenger resigned on its way), j counts
+    ///   r staggers again from the read that first finds no lease (by its turn, once it is up).
+    ///
+    /// When `3 X < STAGGER - 2 x SKEW` no rank misses a challenge on its way (a rank's
+    /// announcement is in the log within three calls of its turn, however long its acquire
+    /// takes; the next rank reads a stagger later, less the skew of two clocks): k =
+    /// `L1_CALLS` (read, check, announcement, claim), plus one read when the coordinator's pair
+    /// moved without an election (an exhaustion), and the bound is the smallest over the
+    /// members. Otherwise every rank may challenge unseen and the last one wins: the bound is
+    /// the largest over the members, with one more acquire on the wire in k.
     fn l1_bound(&self, w: &Watch) -> Option<Bound> {
         let x = self.window_io.max(MAX_IO_MS);
-        let fast = 4 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
+        let xa = self.window_acquire.max(MAX_IO_MS);
+        let fast = 3 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
         let delayed = w.deadline.max(self.delay_mark + LEASE_MS);
         let base = delayed.max(w.successor_deadline.unwrap_or(i64::MIN));
         let stall = self.stall_until + RECHECK_MS;
@@ -2560,11 +2590,13 @@ impl Sim {
             }
             let again = rank as i64 * STAGGER_MS;
             let hold = if hold > 0 { hold + again } else { 0 };
-            let at = turn.max(stall + again).max(ready) + MAX_SKEW_MS + calls * x + hold;
+            let at =
+                turn.max(stall + again).max(ready) + MAX_SKEW_MS + calls * x + xa + hold;
             // Calm: nothing but the death counted, by the dead pair's deadline.
             let calm_turn = w.deadline + rank as i64 * STAGGER_MS;
             let calm = !w.disturbed
                 && x == MAX_IO_MS
+                && xa == MAX_IO_MS
                 && delayed == w.deadline
                 && stall <= calm_turn
                 && ready <= calm_turn
