@@ -574,10 +574,7 @@ fn a_live_member_passed_over_registers_again_at_the_tail(flavour: Flavour) {
     assert!(!s.is_ended());
     assert_eq!(s.rank(), Some(0));
     b.link().cut();
-    assert!(
-        w.advance_until(LEASE * 2, || s.is_leader()),
-        "s took over"
-    );
+    assert!(w.advance_until(LEASE * 2, || s.is_leader()), "s took over");
 }
 
 macro_rules! scenarios {

@@ -94,17 +94,19 @@ fn simulate_10k_seeds() {
     // L1 is checked at every death of the leader, calm or not.
     assert!(totals.l1_checked > 20_000, "{totals:?}");
     assert!(totals.l1_calm > 10_000, "{totals:?}");
+    assert_eq!(totals.overhead.count(), totals.l1_calm, "{totals:?}");
     assert!(totals.l1_skipped * 100 < totals.l1_checked, "{totals:?}");
-    // Challenge churn: with calls within their normal latency, at least 97 % of the failovers
-    // elect exactly one member; with a coordinator slower than the stagger (a third of the
-    // runs: a check cannot see an acquire still on its way), at least 90 % overall.
+    // Challenge churn: a coordinator slower than the stagger in a third of the runs; with the
+    // check and the announcement, at least 98 % of the failovers elect exactly one member when
+    // calls keep their normal latency, and at least 97 % overall.
     assert!(totals.slow_acquires > 3_000, "{totals:?}");
+    assert!(totals.announcements > 10_000, "{totals:?}");
     assert!(
-        totals.fast_failovers_one_election * 100 >= totals.fast_failovers * 97,
+        totals.fast_failovers_one_election * 100 >= totals.fast_failovers * 98,
         "{totals:?}"
     );
     assert!(
-        totals.failovers_one_election * 100 >= totals.failovers * 90,
+        totals.failovers_one_election * 100 >= totals.failovers * 97,
         "{totals:?}"
     );
     // Stalls of another role, and ghosts.

@@ -1158,10 +1158,10 @@ impl Candidate {
             Step::Challenge { rank } => {
                 self.rank = Some(rank);
                 let stagger = self.timing.challenge_stagger;
-                let turn = self
-                    .state
-                    .lease()
-                    .map(|e| e.lease.deadline + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX)));
+                let turn = self.state.lease().map(|e| {
+                    e.lease.deadline
+                        + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX))
+                });
                 if turn.is_some_and(|turn| turn > self.read_issued_at) {
                     // The lease ran out only after this read was issued (a long poll, or an
                     // answer held up): its holder may have renewed since, under the same pair.
@@ -1237,9 +1237,7 @@ impl Candidate {
             Seen::Untaken => self.challenge(now),
             // The holder whose lease ran out still has the coordinator's pair, and the read
             // found the lease already expired when it was issued: that read stands.
-            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => {
-                self.challenge(now)
-            }
+            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => self.challenge(now),
             Seen::Challenger { pair, minted_only } => {
                 // A pair minted and unused right after our own acquire failed is most likely
                 // ours (the reply was lost): carry the challenge on rather than wait it out.

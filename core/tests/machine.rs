@@ -674,7 +674,7 @@ mod random {
                     TransactionState::CompleteCommit,
                     TransactionState::PrepareCommit,
                 ][s]
-                .clone();
+                    .clone();
                 status(FencingToken::new(1, e), state)
             }),
             (0i16..5).prop_map(|e| Event::EpochGranted {
@@ -768,7 +768,11 @@ fn an_outside_fence_during_a_renewal_waits_for_its_answer() {
 /// The challenge of a lease held by `a`: first the announcement (a's registration tombstoned,
 /// readable by the other standbys before the acquire reaches the coordinator), then the acquire.
 fn announces_then_acquires(c: &mut Candidate, now: UnixMillis) {
-    assert_eq!(drain(c), [deregister("a")], "the challenge is announced first");
+    assert_eq!(
+        drain(c),
+        [deregister("a")],
+        "the challenge is announced first"
+    );
     assert_eq!(c.status(), Status::Challenging);
     c.handle(now, Event::Appended { offset: 99 }).unwrap();
     assert_eq!(drain(c), [acquire()]);
@@ -808,7 +812,11 @@ fn standby_at_its_turn_reading(stalled: bool) -> Candidate {
         records(vec![], 3)
     };
     c.handle(turn, answer).unwrap();
-    assert_eq!(drain(&mut c), [describe()], "the lease ran out: check first");
+    assert_eq!(
+        drain(&mut c),
+        [describe()],
+        "the lease ran out: check first"
+    );
     assert_eq!(c.status(), Status::Standby);
     c
 }
@@ -879,8 +887,11 @@ fn a_challenge_under_way_that_writes_its_lease_ends_the_wait() {
     let at = UnixMillis(turn + 3000);
     c.handle(at, Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [read(3, None)]);
-    c.handle(at, records(vec![lease_record(3, "a", theirs, turn + 5000)], 4))
-        .unwrap();
+    c.handle(
+        at,
+        records(vec![lease_record(3, "a", theirs, turn + 5000)], 4),
+    )
+    .unwrap();
     assert_eq!(c.contested_until(), None);
     assert_eq!(drain(&mut c), [read(4, Some(turn + 5000))]);
 }
@@ -896,8 +907,11 @@ fn a_lease_committed_just_before_the_check_is_read_before_any_challenge() {
     c.handle(turn, status(theirs, TransactionState::CompleteCommit))
         .unwrap();
     assert_eq!(drain(&mut c), [read(3, None)]);
-    c.handle(turn, records(vec![lease_record(3, "a", theirs, T0 + 5000)], 4))
-        .unwrap();
+    c.handle(
+        turn,
+        records(vec![lease_record(3, "a", theirs, T0 + 5000)], 4),
+    )
+    .unwrap();
     assert_eq!(
         drain(&mut c),
         [read(4, Some(T0 + 5000))],
@@ -916,7 +930,11 @@ fn a_stalled_read_does_not_take_the_lease_for_expired() {
             .unwrap();
         assert_eq!(drain(&mut c), [read(3, None)]);
         c.handle(now, stalled(3)).unwrap();
-        assert_eq!(drain(&mut c), [], "the unreadable part may hold renewals: wait");
+        assert_eq!(
+            drain(&mut c),
+            [],
+            "the unreadable part may hold renewals: wait"
+        );
         let wake = c.poll_timeout().unwrap();
         assert_eq!(wake.0 - now.0, 100, "looks again at the recheck interval");
         now = wake;
@@ -982,7 +1000,7 @@ fn the_holders_open_write_is_waited_on_for_half_a_renew_interval_while_reads_sta
 fn a_renewal_seen_in_flight_during_a_stall_restarts_the_hold() {
     let mut c = standby_at_its_turn_reading(true);
     let mut now = UnixMillis(T0 + 2000);
-    let mut step = |c: &mut Candidate, now: &mut UnixMillis, state: TransactionState| {
+    let step = |c: &mut Candidate, now: &mut UnixMillis, state: TransactionState| {
         c.handle(*now, status(K, state)).unwrap();
         assert_eq!(drain(c), [read(3, None)]);
         c.handle(*now, stalled(3)).unwrap();
@@ -1011,7 +1029,8 @@ fn a_renewal_seen_in_flight_during_a_stall_restarts_the_hold() {
 fn the_holders_open_write_without_a_stall_is_challenged_at_once() {
     let mut c = standby_at_its_turn();
     let turn = UnixMillis(T0 + 2000);
-    c.handle(turn, status(K, TransactionState::Ongoing)).unwrap();
+    c.handle(turn, status(K, TransactionState::Ongoing))
+        .unwrap();
     // A write past its deadline, reads not stalled: the acquire aborts it.
     announces_then_acquires(&mut c, turn);
 }
@@ -1020,13 +1039,20 @@ fn the_holders_open_write_without_a_stall_is_challenged_at_once() {
 fn a_coordinator_in_the_middle_of_an_abort_is_asked_again_shortly() {
     let mut c = standby_at_its_turn();
     let turn = UnixMillis(T0 + 2000);
-    c.handle(turn, status(FencingToken::new(7, 1), TransactionState::PrepareAbort))
-        .unwrap();
+    c.handle(
+        turn,
+        status(FencingToken::new(7, 1), TransactionState::PrepareAbort),
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), [read(3, None)]);
     c.handle(turn, records(vec![], 3)).unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2100)));
-    assert_eq!(c.contested_until(), None, "not a challenge to wait a lease for");
+    assert_eq!(
+        c.contested_until(),
+        None,
+        "not a challenge to wait a lease for"
+    );
 }
 
 #[test]
@@ -1046,8 +1072,11 @@ fn an_acquire_whose_answer_was_lost_carries_its_challenge_on() {
     // A pair minted and unused, seen right after b's own acquire failed: most likely b's own
     // (the acquire took effect and its answer was lost). b carries on instead of waiting a
     // lease for itself.
-    c.handle(retry, status(FencingToken::new(7, 1), TransactionState::Empty))
-        .unwrap();
+    c.handle(
+        retry,
+        status(FencingToken::new(7, 1), TransactionState::Empty),
+    )
+    .unwrap();
     announces_then_acquires(&mut c, retry);
 }
 
@@ -1066,8 +1095,11 @@ fn an_unused_pair_seen_long_after_a_failed_acquire_is_waited_out() {
     assert_eq!(drain(&mut c), [read(3, None)]);
     c.handle(late, records(vec![], 3)).unwrap();
     assert_eq!(drain(&mut c), [describe()]);
-    c.handle(late, status(FencingToken::new(7, 1), TransactionState::Empty))
-        .unwrap();
+    c.handle(
+        late,
+        status(FencingToken::new(7, 1), TransactionState::Empty),
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.contested_until(), Some(UnixMillis(late.0 + 3000)));
 }
@@ -1128,7 +1160,11 @@ fn a_failed_eviction_waits_for_the_renewal_and_is_tried_again_after_it() {
     let token = FencingToken::new(7, 1);
     c.handle(UnixMillis(T0 + 5), Event::Failed).unwrap();
     assert_eq!(drain(&mut c), []);
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)), "the renewal first");
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 1000)),
+        "the renewal first"
+    );
     let renew = UnixMillis(T0 + 1000);
     c.handle(renew, Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [lease_write("c", token, T0, T0 + 4000)]);
@@ -1159,8 +1195,11 @@ fn a_standby_whose_registration_was_tombstoned_registers_again_at_the_tail() {
     let mut c = standby_at_its_turn();
     let turn = UnixMillis(T0 + 2000);
     // A leader elected meanwhile passed b over (b was slow) and tombstoned its registration.
-    c.handle(turn, status(FencingToken::new(7, 1), TransactionState::CompleteCommit))
-        .unwrap();
+    c.handle(
+        turn,
+        status(FencingToken::new(7, 1), TransactionState::CompleteCommit),
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), [read(3, None)]);
     let tombstone = Record::tombstone(4, Key::registration(role(), m("b")).encode());
     c.handle(
@@ -1223,8 +1262,11 @@ fn a_read_issued_before_the_turn_is_followed_by_a_fresh_one() {
     assert_eq!(drain(&mut c), [read(4, Some(T0 + 9000))]);
     // Had it not, the fresh read (issued after the turn) leads to the check.
     let mut c = standby_at_its_turn();
-    c.handle(UnixMillis(T0 + 2000), status(K, TransactionState::CompleteCommit))
-        .unwrap();
+    c.handle(
+        UnixMillis(T0 + 2000),
+        status(K, TransactionState::CompleteCommit),
+    )
+    .unwrap();
     announces_then_acquires(&mut c, UnixMillis(T0 + 2000));
 }
 
@@ -1251,7 +1293,11 @@ fn a_resign_while_a_check_is_outstanding_deregisters() {
     assert_eq!(drain(&mut c), []);
     c.handle(turn, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [deregister("b")], "no challenge after a resign");
+    assert_eq!(
+        drain(&mut c),
+        [deregister("b")],
+        "no challenge after a resign"
+    );
 }
 
 /// Every rank that waited on a stall is released by its end at about the same moment: the
@@ -1299,8 +1345,11 @@ fn ranks_released_from_a_stall_together_are_staggered_again() {
     assert_eq!(drain(&mut c), [read(6, None)]);
     c.handle(later, records(vec![], 6)).unwrap();
     assert_eq!(drain(&mut c), [describe()]);
-    c.handle(later, status(FencingToken::new(7, 1), TransactionState::Ongoing))
-        .unwrap();
+    c.handle(
+        later,
+        status(FencingToken::new(7, 1), TransactionState::Ongoing),
+    )
+    .unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 7500)));
 }

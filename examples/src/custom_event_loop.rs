@@ -494,7 +494,10 @@ fn describe(event: &Event) -> String {
         Event::Described { status } => format!(
             "Described: {} {}",
             status.token,
-            status.state.as_ref().map_or("(never taken)", |s| s.as_str())
+            status
+                .state
+                .as_ref()
+                .map_or("(never taken)", |s| s.as_str())
         ),
         Event::LeaseWritten { offset } => format!("LeaseWritten at offset {offset}"),
         other => format!("{other:?}"),

@@ -453,7 +453,11 @@ impl Histogram {
             .min(Self::BUCKETS - 1);
         self.buckets[b] += 1;
         self.count += 1;
-        self.max = if self.count == 1 { ms } else { self.max.max(ms) };
+        self.max = if self.count == 1 {
+            ms
+        } else {
+            self.max.max(ms)
+        };
     }
 
     /// Adds another histogram's values.
@@ -467,7 +471,11 @@ impl Histogram {
         for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
             *a += b;
         }
-        self.max = if self.count == 0 { o.max } else { self.max.max(o.max) };
+        self.max = if self.count == 0 {
+            o.max
+        } else {
+            self.max.max(o.max)
+        };
         self.count += o.count;
     }
 
@@ -1818,7 +1826,8 @@ impl Sim {
         let live = self.members.iter_mut().enumerate().find(|(_, m)| {
             m.id == *name
                 && m.live().is_some_and(|l| {
-                    !l.cand.is_leader() && !matches!(l.cand.status(), Status::Leaving | Status::Ended)
+                    !l.cand.is_leader()
+                        && !matches!(l.cand.status(), Status::Leaving | Status::Ended)
                 })
         });
         let evicted_live = live.map(|(j, m)| {
@@ -1832,7 +1841,11 @@ impl Sim {
             Some(i),
             format!(
                 "{} {name}{}",
-                if leads { "evicts" } else { "announces its challenge against" },
+                if leads {
+                    "evicts"
+                } else {
+                    "announces its challenge against"
+                },
                 if ghost {
                     " (a ghost)"
                 } else if evicted_live.is_some() {
@@ -1913,8 +1926,8 @@ impl Sim {
     fn check_l4(&mut self, i: usize) -> Res {
         self.stats.l4_checked += 1;
         let m = &self.members[i];
-        let violated = m.read_healthy.is_some()
-            && m.check_healthy.is_none_or(|check| check == m.read_healthy);
+        let violated =
+            m.read_healthy.is_some() && m.check_healthy.is_none_or(|check| check == m.read_healthy);
         if violated && self.lenient {
             self.stats.l4_violations += 1;
         } else if violated {
@@ -2462,7 +2475,10 @@ impl Sim {
         // D counts the leases committed behind a stall too: readers see them once it ends.
         let Some(&deadline) = self.deadlines.get(&pair) else {
             self.stats.l1_skipped += 1;
-            self.note(None, "L1 not armed: no lease of the leader's pair committed");
+            self.note(
+                None,
+                "L1 not armed: no lease of the leader's pair committed",
+            );
             return Ok(());
         };
         // A ghost registration ahead of every live standby costs this failover one stagger
@@ -2475,9 +2491,9 @@ impl Sim {
             .min()
             .unwrap_or(i64::MAX);
         let holder = state.lease().map(|e| e.lease.member.clone());
-        let ghost_ahead = state
-            .roster()
-            .any(|(m, o)| o < first_live && self.ghost_ids.contains(m) && Some(m) != holder.as_ref());
+        let ghost_ahead = state.roster().any(|(m, o)| {
+            o < first_live && self.ghost_ids.contains(m) && Some(m) != holder.as_ref()
+        });
         for m in &mut self.members {
             if let Life::Up(l) = &mut m.life {
                 l.rank_high = l.cand.rank();
@@ -2517,7 +2533,11 @@ impl Sim {
             format!(
                 "L1 armed: lease deadline {}{}; bound now {}",
                 At(deadline),
-                if open_write { ", a lease write left open" } else { "" },
+                if open_write {
+                    ", a lease write left open"
+                } else {
+                    ""
+                },
                 bound.map_or("(no standby yet)".to_string(), |b| format!(
                     "{} (rank {}{})",
                     At(b.at),
@@ -2590,8 +2610,7 @@ impl Sim {
             }
             let again = rank as i64 * STAGGER_MS;
             let hold = if hold > 0 { hold + again } else { 0 };
-            let at =
-                turn.max(stall + again).max(ready) + MAX_SKEW_MS + calls * x + xa + hold;
+            let at = turn.max(stall + again).max(ready) + MAX_SKEW_MS + calls * x + xa + hold;
             // Calm: nothing but the death counted, by the dead pair's deadline.
             let calm_turn = w.deadline + rank as i64 * STAGGER_MS;
             let calm = !w.disturbed
@@ -2810,13 +2829,16 @@ impl Sim {
         }
         if let Some(w) = self.watch {
             // A paused leader that resumes while the role is still its own leads again.
-            let back = self.real_leader().filter(|&i| {
-                i == w.died && self.members[i].live().is_some_and(|l| !l.paused)
-            });
+            let back = self
+                .real_leader()
+                .filter(|&i| i == w.died && self.members[i].live().is_some_and(|l| !l.paused));
             if back.is_some() {
                 self.watch = None;
                 self.stats.l1_leader_back += 1;
-                self.note(None, "L1 watch over: the paused leader resumed and still leads");
+                self.note(
+                    None,
+                    "L1 watch over: the paused leader resumed and still leads",
+                );
             }
         }
         self.check_g2()
@@ -2957,7 +2979,10 @@ fn short_event(e: &Event) -> String {
         Event::Described { status } => format!(
             "Described {} {}",
             status.token,
-            status.state.as_ref().map_or("(never taken)", |s| s.as_str())
+            status
+                .state
+                .as_ref()
+                .map_or("(never taken)", |s| s.as_str())
         ),
         other => other.name().to_string(),
     }
