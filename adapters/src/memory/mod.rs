@@ -519,6 +519,17 @@ impl MemoryBroker {
         self.shared.lock().audit.clone()
     }
 
+    /// The lease writes the broker accepted after the first `seen`, in commit order (what
+    /// [`accepted_lease_writes`](Self::accepted_lease_writes) returns past index `seen`).
+    pub fn accepted_lease_writes_since(&self, seen: usize) -> Vec<AcceptedLeaseWrite> {
+        self.shared
+            .lock()
+            .audit
+            .get(seen..)
+            .map(<[AcceptedLeaseWrite]>::to_vec)
+            .unwrap_or_default()
+    }
+
     /// How many calls of each kind the transports made, failed ones included.
     pub fn call_counts(&self) -> CallCounts {
         self.shared.lock().counts

@@ -1518,12 +1518,12 @@ impl Sim {
                 token,
             } => {
                 self.audit_dirty = true;
-                let audited = self.broker.accepted_lease_writes().len();
+                let end = self.broker.log_end_offset(*partition).ok();
                 let written = transport
                     .write_lease(*partition, key, value.as_deref(), *token)
                     .map(|offset| Event::LeaseWritten { offset });
-                // Committed, even if the reply is lost.
-                if self.broker.accepted_lease_writes().len() > audited {
+                // Committed (the record and its marker appended), even if the reply is lost.
+                if self.broker.log_end_offset(*partition).ok() > end {
                     self.on_lease_committed(*token, value.as_deref());
                 }
                 written
@@ -2908,8 +2908,8 @@ impl Sim {
 
     /// S2 from the broker's audit log: every new entry carries the pair current at its commit.
     fn check_audit(&mut self, this_step: bool) -> Res {
-        let all = self.broker.accepted_lease_writes();
-        for w in all.iter().skip(self.audit_seen) {
+        let new = self.broker.accepted_lease_writes_since(self.audit_seen);
+        for w in &new {
             self.stats.audited_writes += 1;
             if self.resigned.contains(&w.token) {
                 return Err(self.fail(
@@ -2940,7 +2940,7 @@ impl Sim {
                 ));
             }
         }
-        self.audit_seen = all.len();
+        self.audit_seen += new.len();
         Ok(())
     }
 
