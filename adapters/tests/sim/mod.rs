@@ -2470,6 +2470,11 @@ impl Sim {
 
     /// Arms the L1 check for the death of the real leader `died`, which held `pair`.
     fn arm_l1(&mut self, died: usize, pair: FencingToken, open_write: bool) -> Res {
+        if let Some(w) = self.watch.as_mut().filter(|w| w.pair == pair) {
+            // A paused leader crashed: the same death, watched since the pause.
+            w.open_write |= open_write;
+            return Ok(());
+        }
         self.close_settle();
         let state = self.committed_state()?;
         // D counts the leases committed behind a stall too: readers see them once it ends.
@@ -2553,15 +2558,18 @@ impl Sim {
     /// unpaused, registered and ranked).
     ///
     /// For each member j that could take over (rank r):
-    /// `max(max(D, M + LEASE) + r x STAGGER, F + RECHECK + r x STAGGER, U + X) + SKEW + k x X + A + H`:
+    /// `max(max(D, M + LEASE) + r x STAGGER, max(F + RECHECK, U + X) + r x STAGGER) + SKEW + k x X + A + H`
+    /// (without the second r x STAGGER when nobody could have waited: no stall, no open write):
     ///
     /// * D: the dead pair's latest committed deadline (or a later lease a successor committed
-    ///   before it died);
+    ///   before it died), or the death itself when that deadline had passed (a paused leader
+    ///   that resumed late and died again);
     /// * M: the latest disturbance that can hold a standby back for up to a lease (a failed
     ///   call: backoff <= min(5 s, lease); a contest window that grew: a lost race, or a
     ///   challenge seen under way or announced; a registration written while reads stall);
     /// * F: the end of another role's open transaction (reads stall until then; the ranks
-    ///   waiting on it are released together and staggered again);
+    ///   waiting on it, or on an open write, are released together, or each at its first
+    ///   check after it resumed, and staggered again);
     /// * U: when j last started or resumed (it finishes the call it was in first);
     /// * X: the slowest call other than an acquire on the wire since the death, A the slowest
     ///   acquire (both at least `MAX_IO_MS`);
@@ -2581,7 +2589,9 @@ impl Sim {
         let x = self.window_io.max(MAX_IO_MS);
         let xa = self.window_acquire.max(MAX_IO_MS);
         let fast = 3 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
-        let delayed = w.deadline.max(self.delay_mark + LEASE_MS);
+        // A leader that resumed after its lease ran out and then died: the standbys count
+        // from the death, not from the deadline already past.
+        let delayed = w.deadline.max(self.delay_mark + LEASE_MS).max(w.t0);
         let base = delayed.max(w.successor_deadline.unwrap_or(i64::MIN));
         let stall = self.stall_until + RECHECK_MS;
         let calls = L1_CALLS + i64::from(w.exhausted) + i64::from(!fast);
@@ -2610,7 +2620,11 @@ impl Sim {
             }
             let again = rank as i64 * STAGGER_MS;
             let hold = if hold > 0 { hold + again } else { 0 };
-            let at = turn.max(stall + again).max(ready) + MAX_SKEW_MS + calls * x + xa + hold;
+            // A member that waited on a stall or an open write is released by its end, or at
+            // the first check after it resumed, and then waits its rank's staggers again.
+            let waited = w.open_write || stall >= w.t0;
+            let released = if waited { stall.max(ready) + again } else { ready };
+            let at = turn.max(released) + MAX_SKEW_MS + calls * x + xa + hold;
             // Calm: nothing but the death counted, by the dead pair's deadline.
             let calm_turn = w.deadline + rank as i64 * STAGGER_MS;
             let calm = !w.disturbed
