@@ -2623,7 +2623,11 @@ impl Sim {
             // A member that waited on a stall or an open write is released by its end, or at
             // the first check after it resumed, and then waits its rank's staggers again.
             let waited = w.open_write || stall >= w.t0;
-            let released = if waited { stall.max(ready) + again } else { ready };
+            let released = if waited {
+                stall.max(ready) + again
+            } else {
+                ready
+            };
             let at = turn.max(released) + MAX_SKEW_MS + calls * x + xa + hold;
             // Calm: nothing but the death counted, by the dead pair's deadline.
             let calm_turn = w.deadline + rank as i64 * STAGGER_MS;
