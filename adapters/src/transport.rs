@@ -39,6 +39,10 @@ pub struct ReadBatch {
     /// The offset after the last one the read covered: the partition's last stable offset at
     /// the time of the read. The next read starts here.
     pub end_offset: i64,
+    /// Whether the read stopped short of the partition's high watermark because an open
+    /// transaction holds the last stable offset back (records past `end_offset` exist but are
+    /// not readable yet). `false` when the transport cannot tell.
+    pub stalled: bool,
 }
 
 /// Mints and describes leadership epochs (Kafka's transaction coordinator).

@@ -713,7 +713,8 @@ fn zero_max_wait_answers_at_once() {
         batch,
         kafka_coordination::ReadBatch {
             records: vec![],
-            end_offset: 0
+            end_offset: 0,
+            stalled: false,
         }
     );
 }

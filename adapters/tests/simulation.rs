@@ -1,7 +1,11 @@
 //! The deterministic simulation (DESIGN.md, "Tests, in layers", item 3): members with skewed
-//! clocks against the `MemoryBroker` in virtual time, under seeded crashes, restarts, pauses
-//! longer than the lease, resigns, broker failures and delays, and epoch exhaustion. The model
-//! and the exact invariants are documented in `sim/mod.rs`.
+//! clocks against the `MemoryBroker` in virtual time, under seeded crashes, restarts (some under
+//! a new name, leaving ghosts), pauses longer than the lease, resigns, broker failures and
+//! delays, a coordinator slower than the stagger, stalls by another role's open transaction,
+//! and epoch exhaustion. The model and the exact invariants are documented in `sim/mod.rs`.
+//!
+//! `SIM_LENIENT=1` counts L1 misses, L4 violations and G1/G2 failures in the figures instead of
+//! failing (to measure a machine that does not meet them).
 //!
 //! * `simulate_10k_seeds`: seeds 0..10_000, one virtual minute each (default suite).
 //! * `replay_seed`: `SIM_SEED=<n>` replays one seed and prints its whole trace; without it, a
@@ -87,7 +91,32 @@ fn simulate_10k_seeds() {
     assert!(totals.fresh_producer_ids > 1_000, "{totals:?}");
     assert!(totals.ghosts > 50, "{totals:?}");
     assert!(totals.depositions > 2_000, "{totals:?}");
-    assert!(totals.l1_checked > 2_000, "{totals:?}");
+    // L1 is checked at every death of the leader, calm or not.
+    assert!(totals.l1_checked > 20_000, "{totals:?}");
+    assert!(totals.l1_calm > 10_000, "{totals:?}");
+    assert_eq!(totals.overhead.count(), totals.l1_calm, "{totals:?}");
+    assert!(totals.l1_skipped * 100 < totals.l1_checked, "{totals:?}");
+    // Challenge churn: a coordinator slower than the stagger in a third of the runs; with the
+    // check and the announcement, at least 98 % of the failovers elect exactly one member when
+    // calls keep their normal latency, and at least 97 % overall.
+    assert!(totals.slow_acquires > 3_000, "{totals:?}");
+    assert!(totals.announcements > 10_000, "{totals:?}");
+    assert!(
+        totals.fast_failovers_one_election * 100 >= totals.fast_failovers * 98,
+        "{totals:?}"
+    );
+    assert!(
+        totals.failovers_one_election * 100 >= totals.failovers * 97,
+        "{totals:?}"
+    );
+    // Stalls of another role, and ghosts.
+    assert!(totals.foreign_stalls > 1_000, "{totals:?}");
+    assert!(totals.l4_checked > 20_000, "{totals:?}");
+    assert!(totals.renamed > 2_000, "{totals:?}");
+    assert!(totals.ghost_evictions > 500, "{totals:?}");
+    assert!(totals.live_evictions > 2_000, "{totals:?}");
+    assert!(totals.g2_rejoined > 1_000, "{totals:?}");
+    assert!(totals.g1_checked > 10_000, "{totals:?}");
     assert!(totals.l2_rank_checks > 10_000, "{totals:?}");
     assert!(totals.l2_challenge_checks > 1_000, "{totals:?}");
     assert!(totals.r1_checked > 1_000, "{totals:?}");

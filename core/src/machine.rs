@@ -7,6 +7,10 @@
 //! that no pair it held stays authoritative or writable), tombstones the lease through that
 //! new pair, then every member tombstones its registration and the candidate ends.
 //!
+//! Before it challenges, a standby checks with the coordinator that no other challenge is
+//! under way and that its read is not held back by another role's open transaction; a new
+//! leader tombstones the registrations of the members it passed over (see [`Candidate`]).
+//!
 //! The **term** of a leader is the offset of its first committed lease record in the role's
 //! partition. A new leader's first lease is appended after its acquire fenced every older pair,
 //! so it lands past every record an earlier term could write: terms strictly grow per role,
@@ -19,6 +23,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::config::{Timing, TimingError};
+use crate::describe::{LeadershipStatus, TransactionState};
 use crate::evaluate::{evaluate, Standing, Step};
 use crate::partition::role_partition;
 use crate::record::{Key, Lease, MemberId, Registration, Role};
@@ -42,6 +47,20 @@ pub enum Event {
         records: Vec<Record>,
         /// Where the read stopped.
         end_offset: i64,
+        /// Whether the read stopped short of the partition's high watermark because an open
+        /// transaction (of this role or of any other role on the partition) holds the last
+        /// stable offset back: committed records may exist past `end_offset` that no
+        /// read_committed reader can see yet. A standby does not take a lease it read as
+        /// expired while its reads are stalled by another role's transaction (see
+        /// [`Candidate`]). `false` when the transport cannot tell.
+        stalled: bool,
+    },
+    /// The outstanding [`Command::DescribeRole`] found the coordinator's current pair and
+    /// transaction state for the role ([`LeadershipStatus::NOT_FOUND`] when no member ever took
+    /// it).
+    Described {
+        /// What the coordinator reported.
+        status: LeadershipStatus,
     },
     /// The outstanding [`Command::AcquireEpoch`] minted `token`.
     EpochGranted {
@@ -85,6 +104,7 @@ impl Event {
         match self {
             Event::Appended { .. } => "Appended",
             Event::RecordsRead { .. } => "RecordsRead",
+            Event::Described { .. } => "Described",
             Event::EpochGranted { .. } => "EpochGranted",
             Event::LeaseWritten { .. } => "LeaseWritten",
             Event::Fenced => "Fenced",
@@ -120,6 +140,14 @@ pub enum Command {
         /// When set, the reader may wait until this instant for records at or past
         /// `from_offset` before it answers (a long poll). Answering at once is always correct.
         wait_until: Option<UnixMillis>,
+    },
+    /// Ask the coordinator for the role's current pair and transaction state
+    /// (DescribeTransactions); answer [`Event::Described`] or [`Event::Failed`]. A standby
+    /// sends it when its turn has come, before it challenges, to see whether another member's
+    /// challenge is already under way (see [`Candidate`], "Before a challenge").
+    DescribeRole {
+        /// The transactional id: the role.
+        transactional_id: Role,
     },
     /// Mint the role's epoch (InitProducerId); answer [`Event::EpochGranted`] or
     /// [`Event::Failed`]. This fences the previous holder. A resigning member sends it too, to
@@ -287,8 +315,14 @@ pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
 /// The longest wait between retries of a member that is not leading.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
-/// Cleanup writes (lease tombstone, deregistration) are tried this many times.
+/// Cleanup writes (lease tombstone, deregistration) are tried this many times, and so is a
+/// leader's deregistration of each member that was passed over (see [`Candidate`], "Ghosts").
 pub const CLEANUP_ATTEMPTS: u32 = 5;
+
+/// How often a standby that waits on a stalled read, or on a coordinator that is in the middle
+/// of a commit or an abort, checks again (at most; an eighth of the renew interval when that
+/// is shorter).
+pub const RECHECK: Duration = Duration::from_millis(100);
 
 /// The wait before retry number `attempt` (1-based): `BACKOFF_BASE * 2^(attempt-1)`, at most
 /// `cap`, at least 1 ms. A pure function of its inputs.
@@ -305,6 +339,12 @@ enum Io {
     Read {
         wait_until: Option<UnixMillis>,
     },
+    /// The pre-challenge check: DescribeTransactions for the role.
+    Describe,
+    /// A challenger tombstones the registration of the holder whose lease ran out, right
+    /// before its acquire: the sign, readable by the other standbys, that a challenge is on its
+    /// way to the coordinator.
+    Announce,
     Acquire,
     /// A resigning holder of `FencingToken` mints one more epoch to supersede it.
     Supersede(FencingToken),
@@ -312,19 +352,68 @@ enum Io {
     Renew(FencingToken),
     ClearLease(FencingToken),
     Deregister,
+    /// A leader tombstones the registration of the first member of `Candidate::evictions`.
+    Evict,
 }
 
 impl Io {
     fn expects(self) -> &'static str {
         match self {
-            Io::Register | Io::Deregister => "an Append is outstanding (Appended or Failed)",
+            Io::Register | Io::Deregister | Io::Evict | Io::Announce => {
+                "an Append is outstanding (Appended or Failed)"
+            }
             Io::Read { .. } => "a ReadPartition is outstanding (RecordsRead or Failed)",
+            Io::Describe => "a DescribeRole is outstanding (Described or Failed)",
             Io::Acquire | Io::Supersede(_) => {
                 "an AcquireEpoch is outstanding (EpochGranted or Failed)"
             }
             Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_) => {
                 "a WriteLease is outstanding (LeaseWritten, Fenced or Failed)"
             }
+        }
+    }
+}
+
+/// What a pre-challenge check found at the coordinator, relative to the lease last read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// No member ever took the role: no pair was minted, so no lease can exist.
+    Untaken,
+    /// A pair other than the lease's is in use: another member minted it after the lease this
+    /// standby read and has not finished with it (its challenge, its first lease write or its
+    /// resign is under way). `minted_only`: no transaction yet (`Empty`).
+    Challenger {
+        pair: FencingToken,
+        minted_only: bool,
+    },
+    /// The coordinator is writing a commit, an abort or a fence: the outcome is moments away.
+    Settling,
+    /// The holder of the lease read has a transaction open (a renewal in flight, or a write
+    /// its holder died in the middle of).
+    HolderWriting,
+    /// No transaction is open: whatever the last one wrote is readable (unless a read stalls).
+    Quiet,
+}
+
+impl Seen {
+    fn of(status: &LeadershipStatus, lease_pair: Option<FencingToken>) -> Seen {
+        let Some(state) = &status.state else {
+            return Seen::Untaken;
+        };
+        let holder = lease_pair == Some(status.token);
+        match state {
+            TransactionState::Empty | TransactionState::Ongoing if !holder => Seen::Challenger {
+                pair: status.token,
+                minted_only: *state == TransactionState::Empty,
+            },
+            TransactionState::Ongoing => Seen::HolderWriting,
+            TransactionState::PrepareCommit
+            | TransactionState::PrepareAbort
+            | TransactionState::PrepareEpochFence => Seen::Settling,
+            // Empty under the holder's own pair does not happen (a pair is Empty only before
+            // its first transaction, and the holder committed its lease); Complete*, Dead and
+            // states this library does not know: nothing in flight.
+            _ => Seen::Quiet,
         }
     }
 }
@@ -347,7 +436,7 @@ struct Term {
 ///
 /// ```
 /// use kafka_coordination_core::machine::{Candidate, Command, Event};
-/// use kafka_coordination_core::{FencingToken, MemberId, Record, Role, Timing, UnixMillis};
+/// use kafka_coordination_core::{FencingToken, LeadershipStatus, MemberId, Record, Role, Timing, UnixMillis};
 ///
 /// let role = Role::new("scheduler").unwrap();
 /// let me = MemberId::new("node-a").unwrap();
@@ -366,7 +455,10 @@ struct Term {
 ///             Command::ReadPartition { from_offset, .. } => Event::RecordsRead {
 ///                 records: log[from_offset as usize..].to_vec(),
 ///                 end_offset: log.len() as i64,
+///                 stalled: false, // no transaction holds this log back
 ///             },
+///             // Nobody ever took the role (a real coordinator answers DescribeTransactions).
+///             Command::DescribeRole { .. } => Event::Described { status: LeadershipStatus::NOT_FOUND },
 ///             Command::AcquireEpoch { .. } => Event::EpochGranted { token: FencingToken::new(1, 0) },
 ///             Command::Elected { token, term } => { println!("leading with {token}, term {term}"); continue }
 ///             Command::Deposed { .. } | Command::Ended { .. } => continue,
@@ -387,6 +479,71 @@ struct Term {
 ///
 /// A leader ends only on a fence; it never fences itself on time. Transient failures are
 /// retried with [`backoff`], capped below the renew interval for a leader.
+///
+/// # Before a challenge
+///
+/// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
+/// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
+/// one, since the holder may have renewed meanwhile under the same pair), it does not
+/// challenge at once. It asks the coordinator ([`Command::DescribeRole`]) for the role's pair
+/// and transaction state, and compares the pair with the pair `K` of the last lease it read
+/// (producer ids have no order, so "newer" means "another pair than the lease's"):
+///
+/// * **another pair, no transaction yet (`Empty`) or one open (`Ongoing`)**: another member
+///   minted an epoch after that lease and is still at work with it: its challenge, its first
+///   lease write, or a resign on its way out. The standby *defers*: it treats the role as
+///   leased until a lease duration from now (the lease that challenger is about to write would
+///   run that long; [`contested_until`](Self::contested_until)) and counts its turn (plus its
+///   rank's staggers) from then. Reading any lease record or lease tombstone ends the wait. If
+///   none comes and the next check finds **the same pair**, its challenger is taken to be gone
+///   and the standby challenges. A pair minted, unused, right after the standby's own acquire
+///   failed (within one stagger) is taken to be its own, whose answer was lost: it challenges
+///   again rather than wait for itself.
+/// * **no pair at all** (nobody ever took the role), or **`K` itself** with nothing open or
+///   with the holder's own transaction open past its deadline, and the read was not stalled:
+///   challenge (the acquire aborts an open transaction).
+/// * **a commit, abort or fence being written** (`Prepare*`): asked again after [`RECHECK`].
+/// * **otherwise** (another pair with nothing open: a resign's exit pair, a coordinator's
+///   timeout abort, a new leader whose lease the read missed; or a stalled read), a fresh read
+///   follows the answer, so anything the coordinator finished before it is readable; if that
+///   read still says it is the standby's turn:
+///   * **nothing open**: challenge, unless the read is stalled (below);
+///   * **the holder's own transaction open** (`Ongoing` under `K`) while reads stall: a renewal
+///     may be in flight while another role stalls the partition, so only a transaction seen
+///     open at every check for half a renew interval is taken for a dead holder's.
+///
+/// **Bound.** With every call answered within `X`, every clock within `S` of true time and
+/// `4 X < stagger - 2 S`, no check misses a challenge that is under way (a rank's acquire
+/// reaches the coordinator within four calls of its turn, the next rank's check comes a
+/// stagger later), and a standby of rank `r` is elected by `D + r x stagger + S + 4 X` after
+/// the holder of the lease with deadline `D` died (read, check, acquire, first lease write;
+/// one more read when the coordinator's pair moved without an election). A challenger that dies after its acquire
+/// costs those who deferred to it one lease duration (plus their staggers) and one more check.
+/// When a call can take longer, a check can miss a challenge still on its way to the
+/// coordinator, and two challenges follow each other; the later one wins and the bound takes
+/// the largest rank and one more call.
+///
+/// # Stalled reads
+///
+/// A read reports `stalled` when an open transaction holds the partition's last stable offset
+/// below its high watermark. If no transaction of this role is open, the stall is another
+/// role's (a holder that died in the middle of a write to the same partition), and the records
+/// it hides may include this role's renewals: the standby does not take the lease it read for
+/// expired while its reads stall. It checks again every [`RECHECK`] until the read gets past
+/// the stall, which the stalled transaction's timeout bounds (Kafka aborts it after its
+/// `transaction.timeout.ms`, plus up to its abort cleanup interval). Every rank waiting on the
+/// same stall is released by its end at about the same moment; a released rank `r` waits `r`
+/// more staggers (and checks again) before it challenges, so the ranks do not collide.
+///
+/// # Ghosts
+///
+/// A new leader tombstones the registration of every member that was registered ahead of it
+/// at its election (the previous holder included): each had its turn first and did not take
+/// the role. Right after its first lease, and before its first renewal is due, it appends one
+/// tombstone per such member (a failed one is tried again after the next renewal, up to
+/// [`CLEANUP_ATTEMPTS`] times). A member that died for good (a pod that comes back under a new
+/// name) so costs at most one failover one stagger, once. A live member that was passed over
+/// (slow, paused) reads its own tombstone at its next read and registers again, at the tail.
 #[derive(Clone, Debug)]
 pub struct Candidate {
     role: Role,
@@ -423,6 +580,29 @@ pub struct Candidate {
     /// When this member's last lease write (claim or renewal) was issued, and the deadline it
     /// wrote.
     last_lease: Option<(UnixMillis, UnixMillis)>,
+    /// The coordinator's answer to a pre-challenge check, kept for the read that follows it.
+    check: Option<LeadershipStatus>,
+    /// The pair of another member's challenge that this standby deferred to.
+    deferred_to: Option<FencingToken>,
+    /// Since when the lease holder's transaction has been seen open while reads stall.
+    holding_since: Option<UnixMillis>,
+    /// When this member's last acquire failed (its outcome unknown: it may have minted a pair).
+    acquire_failed_at: Option<UnixMillis>,
+    /// Whether the last read was stalled by an open transaction.
+    stalled: bool,
+    /// When the last read was issued: what it found was true at some instant after that.
+    read_issued_at: UnixMillis,
+    /// Whether this member waited at its turn (a stall, a coordinator mid-abort).
+    waited: bool,
+    /// The offset of this member's own announcement (not a sign of another challenge).
+    announced_at: Option<i64>,
+    /// When such a wait ended: the ranks count their staggers again from then.
+    released_at: Option<UnixMillis>,
+    /// A new leader's list of members registered ahead of it at its election (with failed
+    /// attempts so far), whose registrations it tombstones.
+    evictions: VecDeque<(MemberId, u32)>,
+    /// When the leader's next renewal is due (while it evicts).
+    renew_at: UnixMillis,
 }
 
 impl Candidate {
@@ -471,6 +651,17 @@ impl Candidate {
             lease_written: false,
             superseded_pending: None,
             last_lease: None,
+            check: None,
+            deferred_to: None,
+            holding_since: None,
+            acquire_failed_at: None,
+            stalled: false,
+            read_issued_at: now,
+            waited: false,
+            released_at: None,
+            announced_at: None,
+            evictions: VecDeque::new(),
+            renew_at: now,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -546,6 +737,14 @@ impl Candidate {
         self.rank
     }
 
+    /// While a standby treats the role as claimed by another member's challenge (it lost a
+    /// race for the first lease, or its pre-challenge check saw another challenge under way):
+    /// the instant, by this member's clock, from which it counts its turn instead of the lease
+    /// deadline. Cleared when a lease record (or a lease tombstone) is read.
+    pub fn contested_until(&self) -> Option<UnixMillis> {
+        self.contested_until
+    }
+
     /// The offset of this member's registration, once appended.
     pub fn join_offset(&self) -> Option<i64> {
         self.join_offset
@@ -579,7 +778,7 @@ impl Candidate {
             Some(t) if t.elected => Status::Leading,
             Some(_) => Status::Challenging,
             None if self.join_offset.is_none() => Status::Registering,
-            None if matches!(self.io, Some(Io::Acquire)) => Status::Challenging,
+            None if matches!(self.io, Some(Io::Acquire | Io::Announce)) => Status::Challenging,
             None => Status::Standby,
         }
     }
@@ -687,6 +886,7 @@ impl Candidate {
     /// new pair; then it deregisters (if it registered) and ends.
     fn start_cleanup(&mut self) {
         self.failures = 0;
+        self.evictions.clear();
         match self.term {
             Some(t) => self.issue(Io::Supersede(t.token)),
             None => self.deregister_or_finish(),
@@ -695,6 +895,7 @@ impl Candidate {
 
     fn deregister_or_finish(&mut self) {
         self.term = None;
+        self.evictions.clear();
         if self.join_offset.is_some() {
             self.issue(Io::Deregister);
         } else {
@@ -742,8 +943,12 @@ impl Candidate {
         let fits = matches!(
             (io, &event),
             (_, Event::Failed)
-                | (Io::Register | Io::Deregister, Event::Appended { .. })
+                | (
+                    Io::Register | Io::Deregister | Io::Evict | Io::Announce,
+                    Event::Appended { .. }
+                )
                 | (Io::Read { .. }, Event::RecordsRead { .. })
+                | (Io::Describe, Event::Described { .. })
                 | (Io::Acquire | Io::Supersede(_), Event::EpochGranted { .. })
                 | (
                     Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
@@ -779,15 +984,29 @@ impl Candidate {
                 self.deregistered = true;
                 self.finish(self.pending_end.unwrap_or(EndReason::Resigned));
             }
+            (Io::Evict, Event::Appended { .. }) => {
+                self.evictions.pop_front();
+                self.after_evict(true);
+            }
+            (Io::Announce, Event::Appended { offset }) => {
+                self.announced_at = Some(offset);
+                if self.resigning {
+                    self.start_cleanup();
+                } else {
+                    self.issue(Io::Acquire);
+                }
+            }
             (
                 Io::Read { .. },
                 Event::RecordsRead {
                     records,
                     end_offset,
+                    stalled,
                 },
             ) => {
-                self.on_read(now, &records, end_offset);
+                self.on_read(now, &records, end_offset, stalled);
             }
+            (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Acquire, Event::EpochGranted { token }) => {
                 self.term = Some(Term {
                     token,
@@ -824,10 +1043,9 @@ impl Candidate {
                         token,
                         term: offset,
                     });
-                    self.timer = Some((
-                        self.issued_at + self.timing.renew_interval,
-                        Io::Renew(token),
-                    ));
+                    self.evictions = self.passed_over();
+                    self.renew_at = self.issued_at + self.timing.renew_interval;
+                    self.lead_on(token);
                 }
             }
             (Io::Renew(token), Event::LeaseWritten { .. }) => {
@@ -836,10 +1054,8 @@ impl Candidate {
                 if self.resigning {
                     self.start_cleanup();
                 } else {
-                    self.timer = Some((
-                        self.issued_at + self.timing.renew_interval,
-                        Io::Renew(token),
-                    ));
+                    self.renew_at = self.issued_at + self.timing.renew_interval;
+                    self.lead_on(token);
                 }
             }
             (Io::ClearLease(_), Event::LeaseWritten { .. }) => {
@@ -886,13 +1102,34 @@ impl Candidate {
         Ok(())
     }
 
-    fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64) {
+    fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64, stalled: bool) {
         for r in records {
-            if let Applied::Leased | Applied::LeaseCleared = self.state.apply(r) {
-                self.contested_until = None;
+            match self.state.apply(r) {
+                Applied::Leased | Applied::LeaseCleared => {
+                    // The lease moved on: whatever challenge this member waited for is decided.
+                    self.contested_until = None;
+                    self.deferred_to = None;
+                    self.holding_since = None;
+                    self.waited = false;
+                    self.released_at = None;
+                }
+                Applied::Deregistered if self.announces_a_challenge(r) => {
+                    // Another member's challenge is on its way to the coordinator: wait for
+                    // its first lease as for a challenge seen at the coordinator.
+                    let until = now + self.timing.lease_duration;
+                    self.contested_until =
+                        Some(self.contested_until.map_or(until, |c| c.max(until)));
+                    self.holding_since = None;
+                    self.waited = false;
+                }
+                _ => {}
             }
         }
         self.state.advance_to(end_offset);
+        self.stalled = stalled;
+        self.read_issued_at = self.issued_at;
+        // A check answers only the read that directly follows it.
+        let check = self.check.take();
         if self.resigning {
             self.issue(Io::Deregister);
             return;
@@ -911,7 +1148,7 @@ impl Candidate {
             registered_at: self.registered_at,
             unleased_since: self.unleased_since.unwrap_or(now),
             holding: None,
-            contested_until: self.contested_until,
+            contested_until: self.contested_until.max(self.released_at),
         };
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
             Step::NotRegistered => {
@@ -920,7 +1157,22 @@ impl Candidate {
             }
             Step::Challenge { rank } => {
                 self.rank = Some(rank);
-                self.issue(Io::Acquire);
+                let stagger = self.timing.challenge_stagger;
+                let turn = self.state.lease().map(|e| {
+                    e.lease.deadline
+                        + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX))
+                });
+                if turn.is_some_and(|turn| turn > self.read_issued_at) {
+                    // The lease ran out only after this read was issued (a long poll, or an
+                    // answer held up): its holder may have renewed since, under the same pair.
+                    // A challenge rests on a read issued at or after the turn.
+                    self.issue(Io::Read { wait_until: None });
+                    return;
+                }
+                match check {
+                    Some(status) => self.decide(now, &status),
+                    None => self.issue(Io::Describe),
+                }
             }
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
@@ -942,12 +1194,260 @@ impl Candidate {
         }
     }
 
+    /// Whether `record`, a registration tombstone just applied, announces another member's
+    /// challenge: it names the holder of the lease (a holder deregisters itself only after its
+    /// lease was cleared or overwritten), and it is not this member's own announcement.
+    fn announces_a_challenge(&self, record: &Record) -> bool {
+        let Some(holder) = self.state.lease().map(|e| &e.lease.member) else {
+            return false;
+        };
+        let named = crate::record::KeyRef::decode(&record.key)
+            .ok()
+            .and_then(|k| k.member())
+            .is_some_and(|m| m == holder.as_str());
+        named && *holder != self.member && self.announced_at != Some(record.offset)
+    }
+
+    /// The pair of the lease this member read, if any.
+    fn lease_pair(&self) -> Option<FencingToken> {
+        self.state.lease().map(|e| e.lease.token)
+    }
+
+    /// Whether the read that led to a check settles the matter when the check finds the lease's
+    /// own pair: the pair is unchanged, so no other member took the role, and the read (issued
+    /// at or after this member's turn, see [`on_read`](Self::on_read)) found the lease already
+    /// run out then: the holder had stopped renewing (a healthy holder keeps its deadline a
+    /// lease minus a renew interval ahead), and a renewal it wrote later came too late. Not
+    /// when the read stalled: the renewals may be behind the stall.
+    fn read_settles(&self, status: &LeadershipStatus) -> bool {
+        !self.stalled && self.lease_pair() == Some(status.token)
+    }
+
+    /// The coordinator answered the pre-challenge check. A challenge under way elsewhere is
+    /// waited out at once, and the holder of the lease read (quiet, or writing past its
+    /// deadline) is challenged at once when the read was not stalled; otherwise a fresh read
+    /// follows (so that anything the coordinator finished is readable in it) and
+    /// [`decide`](Self::decide) settles the matter.
+    fn on_described(&mut self, now: UnixMillis, status: LeadershipStatus) {
+        if self.resigning {
+            self.start_cleanup();
+            return;
+        }
+        match Seen::of(&status, self.lease_pair()) {
+            Seen::Untaken => self.challenge(now),
+            // The holder whose lease ran out still has the coordinator's pair, and the read
+            // found the lease already expired when it was issued: that read stands.
+            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => self.challenge(now),
+            Seen::Challenger { pair, minted_only } => {
+                // A pair minted and unused right after our own acquire failed is most likely
+                // ours (the reply was lost): carry the challenge on rather than wait it out.
+                let ours = minted_only
+                    && self
+                        .acquire_failed_at
+                        .is_some_and(|at| now < at + self.timing.challenge_stagger);
+                if ours || self.deferred_to == Some(pair) {
+                    // Ours, or a challenge that was given a whole lease to write its first
+                    // lease and did not: its challenger is gone.
+                    self.acquire();
+                } else {
+                    self.defer(now, pair);
+                }
+            }
+            Seen::Settling | Seen::HolderWriting | Seen::Quiet => {
+                self.check = Some(status);
+                self.issue(Io::Read { wait_until: None });
+            }
+        }
+    }
+
+    /// The read that followed a check still says it is this member's turn.
+    fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
+        match Seen::of(status, self.lease_pair()) {
+            Seen::Untaken => self.challenge(now),
+            Seen::Challenger { pair, .. } => self.defer(now, pair),
+            Seen::Settling => {
+                self.holding_since = None;
+                self.recheck(now);
+            }
+            Seen::HolderWriting if self.stalled => {
+                // The holder's transaction is open and reads stall. Either the holder died in
+                // the middle of a write (the acquire will abort it) or another role stalls the
+                // partition while a healthy holder renews: a renewal commits within moments,
+                // so only a transaction seen open for half a renew interval is taken as dead.
+                let since = *self.holding_since.get_or_insert(now);
+                if now >= since + self.hold() {
+                    // The lower ranks, if holding too, started later: this one goes first.
+                    self.acquire();
+                } else {
+                    self.recheck(now);
+                }
+            }
+            Seen::Quiet if self.stalled => {
+                // Nothing of this role is open, yet the read stops short: another role's open
+                // transaction hides the partition's newer records, among them (perhaps) this
+                // role's renewals. The lease read is not known to be expired: wait until the
+                // read gets past the stall (the stalling transaction's timeout bounds it).
+                self.holding_since = None;
+                self.recheck(now);
+            }
+            Seen::HolderWriting | Seen::Quiet => self.challenge(now),
+        }
+    }
+
+    /// Nothing stands in the way any more. A member that had to wait at its turn (a stall, a
+    /// coordinator in the middle of an abort) is released together with every other rank that
+    /// waited on the same thing: the ranks are staggered again from the release, so that rank
+    /// `r` challenges `r` staggers after it (and rank 0 at once).
+    fn challenge(&mut self, now: UnixMillis) {
+        let rank = self.rank.unwrap_or(0);
+        if self.waited && rank > 0 {
+            self.waited = false;
+            self.holding_since = None;
+            self.released_at = Some(now);
+            self.wait_for_turn(now);
+            return;
+        }
+        self.acquire();
+    }
+
+    /// The challenge proper: announce it (when a lease names another holder), then mint the
+    /// epoch.
+    fn acquire(&mut self) {
+        self.deferred_to = None;
+        self.holding_since = None;
+        self.acquire_failed_at = None;
+        self.waited = false;
+        self.released_at = None;
+        let announce = self
+            .state
+            .lease()
+            .is_some_and(|e| e.lease.member != self.member);
+        self.issue(if announce { Io::Announce } else { Io::Acquire });
+    }
+
+    /// Another member's challenge under `pair` is under way: treat the role as leased to it for
+    /// one lease duration from now (the lease it is about to write would run that long), and
+    /// count this member's turn from then. If that challenge writes its first lease, the read
+    /// of it ends the wait; if not, the next check finds the same pair and challenges.
+    fn defer(&mut self, now: UnixMillis, pair: FencingToken) {
+        self.deferred_to = Some(pair);
+        self.holding_since = None;
+        self.waited = false;
+        let until = now + self.timing.lease_duration;
+        self.contested_until = Some(self.contested_until.map_or(until, |c| c.max(until)));
+        self.wait_for_turn(now);
+    }
+
+    /// Looks at the state again at `now + recheck` (a check, then a read).
+    fn recheck(&mut self, now: UnixMillis) {
+        self.waited = true;
+        self.timer = Some((now + self.recheck_interval(), Io::Describe));
+    }
+
+    fn recheck_interval(&self) -> Duration {
+        RECHECK
+            .min(self.timing.renew_interval / 8)
+            .max(Duration::from_millis(1))
+    }
+
+    /// How long the holder's transaction must be seen open during a stall before it is taken
+    /// for a dead holder's: half a renew interval.
+    fn hold(&self) -> Duration {
+        (self.timing.renew_interval / 2).max(Duration::from_millis(1))
+    }
+
+    /// Sets the timer for this member's next turn as the state now stands.
+    fn wait_for_turn(&mut self, now: UnixMillis) {
+        let Some(join_offset) = self.join_offset else {
+            self.issue(Io::Register);
+            return;
+        };
+        let standing = Standing {
+            join_offset,
+            registered_at: self.registered_at,
+            unleased_since: self.unleased_since.unwrap_or(now),
+            holding: None,
+            contested_until: self.contested_until.max(self.released_at),
+        };
+        match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
+            Step::NotRegistered => self.issue(Io::Register),
+            Step::Wait { until, rank } => {
+                self.rank = Some(rank);
+                self.timer = Some((until, Io::Read { wait_until: None }));
+            }
+            // Not reachable with a contest window in the future; look again shortly.
+            Step::Challenge { .. } | Step::Renew { .. } => self.recheck(now),
+        }
+    }
+
+    /// The members registered ahead of this new leader: each had its turn before this
+    /// member's and did not take the role (it died, left without deregistering, or is too slow
+    /// to lead), and the previous holder among them. Their registrations are tombstoned so
+    /// that no later failover waits a stagger for them.
+    fn passed_over(&self) -> VecDeque<(MemberId, u32)> {
+        let Some(join) = self.join_offset else {
+            return VecDeque::new();
+        };
+        self.state
+            .roster()
+            .filter(|(m, o)| *o < join && **m != self.member)
+            .map(|(m, _)| (m.clone(), 0))
+            .collect()
+    }
+
+    /// A leader between lease writes: tombstone the next passed-over registration, or wait
+    /// for the renewal.
+    fn lead_on(&mut self, token: FencingToken) {
+        if !self.evictions.is_empty() && self.now < self.renew_at {
+            self.issue(Io::Evict);
+        } else {
+            self.timer = Some((self.renew_at, Io::Renew(token)));
+        }
+    }
+
+    /// An eviction append finished (`ok`) or failed.
+    fn after_evict(&mut self, ok: bool) {
+        if self.resigning {
+            self.start_cleanup();
+            return;
+        }
+        let Some(token) = self.term.filter(|t| t.elected).map(|t| t.token) else {
+            self.deregister_or_finish();
+            return;
+        };
+        if ok && self.superseded_pending.is_none() {
+            self.lead_on(token);
+        } else {
+            // After a failure (or with a fence to act on), the renewal comes first; the
+            // evictions left resume after it.
+            self.timer = Some((self.renew_at, Io::Renew(token)));
+        }
+    }
+
     fn on_failure(&mut self, now: UnixMillis, io: Io) {
         self.failures = self.failures.saturating_add(1);
         let since = *self.failing_since.get_or_insert(now);
         let leader_cap = (self.timing.renew_interval / 4).min(BACKOFF_CAP);
         let standby_cap = BACKOFF_CAP.min(self.timing.lease_duration);
         match io {
+            Io::Announce => {
+                // Best effort: the check was made; challenge without the sign.
+                if self.resigning {
+                    self.start_cleanup();
+                } else {
+                    self.issue(Io::Acquire);
+                }
+            }
+            Io::Evict => {
+                if let Some(front) = self.evictions.front_mut() {
+                    front.1 += 1;
+                    if front.1 >= CLEANUP_ATTEMPTS {
+                        self.evictions.pop_front();
+                    }
+                }
+                self.failures = 0;
+                self.after_evict(false);
+            }
             Io::Renew(_) => {
                 if self.resigning {
                     self.start_cleanup();
@@ -969,7 +1469,11 @@ impl Candidate {
                     self.timer = Some((now + backoff(self.failures, leader_cap), io));
                 }
             }
-            Io::Register | Io::Read { .. } | Io::Acquire | Io::Claim(_) => {
+            Io::Register | Io::Read { .. } | Io::Describe | Io::Acquire | Io::Claim(_) => {
+                if io == Io::Acquire {
+                    // It may have minted a pair whose answer was lost.
+                    self.acquire_failed_at = Some(now);
+                }
                 if self.resigning {
                     self.start_cleanup();
                     return;
@@ -1026,6 +1530,40 @@ impl Candidate {
                 from_offset: self.state.next_offset(),
                 wait_until,
             },
+            Io::Describe => Command::DescribeRole {
+                transactional_id: self.role.clone(),
+            },
+            Io::Announce => {
+                let holder = match self.state.lease() {
+                    Some(e) => e.lease.member.clone(),
+                    // `acquire` announces only with a lease read; never stall a challenge.
+                    None => {
+                        self.io = None;
+                        self.issue(Io::Acquire);
+                        return;
+                    }
+                };
+                Command::Append {
+                    partition: self.partition,
+                    key: Key::registration(self.role.clone(), holder).encode(),
+                    value: None,
+                }
+            }
+            Io::Evict => {
+                let Some((member, _)) = self.evictions.front() else {
+                    // `lead_on` issues an eviction only with one queued; never stall a leader.
+                    self.io = None;
+                    if let Some(t) = self.term {
+                        self.timer = Some((self.renew_at, Io::Renew(t.token)));
+                    }
+                    return;
+                };
+                Command::Append {
+                    partition: self.partition,
+                    key: Key::registration(self.role.clone(), member.clone()).encode(),
+                    value: None,
+                }
+            }
             Io::Acquire | Io::Supersede(_) => Command::AcquireEpoch {
                 transactional_id: self.role.clone(),
                 transaction_timeout: self.timing.lease_duration,

@@ -7,7 +7,9 @@ use kafka_coordination_core::machine::{
 };
 use kafka_coordination_core::record::{Key, Lease, MemberId, Registration, Role};
 use kafka_coordination_core::state::Record;
-use kafka_coordination_core::{role_partition, FencingToken, Timing, UnixMillis};
+use kafka_coordination_core::{
+    role_partition, FencingToken, LeadershipStatus, Timing, TransactionState, UnixMillis,
+};
 
 const T0: i64 = 1_000_000;
 
@@ -78,6 +80,39 @@ fn read(from: i64, wait_until: Option<i64>) -> Command {
         wait_until: wait_until.map(UnixMillis),
     }
 }
+fn describe() -> Command {
+    Command::DescribeRole {
+        transactional_id: role(),
+    }
+}
+fn acquire() -> Command {
+    Command::AcquireEpoch {
+        transactional_id: role(),
+        transaction_timeout: Duration::from_millis(3000),
+    }
+}
+fn status(token: FencingToken, state: TransactionState) -> Event {
+    Event::Described {
+        status: LeadershipStatus {
+            token,
+            state: Some(state),
+        },
+    }
+}
+fn records(records: Vec<Record>, end_offset: i64) -> Event {
+    Event::RecordsRead {
+        records,
+        end_offset,
+        stalled: false,
+    }
+}
+fn stalled(end_offset: i64) -> Event {
+    Event::RecordsRead {
+        records: vec![],
+        end_offset,
+        stalled: true,
+    }
+}
 fn deregister(member: &str) -> Command {
     Command::Append {
         partition: part(),
@@ -93,15 +128,17 @@ fn elected(member: &str) -> Candidate {
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     drain(&mut c);
+    c.handle(now, records(vec![reg_record(0, member)], 1))
+        .unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
     c.handle(
         now,
-        Event::RecordsRead {
-            records: vec![reg_record(0, member)],
-            end_offset: 1,
+        Event::Described {
+            status: LeadershipStatus::NOT_FOUND,
         },
     )
     .unwrap();
-    drain(&mut c);
+    assert_eq!(drain(&mut c), [acquire()]);
     c.handle(
         now,
         Event::EpochGranted {
@@ -147,20 +184,24 @@ fn a_lone_member_registers_reads_challenges_and_leads() {
     );
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     assert_eq!(drain(&mut c), [read(0, None)]);
+    c.handle(now, records(vec![reg_record(0, "a")], 1)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [describe()],
+        "its turn has come: first a check that no challenge is under way"
+    );
+    assert_eq!(c.status(), Status::Standby);
     c.handle(
         now,
-        Event::RecordsRead {
-            records: vec![reg_record(0, "a")],
-            end_offset: 1,
+        Event::Described {
+            status: LeadershipStatus::NOT_FOUND,
         },
     )
     .unwrap();
     assert_eq!(
         drain(&mut c),
-        [Command::AcquireEpoch {
-            transactional_id: role(),
-            transaction_timeout: Duration::from_millis(3000)
-        }]
+        [acquire()],
+        "nobody ever took the role: no lease can exist, challenge at once"
     );
     assert_eq!(c.status(), Status::Challenging);
     let token = FencingToken::new(7, 0);
@@ -254,15 +295,12 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
         reg_record(1, "b"),
         lease_record(2, "a", old, T0 - 10),
     ];
-    c.handle(
-        now,
-        Event::RecordsRead {
-            records,
-            end_offset: 3,
-        },
-    )
-    .unwrap();
-    assert!(matches!(drain(&mut c)[..], [Command::AcquireEpoch { .. }]));
+    c.handle(now, self::records(records, 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    // The holder is quiet and still the coordinator's pair: the challenge.
+    c.handle(now, status(old, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, now);
     c.handle(
         now,
         Event::EpochGranted {
@@ -275,16 +313,10 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
     assert_eq!(drain(&mut c), [read(3, None)], "back to reading, not ended");
     assert!(!c.is_done());
     // The winner's lease is not readable yet: the loser waits a lease duration for it.
-    c.handle(
-        now,
-        Event::RecordsRead {
-            records: vec![],
-            end_offset: 3,
-        },
-    )
-    .unwrap();
+    c.handle(now, self::records(vec![], 3)).unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 3000)));
+    assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 3000)));
     assert_eq!(c.status(), Status::Standby);
 }
 
@@ -302,25 +334,11 @@ fn standbys_wait_for_deadline_plus_rank_times_stagger_and_re_read_before_challen
         reg_record(2, "c"),
         lease_record(3, "a", token, T0 + 2000),
     ];
-    c.handle(
-        now,
-        Event::RecordsRead {
-            records,
-            end_offset: 4,
-        },
-    )
-    .unwrap();
+    c.handle(now, self::records(records, 4)).unwrap();
     // Records arrived: one more read that may long-poll until our turn (rank 1).
     assert_eq!(drain(&mut c), [read(4, Some(T0 + 2500))]);
     assert_eq!(c.rank(), Some(1));
-    c.handle(
-        now,
-        Event::RecordsRead {
-            records: vec![],
-            end_offset: 4,
-        },
-    )
-    .unwrap();
+    c.handle(now, self::records(vec![], 4)).unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2500)));
     c.handle(UnixMillis(T0 + 2500), Event::Tick).unwrap();
@@ -331,14 +349,8 @@ fn standbys_wait_for_deadline_plus_rank_times_stagger_and_re_read_before_challen
     );
     // The leader renewed meanwhile: wait again.
     let renewed = vec![lease_record(4, "a", token, T0 + 4500)];
-    c.handle(
-        UnixMillis(T0 + 2500),
-        Event::RecordsRead {
-            records: renewed,
-            end_offset: 5,
-        },
-    )
-    .unwrap();
+    c.handle(UnixMillis(T0 + 2500), self::records(renewed, 5))
+        .unwrap();
     assert_eq!(drain(&mut c), [read(5, Some(T0 + 5000))]);
 }
 
@@ -477,15 +489,16 @@ fn resign_during_outstanding_io_waits_for_the_answer() {
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     drain(&mut c);
+    c.handle(now, records(vec![reg_record(0, "a")], 1)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
     c.handle(
         now,
-        Event::RecordsRead {
-            records: vec![reg_record(0, "a")],
-            end_offset: 1,
+        Event::Described {
+            status: LeadershipStatus::NOT_FOUND,
         },
     )
     .unwrap();
-    drain(&mut c);
+    assert_eq!(drain(&mut c), [acquire()]);
     c.handle(now, Event::Resign).unwrap();
     assert_eq!(drain(&mut c), [], "the AcquireEpoch is still outstanding");
     c.handle(
@@ -651,7 +664,18 @@ mod random {
                 Event::RecordsRead {
                     records,
                     end_offset: n + 1,
+                    stalled: n % 3 == 0,
                 }
+            }),
+            (0i16..3, 0usize..4).prop_map(|(e, s)| {
+                let state = [
+                    TransactionState::Empty,
+                    TransactionState::Ongoing,
+                    TransactionState::CompleteCommit,
+                    TransactionState::PrepareCommit,
+                ][s]
+                    .clone();
+                status(FencingToken::new(1, e), state)
             }),
             (0i16..5).prop_map(|e| Event::EpochGranted {
                 token: FencingToken::new(3, e)
@@ -681,7 +705,7 @@ mod random {
                 let ok = c.handle(UnixMillis(now), ev).is_ok();
                 if ok && answers_io { outstanding -= 1; }
                 for cmd in drain(&mut c) {
-                    if matches!(cmd, Command::Append { .. } | Command::ReadPartition { .. } | Command::AcquireEpoch { .. } | Command::WriteLease { .. }) {
+                    if matches!(cmd, Command::Append { .. } | Command::ReadPartition { .. } | Command::DescribeRole { .. } | Command::AcquireEpoch { .. } | Command::WriteLease { .. }) {
                         outstanding += 1;
                     }
                 }
@@ -737,4 +761,655 @@ fn an_outside_fence_during_a_renewal_waits_for_its_answer() {
     // The renewal commits (it raced the fence); the fence is acted on right after.
     c.handle(wake, Event::LeaseWritten { offset: 5 }).unwrap();
     assert_eq!(drain(&mut c), [Command::Deposed { token }, deregister("a")]);
+}
+
+// ---- before a challenge: the check, stalled reads, ghosts ------------------------------------
+
+/// The challenge of a lease held by `a`: first the announcement (a's registration tombstoned,
+/// readable by the other standbys before the acquire reaches the coordinator), then the acquire.
+fn announces_then_acquires(c: &mut Candidate, now: UnixMillis) {
+    assert_eq!(
+        drain(c),
+        [deregister("a")],
+        "the challenge is announced first"
+    );
+    assert_eq!(c.status(), Status::Challenging);
+    c.handle(now, Event::Appended { offset: 99 }).unwrap();
+    assert_eq!(drain(c), [acquire()]);
+}
+
+/// The pair of `a`, the holder whose lease runs out in these scenarios.
+const K: FencingToken = FencingToken::new(7, 0);
+
+/// A standby `b` (rank 0, registered at offset 1) behind `a`, whose lease (pair `K`) runs until
+/// T0 + 2000. Returned at its turn, with its check (DescribeRole) outstanding.
+fn standby_at_its_turn() -> Candidate {
+    standby_at_its_turn_reading(false)
+}
+
+/// [`standby_at_its_turn`], whose turn read was `stalled` or not.
+fn standby_at_its_turn_reading(stalled: bool) -> Candidate {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 1 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 3)).unwrap();
+    assert_eq!(drain(&mut c), [read(3, Some(T0 + 2000))]);
+    c.handle(now, records(vec![], 3)).unwrap();
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2000)));
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    let answer = if stalled {
+        self::stalled(3)
+    } else {
+        records(vec![], 3)
+    };
+    c.handle(turn, answer).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [describe()],
+        "the lease ran out: check first"
+    );
+    assert_eq!(c.status(), Status::Standby);
+    c
+}
+
+#[test]
+fn a_quiet_holder_whose_lease_ran_out_is_challenged_once_the_check_agrees() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, turn);
+    assert_eq!(c.status(), Status::Challenging);
+}
+
+#[test]
+fn another_pair_with_nothing_open_is_confirmed_by_a_fresh_read() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    // The coordinator aborted a timed-out transaction with a bump (or the pair was exhausted):
+    // another pair, nothing open. A read after the check, so that whatever the coordinator
+    // finished is readable in it.
+    c.handle(
+        turn,
+        status(FencingToken::new(7, 1), TransactionState::CompleteAbort),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(turn, records(vec![], 3)).unwrap();
+    announces_then_acquires(&mut c, turn);
+}
+
+#[test]
+fn a_standby_waits_out_a_challenge_under_way_and_takes_over_if_it_never_completes() {
+    let mut c = standby_at_its_turn();
+    let turn = T0 + 2000;
+    let theirs = FencingToken::new(7, 1);
+    // Another member minted a pair after the lease b read, and has not written with it yet.
+    c.handle(UnixMillis(turn), status(theirs, TransactionState::Empty))
+        .unwrap();
+    assert_eq!(drain(&mut c), [], "a challenge is under way: no second one");
+    assert_eq!(c.contested_until(), Some(UnixMillis(turn + 3000)));
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(turn + 3000)),
+        "rank 0 looks again once the lease the challenger would write has run out"
+    );
+    // It never wrote its lease: the same pair, still unused, a lease later. Its challenger is
+    // gone; b challenges.
+    let later = UnixMillis(turn + 3000);
+    c.handle(later, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(later, records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(later, status(theirs, TransactionState::Empty))
+        .unwrap();
+    announces_then_acquires(&mut c, later);
+}
+
+#[test]
+fn a_challenge_under_way_that_writes_its_lease_ends_the_wait() {
+    let mut c = standby_at_its_turn();
+    let turn = T0 + 2000;
+    let theirs = FencingToken::new(7, 1);
+    c.handle(UnixMillis(turn), status(theirs, TransactionState::Ongoing))
+        .unwrap();
+    assert_eq!(drain(&mut c), [], "its first lease write is in flight");
+    // The winner (a restarted `a` here) wrote its lease: b waits for that lease instead.
+    let at = UnixMillis(turn + 3000);
+    c.handle(at, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(
+        at,
+        records(vec![lease_record(3, "a", theirs, turn + 5000)], 4),
+    )
+    .unwrap();
+    assert_eq!(c.contested_until(), None);
+    assert_eq!(drain(&mut c), [read(4, Some(turn + 5000))]);
+}
+
+/// The "standby challenged 11 ms after a new leader had been elected" of issue 11: the new
+/// leader's lease committed after b's turn read; the check sees a pair b has read no lease of,
+/// and the read after it brings the lease.
+#[test]
+fn a_lease_committed_just_before_the_check_is_read_before_any_challenge() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    let theirs = FencingToken::new(7, 1);
+    c.handle(turn, status(theirs, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(
+        turn,
+        records(vec![lease_record(3, "a", theirs, T0 + 5000)], 4),
+    )
+    .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(4, Some(T0 + 5000))],
+        "no challenge: the new lease is live"
+    );
+}
+
+#[test]
+fn a_stalled_read_does_not_take_the_lease_for_expired() {
+    let mut c = standby_at_its_turn_reading(true);
+    let mut now = UnixMillis(T0 + 2000);
+    // Another role's open transaction holds the partition back for five seconds; the holder
+    // of this role is quiet at the coordinator (its renewals commit) but nothing is readable.
+    for _ in 0..50 {
+        c.handle(now, status(K, TransactionState::CompleteCommit))
+            .unwrap();
+        assert_eq!(drain(&mut c), [read(3, None)]);
+        c.handle(now, stalled(3)).unwrap();
+        assert_eq!(
+            drain(&mut c),
+            [],
+            "the unreadable part may hold renewals: wait"
+        );
+        let wake = c.poll_timeout().unwrap();
+        assert_eq!(wake.0 - now.0, 100, "looks again at the recheck interval");
+        now = wake;
+        c.handle(now, Event::Tick).unwrap();
+        assert_eq!(drain(&mut c), [describe()]);
+    }
+    // The stall ends: the holder's renewals were there all along.
+    c.handle(now, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    let renewal = lease_record(4, "a", K, now.0 + 2500);
+    c.handle(now, records(vec![renewal], 6)).unwrap();
+    assert_eq!(drain(&mut c), [read(6, Some(now.0 + 2500))]);
+}
+
+#[test]
+fn a_stall_that_ends_with_nothing_new_leads_to_the_challenge() {
+    let mut c = standby_at_its_turn_reading(true);
+    let now = UnixMillis(T0 + 2000);
+    c.handle(now, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    drain(&mut c);
+    c.handle(now, stalled(3)).unwrap();
+    let wake = c.poll_timeout().unwrap();
+    c.handle(wake, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(wake, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    drain(&mut c);
+    // The stalling transaction was aborted (its records and marker took offsets 3 and 4).
+    c.handle(wake, records(vec![], 5)).unwrap();
+    announces_then_acquires(&mut c, wake);
+}
+
+#[test]
+fn the_holders_open_write_is_waited_on_for_half_a_renew_interval_while_reads_stall() {
+    let mut c = standby_at_its_turn_reading(true);
+    let start = T0 + 2000;
+    let mut now = UnixMillis(start);
+    loop {
+        c.handle(now, status(K, TransactionState::Ongoing)).unwrap();
+        assert_eq!(drain(&mut c), [read(3, None)]);
+        c.handle(now, stalled(3)).unwrap();
+        let cmds = drain(&mut c);
+        if now.0 < start + 500 {
+            assert_eq!(cmds, [], "a renewal in flight commits within moments");
+            now = c.poll_timeout().unwrap();
+            c.handle(now, Event::Tick).unwrap();
+            assert_eq!(drain(&mut c), [describe()]);
+        } else {
+            assert_eq!(
+                cmds,
+                [deregister("a")],
+                "open for half a renew interval: its holder died mid-write; the acquire aborts it"
+            );
+            break;
+        }
+    }
+    assert_eq!(now.0, start + 500);
+}
+
+#[test]
+fn a_renewal_seen_in_flight_during_a_stall_restarts_the_hold() {
+    let mut c = standby_at_its_turn_reading(true);
+    let mut now = UnixMillis(T0 + 2000);
+    let step = |c: &mut Candidate, now: &mut UnixMillis, state: TransactionState| {
+        c.handle(*now, status(K, state)).unwrap();
+        assert_eq!(drain(c), [read(3, None)]);
+        c.handle(*now, stalled(3)).unwrap();
+        let cmds = drain(c);
+        *now = c.poll_timeout().unwrap_or(*now);
+        if !cmds.is_empty() {
+            return cmds;
+        }
+        c.handle(*now, Event::Tick).unwrap();
+        assert_eq!(drain(c), [describe()]);
+        vec![]
+    };
+    // A healthy holder renews while another role stalls the partition: its transaction is
+    // seen open now and then, committed in between. Never for half a renew interval at once.
+    for round in 0..40 {
+        let state = if round % 4 == 0 {
+            TransactionState::Ongoing
+        } else {
+            TransactionState::CompleteCommit
+        };
+        assert_eq!(step(&mut c, &mut now, state), [], "round {round}");
+    }
+}
+
+#[test]
+fn the_holders_open_write_without_a_stall_is_challenged_at_once() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, status(K, TransactionState::Ongoing))
+        .unwrap();
+    // A write past its deadline, reads not stalled: the acquire aborts it.
+    announces_then_acquires(&mut c, turn);
+}
+
+#[test]
+fn a_coordinator_in_the_middle_of_an_abort_is_asked_again_shortly() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(
+        turn,
+        status(FencingToken::new(7, 1), TransactionState::PrepareAbort),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(turn, records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2100)));
+    assert_eq!(
+        c.contested_until(),
+        None,
+        "not a challenge to wait a lease for"
+    );
+}
+
+#[test]
+fn an_acquire_whose_answer_was_lost_carries_its_challenge_on() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, turn);
+    c.handle(turn, Event::Failed).unwrap();
+    let retry = c.poll_timeout().unwrap();
+    assert_eq!(retry.0 - turn.0, 100);
+    c.handle(retry, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(retry, records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    // A pair minted and unused, seen right after b's own acquire failed: most likely b's own
+    // (the acquire took effect and its answer was lost). b carries on instead of waiting a
+    // lease for itself.
+    c.handle(
+        retry,
+        status(FencingToken::new(7, 1), TransactionState::Empty),
+    )
+    .unwrap();
+    announces_then_acquires(&mut c, retry);
+}
+
+#[test]
+fn an_unused_pair_seen_long_after_a_failed_acquire_is_waited_out() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, turn);
+    c.handle(turn, Event::Failed).unwrap();
+    // More than a stagger later (the answer was slow to fail): the pair may be the next
+    // rank's. Wait it out.
+    let late = UnixMillis(turn.0 + 600);
+    c.handle(late, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(late, records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(
+        late,
+        status(FencingToken::new(7, 1), TransactionState::Empty),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(c.contested_until(), Some(UnixMillis(late.0 + 3000)));
+}
+
+/// `c`, registered at offset 3 behind `a` (the dead holder, 0) and `b` (1, a ghost that never
+/// challenged), elected with pair 7/1; returned with the Elected and first eviction drained.
+fn elected_past_a_ghost() -> Candidate {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 3 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 - 1000),
+        reg_record(3, "c"),
+    ];
+    c.handle(now, records(state, 4)).unwrap();
+    assert_eq!(c.rank(), Some(1), "b ranks ahead of c");
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(now, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, now);
+    let token = FencingToken::new(7, 1);
+    c.handle(now, Event::EpochGranted { token }).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::LeaseWritten { offset: 5 }).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::Elected { token, term: 5 }, deregister("a")],
+        "elected, the new leader tombstones the registrations ranked ahead of it, the old \
+         holder's first"
+    );
+    c
+}
+
+#[test]
+fn a_new_leader_tombstones_the_registrations_ranked_ahead_of_it() {
+    let mut c = elected_past_a_ghost();
+    let now = UnixMillis(T0 + 5);
+    c.handle(now, Event::Appended { offset: 6 }).unwrap();
+    assert_eq!(drain(&mut c), [deregister("b")], "then the ghost's");
+    c.handle(now, Event::Appended { offset: 7 }).unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 1000)),
+        "the renewal is due a renew interval after the claim, as always"
+    );
+    assert!(c.is_leader());
+    assert_eq!(c.status(), Status::Leading);
+}
+
+#[test]
+fn a_failed_eviction_waits_for_the_renewal_and_is_tried_again_after_it() {
+    let mut c = elected_past_a_ghost();
+    let token = FencingToken::new(7, 1);
+    c.handle(UnixMillis(T0 + 5), Event::Failed).unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 1000)),
+        "the renewal first"
+    );
+    let renew = UnixMillis(T0 + 1000);
+    c.handle(renew, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("c", token, T0, T0 + 4000)]);
+    c.handle(renew, Event::LeaseWritten { offset: 8 }).unwrap();
+    assert_eq!(drain(&mut c), [deregister("a")], "tried again");
+    c.handle(renew, Event::Appended { offset: 9 }).unwrap();
+    assert_eq!(drain(&mut c), [deregister("b")]);
+    c.handle(renew, Event::Appended { offset: 10 }).unwrap();
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2000)));
+}
+
+#[test]
+fn a_resign_during_an_eviction_waits_for_it_and_then_leaves() {
+    let mut c = elected_past_a_ghost();
+    let now = UnixMillis(T0 + 5);
+    c.handle(now, Event::Resign).unwrap();
+    assert_eq!(drain(&mut c), [], "one I/O outstanding at a time");
+    c.handle(now, Event::Appended { offset: 6 }).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [acquire()],
+        "the exit starts: no more evictions, the pair is superseded"
+    );
+}
+
+#[test]
+fn a_standby_whose_registration_was_tombstoned_registers_again_at_the_tail() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    // A leader elected meanwhile passed b over (b was slow) and tombstoned its registration.
+    c.handle(
+        turn,
+        status(FencingToken::new(7, 1), TransactionState::CompleteCommit),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    let tombstone = Record::tombstone(4, Key::registration(role(), m("b")).encode());
+    c.handle(
+        turn,
+        records(
+            vec![
+                reg_record(3, "c"),
+                tombstone,
+                lease_record(5, "c", FencingToken::new(7, 1), T0 + 5000),
+            ],
+            6,
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [Command::Append {
+            partition: part(),
+            key: Key::registration(role(), m("b")).encode(),
+            value: Some(
+                Registration {
+                    member: m("b"),
+                    registered_at: turn
+                }
+                .encode()
+            ),
+        }],
+        "it registers again, at the tail"
+    );
+}
+
+/// A read issued before the lease ran out (a long poll that answered at the turn, or a reply
+/// held up while the member was paused) may predate renewals under the same pair, which the
+/// check cannot tell apart: a challenge rests on a read issued at or after the turn.
+#[test]
+fn a_read_issued_before_the_turn_is_followed_by_a_fresh_one() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 1 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 3)).unwrap();
+    assert_eq!(drain(&mut c), [read(3, Some(T0 + 2000))]);
+    // The long poll answers (empty) long after the turn.
+    let late = UnixMillis(T0 + 7000);
+    c.handle(late, records(vec![], 3)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, None)],
+        "the holder may have renewed since the read was issued"
+    );
+    // It did: a healthy leader keeps its role.
+    c.handle(late, records(vec![lease_record(3, "a", K, T0 + 9000)], 4))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, Some(T0 + 9000))]);
+    // Had it not, the fresh read (issued after the turn) leads to the check.
+    let mut c = standby_at_its_turn();
+    c.handle(
+        UnixMillis(T0 + 2000),
+        status(K, TransactionState::CompleteCommit),
+    )
+    .unwrap();
+    announces_then_acquires(&mut c, UnixMillis(T0 + 2000));
+}
+
+#[test]
+fn a_failed_check_is_retried_with_backoff_before_any_challenge() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, Event::Failed).unwrap();
+    assert_eq!(drain(&mut c), [], "no challenge without an answer");
+    let retry = c.poll_timeout().unwrap();
+    assert_eq!(retry.0 - turn.0, 100);
+    c.handle(retry, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()], "the check is asked again");
+    c.handle(retry, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, retry);
+}
+
+#[test]
+fn a_resign_while_a_check_is_outstanding_deregisters() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, Event::Resign).unwrap();
+    assert_eq!(drain(&mut c), []);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [deregister("b")],
+        "no challenge after a resign"
+    );
+}
+
+/// Every rank that waited on a stall is released by its end at about the same moment: the
+/// ranks are staggered again from the release, so that they do not challenge together.
+#[test]
+fn ranks_released_from_a_stall_together_are_staggered_again() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        reg_record(2, "c"),
+        lease_record(3, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 4)).unwrap();
+    drain(&mut c);
+    c.handle(now, records(vec![], 4)).unwrap();
+    let turn = UnixMillis(T0 + 2500);
+    assert_eq!(c.poll_timeout(), Some(turn), "rank 1");
+    c.handle(turn, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(turn, stalled(4)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(turn, stalled(4)).unwrap();
+    assert_eq!(drain(&mut c), [], "stalled: wait");
+    // The stall ends at T0 + 4000; b (rank 0), waiting too, is released at the same moment.
+    let end = UnixMillis(T0 + 4000);
+    c.handle(end, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(end, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(end, records(vec![], 6)).unwrap();
+    assert_eq!(drain(&mut c), [], "rank 1 leaves rank 0 one stagger");
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 4500)));
+    // A stagger later, b's challenge is under way: c waits for it.
+    let later = UnixMillis(T0 + 4500);
+    c.handle(later, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(6, None)]);
+    c.handle(later, records(vec![], 6)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(
+        later,
+        status(FencingToken::new(7, 1), TransactionState::Ongoing),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 7500)));
+}
+
+/// A challenger tombstones the registration of the holder whose lease ran out before its
+/// acquire: the other standbys read that, and wait for its first lease, even while its acquire
+/// is still on its way to a slow coordinator (which a check cannot see).
+#[test]
+fn an_announced_challenge_is_waited_for_before_its_acquire_reaches_the_coordinator() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        reg_record(2, "c"),
+        lease_record(3, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 4)).unwrap();
+    drain(&mut c);
+    c.handle(now, records(vec![], 4)).unwrap();
+    let turn = UnixMillis(T0 + 2500);
+    assert_eq!(c.poll_timeout(), Some(turn), "rank 1");
+    c.handle(turn, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    // b (rank 0) announced its challenge at its turn; its acquire is still on the wire.
+    let announcement = Record::tombstone(4, Key::registration(role(), m("a")).encode());
+    c.handle(turn, records(vec![announcement], 5)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(5, Some(T0 + 6000))],
+        "no check, no challenge: it waits a lease (and its rank) for b's first lease"
+    );
+    assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 5500)));
+    // b's first lease ends the wait; c now waits for that lease.
+    let claim = lease_record(6, "b", FencingToken::new(7, 1), T0 + 5600);
+    c.handle(UnixMillis(T0 + 2600), records(vec![claim], 7))
+        .unwrap();
+    assert_eq!(c.contested_until(), None);
+    assert_eq!(drain(&mut c), [read(7, Some(T0 + 5600))], "rank 0 now");
+}
+
+#[test]
+fn a_member_does_not_wait_for_its_own_announcement() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [deregister("a")]);
+    c.handle(turn, Event::Appended { offset: 3 }).unwrap();
+    assert_eq!(drain(&mut c), [acquire()]);
+    c.handle(turn, Event::Failed).unwrap();
+    let retry = c.poll_timeout().unwrap();
+    c.handle(retry, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    // The read brings back its own announcement: not a sign of another challenge.
+    let own = Record::tombstone(3, Key::registration(role(), m("a")).encode());
+    c.handle(retry, records(vec![own], 4)).unwrap();
+    assert_eq!(c.contested_until(), None);
+    assert_eq!(drain(&mut c), [describe()]);
 }

@@ -319,6 +319,7 @@ fn step(n: &mut Node, now: UnixMillis, p: &Printer<'_>) -> Result<bool, Failure>
             Ok(batch) => Event::RecordsRead {
                 records: batch.records,
                 end_offset: batch.end_offset,
+                stalled: batch.stalled,
             },
             Err(e) => failed(&e)?,
         };
@@ -402,10 +403,17 @@ fn step(n: &mut Node, now: UnixMillis, p: &Printer<'_>) -> Result<bool, Failure>
                         answer.map(|batch| Event::RecordsRead {
                             records: batch.records,
                             end_offset: batch.end_offset,
+                            stalled: batch.stalled,
                         }),
                     ),
                 }
             }
+            Command::DescribeRole { transactional_id } => (
+                "DescribeRole (DescribeTransactions: is a challenge under way?)".to_owned(),
+                n.transport
+                    .describe_epoch(&transactional_id)
+                    .map(|status| Event::Described { status }),
+            ),
             Command::AcquireEpoch {
                 transactional_id,
                 transaction_timeout,
@@ -476,12 +484,21 @@ fn describe(event: &Event) -> String {
         Event::RecordsRead {
             records,
             end_offset,
+            ..
         } => format!(
             "RecordsRead: {} record{}, up to offset {end_offset}",
             records.len(),
             if records.len() == 1 { "" } else { "s" }
         ),
         Event::EpochGranted { token } => format!("EpochGranted {token}"),
+        Event::Described { status } => format!(
+            "Described: {} {}",
+            status.token,
+            status
+                .state
+                .as_ref()
+                .map_or("(never taken)", |s| s.as_str())
+        ),
         Event::LeaseWritten { offset } => format!("LeaseWritten at offset {offset}"),
         other => format!("{other:?}"),
     }

@@ -64,8 +64,12 @@ pub(crate) fn execute<T: Transport + ?Sized>(
             Ok(Event::RecordsRead {
                 records: batch.records,
                 end_offset: batch.end_offset,
+                stalled: batch.stalled,
             })
         }
+        Command::DescribeRole { transactional_id } => transport
+            .describe_epoch(&transactional_id)
+            .map(|status| Event::Described { status }),
         Command::AcquireEpoch {
             transactional_id,
             transaction_timeout,
@@ -357,6 +361,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                     return Next::Ended;
                 }
                 other => {
+                    if let Command::DescribeRole { .. } = other {
+                        log_debug!(role = %self.shared.role, member = %self.shared.member, rank = ?self.candidate.rank(), "its turn: checking that no challenge is under way");
+                    }
                     if let Command::AcquireEpoch { .. } = other {
                         log_info!(role = %self.shared.role, member = %self.shared.member, rank = ?self.candidate.rank(), "challenging: minting the epoch");
                     }

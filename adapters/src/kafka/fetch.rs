@@ -8,6 +8,9 @@
 //!   (an older record of a key) are dropped from the view once they are [`TAIL`] offsets behind
 //!   its end: an in-memory compaction that leaves the state a reader builds unchanged (records
 //!   are applied in offset order; tombstones are kept).
+//!   A read reports the view **stalled** when it reached a last stable offset below the
+//!   partition's high watermark (both from the last Fetch answer): an open transaction, of any
+//!   role on the partition, holds committed records back.
 //! - **Fetch threads.** One thread per partition leader with partitions in use, on the reader's
 //!   own [`Cluster`] (so one connection per such broker): one long-polling Fetch (up to
 //!   [`LONG_POLL`]) with every such partition of that leader, applied to the views, waiters
@@ -162,6 +165,10 @@ struct Part {
     leader: Option<String>,
     /// Whether the view reached the last stable offset that a Fetch reported.
     caught_up: bool,
+    /// The last stable offset and the high watermark of the last Fetch answer applied: a view
+    /// that reached a last stable offset below the high watermark is stalled (an open
+    /// transaction holds committed records back).
+    limits: (i64, i64),
     /// Reads in progress.
     readers: usize,
     last_read: Instant,
@@ -173,6 +180,7 @@ impl Part {
             view: View::starting_at(0),
             leader: None,
             caught_up: false,
+            limits: (0, 0),
             readers: 0,
             last_read: Instant::now(),
         }
@@ -207,8 +215,12 @@ impl Drop for Reading<'_> {
 
 /// What one partition of a Fetch answer says.
 enum Fetched {
-    /// Records (already filtered) and the last stable offset.
-    Data { decoded: Decoded, stable: i64 },
+    /// Records (already filtered), the last stable offset and the high watermark.
+    Data {
+        decoded: Decoded,
+        stable: i64,
+        high_watermark: i64,
+    },
     /// The fetch offset is outside the log: start again from the log start.
     OutOfRange,
 }
@@ -229,13 +241,18 @@ impl Inner {
     fn batch(&self, partition: i32, from: i64) -> ReadBatch {
         let st = lock(&self.state);
         match st.parts.get(&partition) {
-            Some(part) => ReadBatch {
-                records: part.view.since(from),
-                end_offset: part.view.end.max(from),
-            },
+            Some(part) => {
+                let (stable, high_watermark) = part.limits;
+                ReadBatch {
+                    records: part.view.since(from),
+                    end_offset: part.view.end.max(from),
+                    stalled: part.view.end >= stable && stable < high_watermark,
+                }
+            }
             None => ReadBatch {
                 records: Vec::new(),
                 end_offset: from,
+                stalled: false,
             },
         }
     }
@@ -322,12 +339,17 @@ impl Inner {
                 }
             };
             match fetched {
-                Fetched::Data { decoded, stable } => {
+                Fetched::Data {
+                    decoded,
+                    stable,
+                    high_watermark,
+                } => {
                     target.get_or_insert(stable);
                     let mut st = lock(&self.state);
                     let part = st.parts.entry(partition).or_insert_with(Part::new);
                     if part.view.end == at {
                         part.view.append(decoded);
+                        part.limits = (stable, high_watermark);
                         if part.view.end >= stable {
                             part.caught_up = true;
                         }
@@ -456,7 +478,11 @@ impl Inner {
                 "{what} at offset {at}: a corrupt record batch: {why}"
             )),
         })?;
-        Ok(Fetched::Data { decoded, stable })
+        Ok(Fetched::Data {
+            decoded,
+            stable,
+            high_watermark: data.high_watermark.max(stable),
+        })
     }
 
     fn request(&self, parts: &[(i32, i64)], max_wait: Duration, max_bytes: i32) -> FetchRequest {
@@ -663,9 +689,14 @@ impl Inner {
                     continue;
                 }
                 match outcome {
-                    Ok(Fetched::Data { decoded, stable }) => {
+                    Ok(Fetched::Data {
+                        decoded,
+                        stable,
+                        high_watermark,
+                    }) => {
                         moved |= decoded.next > at;
                         part.view.append(decoded);
+                        part.limits = (stable, high_watermark);
                         if part.view.end >= stable {
                             part.caught_up = true;
                         }

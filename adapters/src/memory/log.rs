@@ -170,7 +170,8 @@ impl PartitionLog {
 
     /// A read_committed read: visible records at offsets `>= from` and below the LSO, in
     /// offset order. A negative `from` reads from the start. `end_offset` is the LSO, or `from`
-    /// when `from` lies past the LSO (the reader keeps its position, as a Kafka consumer does).
+    /// when `from` lies past the LSO (the reader keeps its position, as a Kafka consumer does);
+    /// `stalled` when an open transaction holds the LSO below the log end.
     /// The caller checks that `from` is not past the log end.
     pub(super) fn read(&self, from: i64) -> ReadBatch {
         let from = from.max(0);
@@ -185,6 +186,7 @@ impl PartitionLog {
         ReadBatch {
             records,
             end_offset: lso.max(from),
+            stalled: lso < self.end,
         }
     }
 
@@ -246,6 +248,7 @@ mod tests {
         let b = log.read(0);
         assert_eq!(offsets(&b), [0]);
         assert_eq!(b.end_offset, 1);
+        assert!(b.stalled, "records past the LSO are held back");
         assert!(log.end_transaction(P1, false));
         assert!(!log.end_transaction(P1, false), "a transaction ends once");
         let b = log.read(0);
@@ -255,6 +258,7 @@ mod tests {
             "aborted record and marker are invisible"
         );
         assert_eq!(b.end_offset, 4);
+        assert!(!b.stalled);
     }
 
     #[test]

@@ -56,7 +56,8 @@
 //! markers (commit / abort) take an offset and are never returned. Reads are read_committed:
 //! the records at offsets `>= from` and below the **last stable offset** (LSO: the first offset
 //! of the oldest open transaction, else the log end), committed ones only, in offset order,
-//! tombstones included; `end_offset` is the LSO. An open transaction (see
+//! tombstones included; `end_offset` is the LSO, and the read reports `stalled` while the LSO
+//! is below the log end (this model's high watermark). An open transaction (see
 //! [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`])
 //! therefore hides every later record, registrations included, until it is aborted by a
 //! takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below
@@ -516,6 +517,17 @@ impl MemoryBroker {
     /// Every lease write the broker accepted (committed), in commit order.
     pub fn accepted_lease_writes(&self) -> Vec<AcceptedLeaseWrite> {
         self.shared.lock().audit.clone()
+    }
+
+    /// The lease writes the broker accepted after the first `seen`, in commit order (what
+    /// [`accepted_lease_writes`](Self::accepted_lease_writes) returns past index `seen`).
+    pub fn accepted_lease_writes_since(&self, seen: usize) -> Vec<AcceptedLeaseWrite> {
+        self.shared
+            .lock()
+            .audit
+            .get(seen..)
+            .map(<[AcceptedLeaseWrite]>::to_vec)
+            .unwrap_or_default()
     }
 
     /// How many calls of each kind the transports made, failed ones included.

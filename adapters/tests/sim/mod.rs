@@ -13,18 +13,26 @@
 //!   transport call: its request leg takes `req` ms, then the call takes effect on the broker
 //!   (at that virtual instant), then the reply leg takes `rep` ms, then the answer is handed to
 //!   the candidate. Outside slow windows `req, rep <= LEG_MS` (25 ms), often both zero (the
-//!   whole chain then runs in one step). `ReadPartition` never blocks (`max_wait = 0`).
+//!   whole chain then runs in one step). In a third of the runs the coordinator is slow: a
+//!   third of the acquires then take `STAGGER_MS / 2 ..= SLOW_ACQUIRE_MS` (up to three
+//!   staggers) to reach it, so the next rank's turn comes while a challenge is on the wire.
+//!   `ReadPartition` never blocks (`max_wait = 0`); it reports `stalled` while an open
+//!   transaction holds the partition's last stable offset below its end.
 //!   Transport errors map as: `Fenced` on a lease write -> `Event::Fenced`, `Retriable` ->
 //!   `Event::Failed`, anything else fails the run.
 //! * **Faults**, drawn from the seed: crash (the candidate is dropped and the transport's
 //!   sessions too; a crashed leader may leave a lease write open with
 //!   `begin_lease_write_and_crash`; a request still on the wire may reach the broker after the
-//!   crash, a "ghost"), restart after 0.5..20 s (a new candidate, same member id, the same or a
-//!   new transport), pause longer than the lease (SIGSTOP / GC pause: requests on the wire
+//!   crash, a "ghost" request), restart after 0.5..20 s (a new candidate, same member id, the
+//!   same or a new transport; after a quarter of the crashes a **new member id**, as a pod that
+//!   comes back under another name: the old registration stays behind, a ghost member that
+//!   never challenges), pause longer than the lease (SIGSTOP / GC pause: requests on the wire
 //!   still land, the member is not driven and keeps its stale belief until it resumes),
 //!   resign, failed calls (`fail_next_op`), lost replies (`lose_next_reply_op`), partition
 //!   unavailable windows, slow windows (legs up to 1.5 s), epoch exhaustion (`force_epoch`
-//!   near 32766, sometimes after `next_producer_id_smaller`), compaction. A member whose
+//!   near 32766, sometimes after `next_producer_id_smaller`), compaction, and **stalls**: the
+//!   holder of another role on the same partition dies in the middle of a write, so every read
+//!   of the partition stops at its open transaction for 1..8 s (its timeout). A member whose
 //!   candidate ends (fenced, resigned) rejoins later as a new incarnation.
 //!
 //! # The invariants, checked after every step
@@ -43,17 +51,21 @@
 //!   one member holds (as its leader token or its transport's producer session) a token that
 //!   is authoritative; `describe` agrees with `epoch_of`; a pair once superseded never becomes
 //!   current again; every acquire returns a pair never returned before.
-//! * **L1** After the real leader (`is_leader()` with the current pair) dies (crash or pause)
-//!   with the broker up, some live member emits `Elected` by `D + r * STAGGER_MS + SLACK_MS`
-//!   (true time), where D is the deadline of the last committed lease, r the smallest rank
-//!   (in the committed roster) among live, unpaused standbys, and
-//!   `SLACK_MS = MAX_SKEW_MS + 3 * MAX_IO_MS` = 250 ms: the successor's clock may run 100 ms
-//!   behind, and after its turn it needs one fresh read, one acquire and one claim write, each
-//!   at most `MAX_IO_MS` = 50 ms. (The next rank cannot interfere: its turn comes at least
-//!   `STAGGER_MS - 2 * MAX_SKEW_MS - 2 * MAX_IO_MS` = 200 ms after the successor's claim.)
-//!   Checked only for deaths in a calm system (no fault, membership change, election, fence or
-//!   failure for `QUIET_BEFORE_MS`) with nothing else scheduled before the bound; left-over
-//!   injected failure rules are cleared when the check is armed (the broker is up).
+//! * **L1** After the real leader (`is_leader()` with the current pair) dies (crash or pause),
+//!   a live member emits `Elected` by a bound computed from what the harness knows, checked at
+//!   every death and kept up to date as things happen (see `Sim::l1_bound`). In a calm system
+//!   it is `D + r * STAGGER_MS + SLACK_MS`: D the deadline of the dead pair's last committed
+//!   lease, r the smallest rank among the members that can take over, `SLACK_MS =
+//!   MAX_SKEW_MS + 5 * MAX_IO_MS` = 350 ms (the successor's clock may run 100 ms behind; after
+//!   its turn it reads, checks, announces, acquires and writes its first lease, each within
+//!   `MAX_IO_MS`); a calm failover that takes longer fails the run. Disturbances add terms
+//!   instead of cancelling the check: a failed call, a lost race, a challenge seen under way or
+//!   announced (up to a lease of waiting), a stall (until it ends), a lease write the dead
+//!   leader left open (the hold on it), a member that just started or resumed, slow calls (the
+//!   slowest call X and the slowest acquire A replace `MAX_IO_MS`; once `3 X` reaches the
+//!   stagger less two skews, every rank may challenge unseen, and the largest rank counts).
+//!   The bound is not stated while no member can take over (all down or paused); members
+//!   always come back.
 //! * **L2** A restarted member lands at the tail and never preempts: (a) each rank it
 //!   evaluates equals the number of registered members, other than itself and the lease
 //!   holder, whose registration precedes its own (all of them, when it registered); (b) it
@@ -66,6 +78,22 @@
 //!   leader that stops renewing goes unnoticed: its successor takes over on time, and the old
 //!   leader, never writing again, never learns it was fenced; S1 allows a stale belief.)
 //!
+//! * **L4** A healthy leader is never challenged: no member issues a (non-exit) AcquireEpoch
+//!   when the same real leader was already healthy (unpaused, untroubled and on schedule as in
+//!   L3, the broker up and fast) at the instant its latest read took effect and, once it checks
+//!   before challenging, at the instant its latest check took effect. Such a read held the
+//!   leader's live lease, unless another role's open transaction stalled it, and such a check
+//!   named the leader's pair: a standby that challenged on them would depose a healthy leader.
+//!   (A challenge whose inputs came before the new leader's first lease committed is allowed:
+//!   that is the race the stagger and the check make rare.)
+//! * **G1** Ghosts cost one failover, once: by a new leader's first renewal, it has tombstoned
+//!   every registration that was ranked ahead of it at its election (unless the member
+//!   registered again meanwhile, or
+//!   one of the leader's calls failed or was slow in between: the renewal then comes first
+//!   and the tombstones after it). Ranks are computed from the roster, so a later failover no
+//!   longer counts those members (L1's rank).
+//! * **G2** A live member is never lost: one whose registration a leader tombstoned registers
+//!   again within `G2_BOUND_MS` (counted from the tombstone, its last failed call or its resume).
 //! * **R1** A resign fences: when a member's candidate ends `Resigned` and no call failed on
 //!   its way out (judged by the harness, not by the candidate's report), its exit reports
 //!   complete, no pair it was granted for a challenge in that
@@ -115,13 +143,29 @@ pub const LEG_MS: i64 = 25;
 pub const MAX_IO_MS: i64 = 2 * LEG_MS;
 /// Bound on each leg inside a slow window.
 pub const SLOW_LEG_MS: i64 = 1_500;
-/// L1's slack: the successor's clock may be `MAX_SKEW_MS` behind, and after its turn it needs
-/// a fresh read, an acquire and a claim write, each at most `MAX_IO_MS`.
-pub const SLACK_MS: i64 = MAX_SKEW_MS + 3 * MAX_IO_MS;
-/// Calm needed before a death for L1 to be checked: every standby has completed a read cycle
-/// (at most `LEASE_MS + rank * STAGGER_MS + skew + I/O`), any race loser's contest window
-/// (`LEASE_MS`) is over, and any failure backoff (at most 3 s for a standby) has run out.
+/// L1's slack in a calm system: the successor's clock may be `MAX_SKEW_MS` behind, and after
+/// its turn it needs a read, a check (DescribeTransactions), an announcement (the holder's
+/// registration tombstoned), an acquire and a claim write, each at most `MAX_IO_MS`.
+pub const SLACK_MS: i64 = MAX_SKEW_MS + (L1_CALLS + 1) * MAX_IO_MS;
+/// The calls other than the acquire that a successor makes from its turn to its election:
+/// read, check, announcement, claim.
+pub const L1_CALLS: i64 = 4;
+/// A system with no disturbance for this long before a death is "calm" (the fault schedule
+/// kills the leader more often then).
 pub const QUIET_BEFORE_MS: i64 = LEASE_MS + MAX_MEMBERS as i64 * STAGGER_MS + SLACK_MS;
+/// In runs with a slow coordinator, a third of the acquires take this long (at most) to reach
+/// it: longer than the stagger, so the next rank's turn comes while the challenge is on the wire.
+pub const SLOW_ACQUIRE_MS: i64 = 3 * STAGGER_MS;
+/// How long a standby waits on the lease holder's own open transaction while reads stall
+/// (the machine's hold: half the renew interval).
+pub const HOLD_MS: i64 = RENEW_MS / 2;
+/// How often a waiting standby checks again (the machine's `RECHECK`, at most an eighth of the
+/// renew interval).
+pub const RECHECK_MS: i64 = 100;
+/// G2: a live member whose registration a leader tombstoned registers again within this long
+/// (its next read comes at its turn, after at most a lease and a contest window, plus the
+/// stagger of every rank and four slow calls).
+pub const G2_BOUND_MS: i64 = 2 * LEASE_MS + MAX_MEMBERS as i64 * STAGGER_MS + 8 * SLOW_LEG_MS;
 /// Virtual length of one run of the default suite.
 pub const RUN_MS: i64 = 60_000;
 /// How many trace lines a failure shows.
@@ -267,21 +311,61 @@ pub struct Stats {
     pub failed_events: u64,
     /// `Fenced` events handed to candidates.
     pub fenced_events: u64,
-    /// Leader deaths for which L1 was armed.
+    /// Leader deaths L1 watched: every death of the real leader whose lease could be found.
     pub l1_checked: u64,
-    /// Leader deaths for which L1 could not be checked: the system was not calm before.
-    pub l1_skipped_not_calm: u64,
-    /// ... the broker was down or slow, or a request of the leader was still on the wire.
-    pub l1_skipped_broker: u64,
-    /// ... another fault, start or resume was due before the bound.
-    pub l1_skipped_busy_after: u64,
-    /// ... no live standby (or the committed lease was not the leader's).
-    pub l1_skipped_no_successor: u64,
-    /// Armed L1 checks cancelled by a later fault inside the window.
-    pub l1_cancelled: u64,
-    /// Largest `elected_at - (D + r * STAGGER)` among met L1 checks (how much of the slack
+    /// ... of which met within the calm bound `D + r x stagger + SLACK_MS` (no disturbance,
+    /// slow call, stall or open write counted in the bound).
+    pub l1_calm: u64,
+    /// ... of which ended by the paused leader resuming with the role still its own.
+    pub l1_leader_back: u64,
+    /// Leader deaths L1 could not watch: the committed lease was not the dead leader's.
+    pub l1_skipped: u64,
+    /// Largest `elected_at - (D + r * STAGGER)` among calm L1 checks (how much of the slack
     /// was used).
     pub l1_worst_ms: i64,
+    /// `elected_at - (D + r * STAGGER)` of calm failovers: the failover overhead (true time).
+    pub overhead: Histogram,
+    /// The same by the successor's own clock (without its skew against the dead leader's):
+    /// what the protocol's calls add.
+    pub overhead_own_clock: Histogram,
+    /// Failovers (met L1 watches) whose new term was watched for one lease duration.
+    pub failovers: u64,
+    /// ... in which exactly one member was elected.
+    pub failovers_one_election: u64,
+    /// Elections beyond the first within those windows (extra short terms).
+    pub extra_elections: u64,
+    /// Failovers in runs whose coordinator answers every acquire within the normal latency.
+    pub fast_failovers: u64,
+    /// ... in which exactly one member was elected.
+    pub fast_failovers_one_election: u64,
+    /// Acquires that took longer than half the stagger to reach the coordinator.
+    pub slow_acquires: u64,
+    /// Challenges (non-exit acquires) L4 checked.
+    pub l4_checked: u64,
+    /// Open transactions of another role left on the role's partition (stalled reads).
+    pub foreign_stalls: u64,
+    /// Restarts under a new member name: the old registration stays behind as a ghost.
+    pub renamed: u64,
+    /// Challenges announced (the lease holder's registration tombstoned before an acquire).
+    pub announcements: u64,
+    /// Registrations of other members that a new leader tombstoned.
+    pub evictions: u64,
+    /// ... of which a ghost's (a name that never comes back).
+    pub ghost_evictions: u64,
+    /// ... of which a live member's (it registers again at the tail).
+    pub live_evictions: u64,
+    /// Live members registered again after their eviction (G2).
+    pub g2_rejoined: u64,
+    /// First renewals after an election at which G1 checked the passed-over registrations.
+    pub g1_checked: u64,
+    /// Calm failovers whose successor had a ghost ranked ahead of it.
+    pub ghost_ahead_failovers: u64,
+    /// With `SIM_LENIENT` set: L1 misses and L4 violations counted instead of failing the run.
+    pub l1_violations: u64,
+    /// See `l1_violations`.
+    pub l4_violations: u64,
+    /// See `l1_violations` (G1 and G2).
+    pub g_violations: u64,
     /// L2 rank checks of restarted incarnations.
     pub l2_rank_checks: u64,
     /// L2 challenge checks of restarted incarnations.
@@ -314,17 +398,120 @@ impl Stats {
         self.failed_events += o.failed_events;
         self.fenced_events += o.fenced_events;
         self.l1_checked += o.l1_checked;
-        self.l1_skipped_not_calm += o.l1_skipped_not_calm;
-        self.l1_skipped_broker += o.l1_skipped_broker;
-        self.l1_skipped_busy_after += o.l1_skipped_busy_after;
-        self.l1_skipped_no_successor += o.l1_skipped_no_successor;
-        self.l1_cancelled += o.l1_cancelled;
+        self.l1_calm += o.l1_calm;
+        self.l1_leader_back += o.l1_leader_back;
+        self.l1_skipped += o.l1_skipped;
         self.l1_worst_ms = self.l1_worst_ms.max(o.l1_worst_ms);
+        self.overhead.add(&o.overhead);
+        self.overhead_own_clock.add(&o.overhead_own_clock);
+        self.failovers += o.failovers;
+        self.failovers_one_election += o.failovers_one_election;
+        self.extra_elections += o.extra_elections;
+        self.fast_failovers += o.fast_failovers;
+        self.fast_failovers_one_election += o.fast_failovers_one_election;
+        self.slow_acquires += o.slow_acquires;
+        self.l4_checked += o.l4_checked;
+        self.foreign_stalls += o.foreign_stalls;
+        self.renamed += o.renamed;
+        self.announcements += o.announcements;
+        self.evictions += o.evictions;
+        self.ghost_evictions += o.ghost_evictions;
+        self.live_evictions += o.live_evictions;
+        self.g2_rejoined += o.g2_rejoined;
+        self.g1_checked += o.g1_checked;
+        self.ghost_ahead_failovers += o.ghost_ahead_failovers;
+        self.l1_violations += o.l1_violations;
+        self.l4_violations += o.l4_violations;
+        self.g_violations += o.g_violations;
         self.l2_rank_checks += o.l2_rank_checks;
         self.l2_challenge_checks += o.l2_challenge_checks;
         self.r1_checked += o.r1_checked;
         self.terms_checked += o.terms_checked;
         self.audited_writes += o.audited_writes;
+    }
+}
+
+/// A histogram of milliseconds in 5 ms buckets (the last one open-ended).
+#[derive(Clone, Default)]
+pub struct Histogram {
+    buckets: Vec<u64>,
+    count: u64,
+    max: i64,
+}
+
+impl Histogram {
+    const WIDTH: i64 = 5;
+    const BUCKETS: usize = 600;
+
+    /// Records one value.
+    pub fn record(&mut self, ms: i64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; Self::BUCKETS];
+        }
+        let b = usize::try_from(ms.max(0) / Self::WIDTH)
+            .unwrap_or(usize::MAX)
+            .min(Self::BUCKETS - 1);
+        self.buckets[b] += 1;
+        self.count += 1;
+        self.max = if self.count == 1 {
+            ms
+        } else {
+            self.max.max(ms)
+        };
+    }
+
+    /// Adds another histogram's values.
+    pub fn add(&mut self, o: &Histogram) {
+        if o.count == 0 {
+            return;
+        }
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; Self::BUCKETS];
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b;
+        }
+        self.max = if self.count == 0 {
+            o.max
+        } else {
+            self.max.max(o.max)
+        };
+        self.count += o.count;
+    }
+
+    /// How many values were recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The upper edge of the bucket holding the `q`-quantile (0 < q <= 1).
+    pub fn quantile(&self, q: f64) -> i64 {
+        let want = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return (i as i64 + 1) * Self::WIDTH;
+            }
+        }
+        self.max
+    }
+}
+
+impl fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.count == 0 {
+            return f.write_str("(none)");
+        }
+        write!(
+            f,
+            "n {} median <= {} ms, p90 <= {} ms, p99 <= {} ms, max {} ms",
+            self.count,
+            self.quantile(0.5),
+            self.quantile(0.9),
+            self.quantile(0.99),
+            self.max
+        )
     }
 }
 
@@ -379,6 +566,7 @@ enum Op {
     Acquire {
         timeout: Duration,
     },
+    Describe,
     Write {
         partition: i32,
         key: Vec<u8>,
@@ -394,6 +582,7 @@ impl Op {
             Op::Append { value: None, .. } => "deregister",
             Op::Read { .. } => "read",
             Op::Acquire { .. } => "acquire",
+            Op::Describe => "describe",
             Op::Write { value: Some(_), .. } => "write-lease",
             Op::Write { value: None, .. } => "clear-lease",
         }
@@ -419,6 +608,8 @@ struct InFlight {
     answer: Option<Event>,
     /// When the answer reaches the member.
     answer_at: i64,
+    /// Both legs together: the call's latency.
+    legs: i64,
 }
 
 #[derive(Debug)]
@@ -434,6 +625,11 @@ struct Live {
     exit_acquire: bool,
     /// Whether a call failed while the member was leaving (R1 then does not apply).
     exit_trouble: bool,
+    /// The candidate's contest window as last seen (L1 counts its growth as a disturbance).
+    contest_seen: Option<UnixMillis>,
+    /// L1: the largest rank this member held since the watch was armed (its timer may still
+    /// rest on it after a read lowered its rank).
+    rank_high: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -455,6 +651,17 @@ struct Member {
     last_write: i64,
     /// When this member last met trouble: a `Failed` answer, a start or a resume (L3).
     last_trouble: i64,
+    /// L4: the pair of the healthy leader (if one led) when this member's latest read took
+    /// effect, and when its latest check did (`None` before its first check).
+    read_healthy: Option<FencingToken>,
+    check_healthy: Option<Option<FencingToken>>,
+    /// G2: since when this live member's registration has been tombstoned by a leader (reset
+    /// by trouble and resumes), until it registers again.
+    evicted_since: Option<i64>,
+    /// Whether its last life ended in a crash (its registration stays behind).
+    crashed: bool,
+    /// When it last started or resumed (L1: it needs a call to catch up from then).
+    up_since: i64,
     life: Life,
 }
 
@@ -513,13 +720,68 @@ enum Next {
     Tick(usize),
 }
 
-/// An armed L1 check.
+/// An armed L1 check: the real leader `died` at `t0`.
 #[derive(Clone, Copy, Debug)]
 struct Watch {
     died: usize,
+    /// The dead leader's pair.
+    pair: FencingToken,
+    t0: i64,
+    /// D: the latest deadline a lease of `pair` committed (a write on the wire may still
+    /// raise it).
     deadline: i64,
+    /// The latest deadline of a lease of another pair committed since the death: a successor
+    /// that wrote its first lease, and has not heard of its election yet or died before it
+    /// did. Standbys go by the latest lease.
+    successor_deadline: Option<i64>,
+    /// Whether anything else happened since the death (a fault, a start, a resume): the
+    /// failover then does not count as calm.
+    disturbed: bool,
+    /// Whether the dead leader left a lease write open (reads stall until it is aborted).
+    open_write: bool,
+    /// Whether a ghost registration ranked ahead of every standby at the death.
+    ghost_ahead: bool,
+    /// The bound as last computed before an event.
+    last: Option<Bound>,
+    /// Whether the coordinator's pair moved without an election since the death (epoch
+    /// exhaustion): the check then sees another pair and reads once more.
+    exhausted: bool,
+    /// When the lease was cleared since the death (a challenger that resigned on its way):
+    /// members count their turn again from when they read that.
+    cleared_at: Option<i64>,
+}
+
+/// L1's bound as things stand (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    at: i64,
+    /// The rank it was computed with.
     rank: usize,
-    bound: i64,
+    /// Whether it is the calm bound `D + r x stagger + SLACK_MS`.
+    calm: bool,
+}
+
+/// The lease duration after a failover's first election, in which further elections are
+/// counted as churn.
+#[derive(Clone, Copy, Debug)]
+struct Settle {
+    until: i64,
+    elections: u64,
+}
+
+/// G1: what a new leader must have tombstoned by its first renewal.
+#[derive(Clone, Debug)]
+struct PassedOver {
+    member: usize,
+    incarnation: u32,
+    elected_at: i64,
+    /// The registrations ahead of it in its own view at its election.
+    ahead: Vec<(MemberId, i64)>,
+    /// A call of the leader failed since (G1 then does not apply to this election).
+    troubled: bool,
+    /// Members whose registration key was tombstoned by the leader, or registered again,
+    /// since the election (whether or not a stall keeps it unreadable).
+    cleared: HashSet<MemberId>,
 }
 
 /// One trace line.
@@ -568,6 +830,30 @@ struct Sim {
     audit_seen: usize,
     audit_dirty: bool,
     watch: Option<Watch>,
+    /// L1: the latest disturbance that may hold a standby back from its turn for up to a
+    /// lease duration (a failed call, a contest window that grew, a registration during a
+    /// stall).
+    delay_mark: i64,
+    /// L1: the slowest call on the wire since the watch was armed, other than acquires.
+    window_io: i64,
+    /// L1: the slowest acquire on the wire since the watch was armed.
+    window_acquire: i64,
+    /// When the last open transaction of another role on the partition times out.
+    stall_until: i64,
+    /// Runs with a slow coordinator: a third of the acquires take longer than the stagger.
+    slow_coordinator: bool,
+    /// The other role that shares the partition, and its holder's transport.
+    other_role: Role,
+    other_holder: MemoryTransport,
+    /// Member names that will never come back (their registrations are ghosts).
+    ghost_ids: HashSet<MemberId>,
+    /// L1: the latest deadline committed with each pair (readable or still behind a stall).
+    deadlines: std::collections::HashMap<FencingToken, i64>,
+    settle: Option<Settle>,
+    passed_over: Option<PassedOver>,
+    /// Measurement mode (`SIM_LENIENT` set): L1 and L4 violations are counted, not failures,
+    /// so that a machine that does not meet them can be measured.
+    lenient: bool,
     stats: Stats,
 }
 
@@ -592,11 +878,22 @@ impl Sim {
                     fenced: HashSet::new(),
                     last_write: T0,
                     last_trouble: T0,
+                    read_healthy: None,
+                    check_healthy: None,
+                    evicted_since: None,
+                    crashed: false,
+                    up_since: T0,
                     life: Life::Down,
                 }
             })
             .collect();
         let observer = broker.transport("observer");
+        let slow_coordinator = rng.chance(1, 3);
+        let other_role = (0..)
+            .map(|k| Role::new(format!("sim-other-{k}")).expect("valid role"))
+            .find(|r| role_partition(r, PARTITIONS).ok() == Some(partition))
+            .expect("some role shares the partition");
+        let other_holder = broker.transport("other-role-holder");
         let mut sim = Sim {
             seed,
             rng,
@@ -628,6 +925,18 @@ impl Sim {
             audit_seen: 0,
             audit_dirty: false,
             watch: None,
+            delay_mark: T0,
+            window_io: 0,
+            window_acquire: 0,
+            stall_until: T0,
+            slow_coordinator,
+            other_role,
+            other_holder,
+            ghost_ids: HashSet::new(),
+            deadlines: std::collections::HashMap::new(),
+            settle: None,
+            passed_over: None,
+            lenient: std::env::var_os("SIM_LENIENT").is_some(),
             stats: Stats::default(),
         };
         for member in 0..n {
@@ -644,10 +953,15 @@ impl Sim {
                 .collect();
             println!(
                 "seed {seed}: {n} members (skew {}), lease {LEASE_MS} ms, renew {RENEW_MS} ms, \
-                 stagger {STAGGER_MS} ms, partition {}, run {} ms",
+                 stagger {STAGGER_MS} ms, partition {}, run {} ms{}",
                 skews.join(" "),
                 sim.partition,
-                run_ms
+                run_ms,
+                if slow_coordinator {
+                    ", slow coordinator"
+                } else {
+                    ""
+                }
             );
         }
         sim
@@ -788,10 +1102,24 @@ impl Sim {
                 }
                 break;
             };
-            if let Some(w) = self.watch {
-                if t > w.bound {
-                    return Err(self.l1_failure(&format!("next event at {}", At(t))));
+            if let Some(mut w) = self.watch {
+                let bound = self.l1_bound(&w);
+                // An election in the step in which its member became able to take over (it
+                // started, or resumed) has no bound to compare with: it counts as met, not calm.
+                w.last = bound;
+                self.watch = Some(w);
+                if let Some(b) = bound {
+                    if t > b.at {
+                        if !self.lenient {
+                            return Err(self.l1_failure(&format!("next event at {}", At(t))));
+                        }
+                        self.stats.l1_violations += 1;
+                        self.watch = None;
+                    }
                 }
+            }
+            if self.settle.is_some_and(|st| t > st.until) {
+                self.close_settle();
             }
             if t > self.end && self.watch.is_none() {
                 break;
@@ -856,7 +1184,15 @@ impl Sim {
 
     // ----- members -----
 
-    fn latency(&mut self) -> (i64, i64) {
+    fn latency(&mut self, op: &Op) -> (i64, i64) {
+        if self.slow_coordinator && matches!(op, Op::Acquire { .. }) && self.rng.chance(1, 3) {
+            // The coordinator takes its time: the acquire reaches it only after the next
+            // rank's turn may have come.
+            self.stats.slow_acquires += 1;
+            let req = self.rng.range(STAGGER_MS / 2, SLOW_ACQUIRE_MS);
+            let rep = self.rng.range(0, LEG_MS);
+            return (req, rep);
+        }
         let slow = self.now < self.slow_until;
         let leg = |rng: &mut Rng| {
             if slow && rng.chance(1, 2) {
@@ -908,6 +1244,14 @@ impl Sim {
                         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
                         self.stats.failed_events += 1;
                         self.last_disturbance = self.now;
+                        // A standby backs off (at most min(5 s, lease)) after a failure.
+                        self.delay_mark = self.now;
+                        if let Some(p) = self.passed_over.as_mut().filter(|p| p.member == i) {
+                            p.troubled = true;
+                        }
+                        if let Some(since) = self.members[i].evicted_since.as_mut() {
+                            *since = self.now;
+                        }
                         self.note(Some(i), "<- Failed");
                     }
                     e => {
@@ -920,6 +1264,15 @@ impl Sim {
                 let name = event.name();
                 if let Err(e) = live.cand.handle(now_m, event) {
                     return Err(self.fail("contract", format!("the candidate refused {name}: {e}")));
+                }
+                let contest = live.cand.contested_until();
+                let grew = contest.is_some() && contest > live.contest_seen;
+                live.contest_seen = contest;
+                live.rank_high = live.rank_high.max(live.cand.rank());
+                if grew {
+                    // A lost race or a challenge seen under way: this member counts its turn
+                    // from a lease duration later.
+                    self.delay_mark = self.now;
                 }
                 if read {
                     self.check_l2_rank(i)?;
@@ -981,7 +1334,14 @@ impl Sim {
                 }
                 return Ok(());
             };
-            let (req, rep) = self.latency();
+            let (req, rep) = self.latency(&op);
+            if self.watch.is_some() {
+                if matches!(op, Op::Acquire { .. }) {
+                    self.window_acquire = self.window_acquire.max(req + rep);
+                } else {
+                    self.window_io = self.window_io.max(req + rep);
+                }
+            }
             if req > LEG_MS || rep > LEG_MS {
                 // A slow call is trouble until it completes (L3).
                 let m = &mut self.members[i];
@@ -1002,6 +1362,7 @@ impl Sim {
                     reply_ms: rep,
                     answer: None,
                     answer_at: 0,
+                    legs: req + rep,
                 });
                 return Ok(());
             }
@@ -1015,6 +1376,7 @@ impl Sim {
                     reply_ms: rep,
                     answer: Some(answer),
                     answer_at: self.now + rep,
+                    legs: req + rep,
                 });
                 return Ok(());
             }
@@ -1055,8 +1417,14 @@ impl Sim {
                     );
                 }
                 self.check_l2_challenge(i)?;
+                let exit = self.members[i]
+                    .live()
+                    .is_some_and(|l| l.cand.status() == Status::Leaving);
                 if let Some(live) = self.members[i].live_mut() {
-                    live.exit_acquire = live.cand.status() == Status::Leaving;
+                    live.exit_acquire = exit;
+                }
+                if !exit {
+                    self.check_l4(i)?;
                 }
                 Op::Acquire {
                     timeout: transaction_timeout,
@@ -1073,6 +1441,14 @@ impl Sim {
                 value,
                 token,
             },
+            Command::DescribeRole { transactional_id } => {
+                if transactional_id != self.role {
+                    return Err(
+                        self.fail("contract", format!("describe for role {transactional_id}"))
+                    );
+                }
+                Op::Describe
+            }
             other => return Err(self.fail("harness", format!("not an I/O command: {other:?}"))),
         })
     }
@@ -1102,19 +1478,39 @@ impl Sim {
                 value,
             } => {
                 self.last_disturbance = self.now;
-                transport
+                let stalled = self.partition_stalled();
+                let appended = transport
                     .append(*partition, key, value.as_deref())
-                    .map(|offset| Event::Appended { offset })
+                    .map(|offset| Event::Appended { offset });
+                if appended.is_ok() {
+                    self.on_appended(who, key, value.is_some(), stalled);
+                }
+                appended
             }
-            Op::Read { partition, from } => transport
-                .read_partition(*partition, *from, Duration::ZERO)
-                .map(|b| Event::RecordsRead {
-                    records: b.records,
-                    end_offset: b.end_offset,
-                }),
+            Op::Read { partition, from } => {
+                if let Some(i) = who {
+                    // L4: what the member's latest view may rest on.
+                    self.members[i].read_healthy = self.healthy_pair();
+                }
+                transport
+                    .read_partition(*partition, *from, Duration::ZERO)
+                    .map(|b| Event::RecordsRead {
+                        records: b.records,
+                        end_offset: b.end_offset,
+                        stalled: b.stalled,
+                    })
+            }
             Op::Acquire { timeout } => transport
                 .acquire_epoch(&self.role, *timeout)
                 .map(|token| Event::EpochGranted { token }),
+            Op::Describe => {
+                if let Some(i) = who {
+                    self.members[i].check_healthy = Some(self.healthy_pair());
+                }
+                transport
+                    .describe_epoch(&self.role)
+                    .map(|status| Event::Described { status })
+            }
             Op::Write {
                 partition,
                 key,
@@ -1122,9 +1518,15 @@ impl Sim {
                 token,
             } => {
                 self.audit_dirty = true;
-                transport
+                let end = self.broker.log_end_offset(*partition).ok();
+                let written = transport
                     .write_lease(*partition, key, value.as_deref(), *token)
-                    .map(|offset| Event::LeaseWritten { offset })
+                    .map(|offset| Event::LeaseWritten { offset });
+                // Committed (the record and its marker appended), even if the reply is lost.
+                if self.broker.log_end_offset(*partition).ok() > end {
+                    self.on_lease_committed(*token, value.as_deref());
+                }
+                written
             }
         };
         match &result {
@@ -1133,6 +1535,9 @@ impl Sim {
                     self.members[i].last_write = self.now;
                 }
                 let token = op.token().expect("a write carries a token");
+                if let (Op::Write { value: Some(_), .. }, Some(i)) = (op, who) {
+                    self.check_g1(i)?;
+                }
                 let current = self.broker.epoch_of(&self.role);
                 if current != Some(token) {
                     return Err(self.fail(
@@ -1256,16 +1661,289 @@ impl Sim {
             ));
         }
         if let Some(w) = self.watch.take() {
-            let turn = w.deadline + w.rank as i64 * STAGGER_MS;
-            let used = self.now - turn;
-            self.stats.l1_worst_ms = self.stats.l1_worst_ms.max(used);
+            let bound = w.last;
+            let rank = bound.map_or(0, |b| b.rank);
+            let used = self.now - (w.deadline + rank as i64 * STAGGER_MS);
+            let calm = bound.is_some_and(|b| b.calm);
+            if calm && used > SLACK_MS {
+                return Err(self.fail(
+                    "L1",
+                    format!(
+                        "a calm failover took {used} ms past D + r x stagger, more than the \
+                         slack of {SLACK_MS} ms"
+                    ),
+                ));
+            }
+            if calm {
+                self.stats.l1_calm += 1;
+                self.stats.l1_worst_ms = self.stats.l1_worst_ms.max(used);
+                self.stats.overhead.record(used);
+                // The successor compares its own clock with D: by that clock, the overhead is
+                // what its calls took.
+                let own = used + self.members[i].skew;
+                self.stats.overhead_own_clock.record(own);
+                if w.ghost_ahead {
+                    self.stats.ghost_ahead_failovers += 1;
+                }
+            }
             self.note(
                 None,
                 format!(
-                    "L1 met: elected {} ms after D + r x stagger (slack {SLACK_MS} ms)",
-                    used
+                    "L1 met: elected {used} ms after D + r x stagger (r = {rank}; {})",
+                    match bound {
+                        Some(b) if b.calm => format!("calm bound, slack {SLACK_MS} ms"),
+                        Some(b) => format!("bound {}", At(b.at)),
+                        None => "no bound yet".to_string(),
+                    }
                 ),
             );
+            self.settle = Some(Settle {
+                until: self.now + LEASE_MS,
+                elections: 0,
+            });
+        }
+        if let Some(st) = self.settle.as_mut().filter(|st| self.now <= st.until) {
+            st.elections += 1;
+        }
+        // G1: what this leader passed over must be gone by its first renewal.
+        let me = &self.members[i];
+        if let Some(l) = me.live() {
+            let join = l.cand.join_offset().unwrap_or(i64::MIN);
+            let ahead = l
+                .cand
+                .state()
+                .roster()
+                .filter(|(m, o)| *o < join && **m != me.id)
+                .map(|(m, o)| (m.clone(), o))
+                .collect();
+            self.passed_over = Some(PassedOver {
+                member: i,
+                incarnation: me.incarnation,
+                elected_at: self.now,
+                ahead,
+                troubled: false,
+                cleared: HashSet::new(),
+            });
+        }
+        self.members[i].evicted_since = None;
+        Ok(())
+    }
+
+    /// Ends the churn window of the last failover.
+    fn close_settle(&mut self) {
+        if let Some(st) = self.settle.take() {
+            self.stats.failovers += 1;
+            if st.elections == 1 {
+                self.stats.failovers_one_election += 1;
+            }
+            if !self.slow_coordinator {
+                self.stats.fast_failovers += 1;
+                if st.elections == 1 {
+                    self.stats.fast_failovers_one_election += 1;
+                }
+            }
+            self.stats.extra_elections += st.elections.saturating_sub(1);
+            if st.elections > 1 {
+                self.note(
+                    None,
+                    format!("churn: {} elections in the failover", st.elections),
+                );
+            }
+        }
+    }
+
+    /// L1's bookkeeping of a committed lease write (or lease tombstone) with `token`.
+    fn on_lease_committed(&mut self, token: FencingToken, value: Option<&[u8]>) {
+        let Some(value) = value else {
+            if let Some(w) = self.watch.as_mut() {
+                w.cleared_at = Some(self.now);
+            }
+            return;
+        };
+        let Ok(lease) = Lease::decode(value) else {
+            return;
+        };
+        let d = self.deadlines.entry(token).or_insert(lease.deadline.0);
+        *d = (*d).max(lease.deadline.0);
+        if let Some(w) = self.watch.as_mut() {
+            if token == w.pair {
+                // A write of the dead leader that was on the wire: it moves D.
+                w.deadline = w.deadline.max(lease.deadline.0);
+            } else {
+                let d = w.successor_deadline.unwrap_or(lease.deadline.0);
+                w.successor_deadline = Some(d.max(lease.deadline.0));
+            }
+            w.cleared_at = None;
+        }
+    }
+
+    /// Whether an open transaction holds the partition's last stable offset back.
+    fn partition_stalled(&self) -> bool {
+        let lso = self.broker.last_stable_offset(self.partition);
+        let end = self.broker.log_end_offset(self.partition);
+        matches!((lso, end), (Ok(l), Ok(e)) if l < e)
+    }
+
+    /// Bookkeeping of an append that took effect: registrations (G2) and tombstones of other
+    /// members' registrations (evictions).
+    fn on_appended(&mut self, who: Option<usize>, key: &[u8], registration: bool, stalled: bool) {
+        let Ok(key) = Key::decode(key) else { return };
+        let Some(name) = key.member() else { return };
+        if let Some(p) = self.passed_over.as_mut() {
+            let by_leader = who == Some(p.member);
+            if registration || by_leader {
+                p.cleared.insert(name.clone());
+            }
+        }
+        if registration {
+            if stalled {
+                // Its own registration is unreadable: the member counts a lease from now.
+                self.delay_mark = self.now;
+            }
+            if let Some(i) = who.filter(|&i| self.members[i].id == *name) {
+                if self.members[i].evicted_since.take().is_some() {
+                    self.stats.g2_rejoined += 1;
+                    self.note(Some(i), "registered again after its eviction (G2)");
+                }
+            }
+            return;
+        }
+        let Some(i) = who else { return };
+        if self.members[i].id == *name {
+            return;
+        }
+        let leads = self.members[i].live().is_some_and(|l| l.cand.is_leader());
+        if leads {
+            self.stats.evictions += 1;
+        } else {
+            self.stats.announcements += 1;
+        }
+        let ghost = self.ghost_ids.contains(name);
+        if ghost {
+            self.stats.ghost_evictions += 1;
+        }
+        let now = self.now;
+        let live = self.members.iter_mut().enumerate().find(|(_, m)| {
+            m.id == *name
+                && m.live().is_some_and(|l| {
+                    !l.cand.is_leader()
+                        && !matches!(l.cand.status(), Status::Leaving | Status::Ended)
+                })
+        });
+        let evicted_live = live.map(|(j, m)| {
+            m.evicted_since = Some(now);
+            j
+        });
+        if evicted_live.is_some() {
+            self.stats.live_evictions += 1;
+        }
+        self.note(
+            Some(i),
+            format!(
+                "{} {name}{}",
+                if leads {
+                    "evicts"
+                } else {
+                    "announces its challenge against"
+                },
+                if ghost {
+                    " (a ghost)"
+                } else if evicted_live.is_some() {
+                    " (alive: it must register again)"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+
+    /// G1: at a new leader's first renewal, no registration it passed over at its election is
+    /// still on the roster (unless one of its calls failed in between).
+    fn check_g1(&mut self, i: usize) -> Res {
+        let due = self
+            .passed_over
+            .as_ref()
+            .is_some_and(|p| p.member == i && p.incarnation == self.members[i].incarnation);
+        if !due {
+            return Ok(());
+        }
+        let p = self.passed_over.take().expect("checked above");
+        // A failed call, or calls slow enough that the renewal fell due first (the renewal
+        // comes before the evictions left), only delays the tombstones.
+        // (A slow claim counts: its trouble ends at the election itself.)
+        if p.troubled || self.members[i].last_trouble >= p.elected_at {
+            return Ok(());
+        }
+        for (m, o) in &p.ahead {
+            let kept = !p.cleared.contains(m);
+            if kept && self.lenient {
+                self.stats.g_violations += 1;
+                return Ok(());
+            }
+            if kept {
+                return Err(self.fail(
+                    "G1",
+                    format!(
+                        "{} renewed, but never tombstoned {m}'s registration at offset {o}, \
+                         ranked ahead of it at its election (nor did {m} register again)",
+                        self.members[i].id
+                    ),
+                ));
+            }
+        }
+        self.stats.g1_checked += 1;
+        Ok(())
+    }
+
+    /// The real leader, if it is healthy: unpaused, on schedule (a lease write within
+    /// `RENEW_MS + LEG_MS`) and untroubled since its last accepted write, with the broker
+    /// neither unavailable nor slow (L3's conditions).
+    fn healthy_leader(&self) -> Option<usize> {
+        let i = self.real_leader()?;
+        let m = &self.members[i];
+        let l = m.live()?;
+        let healthy = !l.paused
+            && self.now >= self.unavailable_until
+            && self.now >= self.slow_until
+            && m.last_trouble <= m.last_write
+            && self.last_window_end <= m.last_write
+            && self.now - m.last_write <= RENEW_MS + LEG_MS;
+        healthy.then_some(i)
+    }
+
+    /// The pair of the healthy leader, if one leads.
+    fn healthy_pair(&self) -> Option<FencingToken> {
+        let i = self.healthy_leader()?;
+        self.members[i].live()?.cand.token()
+    }
+
+    /// L4: a healthy leader is never challenged. A challenge rests on the member's latest read
+    /// and (once it checks before challenging) its latest check. When the same healthy leader
+    /// already led at both (a healthy leader's lease runs at least `LEASE_MS - RENEW_MS - 2 x
+    /// LEG_MS` past now), the read held its live lease or stalled, and the check named its
+    /// pair: no AcquireEpoch may follow. (A challenge whose inputs came before that leader's
+    /// election is the race a check cannot see.)
+    fn check_l4(&mut self, i: usize) -> Res {
+        self.stats.l4_checked += 1;
+        let m = &self.members[i];
+        let violated =
+            m.read_healthy.is_some() && m.check_healthy.is_none_or(|check| check == m.read_healthy);
+        if violated && self.lenient {
+            self.stats.l4_violations += 1;
+        } else if violated {
+            let leader = self
+                .healthy_leader()
+                .map_or("a healthy leader".to_string(), |j| {
+                    self.members[j].id.to_string()
+                });
+            return Err(self.fail(
+                "L4",
+                format!(
+                    "{} challenges, although its latest read took effect while {leader} led and \
+                     renewed on schedule",
+                    self.members[i].id
+                ),
+            ));
         }
         Ok(())
     }
@@ -1314,6 +1992,8 @@ impl Sim {
             self.stats.r1_checked += 1;
         }
         self.members[i].life = Life::Down;
+        self.members[i].evicted_since = None;
+        self.members[i].crashed = false;
         let delay = match reason {
             EndReason::Fenced { .. } => self.rng.range(200, 5_000),
             EndReason::Resigned => self.rng.range(1_000, 15_000),
@@ -1332,11 +2012,25 @@ impl Sim {
         if self.members[i].live().is_some() {
             return Ok(());
         }
-        let fresh = self.members[i].incarnation == 0 || self.rng.chance(1, 2);
+        let mut fresh = self.members[i].incarnation == 0 || self.rng.chance(1, 2);
+        let renamed = self.members[i].crashed && self.rng.chance(1, 4);
+        if renamed {
+            // A pod that comes back under a new name: the old registration stays behind, a
+            // ghost that never challenges.
+            let old = self.members[i].id.clone();
+            let name = format!("m{i}.{}", self.members[i].incarnation);
+            self.members[i].id = MemberId::new(name.as_str()).expect("valid member");
+            self.ghost_ids.insert(old);
+            self.stats.renamed += 1;
+            fresh = true;
+        }
         if fresh && self.members[i].incarnation > 0 {
             let name = self.members[i].id.as_str().to_string();
             self.members[i].transport = self.broker.transport(name);
         }
+        self.members[i].crashed = false;
+        self.members[i].evicted_since = None;
+        self.members[i].up_since = self.now;
         self.members[i].incarnation += 1;
         if self.members[i].restarted() {
             self.stats.restarts += 1;
@@ -1360,11 +2054,17 @@ impl Sim {
             held: Vec::new(),
             exit_acquire: false,
             exit_trouble: false,
+            contest_seen: None,
+            rank_high: None,
         }));
         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);
         self.note(
             Some(i),
-            format!("start ({} transport)", if fresh { "new" } else { "same" }),
+            format!(
+                "start ({} transport{})",
+                if fresh { "new" } else { "same" },
+                if renamed { ", a new name" } else { "" }
+            ),
         );
         self.drive(i, None)
     }
@@ -1374,9 +2074,12 @@ impl Sim {
     fn on_agenda(&mut self, action: Action) -> Res {
         let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
         self.last_disturbance = self.now;
-        if self.watch.take().is_some() {
-            self.stats.l1_cancelled += 1;
-            self.note(None, "L1 check cancelled: another fault inside the window");
+        if let Some(w) = self.watch.as_mut() {
+            w.disturbed = true;
+        }
+        if matches!(action, Action::Fault) {
+            // Elections after a fault are not churn of the failover before it.
+            self.close_settle();
         }
         match action {
             Action::Fault => {
@@ -1397,7 +2100,7 @@ impl Sim {
                 if self.now + gap <= self.end {
                     self.schedule(self.now + gap, Action::Fault);
                 }
-                self.fault(kind, calm)?;
+                self.fault(kind)?;
             }
             Action::Start { member } => {
                 if self.members[member].live().is_some() {
@@ -1417,6 +2120,10 @@ impl Sim {
                     Some(l) if current => {
                         l.paused = false;
                         m.last_trouble = m.last_trouble.max(self.now);
+                        m.up_since = self.now;
+                        if let Some(since) = m.evicted_since.as_mut() {
+                            *since = self.now;
+                        }
                         self.note(Some(member), "resumed");
                     }
                     _ => return Err(self.fail("harness", "a stale resume was left on the agenda")),
@@ -1457,7 +2164,7 @@ impl Sim {
     }
 
     fn pick_fault(&mut self, calm: bool) -> &'static str {
-        const KINDS: [(u64, &str); 13] = [
+        const KINDS: [(u64, &str); 14] = [
             (14, "crash-leader"),
             (8, "crash-any"),
             (10, "pause-leader"),
@@ -1471,6 +2178,7 @@ impl Sim {
             (4, "exhaust"),
             (2, "exhaust-smaller-pid"),
             (3, "compact"),
+            (4, "foreign-stall"),
         ];
         if calm && self.rng.chance(1, 2) {
             // A calm system is where L1 can be checked: kill the leader more often there.
@@ -1491,7 +2199,7 @@ impl Sim {
         KINDS[0].1
     }
 
-    fn fault(&mut self, kind: &'static str, calm: bool) -> Res {
+    fn fault(&mut self, kind: &'static str) -> Res {
         let leader = self
             .real_leader()
             .filter(|&i| self.members[i].live().is_some_and(|l| !l.paused));
@@ -1509,12 +2217,12 @@ impl Sim {
         match kind {
             "crash-leader" | "crash-any" => {
                 if let Some(i) = target(self, kind == "crash-leader", false) {
-                    return self.crash(i, calm);
+                    return self.crash(i);
                 }
             }
             "pause-leader" | "pause-any" => {
                 if let Some(i) = target(self, kind == "pause-leader", true) {
-                    return self.pause(i, calm);
+                    return self.pause(i);
                 }
             }
             "resign-leader" | "resign-any" => {
@@ -1532,6 +2240,9 @@ impl Sim {
                         .then(|| self.broker.next_producer_id_smaller());
                     let pair = self.broker.force_epoch(&self.role, epoch);
                     self.stats.exhaustions += 1;
+                    if let Some(w) = self.watch.as_mut() {
+                        w.exhausted = true;
+                    }
                     self.note(
                         None,
                         format!(
@@ -1541,6 +2252,40 @@ impl Sim {
                     );
                     return Ok(());
                 }
+            }
+            "foreign-stall" => {
+                // The holder of another role on the same partition dies in the middle of a
+                // write: reads of the partition stall until its transaction times out.
+                let timeout = self.rng.range(1_000, 8_000);
+                let key = Key::lease(self.other_role.clone()).encode();
+                let end = self.broker.log_end_offset(self.partition).ok();
+                let opened = self
+                    .other_holder
+                    .acquire_epoch(&self.other_role, ms(timeout))
+                    .and_then(|token| {
+                        self.other_holder.begin_lease_write_and_crash(
+                            self.partition,
+                            &key,
+                            Some(b"stalled"),
+                            token,
+                        )
+                    });
+                // Open when the write took effect, even if its reply was lost.
+                if self.broker.log_end_offset(self.partition).ok() > end {
+                    self.stats.foreign_stalls += 1;
+                    self.stall_until = self.stall_until.max(self.now + timeout);
+                    self.note(
+                        None,
+                        format!(
+                            "role {} opens a transaction and dies: reads stall until {}",
+                            self.other_role,
+                            At(self.now + timeout)
+                        ),
+                    );
+                } else if let Err(e) = opened {
+                    self.note(None, format!("foreign stall not opened: {e}"));
+                }
+                return Ok(());
             }
             "compact" => {
                 let removed = self
@@ -1601,13 +2346,16 @@ impl Sim {
         Ok(())
     }
 
-    fn crash(&mut self, i: usize, calm: bool) -> Res {
+    fn crash(&mut self, i: usize) -> Res {
         let was_real_leader = self.real_leader() == Some(i);
         let Life::Up(live) = std::mem::replace(&mut self.members[i].life, Life::Down) else {
             return Ok(());
         };
         let Live { cand, io, .. } = *live;
         self.stats.crashes += 1;
+        self.members[i].crashed = true;
+        self.members[i].evicted_since = None;
+        let held = cand.token();
         let transport = self.members[i].transport.clone();
         let mut open = false;
         if let Some(token) = cand.token() {
@@ -1621,9 +2369,15 @@ impl Sim {
                 };
                 let key = Key::lease(self.role.clone()).encode();
                 self.audit_dirty = true;
-                open = transport
-                    .begin_lease_write_and_crash(self.partition, &key, Some(&lease.encode()), token)
-                    .is_ok();
+                // Open when it took effect, even if its reply was lost (an injected fault).
+                let end = self.broker.log_end_offset(self.partition).ok();
+                let _ = transport.begin_lease_write_and_crash(
+                    self.partition,
+                    &key,
+                    Some(&lease.encode()),
+                    token,
+                );
+                open = self.broker.log_end_offset(self.partition).ok() > end;
                 if open {
                     self.stats.open_writes += 1;
                 }
@@ -1667,22 +2421,24 @@ impl Sim {
         );
         if was_real_leader {
             self.stats.leader_crashes += 1;
-            self.arm_l1(i, calm, false)?;
+            if let Some(pair) = held {
+                self.arm_l1(i, pair, open)?;
+            }
         }
         Ok(())
     }
 
-    fn pause(&mut self, i: usize, calm: bool) -> Res {
+    fn pause(&mut self, i: usize) -> Res {
         let was_real_leader = self.real_leader() == Some(i);
+        let held = self.members[i].live().and_then(|l| l.cand.token());
         let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
         let incarnation = self.members[i].incarnation;
-        let on_wire = {
+        {
             let Some(l) = self.members[i].live_mut() else {
                 return Ok(());
             };
             l.paused = true;
-            l.io.as_ref().is_some_and(|f| f.effect_at.is_some())
-        };
+        }
         self.stats.pauses += 1;
         self.schedule(
             until,
@@ -1701,93 +2457,220 @@ impl Sim {
         );
         if was_real_leader {
             self.stats.leader_pauses += 1;
-            // A request still on the wire may extend the lease after the pause began.
-            self.arm_l1(i, calm, on_wire)?;
+            // A request still on the wire may extend the lease after the pause began: the
+            // watch follows D.
+            if let Some(pair) = held {
+                self.arm_l1(i, pair, false)?;
+            }
         }
         Ok(())
     }
 
     // ----- invariants -----
 
-    /// Arms the L1 check for the death of leader `died`, if the death is checkable.
-    fn arm_l1(&mut self, died: usize, calm: bool, on_wire: bool) -> Res {
-        if !calm {
-            self.stats.l1_skipped_not_calm += 1;
+    /// Arms the L1 check for the death of the real leader `died`, which held `pair`.
+    fn arm_l1(&mut self, died: usize, pair: FencingToken, open_write: bool) -> Res {
+        if let Some(w) = self.watch.as_mut().filter(|w| w.pair == pair) {
+            // A paused leader crashed: the same death, watched since the pause.
+            w.open_write |= open_write;
             return Ok(());
         }
-        if on_wire || self.now < self.unavailable_until || self.now < self.slow_until {
-            self.stats.l1_skipped_broker += 1;
-            return Ok(());
-        }
+        self.close_settle();
         let state = self.committed_state()?;
-        let current = self.broker.epoch_of(&self.role);
-        let lease = state.lease().map(|e| e.lease.clone());
-        let Some(lease) =
-            lease.filter(|l| l.member == self.members[died].id && Some(l.token) == current)
-        else {
-            self.stats.l1_skipped_no_successor += 1;
+        // D counts the leases committed behind a stall too: readers see them once it ends.
+        let Some(&deadline) = self.deadlines.get(&pair) else {
+            self.stats.l1_skipped += 1;
+            self.note(
+                None,
+                "L1 not armed: no lease of the leader's pair committed",
+            );
             return Ok(());
         };
-        let mut rank: Option<usize> = None;
-        for (j, m) in self.members.iter().enumerate() {
-            if j == died {
-                continue;
-            }
-            let Some(l) = m.live() else { continue };
-            if l.paused || l.cand.status() != Status::Standby {
-                continue;
-            }
-            let Some(o) = l.cand.join_offset() else {
-                continue;
-            };
-            if state.join_offset(&m.id) != Some(o) {
-                continue;
-            }
-            if let Some(r) = state.rank_of(&m.id) {
-                rank = Some(rank.map_or(r, |x| x.min(r)));
-            }
-        }
-        let Some(rank) = rank else {
-            self.stats.l1_skipped_no_successor += 1;
-            return Ok(());
-        };
-        let bound = lease.deadline.0 + rank as i64 * STAGGER_MS + SLACK_MS;
-        let next_fault = self.agenda.iter().map(|s| s.at).min().unwrap_or(i64::MAX);
-        if next_fault <= bound {
-            self.stats.l1_skipped_busy_after += 1;
-            return Ok(());
-        }
-        // The broker is up: no injected failure rule left from earlier faults.
-        self.broker.clear_faults();
-        self.stats.l1_checked += 1;
-        self.watch = Some(Watch {
-            died,
-            deadline: lease.deadline.0,
-            rank,
-            bound,
+        // A ghost registration ahead of every live standby costs this failover one stagger
+        // (and, once passed over, no later one: G1).
+        let first_live = self
+            .members
+            .iter()
+            .filter(|m| m.live().is_some())
+            .filter_map(|m| state.join_offset(&m.id))
+            .min()
+            .unwrap_or(i64::MAX);
+        let holder = state.lease().map(|e| e.lease.member.clone());
+        let ghost_ahead = state.roster().any(|(m, o)| {
+            o < first_live && self.ghost_ids.contains(m) && Some(m) != holder.as_ref()
         });
+        for m in &mut self.members {
+            if let Life::Up(l) = &mut m.life {
+                l.rank_high = l.cand.rank();
+            }
+        }
+        // The slowest calls still on the wire count too.
+        let on_wire = |acquires: bool| {
+            self.members
+                .iter()
+                .filter_map(|m| m.live())
+                .filter_map(|l| l.io.as_ref())
+                .filter(|f| matches!(f.op, Op::Acquire { .. }) == acquires)
+                .map(|f| f.legs)
+                .max()
+                .unwrap_or(0)
+        };
+        self.window_io = on_wire(false);
+        self.window_acquire = on_wire(true);
+        self.stats.l1_checked += 1;
+        let watch = Watch {
+            died,
+            pair,
+            t0: self.now,
+            deadline,
+            open_write,
+            ghost_ahead,
+            last: None,
+            exhausted: false,
+            cleared_at: None,
+            successor_deadline: None,
+            disturbed: false,
+        };
+        self.watch = Some(watch);
+        let bound = self.l1_bound(&watch);
         self.note(
             None,
             format!(
-                "L1 armed: lease deadline {} + rank {rank} x {STAGGER_MS} + slack {SLACK_MS} -> bound {}",
-                At(lease.deadline.0),
-                At(bound)
+                "L1 armed: lease deadline {}{}; bound now {}",
+                At(deadline),
+                if open_write {
+                    ", a lease write left open"
+                } else {
+                    ""
+                },
+                bound.map_or("(no standby yet)".to_string(), |b| format!(
+                    "{} (rank {}{})",
+                    At(b.at),
+                    b.rank,
+                    if b.calm { ", calm" } else { "" }
+                ))
             ),
         );
         Ok(())
     }
 
+    /// L1's bound for `w` as things stand: `None` while no member could take over (none is up,
+    /// unpaused, registered and ranked).
+    ///
+    /// For each member j that could take over (rank r):
+    /// `max(max(D, M + LEASE) + r x STAGGER, max(F + RECHECK, U + X) + r x STAGGER) + SKEW + k x X + A + H`
+    /// (without the second r x STAGGER when nobody could have waited: no stall, no open write):
+    ///
+    /// * D: the dead pair's latest committed deadline (or a later lease a successor committed
+    ///   before it died), or the death itself when that deadline had passed (a paused leader
+    ///   that resumed late and died again);
+    /// * M: the latest disturbance that can hold a standby back for up to a lease (a failed
+    ///   call: backoff <= min(5 s, lease); a contest window that grew: a lost race, or a
+    ///   challenge seen under way or announced; a registration written while reads stall);
+    /// * F: the end of another role's open transaction (reads stall until then; the ranks
+    ///   waiting on it, or on an open write, are released together, or each at its first
+    ///   check after it resumed, and staggered again);
+    /// * U: when j last started or resumed (it finishes the call it was in first);
+    /// * X: the slowest call other than an acquire on the wire since the death, A the slowest
+    ///   acquire (both at least `MAX_IO_MS`);
+    /// * H: when the dead leader left a lease write open, the hold on it (`HOLD_MS`), a
+    ///   recheck cycle and, released by its abort, r staggers again;
+    /// * when the lease was cleared since the death (a challenger resigned on its way), j counts
+    ///   r staggers again from the read that first finds no lease (by its turn, once it is up).
+    ///
+    /// When `3 X < STAGGER - 2 x SKEW` no rank misses a challenge on its way (a rank's
+    /// announcement is in the log within three calls of its turn, however long its acquire
+    /// takes; the next rank reads a stagger later, less the skew of two clocks): k =
+    /// `L1_CALLS` (read, check, announcement, claim), plus one read when the coordinator's pair
+    /// moved without an election (an exhaustion), and the bound is the smallest over the
+    /// members. Otherwise every rank may challenge unseen and the last one wins: the bound is
+    /// the largest over the members, with one more acquire on the wire in k.
+    fn l1_bound(&self, w: &Watch) -> Option<Bound> {
+        let x = self.window_io.max(MAX_IO_MS);
+        let xa = self.window_acquire.max(MAX_IO_MS);
+        let fast = 3 * x < STAGGER_MS - 2 * MAX_SKEW_MS;
+        // A leader that resumed after its lease ran out and then died: the standbys count
+        // from the death, not from the deadline already past.
+        let delayed = w.deadline.max(self.delay_mark + LEASE_MS).max(w.t0);
+        let base = delayed.max(w.successor_deadline.unwrap_or(i64::MIN));
+        let stall = self.stall_until + RECHECK_MS;
+        let calls = L1_CALLS + i64::from(w.exhausted) + i64::from(!fast);
+        let hold = if w.open_write {
+            HOLD_MS + RECHECK_MS + 2 * x
+        } else {
+            0
+        };
+        // Whoever waited (a stall, an open write) is released with the other ranks and
+        // staggered again from the release.
+        let each = self.members.iter().filter_map(|m| {
+            let l = m.live()?;
+            let eligible = !l.paused
+                && matches!(l.cand.status(), Status::Standby | Status::Challenging)
+                && l.cand.join_offset().is_some();
+            // A read that lowered its rank (a registration ahead of it gone) comes at the turn
+            // of the rank it held before.
+            let rank = l.cand.rank().max(l.rank_high).filter(|_| eligible)?;
+            // A member that (re)started or resumed finishes the call it was in first.
+            let ready = m.up_since + x;
+            let mut turn = base + rank as i64 * STAGGER_MS;
+            if let Some(cleared) = w.cleared_at {
+                // With the lease cleared, it counts its rank's staggers from the read that
+                // first finds no lease: at its turn at the latest, or once it is up.
+                turn = turn.max(cleared).max(ready) + rank as i64 * STAGGER_MS + x;
+            }
+            let again = rank as i64 * STAGGER_MS;
+            let hold = if hold > 0 { hold + again } else { 0 };
+            // A member that waited on a stall or an open write is released by its end, or at
+            // the first check after it resumed, and then waits its rank's staggers again.
+            let waited = w.open_write || stall >= w.t0;
+            let released = if waited {
+                stall.max(ready) + again
+            } else {
+                ready
+            };
+            let at = turn.max(released) + MAX_SKEW_MS + calls * x + xa + hold;
+            // Calm: nothing but the death counted, by the dead pair's deadline.
+            let calm_turn = w.deadline + rank as i64 * STAGGER_MS;
+            let calm = !w.disturbed
+                && x == MAX_IO_MS
+                && xa == MAX_IO_MS
+                && delayed == w.deadline
+                && stall <= calm_turn
+                && ready <= calm_turn
+                && !w.open_write
+                && !w.exhausted
+                && w.cleared_at.is_none();
+            Some(Bound { at, rank, calm })
+        });
+        if fast {
+            each.min_by_key(|b| b.at)
+        } else {
+            each.max_by_key(|b| b.at)
+        }
+    }
+
     fn l1_failure(&self, why: &str) -> Failure {
         let w = self.watch.expect("an armed watch");
+        let bound = self.l1_bound(&w).or(w.last);
         self.fail(
             "L1",
             format!(
-                "after the leader {} died, no live member was elected by {} (lease deadline {} + rank {} x \
-                 {STAGGER_MS} ms + slack {SLACK_MS} ms); {why}",
+                "after the leader {} died at {}, no live member was elected by {} (lease \
+                 deadline {}, rank {}, slowest call {} ms, last disturbance {}, stalls until \
+                 {}{}); {why}",
                 self.members[w.died].id,
-                At(w.bound),
+                At(w.t0),
+                bound.map_or("-".to_string(), |b| At(b.at).to_string()),
                 At(w.deadline),
-                w.rank
+                bound.map_or("-".to_string(), |b| b.rank.to_string()),
+                self.window_io.max(MAX_IO_MS),
+                At(self.delay_mark),
+                At(self.stall_until),
+                if w.open_write {
+                    ", a lease write left open"
+                } else {
+                    ""
+                },
             ),
         )
     }
@@ -1962,6 +2845,52 @@ impl Sim {
             self.audit_dirty = false;
             self.check_audit(true)?;
         }
+        if let Some(w) = self.watch {
+            // A paused leader that resumes while the role is still its own leads again.
+            let back = self
+                .real_leader()
+                .filter(|&i| i == w.died && self.members[i].live().is_some_and(|l| !l.paused));
+            if back.is_some() {
+                self.watch = None;
+                self.stats.l1_leader_back += 1;
+                self.note(
+                    None,
+                    "L1 watch over: the paused leader resumed and still leads",
+                );
+            }
+        }
+        self.check_g2()
+    }
+
+    /// G2: a live member whose registration a leader tombstoned registers again (it reads the
+    /// tombstone at its next turn at the latest) within `G2_BOUND_MS`, counted from the
+    /// eviction, its last failed call or its resume.
+    fn check_g2(&mut self) -> Res {
+        for i in 0..self.members.len() {
+            let m = &self.members[i];
+            let Some(since) = m.evicted_since else {
+                continue;
+            };
+            let active = m.live().is_some_and(|l| {
+                !l.paused && matches!(l.cand.status(), Status::Standby | Status::Challenging)
+            });
+            if active && self.now - since > G2_BOUND_MS && self.lenient {
+                self.stats.g_violations += 1;
+                self.members[i].evicted_since = None;
+                continue;
+            }
+            if active && self.now - since > G2_BOUND_MS {
+                return Err(self.fail(
+                    "G2",
+                    format!(
+                        "{} is alive but has not registered again since its registration was \
+                         tombstoned at {}: it is lost from the roster",
+                        m.id,
+                        At(since)
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1997,8 +2926,8 @@ impl Sim {
 
     /// S2 from the broker's audit log: every new entry carries the pair current at its commit.
     fn check_audit(&mut self, this_step: bool) -> Res {
-        let all = self.broker.accepted_lease_writes();
-        for w in all.iter().skip(self.audit_seen) {
+        let new = self.broker.accepted_lease_writes_since(self.audit_seen);
+        for w in &new {
             self.stats.audited_writes += 1;
             if self.resigned.contains(&w.token) {
                 return Err(self.fail(
@@ -2029,7 +2958,7 @@ impl Sim {
                 ));
             }
         }
-        self.audit_seen = all.len();
+        self.audit_seen += new.len();
         Ok(())
     }
 
@@ -2058,8 +2987,21 @@ fn short_event(e: &Event) -> String {
         Event::RecordsRead {
             records,
             end_offset,
-        } => format!("RecordsRead {} records to {end_offset}", records.len()),
+            stalled,
+        } => format!(
+            "RecordsRead {} records to {end_offset}{}",
+            records.len(),
+            if *stalled { " (stalled)" } else { "" }
+        ),
         Event::EpochGranted { token } => format!("EpochGranted {token}"),
+        Event::Described { status } => format!(
+            "Described {} {}",
+            status.token,
+            status
+                .state
+                .as_ref()
+                .map_or("(never taken)", |s| s.as_str())
+        ),
         other => other.name().to_string(),
     }
 }
