@@ -307,7 +307,6 @@ fn evaluate_roster(c: &mut Criterion) {
         join_offset: (MEMBERS - 1) as i64,
         registered_at: now,
         unleased_since: now,
-        holding: None,
         contested_until: None,
     };
     assert!(matches!(

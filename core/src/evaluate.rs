@@ -1,4 +1,4 @@
-//! One decision from a role's state: wait, challenge or renew.
+//! One decision of a standby from a role's state: wait, challenge, or register again.
 //!
 //! A standby of rank `n` challenges at the lease deadline plus `n` challenge staggers. The rank
 //! counts registered members other than the lease holder that joined earlier. With no lease
@@ -10,7 +10,6 @@ use crate::config::Timing;
 use crate::record::MemberId;
 use crate::state::RoleState;
 use crate::time::{duration_millis, UnixMillis};
-use crate::token::FencingToken;
 
 /// What a member knows about itself beyond the shared state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,8 +20,6 @@ pub struct Standing {
     pub registered_at: UnixMillis,
     /// When this member first saw the role without a lease (ignored while a lease exists).
     pub unleased_since: UnixMillis,
-    /// The pair this member holds, when it leads.
-    pub holding: Option<FencingToken>,
     /// After losing a challenge race, the member treats the role as leased until this instant
     /// unless a lease record appears: the winner is writing its first lease.
     pub contested_until: Option<UnixMillis>,
@@ -43,11 +40,6 @@ pub enum Step {
         /// This member's rank.
         rank: usize,
     },
-    /// This member holds the lease with its current pair: write the next lease at `at`.
-    Renew {
-        /// When the next renewal is due.
-        at: UnixMillis,
-    },
     /// The state was read past this member's registration and the member is not on the
     /// roster (its registration was tombstoned): it must register again.
     NotRegistered,
@@ -62,14 +54,6 @@ pub fn evaluate(
     timing: &Timing,
 ) -> Step {
     let lease = state.lease();
-    if let (Some(entry), Some(held)) = (lease, standing.holding) {
-        if entry.lease.member == *member && entry.lease.token == held {
-            let written = entry.lease.deadline.saturating_sub(timing.lease_duration);
-            return Step::Renew {
-                at: written + timing.renew_interval,
-            };
-        }
-    }
     // Until the read reaches its own registration, the member counts itself at that offset.
     let unseen = state.next_offset() <= standing.join_offset;
     let registered = unseen
@@ -109,6 +93,7 @@ mod tests {
     use super::*;
     use crate::record::{Key, Lease, Registration, Role};
     use crate::state::Record;
+    use crate::token::FencingToken;
     use core::time::Duration;
 
     fn role() -> Role {
@@ -154,7 +139,6 @@ mod tests {
             join_offset,
             registered_at: UnixMillis(100),
             unleased_since: UnixMillis(100),
-            holding: None,
             contested_until: None,
         }
     }
@@ -192,16 +176,6 @@ mod tests {
             Step::Wait {
                 until: UnixMillis(10_500),
                 rank: 1
-            }
-        );
-        let leader = Standing {
-            holding: Some(t),
-            ..standing(0)
-        };
-        assert_eq!(
-            evaluate(&s, &m("a"), &leader, UnixMillis(0), &timing()),
-            Step::Renew {
-                at: UnixMillis(8_000)
             }
         );
         // The holder restarted: its old lease binds it like any standby.
