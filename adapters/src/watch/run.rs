@@ -77,6 +77,17 @@ impl Shared {
         }
     }
 
+    /// The next queued event (`Some(Some(item))`), the end once the queue is empty
+    /// (`Some(None)`), or `None` while the caller has to wait for a change.
+    fn take(&self) -> Option<Option<Item>> {
+        let mut inner = self.lock();
+        match inner.queue.pop_front() {
+            Some(item) => Some(Some(item)),
+            None if inner.ended => Some(None),
+            None => None,
+        }
+    }
+
     fn request_stop(&self) {
         self.lock().stop = true;
         self.bell.notify(usize::MAX);
@@ -193,35 +204,22 @@ impl Watch {
     /// The next event, waiting for it; `None` once the watch has ended and its events are
     /// taken.
     pub fn next_blocking(&self) -> Option<Item> {
-        loop {
-            let listener = self.shared.changed.listen();
-            {
-                let mut inner = self.shared.lock();
-                if let Some(item) = inner.queue.pop_front() {
-                    return Some(item);
-                }
-                if inner.ended {
-                    return None;
-                }
-            }
-            listener.wait();
-        }
+        self.next_until(None)
     }
 
     /// [`next_blocking`](Self::next_blocking), waiting at most `timeout`; `None` on timeout as
     /// well (see [`is_ended`](Self::is_ended)).
     pub fn next_timeout(&self, timeout: Duration) -> Option<Item> {
-        let deadline = std::time::Instant::now().checked_add(timeout);
+        self.next_until(std::time::Instant::now().checked_add(timeout))
+    }
+
+    /// The next event, waiting for it until `deadline` (for ever when `None`).
+    fn next_until(&self, deadline: Option<std::time::Instant>) -> Option<Item> {
         loop {
+            // Listen before looking: an item pushed in between rings this listener.
             let listener = self.shared.changed.listen();
-            {
-                let mut inner = self.shared.lock();
-                if let Some(item) = inner.queue.pop_front() {
-                    return Some(item);
-                }
-                if inner.ended {
-                    return None;
-                }
+            if let Some(next) = self.shared.take() {
+                return next;
             }
             match deadline {
                 Some(d) => {
@@ -269,18 +267,9 @@ impl futures_lite::Stream for Watch {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         use std::future::Future;
         loop {
-            {
-                let mut inner = self.shared.lock();
-                if let Some(item) = inner.queue.pop_front() {
-                    drop(inner);
-                    self.listener = None;
-                    return Poll::Ready(Some(item));
-                }
-                if inner.ended {
-                    drop(inner);
-                    self.listener = None;
-                    return Poll::Ready(None);
-                }
+            if let Some(next) = self.shared.take() {
+                self.listener = None;
+                return Poll::Ready(next);
             }
             match self.listener.as_mut() {
                 // Listen, then look again: an item pushed in between rings this listener.
