@@ -868,12 +868,7 @@ impl Candidate {
             self.issue(Io::Register);
             return;
         };
-        let standing = Standing {
-            join_offset,
-            registered_at: self.registered_at,
-            unleased_since: self.unleased_since.unwrap_or(now),
-            contested_until: self.contested_until.max(self.released_at),
-        };
+        let standing = self.standing(join_offset, now);
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
             Step::NotRegistered => {
                 self.rank = None;
@@ -1076,18 +1071,24 @@ impl Candidate {
         (self.timing.renew_interval / 2).max(Duration::from_millis(1))
     }
 
+    /// What this member, registered at `join_offset`, knows about itself at `now`, for
+    /// [`evaluate`].
+    fn standing(&self, join_offset: i64, now: UnixMillis) -> Standing {
+        Standing {
+            join_offset,
+            registered_at: self.registered_at,
+            unleased_since: self.unleased_since.unwrap_or(now),
+            contested_until: self.contested_until.max(self.released_at),
+        }
+    }
+
     /// Sets the timer for this member's next turn as the state now stands.
     fn wait_for_turn(&mut self, now: UnixMillis) {
         let Some(join_offset) = self.join_offset else {
             self.issue(Io::Register);
             return;
         };
-        let standing = Standing {
-            join_offset,
-            registered_at: self.registered_at,
-            unleased_since: self.unleased_since.unwrap_or(now),
-            contested_until: self.contested_until.max(self.released_at),
-        };
+        let standing = self.standing(join_offset, now);
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
             Step::NotRegistered => self.issue(Io::Register),
             Step::Wait { until, rank } => {
