@@ -24,3 +24,4 @@ impl Runtime for Rt {
 }
 
 crate::driver::runtime_api!(Rt, " on an async-std task");
+crate::driver::host_api!(Rt, " on one async-std task");

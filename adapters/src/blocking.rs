@@ -79,6 +79,31 @@ pub fn acquire_leadership<T: Transport + Send + Sync + 'static>(
     start(transport, role, member, options)?.elected_blocking()
 }
 
+/// Starts a [`Host`](crate::host::Host): many candidacies on one thread of their own, with
+/// transport calls on the host's bounded pool of I/O threads
+/// ([`HostOptions::io_threads`](crate::host::HostOptions::io_threads)). Start candidacies with
+/// [`Host::start`](crate::host::Host::start).
+pub fn host<T: Transport + Send + Sync + ?Sized + 'static>(
+    transport: Arc<T>,
+    options: crate::host::HostOptions,
+) -> Result<crate::host::Host, Error> {
+    let spawner: Arc<crate::leadership::Spawner> = Arc::new(|job| {
+        let _ = std::thread::Builder::new()
+            .name("kc-guarded-write".to_owned())
+            .spawn(job);
+    });
+    let (host, core) = crate::host::build(transport, options, spawner)?;
+    std::thread::Builder::new()
+        .name("kc-host".to_owned())
+        .spawn(move || crate::host::run_on_thread(core))
+        .map_err(|e| {
+            Error::Transport(TransportError::fatal(format!(
+                "could not start the host's thread: {e}"
+            )))
+        })?;
+    Ok(host)
+}
+
 pub use crate::describe::{describe_leadership, describe_role_state};
 /// Watches `role`'s leadership from any process, member or not: a [`Watch`] whose loop runs on
 /// a thread of its own; iterate it (blocking) or poll it as a `Stream`. See

@@ -252,6 +252,17 @@ impl ManualClock {
         self.note_progress();
     }
 
+    /// Whether `other` is this very clock (a clone of it), not merely one at the same time.
+    pub(crate) fn same_as(&self, other: &ManualClock) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Wakes every waiter without counting a change: a host whose transport call finished
+    /// (it is busy, not settled, until it takes the result).
+    pub(crate) fn wake_waiters(&self) {
+        self.inner.moved.notify(usize::MAX);
+    }
+
     /// A participant went idle, got busy or ended.
     pub(crate) fn note_progress(&self) {
         self.inner.progress.notify(usize::MAX);

@@ -127,6 +127,17 @@ pub(crate) struct Shared {
 pub(crate) enum Doorbell {
     Own(Event),
     Clock(crate::clock::ManualClock),
+    /// A hosted candidacy rings its host's bell.
+    #[cfg_attr(
+        not(any(
+            feature = "blocking",
+            feature = "tokio",
+            feature = "smol",
+            feature = "async-std"
+        )),
+        allow(dead_code)
+    )]
+    Host(Arc<crate::host::Bell>),
 }
 
 impl Doorbell {
@@ -143,6 +154,7 @@ impl Doorbell {
         match self {
             Doorbell::Own(e) => e.listen(),
             Doorbell::Clock(c) => c.listen(),
+            Doorbell::Host(b) => b.listen(),
         }
     }
     pub(crate) fn ring(&self) {
@@ -151,6 +163,7 @@ impl Doorbell {
                 e.notify(usize::MAX);
             }
             Doorbell::Clock(c) => c.ring(),
+            Doorbell::Host(b) => b.ring_for_cancel(),
         }
     }
 }

@@ -57,6 +57,16 @@ pub mod describe;
 mod driver;
 pub mod error;
 pub mod health;
+#[cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )),
+    allow(dead_code, unused_imports)
+)]
+pub mod host;
 pub mod leadership;
 pub mod link;
 #[cfg(feature = "metrics")]

@@ -25,3 +25,4 @@ impl Runtime for Rt {
 }
 
 crate::driver::runtime_api!(Rt, " on a smol task");
+crate::driver::host_api!(Rt, " on one smol task");

@@ -24,3 +24,4 @@ impl Runtime for Rt {
 }
 
 crate::driver::runtime_api!(Rt, " on a tokio task");
+crate::driver::host_api!(Rt, " on one tokio task");

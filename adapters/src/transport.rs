@@ -60,6 +60,14 @@ pub trait Coordinator {
     /// or [`LeadershipStatus::NOT_FOUND`] when no member ever took it.
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError>;
 
+    /// [`describe_epoch`](Coordinator::describe_epoch) for several roles at once, one answer
+    /// per role in order. A host asks for every check due in the same round together; Kafka
+    /// answers many transactional ids of one coordinator in one DescribeTransactions request.
+    /// The default asks one role at a time.
+    fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
+        roles.iter().map(|role| self.describe_epoch(role)).collect()
+    }
+
     /// Reserves `role` for one candidacy on this transport. A transport shared by many
     /// candidacies (one client per process) refuses a second candidacy for a role it already
     /// holds or contests, with a [`Config`](crate::ErrorKind::Config) error: two candidacies of
@@ -169,6 +177,9 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
     }
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         (**self).describe_epoch(role)
+    }
+    fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
+        (**self).describe_epochs(roles)
     }
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
         (**self).claim_role(role)

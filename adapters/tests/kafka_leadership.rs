@@ -1117,6 +1117,115 @@ fn the_async_std_driver_acquires_and_resigns() {
     async_std::task::block_on(async_round_trip!(async_std_driver, async_std::task::sleep));
 }
 
+/// Many candidacies on one host against the real broker: 40 roles led by one host (one
+/// client with two connections per broker, four I/O threads), a standby host for all of them,
+/// then the leading client's transport dropped from under it (its link cut: it cannot resign):
+/// every role moves to the standby host, each by its lease deadline plus slack, and the old
+/// host's terms meet the fence when the link comes back.
+#[test]
+fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
+    use kafka_coordination::host::HostOptions;
+    use kafka_coordination::Link;
+    let Some(b) = bootstrap() else { return };
+    let roles: Vec<String> = (0..40).map(|i| unique(&format!("host-{i}"))).collect();
+    let observer = transport(&b);
+    let client = |b: &str| transport_with(config(b).with_connections_per_broker(2));
+    let link_a = Link::new(client(&b));
+    let host_a =
+        blocking::host(Arc::new(link_a.clone()), HostOptions::new().io_threads(4)).expect("host a");
+    let host_b =
+        blocking::host(Arc::new(client(&b)), HostOptions::new().io_threads(4)).expect("host b");
+    let a_leads: Vec<Leadership> = roles
+        .iter()
+        .map(|r| host_a.start(r, "a", options()).expect("a starts"))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|c| elected(c, PROMPT))
+        .collect();
+    for (l, r) in a_leads.iter().zip(&roles) {
+        assert!(describe_leadership(&observer, r)
+            .expect("describe")
+            .authoritative(&l.token()));
+    }
+    let b_waits: Vec<Candidacy> = roles
+        .iter()
+        .map(|r| host_b.start(r, "b", options()).expect("b starts"))
+        .collect();
+    for c in &b_waits {
+        standing_by(c, 0);
+    }
+    // Two renewals of every role on a's host, with one token each.
+    let renewed = Instant::now() + RENEW * 3;
+    wait_for("two renew intervals", RENEW * 4, || {
+        Instant::now() >= renewed
+    });
+    assert!(a_leads.iter().all(|l| !l.is_done()), "a lost a role");
+    link_a.cut();
+    let cut_at = now_ms();
+    let b_leads: Vec<Leadership> = b_waits
+        .into_iter()
+        .map(|c| elected(c, LEASE + SLACK))
+        .collect();
+    for (l, r) in b_leads.iter().zip(&roles) {
+        let state = describe_role_state(&observer, r).expect("state");
+        let lease = state.lease().expect("a lease");
+        assert_eq!(lease.lease.member.as_str(), "b", "{r}");
+        assert!(describe_leadership(&observer, r)
+            .expect("describe")
+            .authoritative(&l.token()));
+    }
+    let moved_in = now_ms() - cut_at;
+    assert!(
+        moved_in <= millis(LEASE + SLACK),
+        "the last role moved {moved_in} ms after the cut"
+    );
+    link_a.restore();
+    for l in &a_leads {
+        assert!(
+            l.done_blocking_timeout(PROMPT),
+            "{} still believes it leads",
+            l.role()
+        );
+        assert!(
+            matches!(l.err(), Some(Error::Fenced { .. })),
+            "{:?}",
+            l.err()
+        );
+    }
+    for l in b_leads {
+        l.resign_blocking().expect("a clean resign");
+    }
+}
+
+/// Checks due together travel together: `describe_epochs` answers many roles with one request
+/// per coordinator, and says the same as one `describe_epoch` per role (taken, never taken).
+#[test]
+fn describe_epochs_agrees_with_describe_epoch_role_by_role() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let taken: Vec<Role> = (0..5)
+        .map(|i| Role::new(unique(&format!("batch-{i}"))).unwrap())
+        .collect();
+    for role in &taken {
+        t.acquire_epoch(role, LEASE).expect("acquire");
+    }
+    let never = Role::new(unique("batch-never")).unwrap();
+    let mut all = taken.clone();
+    all.push(never);
+    // Twice: the first call finds the coordinators, the second batches on them.
+    for _ in 0..2 {
+        let batched = t.describe_epochs(&all);
+        assert_eq!(batched.len(), all.len());
+        for (role, answer) in all.iter().zip(batched) {
+            let alone = t.describe_epoch(role).expect("describe");
+            assert_eq!(answer.expect("batched describe"), alone, "{role}");
+        }
+    }
+    for role in &taken {
+        t.release_role(role);
+    }
+}
+
 // ---- 8. three brokers: the role's partition leader crashes ----------------------------------
 
 /// The run dir of the cluster (`KAFKA_RUN_DIR`, exported by scripts/kafka/with-broker.sh).

@@ -11,13 +11,17 @@
 //! Options: `--roles N` (1000), `--seconds S` of steady state after the last election (300),
 //! `--lease-ms` (30000) and `--renew-ms` (10000) (the library's defaults), `--blocking-threads
 //! N` (16: the tokio runtime's blocking pool, where transport calls run), `--partitions N`
-//! (16), `--broker-pid PID` (default: read from the test broker's pid file, if any).
+//! (16), `--broker-pid PID` (default: read from the test broker's pid file, if any), `--driver
+//! host|tokio` (default `host`: one [`Host`](kafka_coordination::host::Host) task runs every
+//! candidacy, its calls on `--io-threads N` (8) threads; `tokio`: a tokio task per candidacy,
+//! its calls on the runtime's blocking pool).
 //!
-//! The roles run on the tokio driver (two worker threads). Figures are read from `/proc`.
+//! The runtime is tokio's, with two worker threads. Figures are read from `/proc`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Leadership, Options};
 
@@ -30,6 +34,8 @@ struct Args {
     blocking_threads: usize,
     partitions: i32,
     broker_pid: Option<u32>,
+    driver: String,
+    io_threads: usize,
 }
 
 fn fail(message: String) -> ! {
@@ -47,6 +53,8 @@ fn parse_args() -> Args {
         blocking_threads: 16,
         partitions: 16,
         broker_pid: None,
+        driver: "host".to_owned(),
+        io_threads: 8,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,6 +75,9 @@ fn parse_args() -> Args {
             "--blocking-threads" => a.blocking_threads = n() as usize,
             "--partitions" => a.partitions = n() as i32,
             "--broker-pid" => a.broker_pid = Some(n() as u32),
+            "--driver" if value == "host" || value == "tokio" => a.driver = value.clone(),
+            "--driver" => fail(format!("--driver: host or tokio, not {value}")),
+            "--io-threads" => a.io_threads = n() as usize,
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -155,12 +166,15 @@ fn main() {
         .renew_interval(args.renew);
     let (threads0, rss0, sockets0) = own_resources();
     println!(
-        "many_roles: {} roles, lease {:?}, renew {:?}, one client, tokio (2 workers, blocking \
-         pool <= {}); before: {threads0} threads, {} MiB RSS, {sockets0} sockets",
+        "many_roles: {} roles, lease {:?}, renew {:?}, one client, driver {} (tokio: 2 workers, \
+         blocking pool <= {}; host: {} I/O threads); before: {threads0} threads, {} MiB RSS, \
+         {sockets0} sockets",
         args.roles,
         args.lease,
         args.renew,
+        args.driver,
         args.blocking_threads,
+        args.io_threads,
         rss0 / 1024
     );
     let stamp = std::time::SystemTime::now()
@@ -168,7 +182,31 @@ fn main() {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let started = Instant::now();
+    let host = (args.driver == "host").then(|| {
+        let _guard = runtime.enter();
+        kafka_coordination::tokio_driver::host(
+            client.clone(),
+            HostOptions::new().io_threads(args.io_threads),
+        )
+        .unwrap_or_else(|e| fail(e.to_string()))
+    });
     let leaderships: Vec<Leadership> = runtime.block_on(async {
+        if let Some(host) = &host {
+            let candidacies: Vec<_> = (0..args.roles)
+                .map(|i| {
+                    host.start(&format!("many-{stamp:x}-{i}"), "solo", options.clone())
+                        .unwrap_or_else(|e| fail(e.to_string()))
+                })
+                .collect();
+            let mut out = Vec::with_capacity(candidacies.len());
+            for c in candidacies {
+                match c.elected().await {
+                    Ok(l) => out.push(l),
+                    Err(e) => fail(format!("a role was not elected: {e}")),
+                }
+            }
+            return out;
+        }
         let mut tasks = Vec::with_capacity(args.roles);
         for i in 0..args.roles {
             let (client, options) = (client.clone(), options.clone());
@@ -206,8 +244,30 @@ fn main() {
     let mut max_rss = rss1;
     let mut lost = 0;
     let steady = Duration::from_secs(args.seconds);
+    // Renewal lag: each role's consecutive renewal instants, sampled every 250 ms (a renew
+    // interval of seconds leaves at most one renewal between samples), less the interval.
+    let mut last_renewal: Vec<Option<kafka_coordination::UnixMillis>> = leaderships
+        .iter()
+        .map(|l| l.health().last_renewal)
+        .collect();
+    let mut lags: Vec<i64> = Vec::new();
+    let renew_ms = args.renew.as_millis() as i64;
+    let mut next_print = Instant::now() + Duration::from_secs(5);
     while t0.elapsed() < steady {
-        std::thread::sleep(Duration::from_secs(5).min(steady.saturating_sub(t0.elapsed())));
+        std::thread::sleep(Duration::from_millis(250).min(steady.saturating_sub(t0.elapsed())));
+        for (l, last) in leaderships.iter().zip(last_renewal.iter_mut()) {
+            let now = l.health().last_renewal;
+            if let (Some(prev), Some(new)) = (*last, now) {
+                if new > prev {
+                    lags.push((new.0 - prev.0 - renew_ms).max(0));
+                }
+            }
+            *last = now;
+        }
+        if Instant::now() < next_print && t0.elapsed() < steady {
+            continue;
+        }
+        next_print = Instant::now() + Duration::from_secs(5);
         let (threads, rss, sockets) = own_resources();
         max_threads = max_threads.max(threads);
         max_rss = max_rss.max(rss);
@@ -236,6 +296,20 @@ fn main() {
         .as_deref()
         .zip(broker0)
         .map(|(p, b0)| (cpu_seconds(p) - b0) / secs * 100.0);
+    lags.sort_unstable();
+    let q = |p: f64| -> i64 {
+        if lags.is_empty() {
+            return 0;
+        }
+        lags[((lags.len() - 1) as f64 * p).round() as usize]
+    };
+    println!(
+        "renewals: {} seen; lag p50 {} ms, p99 {} ms (target <= 100 ms), max {} ms",
+        lags.len(),
+        q(0.5),
+        q(0.99),
+        lags.last().copied().unwrap_or(0)
+    );
     let per_role_threads = (threads1 as f64 - threads0 as f64) / args.roles as f64;
     let per_role_sockets = (sockets1 as f64 - sockets0 as f64) / args.roles as f64;
     let per_role_kib = (rss1 as f64 - rss0 as f64) / args.roles as f64;

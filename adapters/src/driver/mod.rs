@@ -11,7 +11,8 @@ pub(crate) use thread::run_blocking;
 mod task;
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 pub(crate) use task::{
-    describe_leadership_on, describe_role_state_on, runtime_api, start_on, BoxFuture, Runtime,
+    describe_leadership_on, describe_role_state_on, host_api, host_on, runtime_api, start_on,
+    BoxFuture, Runtime,
 };
 
 use std::sync::Arc;
@@ -258,6 +259,19 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         options: Options,
         spawner: Arc<crate::leadership::Spawner>,
     ) -> Result<(Driver<T>, Candidacy), Error> {
+        Driver::with_doorbell(transport, role, member, options, spawner, None)
+    }
+
+    /// [`Driver::new`] for a driver that a host runs: it rings `doorbell` (the host's) and is
+    /// not a participant of a manual clock's settle (the host is, for all it runs).
+    pub(crate) fn with_doorbell(
+        transport: Arc<T>,
+        role: &str,
+        member: &str,
+        options: Options,
+        spawner: Arc<crate::leadership::Spawner>,
+        hosted: Option<Doorbell>,
+    ) -> Result<(Driver<T>, Candidacy), Error> {
         let role = Role::new(role)?;
         let member = MemberId::new(member)?;
         let clock = options.clock.clone();
@@ -272,9 +286,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             let (transport, role) = (Arc::clone(&transport), role.clone());
             Box::new(move || transport.release_role(&role))
         };
-        let doorbell = match clock.as_manual() {
-            Some(manual) => Doorbell::Clock(manual.clone()),
-            None => Doorbell::Own(event_listener::Event::new()),
+        let own_bell = hosted.is_none();
+        let doorbell = match (hosted, clock.as_manual()) {
+            (Some(bell), _) => bell,
+            (None, Some(manual)) => Doorbell::Clock(manual.clone()),
+            (None, None) => Doorbell::Own(event_listener::Event::new()),
         };
         let writer: Arc<crate::leadership::WriteFn> = {
             let transport = Arc::clone(&transport);
@@ -282,7 +298,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         };
         let meter = crate::metrics::Meter::new(&role, &member, &clock);
         let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());
-        if let Some(manual) = clock.as_manual() {
+        if let Some(manual) = clock.as_manual().filter(|_| own_bell) {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
             manual.register(Arc::downgrade(&participant));
         }
@@ -304,6 +320,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         self.candidate
             .handle(self.clock.now(), event)
             .map_err(Error::Internal)
+    }
+
+    /// The partition of the candidacy's role.
+    pub(crate) fn partition(&self) -> i32 {
+        self.candidate.partition()
     }
 
     /// Feeds a pending cancel or resign to the machine, once.

@@ -43,6 +43,16 @@ pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
     Ok(candidacy)
 }
 
+/// Starts a host whose loop is one task of runtime `R`.
+pub(crate) fn host_on<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
+    transport: Arc<T>,
+    options: crate::host::HostOptions,
+) -> Result<crate::host::Host, Error> {
+    let (host, core) = crate::host::build(transport, options, R::spawner())?;
+    R::spawn(Box::pin(crate::host::run_as_task::<R, T>(core)));
+    Ok(host)
+}
+
 /// [`describe_leadership`](crate::describe_leadership) on runtime `R`'s blocking pool.
 pub(crate) async fn describe_leadership_on<
     R: Runtime,
@@ -227,3 +237,21 @@ macro_rules! runtime_api {
     };
 }
 pub(crate) use runtime_api;
+
+/// Defines a flavour's `host` over runtime type `$rt`.
+macro_rules! host_api {
+    ($rt:ty, $where:literal) => {
+        /// Starts a [`Host`](crate::host::Host): many candidacies on one loop,
+        #[doc = $where]
+        /// with transport calls on the host's own bounded pool of I/O threads
+        /// ([`HostOptions::io_threads`](crate::host::HostOptions::io_threads)). Call it in the
+        /// runtime's context. Start candidacies with [`Host::start`](crate::host::Host::start).
+        pub fn host<T: $crate::Transport + Send + Sync + ?Sized + 'static>(
+            transport: std::sync::Arc<T>,
+            options: $crate::host::HostOptions,
+        ) -> Result<$crate::host::Host, $crate::Error> {
+            $crate::driver::host_on::<$rt, T>(transport, options)
+        }
+    };
+}
+pub(crate) use host_api;

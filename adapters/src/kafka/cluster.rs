@@ -190,7 +190,7 @@ impl Cluster {
             bootstrap,
             // A later override of the same address wins.
             overrides: config.address_overrides().iter().cloned().collect(),
-            pool: Pool::new(security, client_id),
+            pool: Pool::new(security, client_id, config.connections_per_broker()),
             coordinators: Mutex::new(HashMap::new()),
             answered: std::sync::atomic::AtomicBool::new(false),
             leaders: Mutex::new(HashMap::new()),
@@ -247,6 +247,11 @@ impl Cluster {
             }
             thread::sleep(pause);
         }
+    }
+
+    /// The coordinator of `transactional_id` found last, if any.
+    pub(crate) fn cached_coordinator(&self, transactional_id: &str) -> Option<String> {
+        lock(&self.coordinators).get(transactional_id).cloned()
     }
 
     /// Runs `f` on a connection to the transaction coordinator of `transactional_id` (found

@@ -33,7 +33,11 @@ pub struct KafkaConfig {
     operation_timeout: Duration,
     client_id: String,
     address_overrides: Vec<(String, String)>,
+    connections_per_broker: usize,
 }
+
+/// The most native connections per broker [`KafkaConfig::with_connections_per_broker`] takes.
+pub const MAX_CONNECTIONS_PER_BROKER: usize = 64;
 
 impl KafkaConfig {
     /// A configuration for the cluster at `bootstrap_servers` (`host:port[,host:port...]`)
@@ -50,7 +54,23 @@ impl KafkaConfig {
             operation_timeout: Duration::from_secs(30),
             client_id: "kafka-coordination".to_owned(),
             address_overrides: Vec::new(),
+            connections_per_broker: 1,
         }
+    }
+
+    /// How many native connections the client may open to each broker for transactional
+    /// calls (default 1, at most [`MAX_CONNECTIONS_PER_BROKER`]). A broker answers the
+    /// requests of one connection one at a time, so a process that renews thousands of roles
+    /// (a [`Host`](crate::host::Host) with several I/O threads) needs several to keep the
+    /// broker's request threads busy; each role's own calls stay in order either way.
+    pub fn with_connections_per_broker(mut self, n: usize) -> Self {
+        self.connections_per_broker = n;
+        self
+    }
+
+    /// See [`with_connections_per_broker`](Self::with_connections_per_broker).
+    pub fn connections_per_broker(&self) -> usize {
+        self.connections_per_broker
     }
 
     /// Adds a librdkafka property (for example `security.protocol`, `sasl.mechanism`,
@@ -174,6 +194,13 @@ impl KafkaConfig {
         }
         if self.topic.is_empty() {
             return Err(TransportError::config("the state topic name is empty"));
+        }
+        if !(1..=MAX_CONNECTIONS_PER_BROKER).contains(&self.connections_per_broker) {
+            return Err(TransportError::config(format!(
+                "the connections per broker must be between 1 and {MAX_CONNECTIONS_PER_BROKER}, \
+                 got {}",
+                self.connections_per_broker
+            )));
         }
         for (name, t) in [
             ("request timeout", self.request_timeout),

@@ -89,6 +89,74 @@ impl DescribeClient {
     }
 }
 
+impl DescribeClient {
+    /// [`describe`](Self::describe) for many roles: one request per known coordinator, at
+    /// most [`BATCH`] ids each. A role whose coordinator is not known yet, or that the batched
+    /// request could not answer (a moved coordinator, a lost connection), is described alone,
+    /// with the retries of [`describe`](Self::describe).
+    pub fn describe_many(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
+        let mut out: Vec<Option<Result<LeadershipStatus, TransportError>>> =
+            (0..roles.len()).map(|_| None).collect();
+        let mut by_coordinator: std::collections::BTreeMap<String, Vec<usize>> =
+            std::collections::BTreeMap::new();
+        for (i, role) in roles.iter().enumerate() {
+            if let Some(addr) = self.cluster.cached_coordinator(role.as_str()) {
+                by_coordinator.entry(addr).or_default().push(i);
+            }
+        }
+        for (addr, indexes) in by_coordinator {
+            for chunk in indexes.chunks(BATCH) {
+                let deadline = Instant::now() + self.timeout;
+                let answered = self.cluster.on(&addr, deadline, |conn| {
+                    if conn.version::<DescribeTransactionsRequest>().is_none() {
+                        return Err(Attempt::again("no DescribeTransactions"));
+                    }
+                    let ids = chunk
+                        .iter()
+                        .map(|&i| {
+                            TransactionalId(StrBytes::from_string(roles[i].as_str().to_owned()))
+                        })
+                        .collect();
+                    let req = DescribeTransactionsRequest::default().with_transactional_ids(ids);
+                    Ok(conn.call(&req, 0, deadline)?)
+                });
+                let Ok(resp) = answered else {
+                    continue;
+                };
+                for state in resp.transaction_states {
+                    let Some(&i) = chunk
+                        .iter()
+                        .find(|&&i| roles[i].as_str() == state.transactional_id.0.as_str())
+                    else {
+                        continue;
+                    };
+                    out[i] = match state.error_code {
+                        code::NONE => Some(Ok(LeadershipStatus::described(
+                            state.producer_id.0,
+                            state.producer_epoch,
+                            TransactionState::parse(state.transaction_state.as_str()),
+                        ))),
+                        code::TRANSACTIONAL_ID_NOT_FOUND => Some(Ok(LeadershipStatus::NOT_FOUND)),
+                        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+                            Some(Err(unauthorized(&roles[i])))
+                        }
+                        // Left to `describe`: it retries, looks the coordinator up again and
+                        // names the error.
+                        _ => None,
+                    };
+                }
+            }
+        }
+        out.into_iter()
+            .zip(roles)
+            .map(|(answer, role)| answer.unwrap_or_else(|| self.describe(role)))
+            .collect()
+    }
+}
+
+/// The most transactional ids one batched DescribeTransactions names.
+pub(crate) const BATCH: usize = 256;
+
 fn unauthorized(role: &Role) -> TransportError {
     TransportError::unauthorized(format!(
         "not authorized to describe role '{role}': the principal needs the DESCRIBE ACL on \

@@ -94,7 +94,7 @@ use kafka_coordination_core::partition::{partition_of_bytes, role_partition};
 use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
-pub use self::config::{KafkaConfig, STATE_TOPIC};
+pub use self::config::{KafkaConfig, MAX_CONNECTIONS_PER_BROKER, STATE_TOPIC};
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};
 pub use self::topic::{Finding, Severity, TopicReport};
@@ -409,6 +409,12 @@ impl Coordinator for KafkaTransport {
 
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         self.describe.describe(role)
+    }
+
+    /// One DescribeTransactions per coordinator for the roles whose coordinator is known, the
+    /// others (and any that request could not answer) one by one.
+    fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
+        self.describe.describe_many(roles)
     }
 
     /// Drops the role's transactional producer: this transport stops writing for the role.

@@ -355,19 +355,25 @@ fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
     Err(NetError::Io(last))
 }
 
-/// The process's connections, one per broker address, opened on demand.
+type Slot = Arc<Mutex<Option<Conn>>>;
+
+/// The process's connections: up to `per_broker` per broker address, opened on demand.
 pub(crate) struct Pool {
     security: Security,
     client_id: StrBytes,
-    conns: Mutex<HashMap<String, Arc<Mutex<Option<Conn>>>>>,
+    conns: Mutex<HashMap<String, Arc<[Slot]>>>,
+    per_broker: usize,
+    next: std::sync::atomic::AtomicUsize,
 }
 
 impl Pool {
-    pub(crate) fn new(security: Security, client_id: impl Into<String>) -> Pool {
+    pub(crate) fn new(security: Security, client_id: impl Into<String>, per_broker: usize) -> Pool {
         Pool {
             security,
             client_id: StrBytes::from_string(client_id.into()),
             conns: Mutex::new(HashMap::new()),
+            per_broker: per_broker.max(1),
+            next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -379,11 +385,28 @@ impl Pool {
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
-        let slot = {
+        let slots = {
             let mut conns = lock(&self.conns);
-            Arc::clone(conns.entry(addr.to_owned()).or_default())
+            Arc::clone(
+                conns
+                    .entry(addr.to_owned())
+                    .or_insert_with(|| (0..self.per_broker).map(|_| Slot::default()).collect()),
+            )
         };
-        let mut guard = lock(&slot);
+        // A free connection if there is one (opening it if needed); else wait for one, taken
+        // in turn.
+        let free = slots.iter().find_map(|s| match s.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        let mut guard = match free {
+            Some(guard) => guard,
+            None => {
+                let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                lock(&slots[i % slots.len()])
+            }
+        };
         if guard.is_none() {
             *guard = Some(Conn::open(addr, &self.security, &self.client_id, deadline)?);
         }
@@ -399,8 +422,11 @@ impl Pool {
 
     /// How many connections are open.
     pub(crate) fn open_connections(&self) -> usize {
-        let slots: Vec<_> = lock(&self.conns).values().cloned().collect();
-        slots.iter().filter(|s| lock(s).is_some()).count()
+        let all: Vec<_> = lock(&self.conns).values().cloned().collect();
+        all.iter()
+            .flat_map(|slots| slots.iter())
+            .filter(|s| lock(s).is_some())
+            .count()
     }
 }
 

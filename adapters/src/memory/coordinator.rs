@@ -125,9 +125,17 @@ fn fenced(member: &str, role: &Role, bound: FencingToken, current: FencingToken)
 impl Inner {
     /// Aborts, with an epoch bump, every transaction open longer than its timeout at `now`.
     pub(super) fn expire(&mut self, now: UnixMillis) {
+        if self.next_expiry.is_none_or(|first| now <= first) {
+            return;
+        }
         let Inner {
-            txns, logs, dirty, ..
+            txns,
+            logs,
+            dirty,
+            next_expiry,
+            ..
         } = self;
+        *next_expiry = None;
         for entry in txns.values_mut() {
             let expired = entry
                 .open
@@ -136,6 +144,10 @@ impl Inner {
             if expired {
                 end_open(entry, logs, dirty, false);
                 fence_bump(entry);
+            }
+            if let Some(open) = &entry.open {
+                let at = open.started.saturating_add(entry.timeout);
+                *next_expiry = Some(next_expiry.map_or(at, |first| first.min(at)));
             }
         }
     }
@@ -242,12 +254,15 @@ impl Inner {
         let offset = self.log_mut(index)?.append_transactional(key, value, bound);
         let entry = self.entry_mut(role, member)?;
         entry.state = TransactionState::Ongoing;
+        let timeout = entry.timeout;
         let open = entry.open.get_or_insert_with(|| OpenTxn {
             started: now,
             member: member.to_owned(),
             records: Vec::new(),
         });
         open.records.push((index, offset));
+        let at = open.started.saturating_add(timeout);
+        self.next_expiry = Some(self.next_expiry.map_or(at, |first| first.min(at)));
         if commit {
             self.commit(role, bound, member, now)?;
         }

@@ -167,6 +167,9 @@ struct Inner {
     dirty: BTreeSet<usize>,
     /// Data topics written by guarded writes: (topic, partition) -> committed records.
     data: BTreeMap<(String, i32), Vec<Record>>,
+    /// No open transaction times out before this instant (`None`: none is open), so that the
+    /// timeout check at every call looks at the transactions only when one may be due.
+    next_expiry: Option<UnixMillis>,
 }
 
 impl Inner {
@@ -362,6 +365,7 @@ impl MemoryBroker {
             max_transaction_timeout: DEFAULT_MAX_TRANSACTION_TIMEOUT,
             dirty: BTreeSet::new(),
             data: BTreeMap::new(),
+            next_expiry: None,
         };
         MemoryBroker {
             shared: Arc::new(Shared {

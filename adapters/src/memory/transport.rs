@@ -1,6 +1,6 @@
 //! [`MemoryTransport`]: one member's connection to a [`MemoryBroker`](super::MemoryBroker).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,8 +20,48 @@ use crate::transport::{
     Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Registrar, StateReader,
 };
 
-/// The producer sessions of one member: role -> the pair its last `acquire_epoch` bound.
-type Sessions = BTreeMap<Role, FencingToken>;
+/// The producer sessions of one member: role -> the pair its last `acquire_epoch` bound, and
+/// the way back (a lease write names its pair; a member may hold thousands of roles).
+#[derive(Debug, Default)]
+struct Sessions {
+    by_role: BTreeMap<Role, FencingToken>,
+    by_token: HashMap<FencingToken, Role>,
+}
+
+impl Sessions {
+    fn get(&self, role: &Role) -> Option<&FencingToken> {
+        self.by_role.get(role)
+    }
+    fn insert(&mut self, role: Role, pair: FencingToken) {
+        if let Some(old) = self.by_role.insert(role.clone(), pair) {
+            self.by_token.remove(&old);
+        }
+        self.by_token.insert(pair, role);
+    }
+    fn remove(&mut self, role: &Role) {
+        if let Some(pair) = self.by_role.remove(role) {
+            self.by_token.remove(&pair);
+        }
+    }
+    fn remove_token(&mut self, token: FencingToken) {
+        if let Some(role) = self.by_token.remove(&token) {
+            self.by_role.remove(&role);
+        }
+    }
+    fn clear(&mut self) {
+        self.by_role.clear();
+        self.by_token.clear();
+    }
+    fn role_of(&self, token: FencingToken) -> Option<&Role> {
+        self.by_token.get(&token)
+    }
+    fn is_empty(&self) -> bool {
+        self.by_role.is_empty()
+    }
+    fn iter(&self) -> impl Iterator<Item = (&Role, &FencingToken)> {
+        self.by_role.iter()
+    }
+}
 
 /// One member's transport to a [`MemoryBroker`]: implements [`Coordinator`], [`StateReader`],
 /// [`Registrar`] and [`LeaseWriter`].
@@ -128,7 +168,7 @@ impl MemoryTransport {
         token: FencingToken,
     ) -> Result<i64, TransportError> {
         let offset = self.begin_lease_write(partition, key, value, token)?;
-        self.sessions().retain(|_, pair| *pair != token);
+        self.sessions().remove_token(token);
         Ok(offset)
     }
 
@@ -138,7 +178,7 @@ impl MemoryTransport {
 
     /// The role whose session holds `token`; `Fenced` when no session holds it.
     fn resolve(&self, sessions: &Sessions, token: FencingToken) -> Result<Role, TransportError> {
-        if let Some((role, _)) = sessions.iter().find(|(_, pair)| **pair == token) {
+        if let Some(role) = sessions.role_of(token) {
             return Ok(role.clone());
         }
         if sessions.is_empty() {

@@ -1,0 +1,964 @@
+//! Many candidacies on one loop: a [`Host`] runs every candidacy started on it on one thread
+//! (blocking flavour) or one task (tokio, smol, async-std), for services that hold one role
+//! per shard, tenant or partition.
+//!
+//! What the host shares among its candidacies:
+//! - **one timer heap** instead of a timer, a task or a thread per candidacy;
+//! - **one read per partition per round**: the reads of every candidacy whose role lives on a
+//!   partition of `__coordination_state` are served by one transport read, and each candidacy
+//!   gets only the records of its own role (see `view.rs`). A standby's long poll becomes a
+//!   parked read that the partition's next read answers;
+//! - **one bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the other transport
+//!   calls (registrations, epochs, leases, checks), which are blocking calls of the
+//!   [`Transport`](crate::Transport) traits. With `io_threads(0)` they run on the loop itself,
+//!   which suits a transport whose calls never wait on a network, such as
+//!   [`MemoryBroker`](crate::memory::MemoryBroker)'s.
+//!
+//! Each candidacy keeps its own [`Candidacy`] and [`Leadership`](crate::Leadership) handles,
+//! exactly as a candidacy started alone: the host changes how the machines are driven, not
+//! what they do.
+//!
+//! ```
+//! # #[cfg(all(feature = "memory", feature = "blocking"))] {
+//! use std::sync::Arc;
+//! use kafka_coordination::host::HostOptions;
+//! use kafka_coordination::memory::MemoryBroker;
+//! use kafka_coordination::{blocking, ManualClock, Options};
+//!
+//! let clock = ManualClock::default();
+//! let broker = MemoryBroker::new(16, Arc::new(clock.clone()));
+//! let host = blocking::host(
+//!     Arc::new(broker.transport("node-a")),
+//!     HostOptions::new().clock(clock.clone()).io_threads(0),
+//! )?;
+//! let shards: Vec<_> = (0..100)
+//!     .map(|i| host.start(&format!("shard-{i}"), "node-a", Options::new().clock(clock.clone())))
+//!     .collect::<Result<_, _>>()?;
+//! clock.settle().unwrap();
+//! assert!(shards.iter().all(|c| c.snapshot().token.is_some()));
+//! # }
+//! # Ok::<(), kafka_coordination::Error>(())
+//! ```
+
+mod view;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use event_listener::{Event, EventListener};
+use kafka_coordination_core::machine::{Command, Event as MachineEvent};
+use kafka_coordination_core::time::UnixMillis;
+
+use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::driver::{execute, Driver, InFlight, Next};
+use crate::error::TransportError;
+use crate::leadership::{Candidacy, Doorbell, Error, Spawner};
+use crate::options::Options;
+use crate::transport::{ReadBatch, Transport};
+
+use view::{Req, Views};
+
+/// The default number of I/O threads of a host.
+pub const DEFAULT_IO_THREADS: usize = 8;
+/// The default interval at which a host reads again a partition that has parked long polls.
+pub const DEFAULT_REFRESH: Duration = Duration::from_millis(50);
+
+/// How a [`Host`] runs.
+#[derive(Clone)]
+pub struct HostOptions {
+    io_threads: usize,
+    refresh: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for HostOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostOptions")
+            .field("io_threads", &self.io_threads)
+            .field("refresh", &self.refresh)
+            .field("manual_clock", &self.clock.as_manual().is_some())
+            .finish()
+    }
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            io_threads: DEFAULT_IO_THREADS,
+            refresh: DEFAULT_REFRESH,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl HostOptions {
+    /// The defaults: [`DEFAULT_IO_THREADS`] I/O threads, a [`DEFAULT_REFRESH`] refresh, the
+    /// system clock.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many threads run the blocking transport calls (default [`DEFAULT_IO_THREADS`]). `0`
+    /// runs them on the loop itself: only for a transport whose calls return at once.
+    pub fn io_threads(mut self, n: usize) -> Self {
+        self.io_threads = n;
+        self
+    }
+
+    /// How often a partition on which standbys wait for records (a long poll) is read again
+    /// (default [`DEFAULT_REFRESH`]): what a resign may wait on top of the read itself before
+    /// the next member sees it. On a manual clock the partition is read at every change of
+    /// the clock instead.
+    pub fn refresh(mut self, d: Duration) -> Self {
+        self.refresh = d;
+        self
+    }
+
+    /// The clock of every candidacy on the host (default: the system clock). A candidacy
+    /// whose [`Options`] name another manual clock is refused.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+}
+
+/// The host's doorbell: rung by the I/O pool when a call finished, by [`Host::start`], and by
+/// a hosted candidacy's cancel or resign (which also marks that some candidacy wants
+/// attention, so the loop looks at all of them only then).
+#[derive(Debug, Default)]
+pub(crate) struct Bell {
+    event: Event,
+    cancels: AtomicBool,
+}
+
+impl Bell {
+    pub(crate) fn listen(&self) -> EventListener {
+        self.event.listen()
+    }
+    fn ring(&self) {
+        self.event.notify(usize::MAX);
+    }
+    pub(crate) fn ring_for_cancel(&self) {
+        self.cancels.store(true, Ordering::SeqCst);
+        self.ring();
+    }
+    fn take_cancels(&self) -> bool {
+        self.cancels.swap(false, Ordering::SeqCst)
+    }
+}
+
+/// A finished transport call.
+enum Done {
+    Call {
+        slot: usize,
+        gen: u64,
+    },
+    Read {
+        partition: i32,
+        outcome: Result<ReadBatch, TransportError>,
+    },
+}
+
+/// What the handles and the I/O pool share with the loop.
+struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
+    transport: Arc<T>,
+    clock: Arc<dyn Clock>,
+    spawner: Arc<Spawner>,
+    bell: Arc<Bell>,
+    pending: Mutex<Vec<Driver<T>>>,
+    done: Mutex<Vec<Done>>,
+    /// Candidacies started and not yet ended.
+    hosted: AtomicUsize,
+    /// Some handle on the host lives.
+    open: AtomicBool,
+    /// The loop has stopped; nothing new is taken.
+    closed: AtomicBool,
+    /// On a manual clock: the change count the loop had acted on when it went idle.
+    idle_seen: Mutex<Option<u64>>,
+}
+
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Inbox<T> {
+    fn manual(&self) -> Option<&ManualClock> {
+        self.clock.as_manual()
+    }
+
+    /// Wakes the loop. On a manual clock a change the loop acts on is counted (a new
+    /// candidacy); a finished call is not a change (the loop is busy until it takes it).
+    fn wake(&self, counted: bool) {
+        match self.manual() {
+            Some(c) if counted => c.ring(),
+            Some(c) => c.wake_waiters(),
+            None => self.bell.ring(),
+        }
+    }
+
+    fn listen(&self) -> EventListener {
+        match self.manual() {
+            Some(c) => c.listen(),
+            None => self.bell.listen(),
+        }
+    }
+
+    fn finished(&self, done: Vec<Done>) {
+        lock(&self.done).extend(done);
+        self.wake(false);
+    }
+
+    fn set_idle(&self, seen: Option<u64>) {
+        let mut idle = lock(&self.idle_seen);
+        if *idle != seen {
+            *idle = seen;
+            drop(idle);
+            if let Some(c) = self.manual() {
+                c.note_progress();
+            }
+        }
+    }
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> crate::clock::Participant for Inbox<T> {
+    fn unsettled(&self, changes: u64) -> Option<String> {
+        if self.closed.load(Ordering::SeqCst) || *lock(&self.idle_seen) == Some(changes) {
+            return None;
+        }
+        Some(format!(
+            "a host of {} candidacies: busy (transport calls under way or acting on a change)",
+            self.hosted.load(Ordering::SeqCst)
+        ))
+    }
+}
+
+/// What a [`Host`] handle can do, whatever the transport's type.
+trait Hosting: Send + Sync {
+    fn start(&self, role: &str, member: &str, options: Options) -> Result<Candidacy, Error>;
+    fn hosted(&self) -> usize;
+    fn close(&self);
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
+    fn start(&self, role: &str, member: &str, options: Options) -> Result<Candidacy, Error> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Transport(TransportError::config(
+                "this host has stopped (its runtime went away); start the candidacy on a new host",
+            )));
+        }
+        match (options.clock.as_manual(), self.manual()) {
+            (Some(a), Some(b)) if !a.same_as(b) => {
+                return Err(Error::Transport(TransportError::config(
+                    "the options name another manual clock than the host's: give the host \
+                     (HostOptions::clock) and its candidacies the same clock",
+                )))
+            }
+            (Some(_), None) => {
+                return Err(Error::Transport(TransportError::config(
+                    "the options name a manual clock but the host runs on the system clock: \
+                     give it the same clock with HostOptions::clock",
+                )))
+            }
+            _ => {}
+        }
+        let options = Options {
+            clock: self.clock.clone(),
+            ..options
+        };
+        let doorbell = match self.manual() {
+            Some(c) => Doorbell::Clock(c.clone()),
+            None => Doorbell::Host(self.bell.clone()),
+        };
+        let (driver, candidacy) = Driver::with_doorbell(
+            self.transport.clone(),
+            role,
+            member,
+            options,
+            self.spawner.clone(),
+            Some(doorbell),
+        )?;
+        self.hosted.fetch_add(1, Ordering::SeqCst);
+        lock(&self.pending).push(driver);
+        self.wake(true);
+        Ok(candidacy)
+    }
+
+    fn hosted(&self) -> usize {
+        self.hosted.load(Ordering::SeqCst)
+    }
+
+    fn close(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        self.wake(true);
+    }
+}
+
+/// A handle on a host: starts candidacies on its loop. Clone it freely; the loop runs while a
+/// handle lives or a candidacy it runs has not ended, then stops (and its I/O threads with it).
+///
+/// Made by `blocking::host`, `tokio_driver::host`, `smol_driver::host` or
+/// `async_std_driver::host`.
+#[derive(Clone)]
+pub struct Host {
+    handle: Arc<HostHandle>,
+}
+
+struct HostHandle {
+    inner: Arc<dyn Hosting>,
+}
+
+impl Drop for HostHandle {
+    fn drop(&mut self) {
+        self.inner.close();
+    }
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("hosted", &self.handle.inner.hosted())
+            .finish()
+    }
+}
+
+impl Host {
+    /// Starts competing for `role` as `member` on this host's loop and returns at once, as
+    /// `blocking::start` or `tokio_driver::start` do; the [`Candidacy`] and the
+    /// [`Leadership`](crate::Leadership) it yields behave exactly as theirs. The host's clock
+    /// drives the candidacy (a manual clock in `options` must be the host's), and its
+    /// [`Options::long_poll`] is replaced by the host's shared refresh.
+    ///
+    /// Fails as `start` does (invalid names or options, a role this transport already
+    /// contests), and with a configuration error once the host's loop has stopped.
+    pub fn start(&self, role: &str, member: &str, options: Options) -> Result<Candidacy, Error> {
+        self.handle.inner.start(role, member, options)
+    }
+
+    /// How many candidacies the host runs now (started and not yet ended).
+    pub fn len(&self) -> usize {
+        self.handle.inner.hosted()
+    }
+
+    /// Whether the host runs no candidacy now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A bounded pool of threads for blocking transport calls.
+struct Pool {
+    queue: Arc<(Mutex<PoolQueue>, Condvar)>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct PoolQueue {
+    jobs: VecDeque<Job>,
+    closed: bool,
+}
+
+impl Pool {
+    fn new(threads: usize) -> Result<Pool, Error> {
+        let queue = Arc::new((
+            Mutex::new(PoolQueue {
+                jobs: VecDeque::new(),
+                closed: false,
+            }),
+            Condvar::new(),
+        ));
+        for i in 0..threads {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("kc-host-io-{i}"))
+                .spawn(move || loop {
+                    let job = {
+                        let (lock_, cv) = &*queue;
+                        let mut q = lock(lock_);
+                        loop {
+                            if let Some(job) = q.jobs.pop_front() {
+                                break job;
+                            }
+                            if q.closed {
+                                return;
+                            }
+                            q = cv.wait(q).unwrap_or_else(PoisonError::into_inner);
+                        }
+                    };
+                    job();
+                })
+                .map_err(|e| {
+                    Error::Transport(TransportError::fatal(format!(
+                        "could not start the host's I/O thread: {e}"
+                    )))
+                })?;
+        }
+        Ok(Pool { queue })
+    }
+
+    fn submit(&self, job: Job) {
+        let (lock_, cv) = &*self.queue;
+        lock(lock_).jobs.push_back(job);
+        cv.notify_one();
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let (lock_, cv) = &*self.queue;
+        lock(lock_).closed = true;
+        cv.notify_all();
+    }
+}
+
+/// A call a candidacy issued in this turn.
+struct Outgoing {
+    slot: usize,
+    gen: u64,
+    call: Arc<InFlight>,
+    shared: Arc<crate::leadership::Shared>,
+    describe: bool,
+}
+
+/// The most checks one `describe_epochs` call carries.
+pub const DESCRIBE_BATCH: usize = 256;
+
+/// Where a hosted candidacy is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    Ready,
+    Waiting,
+    Calling,
+    Reading,
+}
+
+struct Slot<T: Transport + Send + Sync + ?Sized + 'static> {
+    driver: Driver<T>,
+    role: Arc<str>,
+    partition: i32,
+    at: At,
+    /// Counts the slot's waits and requests, so that a stale timer or answer is ignored.
+    gen: u64,
+}
+
+/// The loop's state: every hosted candidacy, the timers, the partition views.
+pub(crate) struct Core<T: Transport + Send + Sync + ?Sized + 'static> {
+    inbox: Arc<Inbox<T>>,
+    slots: Vec<Option<Slot<T>>>,
+    free: Vec<usize>,
+    ready: VecDeque<usize>,
+    /// Calls issued in this turn, handed to the pool at its end.
+    outgoing: Vec<Outgoing>,
+    timers: BinaryHeap<Reverse<(UnixMillis, usize, u64)>>,
+    views: Views,
+    pool: Option<Pool>,
+    /// Calls and reads handed to the pool (or run inline) whose completion was not taken yet.
+    in_flight: usize,
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Core<T> {
+    fn drop(&mut self) {
+        self.inbox.closed.store(true, Ordering::SeqCst);
+        // Candidacies that never reached the loop end here too (each resigns on the spot as a
+        // driver whose runtime went away does).
+        let pending = std::mem::take(&mut *lock(&self.inbox.pending));
+        drop(pending);
+        if let Some(c) = self.inbox.manual() {
+            c.note_progress();
+        }
+    }
+}
+
+/// How long the loop may wait before its next turn.
+pub(crate) enum Sleep {
+    /// Until the doorbell rings (a manual clock: until it changes).
+    Bell,
+    /// Until the doorbell rings or this much real time passed.
+    For(Duration),
+    /// Work is waiting: turn again now.
+    No,
+    /// Every handle is gone and every candidacy ended: stop.
+    Stop,
+}
+
+/// Builds a host: its handle, and the loop to run on a thread or a task.
+pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
+    transport: Arc<T>,
+    options: HostOptions,
+    spawner: Arc<Spawner>,
+) -> Result<(Host, Core<T>), Error> {
+    let pool = match options.io_threads {
+        0 => None,
+        n => Some(Pool::new(n)?),
+    };
+    let inbox = Arc::new(Inbox {
+        transport,
+        clock: options.clock.clone(),
+        spawner,
+        bell: Arc::new(Bell::default()),
+        pending: Mutex::new(Vec::new()),
+        done: Mutex::new(Vec::new()),
+        hosted: AtomicUsize::new(0),
+        open: AtomicBool::new(true),
+        closed: AtomicBool::new(false),
+        idle_seen: Mutex::new(None),
+    });
+    if let Some(manual) = inbox.manual() {
+        let participant: Arc<dyn crate::clock::Participant> = inbox.clone();
+        manual.register(Arc::downgrade(&participant));
+    }
+    let host = Host {
+        handle: Arc::new(HostHandle {
+            inner: inbox.clone(),
+        }),
+    };
+    let core = Core {
+        inbox,
+        slots: Vec::new(),
+        free: Vec::new(),
+        ready: VecDeque::new(),
+        outgoing: Vec::new(),
+        timers: BinaryHeap::new(),
+        views: Views::new(options.refresh),
+        pool,
+        in_flight: 0,
+    };
+    Ok((host, core))
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
+    /// A listener for the next ring; create it before [`Core::turn`].
+    pub(crate) fn listen(&self) -> EventListener {
+        self.inbox.listen()
+    }
+
+    fn changes(&self) -> Option<u64> {
+        self.inbox.manual().map(|c| c.changes())
+    }
+
+    /// Does everything that is due and says how long the loop may sleep. On a manual clock,
+    /// `seen` is the change count read before the turn (after [`Core::listen`]): the loop is
+    /// idle at it when the turn leaves nothing to do.
+    pub(crate) fn turn(&mut self) -> Sleep {
+        let seen = self.changes();
+        self.inbox.set_idle(None);
+        self.take_new();
+        self.take_done();
+        let now = self.inbox.clock.now();
+        self.look_at_cancels(now);
+        self.fire_timers(now);
+        loop {
+            while let Some(i) = self.ready.pop_front() {
+                self.step(i, now);
+            }
+            self.flush_calls();
+            self.issue_reads(now);
+            // Calls run inline have finished already: act on them in this turn.
+            if self.pool.is_some() {
+                break;
+            }
+            self.take_done();
+            if self.ready.is_empty() {
+                break;
+            }
+        }
+        let work = !self.ready.is_empty() || !lock(&self.inbox.done).is_empty();
+        if work {
+            return Sleep::No;
+        }
+        let live = self.slots.len() - self.free.len();
+        if live == 0
+            && !self.inbox.open.load(Ordering::SeqCst)
+            && lock(&self.inbox.pending).is_empty()
+        {
+            return Sleep::Stop;
+        }
+        if !lock(&self.inbox.pending).is_empty() {
+            return Sleep::No;
+        }
+        let busy = self.in_flight > 0 || self.views.busy();
+        if let (Some(seen), false) = (seen, busy) {
+            self.inbox.set_idle(Some(seen));
+        }
+        if self.inbox.manual().is_some() {
+            // Timers fire when the clock is moved, and every move rings.
+            return Sleep::Bell;
+        }
+        let next = [
+            self.timers.peek().map(|Reverse((at, _, _))| *at),
+            self.views.next_wake(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            None => Sleep::Bell,
+            Some(at) if at <= now => Sleep::No,
+            Some(at) => Sleep::For(at.since(now).max(Duration::from_millis(1))),
+        }
+    }
+
+    fn take_new(&mut self) {
+        let new = std::mem::take(&mut *lock(&self.inbox.pending));
+        for driver in new {
+            let role: Arc<str> = Arc::from(driver.shared.role.as_str());
+            let partition = driver.partition();
+            self.views.add_user(partition, &role);
+            let slot = Slot {
+                driver,
+                role,
+                partition,
+                at: At::Ready,
+                gen: 0,
+            };
+            let i = match self.free.pop() {
+                Some(i) => {
+                    self.slots[i] = Some(slot);
+                    i
+                }
+                None => {
+                    self.slots.push(Some(slot));
+                    self.slots.len() - 1
+                }
+            };
+            self.ready.push_back(i);
+        }
+    }
+
+    fn take_done(&mut self) {
+        let done = std::mem::take(&mut *lock(&self.inbox.done));
+        let now = self.inbox.clock.now();
+        for d in done {
+            self.in_flight = self.in_flight.saturating_sub(1);
+            match d {
+                Done::Call { slot, gen } => {
+                    let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    if s.gen != gen || s.at != At::Calling {
+                        continue;
+                    }
+                    let outcome = s
+                        .driver
+                        .in_flight
+                        .take()
+                        .and_then(|c| c.take())
+                        .unwrap_or_else(|| {
+                            Err(TransportError::fatal("a transport call left no result"))
+                        });
+                    self.feed(slot, outcome);
+                }
+                Done::Read { partition, outcome } => {
+                    let slots = &self.slots;
+                    let cancelled = |i: usize| {
+                        slots
+                            .get(i)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|s| s.driver.cancel_pending())
+                    };
+                    let answers = self.views.read_done(partition, outcome, now, &cancelled);
+                    for (slot, gen, outcome) in answers {
+                        let current = self
+                            .slots
+                            .get(slot)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|s| s.gen == gen && s.at == At::Reading);
+                        if current {
+                            self.feed(slot, outcome);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Feeds a call's or a read's outcome to a slot's machine.
+    fn feed(&mut self, i: usize, outcome: Result<MachineEvent, TransportError>) {
+        let Some(s) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        s.driver.shared.update(|st| st.snapshot.idle_at = None);
+        match s.driver.complete(outcome) {
+            Ok(()) => {
+                s.at = At::Ready;
+                self.ready.push_back(i);
+            }
+            Err(e) => self.finish(i, e),
+        }
+    }
+
+    /// Candidacies with a cancel or a fenced guarded write waiting: waiting ones wake, parked
+    /// reads are answered by the next read.
+    fn look_at_cancels(&mut self, now: UnixMillis) {
+        let scan = self.inbox.manual().is_some() || self.inbox.bell.take_cancels();
+        if !scan {
+            return;
+        }
+        for i in 0..self.slots.len() {
+            let Some(s) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if s.at == At::Waiting && s.driver.cancel_pending() {
+                s.at = At::Ready;
+                s.gen += 1;
+                self.ready.push_back(i);
+            }
+        }
+        let slots = &self.slots;
+        let cancelled = |i: usize| {
+            slots
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| s.driver.cancel_pending())
+        };
+        self.views.unpark(now, &cancelled);
+    }
+
+    fn fire_timers(&mut self, now: UnixMillis) {
+        while let Some(Reverse((at, i, gen))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(s) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+                continue;
+            };
+            if s.gen != gen || s.at != At::Waiting {
+                continue;
+            }
+            s.driver.shared.update(|st| st.snapshot.idle_at = None);
+            match s.driver.tick() {
+                Ok(()) => {
+                    s.at = At::Ready;
+                    self.ready.push_back(i);
+                }
+                Err(e) => self.finish(i, e),
+            }
+        }
+        // Long polls whose wait is over are answered by the next read.
+        self.views.unpark(now, &|_| false);
+    }
+
+    /// Runs one candidacy until it waits: a call handed to the pool, a read queued, a timer.
+    fn step(&mut self, i: usize, now: UnixMillis) {
+        let Some(s) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Err(e) = s.driver.check_cancel() {
+            self.finish(i, e);
+            return;
+        }
+        loop {
+            let Some(s) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+                return;
+            };
+            match s.driver.drain() {
+                Next::Ended => {
+                    self.remove(i);
+                    return;
+                }
+                Next::Io(Command::ReadPartition {
+                    partition,
+                    from_offset,
+                    wait_until,
+                }) => {
+                    s.gen += 1;
+                    s.at = At::Reading;
+                    let req = Req {
+                        slot: i,
+                        gen: s.gen,
+                        role: s.role.clone(),
+                        from: from_offset,
+                        until: wait_until.filter(|u| *u > now),
+                    };
+                    self.views.request(partition, req);
+                    return;
+                }
+                Next::Io(cmd) => {
+                    s.gen += 1;
+                    s.at = At::Calling;
+                    let describe = matches!(cmd, Command::DescribeRole { .. });
+                    let call = Arc::new(InFlight::new(cmd));
+                    s.driver.in_flight = Some(call.clone());
+                    self.outgoing.push(Outgoing {
+                        slot: i,
+                        gen: s.gen,
+                        call,
+                        shared: s.driver.shared.clone(),
+                        describe,
+                    });
+                    return;
+                }
+                Next::Wait(Some(w)) if w <= now => {
+                    if let Err(e) = s.driver.tick() {
+                        self.finish(i, e);
+                        return;
+                    }
+                }
+                Next::Wait(wake) => {
+                    s.gen += 1;
+                    s.at = At::Waiting;
+                    if let Some(w) = wake {
+                        self.timers.push(Reverse((w, i, s.gen)));
+                    }
+                    s.driver.shared.update(|st| st.snapshot.idle_at = Some(now));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hands the calls of this turn to the pool: the checks (DescribeRole) of up to
+    /// [`DESCRIBE_BATCH`] candidacies in one call of
+    /// [`describe_epochs`](crate::Coordinator::describe_epochs), every other call alone.
+    fn flush_calls(&mut self) {
+        let calls = std::mem::take(&mut self.outgoing);
+        // One completion per call, whether alone or in a batch.
+        self.in_flight += calls.len();
+        let (describes, singles): (Vec<Outgoing>, Vec<Outgoing>) =
+            calls.into_iter().partition(|c| c.describe);
+        let mut jobs: Vec<Job> = Vec::new();
+        for c in singles {
+            let inbox = self.inbox.clone();
+            jobs.push(Box::new(move || {
+                if let Some(cmd) = c.call.start() {
+                    c.call.put(execute(
+                        &*inbox.transport,
+                        cmd,
+                        &*inbox.clock,
+                        Duration::ZERO,
+                        &c.shared,
+                    ));
+                }
+                inbox.finished(vec![Done::Call {
+                    slot: c.slot,
+                    gen: c.gen,
+                }]);
+            }));
+        }
+        let mut describes = describes.into_iter().peekable();
+        while describes.peek().is_some() {
+            let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
+            let inbox = self.inbox.clone();
+            jobs.push(Box::new(move || {
+                let mut roles = Vec::with_capacity(batch.len());
+                let mut asked = Vec::with_capacity(batch.len());
+                for c in &batch {
+                    match c.call.start() {
+                        Some(Command::DescribeRole { transactional_id }) => {
+                            roles.push(transactional_id);
+                            asked.push(c);
+                        }
+                        Some(_) => c
+                            .call
+                            .put(Err(TransportError::fatal("driver bug: not a check"))),
+                        // Taken by a driver exiting on the spot.
+                        None => {}
+                    }
+                }
+                let answers = inbox.transport.describe_epochs(&roles);
+                let mut answers = answers.into_iter();
+                for c in asked {
+                    let answer = answers.next().unwrap_or_else(|| {
+                        Err(TransportError::fatal(
+                            "describe_epochs answered fewer roles than it was asked for",
+                        ))
+                    });
+                    c.call
+                        .put(answer.map(|status| MachineEvent::Described { status }));
+                }
+                inbox.finished(
+                    batch
+                        .iter()
+                        .map(|c| Done::Call {
+                            slot: c.slot,
+                            gen: c.gen,
+                        })
+                        .collect(),
+                );
+            }));
+        }
+        for job in jobs {
+            match &self.pool {
+                Some(pool) => pool.submit(job),
+                None => job(),
+            }
+        }
+    }
+
+    fn issue_reads(&mut self, now: UnixMillis) {
+        for fetch in self.views.fetches(now, self.changes()) {
+            let inbox = self.inbox.clone();
+            self.in_flight += 1;
+            let job: Job = Box::new(move || {
+                let outcome =
+                    inbox
+                        .transport
+                        .read_partition(fetch.partition, fetch.from, Duration::ZERO);
+                inbox.finished(vec![Done::Read {
+                    partition: fetch.partition,
+                    outcome,
+                }]);
+            });
+            match &self.pool {
+                Some(pool) => pool.submit(job),
+                None => job(),
+            }
+        }
+    }
+
+    /// The slot's driver stopped with an error of its own.
+    fn finish(&mut self, i: usize, e: Error) {
+        if let Some(s) = self.slots.get(i).and_then(Option::as_ref) {
+            s.driver.shared.finish(e);
+        }
+        self.remove(i);
+    }
+
+    fn remove(&mut self, i: usize) {
+        if let Some(s) = self.slots.get_mut(i).and_then(Option::take) {
+            self.views.remove_user(s.partition, &s.role, i);
+            self.free.push(i);
+            self.inbox.hosted.fetch_sub(1, Ordering::SeqCst);
+            drop(s);
+        }
+    }
+}
+
+/// The blocking flavour's loop: turns until the host stops.
+#[cfg(feature = "blocking")]
+pub(crate) fn run_on_thread<T: Transport + Send + Sync + ?Sized + 'static>(mut core: Core<T>) {
+    use event_listener::Listener;
+    loop {
+        let listener = core.listen();
+        match core.turn() {
+            Sleep::Stop => return,
+            Sleep::No => {}
+            Sleep::Bell => listener.wait(),
+            Sleep::For(d) => {
+                listener.wait_timeout(d);
+            }
+        }
+    }
+}
+
+/// The async flavours' loop: turns until the host stops, sleeping with runtime `R`'s timer.
+#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+pub(crate) async fn run_as_task<R: crate::driver::Runtime, T>(mut core: Core<T>)
+where
+    T: Transport + Send + Sync + ?Sized + 'static,
+{
+    use futures_lite::future::or;
+    loop {
+        let listener = core.listen();
+        match core.turn() {
+            Sleep::Stop => return,
+            // Let the runtime's other tasks run between busy turns.
+            Sleep::No => futures_lite::future::yield_now().await,
+            Sleep::Bell => listener.await,
+            Sleep::For(d) => or(listener, R::sleep(d)).await,
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! Shared reads: one view per partition of `__coordination_state`, read once for every hosted
+//! candidacy of a role on it, and served to each candidacy as the records of its own role.
+//!
+//! A candidacy's `ReadPartition { from_offset }` is answered only by a read that was issued
+//! after the request (so the answer is as fresh as a read of its own would be), and with
+//! exactly the records of its role at offsets `>= from_offset` up to that read's end. Records of
+//! other roles are left out: the machine ignores them anyway, and serving them to every
+//! candidacy of a partition costs N x N.
+//!
+//! A read that may wait (`wait_until`) is *parked* after its first fresh read found nothing for
+//! its role: the view is read again every `refresh` (on a manual clock: at every change of the
+//! clock) and the read is answered as soon as records of its role appear, at `wait_until`, or on
+//! a cancel. That is the long poll of the one-candidacy drivers, shared by a whole partition.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination_core::machine::Event;
+use kafka_coordination_core::record::KeyRef;
+use kafka_coordination_core::state::Record;
+use kafka_coordination_core::time::UnixMillis;
+
+use crate::error::TransportError;
+use crate::transport::ReadBatch;
+
+/// One candidacy's outstanding read.
+#[derive(Clone, Debug)]
+pub(crate) struct Req {
+    pub(crate) slot: usize,
+    pub(crate) gen: u64,
+    pub(crate) role: Arc<str>,
+    pub(crate) from: i64,
+    /// Until when it may wait for records (a long poll), if at all.
+    pub(crate) until: Option<UnixMillis>,
+}
+
+/// The records of one role, complete for offsets `from..through`.
+#[derive(Debug)]
+struct Buf {
+    from: i64,
+    through: i64,
+    records: Vec<Record>,
+    /// Hosted candidacies of this role that use this view.
+    users: usize,
+}
+
+#[derive(Debug, Default)]
+struct View {
+    /// How far the view has read.
+    end: Option<i64>,
+    stalled: bool,
+    bufs: HashMap<Arc<str>, Buf>,
+    /// Requests waiting for the next read.
+    queued: Vec<Req>,
+    /// Requests the read under way answers, and the offset it started at.
+    reading: Option<(i64, Vec<Req>)>,
+    /// Long polls waiting for records of their role.
+    parked: Vec<Req>,
+    /// When a view with parked requests is read again (real clock).
+    refresh_at: Option<UnixMillis>,
+    /// The manual clock's change count at the last read (manual clock).
+    read_at_change: u64,
+}
+
+/// A read to issue: partition and start offset.
+pub(crate) struct Fetch {
+    pub(crate) partition: i32,
+    pub(crate) from: i64,
+}
+
+/// An answer for a candidacy: its slot, the generation of its request, and the outcome.
+pub(crate) type Answer = (usize, u64, Result<Event, TransportError>);
+
+#[derive(Debug, Default)]
+pub(crate) struct Views {
+    parts: HashMap<i32, View>,
+    refresh: Duration,
+}
+
+impl Views {
+    pub(crate) fn new(refresh: Duration) -> Views {
+        Views {
+            parts: HashMap::new(),
+            refresh,
+        }
+    }
+
+    /// A hosted candidacy of `role` started using `partition`.
+    pub(crate) fn add_user(&mut self, partition: i32, role: &Arc<str>) {
+        let view = self.parts.entry(partition).or_default();
+        let buf = view.bufs.entry(role.clone()).or_insert_with(|| Buf {
+            // Nothing is known yet: the first request sets where it must start.
+            from: i64::MAX,
+            through: i64::MAX,
+            records: Vec::new(),
+            users: 0,
+        });
+        buf.users += 1;
+    }
+
+    /// A hosted candidacy of `role` ended.
+    pub(crate) fn remove_user(&mut self, partition: i32, role: &Arc<str>, slot: usize) {
+        let Some(view) = self.parts.get_mut(&partition) else {
+            return;
+        };
+        view.queued.retain(|r| r.slot != slot);
+        view.parked.retain(|r| r.slot != slot);
+        if let Some((_, reqs)) = &mut view.reading {
+            reqs.retain(|r| r.slot != slot);
+        }
+        if let Some(buf) = view.bufs.get_mut(role) {
+            buf.users = buf.users.saturating_sub(1);
+            if buf.users == 0 {
+                view.bufs.remove(role);
+            }
+        }
+        if view.bufs.is_empty() && view.reading.is_none() {
+            self.parts.remove(&partition);
+        }
+    }
+
+    /// A candidacy asks for the records of its role from `req.from`.
+    pub(crate) fn request(&mut self, partition: i32, req: Req) {
+        let view = self.parts.entry(partition).or_default();
+        let buf = view.bufs.entry(req.role.clone()).or_insert_with(|| Buf {
+            from: i64::MAX,
+            through: i64::MAX,
+            records: Vec::new(),
+            users: 1,
+        });
+        if buf.from > req.from {
+            // Records before what the view holds for the role: read them again from there.
+            buf.from = req.from;
+            buf.through = req.from;
+            buf.records.clear();
+        }
+        view.queued.push(req);
+    }
+
+    /// Whether any read is issued or waiting to be.
+    pub(crate) fn busy(&self) -> bool {
+        self.parts
+            .values()
+            .any(|v| !v.queued.is_empty() || v.reading.is_some())
+    }
+
+    /// Moves the parked requests of `slot` (a cancel) or every parked request whose wait is over
+    /// to the next read.
+    pub(crate) fn unpark(&mut self, now: UnixMillis, cancelled: &dyn Fn(usize) -> bool) {
+        for view in self.parts.values_mut() {
+            let mut i = 0;
+            while i < view.parked.len() {
+                let r = &view.parked[i];
+                if r.until.is_none_or(|u| now >= u) || cancelled(r.slot) {
+                    let r = view.parked.swap_remove(i);
+                    view.queued.push(r);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// The reads to issue now: every partition with requests waiting and no read under way, and
+    /// every partition with parked requests whose refresh is due. `changes` is the manual
+    /// clock's change count (`None` on a real clock).
+    pub(crate) fn fetches(&mut self, now: UnixMillis, changes: Option<u64>) -> Vec<Fetch> {
+        let mut out = Vec::new();
+        for (&partition, view) in &mut self.parts {
+            if view.reading.is_some() {
+                continue;
+            }
+            let refresh = !view.parked.is_empty()
+                && match changes {
+                    Some(c) => c > view.read_at_change,
+                    None => view.refresh_at.is_none_or(|at| now >= at),
+                };
+            if view.queued.is_empty() && !refresh {
+                continue;
+            }
+            let mut from = view.end.unwrap_or(i64::MAX);
+            for buf in view.bufs.values() {
+                from = from.min(buf.through);
+            }
+            for r in &view.queued {
+                from = from.min(r.from);
+            }
+            if from == i64::MAX {
+                from = 0;
+            }
+            view.reading = Some((from, std::mem::take(&mut view.queued)));
+            if let Some(c) = changes {
+                view.read_at_change = c;
+            }
+            view.refresh_at = Some(now + self.refresh);
+            out.push(Fetch { partition, from });
+        }
+        out
+    }
+
+    /// The earliest instant a parked request must be looked at again (its wait ends, or its
+    /// view is read again).
+    pub(crate) fn next_wake(&self) -> Option<UnixMillis> {
+        self.parts
+            .values()
+            .filter(|v| !v.parked.is_empty())
+            .flat_map(|v| {
+                v.parked
+                    .iter()
+                    .filter_map(|r| r.until)
+                    .chain(v.refresh_at.filter(|_| v.reading.is_none()))
+            })
+            .min()
+    }
+
+    /// A read of `partition` finished: files its records by role and answers the requests it
+    /// can. `now` decides whether a long poll with nothing yet waits on.
+    pub(crate) fn read_done(
+        &mut self,
+        partition: i32,
+        outcome: Result<ReadBatch, TransportError>,
+        now: UnixMillis,
+        cancelled: &dyn Fn(usize) -> bool,
+    ) -> Vec<Answer> {
+        let mut answers = Vec::new();
+        let Some(view) = self.parts.get_mut(&partition) else {
+            return answers;
+        };
+        let Some((start, reqs)) = view.reading.take() else {
+            return answers;
+        };
+        let batch = match outcome {
+            Ok(batch) => batch,
+            Err(e) => {
+                // Everyone waiting on this partition learns of the failure, as a read of its
+                // own would have told it.
+                for r in reqs.into_iter().chain(view.parked.drain(..)) {
+                    answers.push((r.slot, r.gen, Err(e.clone())));
+                }
+                return answers;
+            }
+        };
+        let end = batch.end_offset;
+        // The buffers this read continues (it started where they stopped, or before).
+        let extends = |buf: &Buf| buf.through != i64::MAX && start <= buf.through;
+        for record in batch.records {
+            let Ok(key) = KeyRef::decode(&record.key) else {
+                continue;
+            };
+            let Some(buf) = view.bufs.get_mut(key.role()) else {
+                continue;
+            };
+            if extends(buf) && record.offset >= buf.through {
+                buf.records.push(record);
+            }
+        }
+        for buf in view.bufs.values_mut() {
+            if extends(buf) {
+                buf.through = buf.through.max(end);
+            }
+        }
+        view.end = Some(view.end.map_or(end, |e| e.max(end)));
+        view.stalled = batch.stalled;
+        let stalled = view.stalled;
+        for r in reqs {
+            let covered = view
+                .bufs
+                .get(&r.role)
+                .is_some_and(|b| b.from <= r.from && b.through >= end && b.through != i64::MAX);
+            if !covered {
+                view.queued.push(r);
+                continue;
+            }
+            let has = view
+                .bufs
+                .get(&r.role)
+                .is_some_and(|b| b.records.iter().any(|rec| rec.offset >= r.from));
+            let waits = r.until.is_some_and(|u| now < u) && !has && !cancelled(r.slot);
+            if waits {
+                view.parked.push(r);
+            } else {
+                answers.push(serve(view, r, end, stalled));
+            }
+        }
+        let mut i = 0;
+        while i < view.parked.len() {
+            let r = &view.parked[i];
+            let ready = view.bufs.get(&r.role).is_some_and(|b| {
+                b.through >= end && b.records.iter().any(|rec| rec.offset >= r.from)
+            });
+            if ready {
+                let r = view.parked.swap_remove(i);
+                answers.push(serve(view, r, end, stalled));
+            } else {
+                i += 1;
+            }
+        }
+        answers
+    }
+}
+
+/// The answer to `r` from its role's buffer, which then keeps only what comes after `end`.
+fn serve(view: &mut View, r: Req, end: i64, stalled: bool) -> Answer {
+    let mut records = Vec::new();
+    if let Some(buf) = view.bufs.get_mut(&r.role) {
+        records = buf
+            .records
+            .iter()
+            .filter(|rec| rec.offset >= r.from)
+            .cloned()
+            .collect();
+        buf.records.retain(|rec| rec.offset >= end);
+        buf.from = buf.from.max(end.min(buf.through));
+    }
+    (
+        r.slot,
+        r.gen,
+        Ok(Event::RecordsRead {
+            records,
+            end_offset: end,
+            stalled,
+        }),
+    )
+}

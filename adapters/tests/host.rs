@@ -1,0 +1,444 @@
+//! Many candidacies on one loop (`host`), on every flavour this build has, on the MemoryBroker
+//! with a ManualClock: time moves only when a test moves it, and each move returns once the
+//! hosts have acted on it (the host is one participant of the clock's settle), so no verdict
+//! depends on thread scheduling.
+#![cfg(all(
+    feature = "memory",
+    any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std"
+    )
+))]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination::core::record::Role;
+use kafka_coordination::host::{Host, HostOptions};
+use kafka_coordination::memory::{BrokerOp, MemoryBroker};
+use kafka_coordination::{
+    Candidacy, Error, ErrorKind, GuardedRecord, Leadership, Link, ManualClock, Options, Transport,
+    UnixMillis,
+};
+
+const LEASE: Duration = Duration::from_secs(3);
+const RENEW: Duration = Duration::from_secs(1);
+const STAGGER: Duration = Duration::from_millis(500);
+
+#[derive(Clone, Copy, Debug)]
+enum Flavour {
+    #[cfg(feature = "blocking")]
+    Blocking,
+    #[cfg(feature = "tokio")]
+    Tokio,
+    #[cfg(feature = "smol")]
+    Smol,
+    #[cfg(feature = "async-std")]
+    AsyncStd,
+}
+
+fn flavours() -> Vec<Flavour> {
+    vec![
+        #[cfg(feature = "blocking")]
+        Flavour::Blocking,
+        #[cfg(feature = "tokio")]
+        Flavour::Tokio,
+        #[cfg(feature = "smol")]
+        Flavour::Smol,
+        #[cfg(feature = "async-std")]
+        Flavour::AsyncStd,
+    ]
+}
+
+#[cfg(feature = "tokio")]
+fn tokio_runtime() -> &'static tokio::runtime::Runtime {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}
+
+fn start_host<T: Transport + Send + Sync + 'static>(
+    flavour: Flavour,
+    transport: Arc<T>,
+    options: HostOptions,
+) -> Host {
+    match flavour {
+        #[cfg(feature = "blocking")]
+        Flavour::Blocking => kafka_coordination::blocking::host(transport, options),
+        #[cfg(feature = "tokio")]
+        Flavour::Tokio => {
+            let _guard = tokio_runtime().enter();
+            kafka_coordination::tokio_driver::host(transport, options)
+        }
+        #[cfg(feature = "smol")]
+        Flavour::Smol => kafka_coordination::smol_driver::host(transport, options),
+        #[cfg(feature = "async-std")]
+        Flavour::AsyncStd => kafka_coordination::async_std_driver::host(transport, options),
+    }
+    .expect("the host starts")
+}
+
+struct World {
+    clock: ManualClock,
+    broker: MemoryBroker,
+}
+
+impl World {
+    fn new() -> World {
+        let clock = ManualClock::default();
+        let broker = MemoryBroker::new(4, Arc::new(clock.clone()));
+        World { clock, broker }
+    }
+
+    fn options(&self) -> Options {
+        Options::new()
+            .clock(self.clock.clone())
+            .lease_duration(LEASE)
+            .renew_interval(RENEW)
+            .challenge_stagger(STAGGER)
+    }
+
+    fn host_options(&self, io_threads: usize) -> HostOptions {
+        HostOptions::new()
+            .clock(self.clock.clone())
+            .io_threads(io_threads)
+    }
+
+    fn settle(&self) {
+        self.clock.settle().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn advance(&self, d: Duration) {
+        // In steps of 100 ms, so every timer fires at its instant, give or take a step.
+        let step = Duration::from_millis(100);
+        let mut left = d;
+        while !left.is_zero() {
+            let s = left.min(step);
+            self.clock.advance(s);
+            self.settle();
+            left -= s;
+        }
+    }
+
+    fn now(&self) -> UnixMillis {
+        kafka_coordination::Clock::now(&self.clock)
+    }
+}
+
+fn roles(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("shard-{i}")).collect()
+}
+
+fn elect_all(w: &World, candidacies: Vec<Candidacy>) -> Vec<Leadership> {
+    w.settle();
+    candidacies
+        .into_iter()
+        .map(|c| match c.elected_blocking_timeout(Duration::ZERO) {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => panic!("not elected: {e}"),
+            Err(c) => panic!(
+                "not elected after settle at {:?}: {:?}",
+                w.now(),
+                c.snapshot()
+            ),
+        })
+        .collect()
+}
+
+fn one_host_elects_and_renews_every_role(flavour: Flavour, io_threads: usize) {
+    let w = World::new();
+    let host = start_host(
+        flavour,
+        Arc::new(w.broker.transport("a")),
+        w.host_options(io_threads),
+    );
+    let names = roles(200);
+    let candidacies: Vec<Candidacy> = names
+        .iter()
+        .map(|r| host.start(r, "a", w.options()).expect("starts"))
+        .collect();
+    w.settle();
+    assert_eq!(host.len(), 200);
+    let leaderships = elect_all(&w, candidacies);
+    for (l, r) in leaderships.iter().zip(&names) {
+        assert_eq!(
+            w.broker.epoch_of(&Role::new(r.as_str()).unwrap()),
+            Some(l.token())
+        );
+    }
+    // Ten renew intervals: every role renews each second and none is lost.
+    let writes = w.broker.accepted_lease_writes().len();
+    w.advance(RENEW * 10);
+    assert!(leaderships.iter().all(|l| !l.is_done()));
+    let renewals = w.broker.accepted_lease_writes().len() - writes;
+    assert!(
+        (200 * 9..=200 * 11).contains(&renewals),
+        "{renewals} renewals for 200 roles over 10 renew intervals"
+    );
+    for l in &leaderships {
+        let health = l.health();
+        assert!(health.leading, "{health:?}");
+    }
+    // A clean resign of every role; the host then runs nothing.
+    for l in leaderships {
+        let role = l.role().to_owned();
+        let done = std::thread::spawn(move || l.resign_blocking());
+        w.settle();
+        done.join()
+            .expect("resign thread")
+            .unwrap_or_else(|e| panic!("{role}: {e}"));
+    }
+    w.settle();
+    assert_eq!(host.len(), 0);
+}
+
+#[test]
+fn one_host_elects_and_renews_every_role_on_every_flavour() {
+    for flavour in flavours() {
+        one_host_elects_and_renews_every_role(flavour, 0);
+        one_host_elects_and_renews_every_role(flavour, 3);
+    }
+}
+
+/// A dead host (its link cut: it cannot resign) hands every role it led to the standby host,
+/// each by its lease deadline plus its rank's stagger, and never two leaders at once.
+fn a_dead_host_hands_all_its_roles_over(flavour: Flavour) {
+    let w = World::new();
+    let a_link = Link::new(w.broker.transport("a"));
+    let a = start_host(flavour, Arc::new(a_link.clone()), w.host_options(2));
+    let b = start_host(
+        flavour,
+        Arc::new(w.broker.transport("b")),
+        w.host_options(2),
+    );
+    let names = roles(60);
+    let a_leads: Vec<Candidacy> = names
+        .iter()
+        .map(|r| a.start(r, "a", w.options()).expect("a starts"))
+        .collect();
+    w.settle();
+    let a_leads = elect_all(&w, a_leads);
+    let b_waits: Vec<Candidacy> = names
+        .iter()
+        .map(|r| b.start(r, "b", w.options()).expect("b starts"))
+        .collect();
+    w.settle();
+    assert!(b_waits.iter().all(|c| c.snapshot().rank == Some(0)));
+    // Host a dies.
+    a_link.cut();
+    let observer = w.broker.transport("observer");
+    let deadlines: Vec<UnixMillis> = names
+        .iter()
+        .map(|r| {
+            let s = kafka_coordination::blocking::describe_role_state(&observer, r).expect("state");
+            s.lease().expect("a lease").lease.deadline
+        })
+        .collect();
+    let last = *deadlines.iter().max().expect("leases");
+    let mut elected_at: Vec<Option<UnixMillis>> = vec![None; names.len()];
+    let step = Duration::from_millis(100);
+    while w.now() < last.saturating_add(step * 4) {
+        w.advance(step);
+        for (i, c) in b_waits.iter().enumerate() {
+            if elected_at[i].is_none() && c.snapshot().token.is_some() {
+                elected_at[i] = Some(w.now());
+            }
+        }
+    }
+    for (i, r) in names.iter().enumerate() {
+        let at = elected_at[i].unwrap_or_else(|| panic!("{r}: b was not elected"));
+        // Rank 0: at the deadline, within the step the clock moves by and one more.
+        assert!(at >= deadlines[i], "{r}: b challenged a live lease");
+        assert!(
+            at <= deadlines[i].saturating_add(step * 2),
+            "{r}: b elected at {at:?}, deadline {:?}",
+            deadlines[i]
+        );
+    }
+    let b_leads = elect_all(&w, b_waits);
+    for (l, r) in b_leads.iter().zip(&names) {
+        assert_eq!(
+            w.broker.epoch_of(&Role::new(r.as_str()).unwrap()),
+            Some(l.token()),
+            "{r}"
+        );
+    }
+    // The dead host's link comes back: each of its terms meets the fence.
+    a_link.restore();
+    w.advance(RENEW * 2);
+    for l in &a_leads {
+        assert!(l.is_done(), "{} still believes it leads", l.role());
+        assert!(
+            matches!(l.err(), Some(Error::Fenced { .. })),
+            "{:?}",
+            l.err()
+        );
+    }
+    assert!(b_leads.iter().all(|l| !l.is_done()));
+}
+
+#[test]
+fn a_dead_host_hands_all_its_roles_over_on_every_flavour() {
+    for flavour in flavours() {
+        a_dead_host_hands_all_its_roles_over(flavour);
+    }
+}
+
+/// A resign reaches the standby host's parked read at the next change of the clock: the
+/// standby is elected without the clock moving at all.
+fn a_resign_is_seen_by_the_standby_host_at_once(flavour: Flavour) {
+    let w = World::new();
+    let a = start_host(
+        flavour,
+        Arc::new(w.broker.transport("a")),
+        w.host_options(1),
+    );
+    let b = start_host(
+        flavour,
+        Arc::new(w.broker.transport("b")),
+        w.host_options(0),
+    );
+    let names = roles(20);
+    let a_leads: Vec<Candidacy> = names
+        .iter()
+        .map(|r| a.start(r, "a", w.options()).expect("a starts"))
+        .collect();
+    w.settle();
+    let a_leads = elect_all(&w, a_leads);
+    let b_waits: Vec<Candidacy> = names
+        .iter()
+        .map(|r| b.start(r, "b", w.options()).expect("b starts"))
+        .collect();
+    w.settle();
+    let before = w.now();
+    for l in a_leads {
+        let done = std::thread::spawn(move || l.resign_blocking());
+        w.settle();
+        done.join().expect("resign").expect("a clean resign");
+    }
+    w.settle();
+    assert_eq!(w.now(), before, "the clock did not move");
+    let b_leads = elect_all(&w, b_waits);
+    assert_eq!(b_leads.len(), 20);
+}
+
+#[test]
+fn a_resign_is_seen_by_the_standby_host_at_once_on_every_flavour() {
+    for flavour in flavours() {
+        a_resign_is_seen_by_the_standby_host_at_once(flavour);
+    }
+}
+
+/// Candidacies of roles on one partition share its reads: a renewal round of 200 roles on 4
+/// partitions reads each partition a few times, where 200 candidacies on drivers of their own
+/// read it 200 times.
+#[test]
+fn roles_on_one_partition_share_its_reads() {
+    let w = World::new();
+    let flavour = flavours()[0];
+    let host = start_host(
+        flavour,
+        Arc::new(w.broker.transport("a")),
+        w.host_options(0),
+    );
+    let leaderships = elect_all(
+        &w,
+        roles(200)
+            .iter()
+            .map(|r| host.start(r, "a", w.options()).expect("starts"))
+            .collect(),
+    );
+    let reads = w.broker.call_counts().get(BrokerOp::Read);
+    let writes = w.broker.accepted_lease_writes().len();
+    w.advance(LEASE * 2);
+    let reads = w.broker.call_counts().get(BrokerOp::Read) - reads;
+    let renewals = w.broker.accepted_lease_writes().len() - writes;
+    assert!(renewals >= 200 * 5, "{renewals} renewals");
+    // At most one read per partition per 100 ms step of the clock: 60 steps, 4 partitions.
+    assert!(
+        reads <= 60 * 4,
+        "{reads} reads for {renewals} renewals: reads are not shared"
+    );
+    drop(leaderships);
+    w.settle();
+}
+
+/// A hosted leadership makes guarded writes like any other, and a hosted candidacy dropped
+/// before it is elected withdraws its registration.
+#[test]
+fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
+    for flavour in flavours() {
+        let w = World::new();
+        let host = start_host(
+            flavour,
+            Arc::new(w.broker.transport("a")),
+            w.host_options(2),
+        );
+        let l = elect_all(&w, vec![host.start("jobs", "a", w.options()).unwrap()]).remove(0);
+        let record = GuardedRecord {
+            topic: "work",
+            partition: 0,
+            key: None,
+            value: Some(b"run #1"),
+        };
+        let written = std::thread::scope(|s| {
+            let write = s.spawn(|| l.guarded_write_blocking(&[record]));
+            w.settle();
+            write.join().expect("write thread")
+        });
+        assert!(written.is_ok(), "{written:?}");
+        assert_eq!(w.broker.topic_records("work", 0).len(), 1);
+        // A standby of another role's holder, dropped while it waits.
+        let other = start_host(
+            flavour,
+            Arc::new(w.broker.transport("b")),
+            w.host_options(2),
+        );
+        let standby = other.start("jobs", "b", w.options()).unwrap();
+        w.settle();
+        assert_eq!(standby.snapshot().rank, Some(0));
+        drop(standby);
+        w.settle();
+        assert_eq!(other.len(), 0);
+        let observer = w.broker.transport("observer");
+        let state = kafka_coordination::blocking::describe_role_state(&observer, "jobs").unwrap();
+        assert_eq!(state.roster().count(), 1, "{state:?}");
+        drop(l);
+        w.settle();
+    }
+}
+
+/// A host and its candidacies run on one clock; another manual clock, or a manual clock on a
+/// host of the system clock, is refused with an error that says so.
+#[test]
+fn a_candidacy_on_another_clock_is_refused() {
+    let w = World::new();
+    let host = start_host(
+        flavours()[0],
+        Arc::new(w.broker.transport("a")),
+        w.host_options(0),
+    );
+    let other = Options::new().clock(ManualClock::default());
+    let e = host.start("jobs", "a", other).expect_err("another clock");
+    assert!(
+        matches!(&e, Error::Transport(t) if t.kind() == ErrorKind::Config),
+        "{e}"
+    );
+    assert!(e.to_string().contains("another manual clock"), "{e}");
+    let system = start_host(
+        flavours()[0],
+        Arc::new(w.broker.transport("b")),
+        HostOptions::new().io_threads(0),
+    );
+    let e = system
+        .start("jobs", "b", w.options())
+        .expect_err("manual on system");
+    assert!(e.to_string().contains("system clock"), "{e}");
+}

@@ -1,0 +1,434 @@
+//! Many roles led by one process on the in-memory broker (no Kafka cost at all): the
+//! drivers that run one task or thread per candidacy against a [`Host`] that runs them all on
+//! one loop, in the same run. Prints figures; asserts nothing.
+//!
+//! ```text
+//! cargo run --release -p kafka-coordination-examples --example host_bench -- --roles 10000
+//! ```
+//!
+//! Options: `--roles N` (10000), `--seconds S` of steady state after the last election (60),
+//! `--lease-ms` (10000), `--renew-ms` (3000), `--stagger-ms` (500), `--partitions` (64),
+//! `--drivers LIST` (comma-separated, in order: `tokio` = a tokio task per candidacy, `blocking`
+//! = a thread per candidacy, `host` = one blocking host, `host-tokio` = one tokio task;
+//! default `host,tokio`), `--burst` (then a failover burst between two hosts: each leads half
+//! of the roles and stands by for the other half; one dies with its link cut).
+//!
+//! Renewal lag is read from the broker's audit log of committed lease writes: for each role,
+//! the gap between two consecutive renewals less the renew interval.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kafka_coordination::host::{Host, HostOptions};
+use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
+use kafka_coordination::{Candidacy, Leadership, Link, Options, SystemClock, UnixMillis};
+
+struct Args {
+    roles: usize,
+    seconds: u64,
+    lease: Duration,
+    renew: Duration,
+    stagger: Duration,
+    partitions: i32,
+    drivers: Vec<String>,
+    burst: bool,
+    /// The raw arguments, for the child processes.
+    raw: Vec<String>,
+}
+
+fn fail(message: String) -> ! {
+    eprintln!("host_bench: {message}");
+    std::process::exit(1);
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        roles: 10_000,
+        seconds: 60,
+        lease: Duration::from_secs(10),
+        renew: Duration::from_secs(3),
+        stagger: Duration::from_millis(500),
+        partitions: 64,
+        drivers: vec!["host".to_owned(), "tokio".to_owned()],
+        burst: false,
+        raw: std::env::args().skip(1).collect(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--burst" {
+            a.burst = true;
+            continue;
+        }
+        let value = it
+            .next()
+            .unwrap_or_else(|| fail(format!("{flag} needs a value")));
+        let n = || -> u64 {
+            value
+                .parse()
+                .unwrap_or_else(|_| fail(format!("{flag}: not a number: {value}")))
+        };
+        match flag.as_str() {
+            "--roles" => a.roles = n() as usize,
+            "--seconds" => a.seconds = n(),
+            "--lease-ms" => a.lease = Duration::from_millis(n()),
+            "--renew-ms" => a.renew = Duration::from_millis(n()),
+            "--stagger-ms" => a.stagger = Duration::from_millis(n()),
+            "--partitions" => a.partitions = n() as i32,
+            "--drivers" => {
+                a.drivers = value
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }
+            other => fail(format!("unknown argument {other}")),
+        }
+    }
+    a
+}
+
+/// Threads and RSS (KiB) of this process.
+fn own_resources() -> (usize, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("Threads:") as usize, field("VmRSS:"))
+}
+
+/// CPU seconds (user + system) this process used so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn quantile(sorted: &[i64], q: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn options(a: &Args) -> Options {
+    Options::new()
+        .lease_duration(a.lease)
+        .renew_interval(a.renew)
+        .challenge_stagger(a.stagger)
+}
+
+/// Starts one candidacy per role on `driver`; returns the candidacies and what keeps the
+/// driver alive (a host, a runtime).
+fn start_all(
+    driver: &str,
+    a: &Args,
+    transport: Arc<MemoryTransport>,
+    roles: &[String],
+    member: &str,
+) -> (Vec<Candidacy>, Box<dyn std::any::Any>) {
+    match driver {
+        "host" => {
+            let host =
+                kafka_coordination::blocking::host(transport, HostOptions::new().io_threads(0))
+                    .unwrap_or_else(|e| fail(e.to_string()));
+            let c = start_on_host(&host, a, roles, member);
+            (c, Box::new(host))
+        }
+        "host-tokio" => {
+            let rt = runtime();
+            let host = {
+                let _g = rt.enter();
+                kafka_coordination::tokio_driver::host(transport, HostOptions::new().io_threads(0))
+                    .unwrap_or_else(|e| fail(e.to_string()))
+            };
+            let c = start_on_host(&host, a, roles, member);
+            (c, Box::new((host, rt)))
+        }
+        "tokio" => {
+            let rt = runtime();
+            let c = {
+                let _g = rt.enter();
+                roles
+                    .iter()
+                    .map(|r| {
+                        kafka_coordination::tokio_driver::start(
+                            transport.clone(),
+                            r,
+                            member,
+                            options(a),
+                        )
+                        .unwrap_or_else(|e| fail(e.to_string()))
+                    })
+                    .collect()
+            };
+            (c, Box::new(rt))
+        }
+        "blocking" => {
+            let c = roles
+                .iter()
+                .map(|r| {
+                    kafka_coordination::blocking::start_shared(
+                        transport.clone(),
+                        r,
+                        member,
+                        options(a),
+                    )
+                    .unwrap_or_else(|e| fail(e.to_string()))
+                })
+                .collect();
+            (c, Box::new(()))
+        }
+        other => fail(format!(
+            "unknown driver {other} (host, host-tokio, tokio, blocking)"
+        )),
+    }
+}
+
+fn start_on_host(host: &Host, a: &Args, roles: &[String], member: &str) -> Vec<Candidacy> {
+    roles
+        .iter()
+        .map(|r| {
+            host.start(r, member, options(a))
+                .unwrap_or_else(|e| fail(e.to_string()))
+        })
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(format!("tokio runtime: {e}")))
+}
+
+/// Waits until every candidacy is elected; returns the leaderships.
+fn elect(candidacies: Vec<Candidacy>) -> Vec<Leadership> {
+    candidacies
+        .into_iter()
+        .map(|c| match c.elected_blocking() {
+            Ok(l) => l,
+            Err(e) => fail(format!("a role was not elected: {e}")),
+        })
+        .collect()
+}
+
+fn run_driver(driver: &str, a: &Args, run: usize) {
+    let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
+    let transport = Arc::new(broker.transport("solo"));
+    let roles: Vec<String> = (0..a.roles).map(|i| format!("r{run}-{i}")).collect();
+    let (threads0, rss0) = own_resources();
+    let cpu0 = cpu_seconds();
+    let started = Instant::now();
+    let (candidacies, keep) = start_all(driver, a, transport, &roles, "solo");
+    let leaderships = elect(candidacies);
+    let elected_in = started.elapsed();
+    let cpu_elect = cpu_seconds() - cpu0;
+    let (threads1, rss1) = own_resources();
+    let audit_from = broker.accepted_lease_writes().len();
+    let (t0, c0) = (Instant::now(), cpu_seconds());
+    let (mut max_threads, mut max_rss) = (threads1, rss1);
+    let steady = Duration::from_secs(a.seconds);
+    while t0.elapsed() < steady {
+        std::thread::sleep(Duration::from_millis(500).min(steady.saturating_sub(t0.elapsed())));
+        let (t, r) = own_resources();
+        max_threads = max_threads.max(t);
+        max_rss = max_rss.max(r);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = (cpu_seconds() - c0) / secs * 100.0;
+    let lost = leaderships.iter().filter(|l| l.is_done()).count();
+    // Renewal lag from the audit log: consecutive committed writes of each role.
+    let writes = broker.accepted_lease_writes_since(audit_from);
+    let mut last: std::collections::HashMap<String, UnixMillis> = Default::default();
+    let mut lags = Vec::with_capacity(writes.len());
+    let renew = a.renew.as_millis() as i64;
+    for w in &writes {
+        if let Some(prev) = last.insert(w.role.as_str().to_owned(), w.at) {
+            lags.push((w.at.0 - prev.0 - renew).max(0));
+        }
+    }
+    lags.sort_unstable();
+    let on_time = lags.iter().filter(|&&l| l <= 100).count();
+    println!(
+        "{driver:>10}, {n} roles: all lead in {el:.2} s (CPU {ce:.1} s); steady {secs:.0} s: \
+         {max_threads} threads max (before {threads0}), RSS {rss} MiB max (before {rss_b} MiB), \
+         CPU {cpu:.1} % of one core; {renewals} renewals, lag p50 {p50} ms, p99 {p99} ms, max \
+         {max} ms, {pct:.2} % within 100 ms; roles lost {lost}",
+        n = a.roles,
+        el = elected_in.as_secs_f64(),
+        ce = cpu_elect,
+        rss = max_rss / 1024,
+        rss_b = rss0 / 1024,
+        renewals = lags.len(),
+        p50 = quantile(&lags, 0.5),
+        p99 = quantile(&lags, 0.99),
+        max = lags.last().copied().unwrap_or(0),
+        pct = if lags.is_empty() {
+            0.0
+        } else {
+            on_time as f64 * 100.0 / lags.len() as f64
+        },
+    );
+    // Leave without resigning 10,000 roles one by one: the broker goes with the run.
+    std::mem::forget(leaderships);
+    drop(keep);
+}
+
+/// Two hosts (two processes' clients on one broker): each leads half of the roles and stands
+/// by for the other half. Host `a` dies (its link cut: it cannot resign); each of its roles
+/// must move to `b` by its lease deadline + rank x stagger + 250 ms (rank 0 here).
+fn burst(a: &Args) {
+    let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
+    let link_a = Link::new(broker.transport("a"));
+    let host_a = kafka_coordination::blocking::host(
+        Arc::new(link_a.clone()),
+        HostOptions::new().io_threads(0),
+    )
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let host_b = kafka_coordination::blocking::host(
+        Arc::new(broker.transport("b")),
+        HostOptions::new().io_threads(0),
+    )
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let roles: Vec<String> = (0..a.roles).map(|i| format!("burst-{i}")).collect();
+    let (first, second) = roles.split_at(roles.len() / 2);
+    let a_leads = elect(start_on_host(&host_a, a, first, "a"));
+    let b_leads = elect(start_on_host(&host_b, a, second, "b"));
+    let b_waits = start_on_host(&host_b, a, first, "b");
+    let a_waits = start_on_host(&host_a, a, second, "a");
+    while b_waits.iter().any(|c| c.snapshot().rank.is_none()) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let a renew once more, so every deadline is a full lease ahead.
+    std::thread::sleep(a.renew + Duration::from_millis(200));
+    link_a.cut();
+    let cut_at = wall_ms();
+    // Each role's deadline: the last lease `a` committed for it.
+    let mut deadline: std::collections::HashMap<String, i64> = Default::default();
+    let lease = a.lease.as_millis() as i64;
+    for w in broker.accepted_lease_writes() {
+        if w.member == "a" {
+            deadline.insert(w.role.as_str().to_owned(), w.at.0 + lease);
+        }
+    }
+    let mut elected_at: Vec<Option<i64>> = vec![None; b_waits.len()];
+    let limit = Instant::now() + a.lease * 3;
+    while elected_at.iter().any(Option::is_none) && Instant::now() < limit {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = wall_ms();
+        for (i, c) in b_waits.iter().enumerate() {
+            if elected_at[i].is_none() && c.snapshot().token.is_some() {
+                elected_at[i] = Some(now);
+            }
+        }
+    }
+    let mut late: Vec<i64> = Vec::new();
+    let mut missing = 0;
+    for (i, r) in first.iter().enumerate() {
+        match (elected_at[i], deadline.get(r)) {
+            (Some(at), Some(d)) => late.push(at - d),
+            _ => missing += 1,
+        }
+    }
+    late.sort_unstable();
+    let within = late.iter().filter(|&&l| l <= 250).count();
+    let early = late.iter().filter(|&&l| l < 0).count();
+    println!(
+        "burst: {} roles, host a (leading {}) died at +0 ms; b elected {} of them: after the \
+         deadline by p50 {} ms, p99 {} ms, max {} ms; {:.2} % within deadline + 250 ms (target \
+         >= 99 %); {early} before the deadline; {missing} not elected within 3 leases; last \
+         election {} ms after the cut; b's own {} roles lost {}",
+        roles.len(),
+        first.len(),
+        late.len(),
+        quantile(&late, 0.5),
+        quantile(&late, 0.99),
+        late.last().copied().unwrap_or(0),
+        if first.is_empty() {
+            0.0
+        } else {
+            within as f64 * 100.0 / first.len() as f64
+        },
+        elected_at.iter().flatten().max().map_or(0, |m| m - cut_at),
+        b_leads.len(),
+        b_leads.iter().filter(|l| l.is_done()).count(),
+    );
+    std::mem::forget((a_leads, b_leads, b_waits, a_waits));
+    drop((host_a, host_b));
+}
+
+fn main() {
+    let a = parse_args();
+    if a.drivers.len() + usize::from(a.burst) != 1 || a.raw.is_empty() {
+        println!(
+            "host_bench: {} roles, lease {:?}, renew {:?}, {} partitions, MemoryBroker on the \
+             system clock; {} cores; each run in a process of its own",
+            a.roles,
+            a.lease,
+            a.renew,
+            a.partitions,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+    }
+    // One driver per run, each in a process of its own, so that no run's threads, memory or
+    // leftover work counts in another's figures.
+    let mut runs: Vec<Vec<String>> = a.drivers.iter().map(|d| vec![d.clone()]).collect();
+    if a.burst {
+        runs.push(vec!["burst".to_owned()]);
+    }
+    if runs.len() == 1 {
+        match runs[0][0].as_str() {
+            "burst" => burst(&a),
+            driver => run_driver(driver, &a, 0),
+        }
+        return;
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
+    let mut passed: Vec<String> = Vec::new();
+    let mut it = a.raw.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--burst" {
+            continue;
+        }
+        let value = it.next().cloned().unwrap_or_default();
+        if flag != "--drivers" {
+            passed.push(flag.clone());
+            passed.push(value);
+        }
+    }
+    for run in runs {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(&passed);
+        match run[0].as_str() {
+            "burst" => cmd.args(["--drivers", "", "--burst"]),
+            driver => cmd.args(["--drivers", driver]),
+        };
+        let status = cmd
+            .status()
+            .unwrap_or_else(|e| fail(format!("running {}: {e}", run[0])));
+        if !status.success() {
+            fail(format!("the {} run failed: {status}", run[0]));
+        }
+    }
+}
