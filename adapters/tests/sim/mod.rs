@@ -108,8 +108,10 @@
 //! Besides: the candidate's contract (one I/O outstanding; a due `Tick` acts; no event is
 //! refused) and a livelock guard.
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -246,6 +248,8 @@ impl Rng {
 pub struct Failure {
     /// The seed of the run.
     pub seed: u64,
+    /// How many roles the run had (1: the single-role simulation).
+    pub roles: usize,
     /// The invariant (S1..S4, L1, L2) or contract that failed.
     pub invariant: &'static str,
     /// The virtual instant.
@@ -267,10 +271,15 @@ impl fmt::Display for Failure {
             self.message
         )?;
         f.write_str(&self.context)?;
+        let roles = if self.roles > 1 {
+            format!("SIM_ROLES={} ", self.roles)
+        } else {
+            String::new()
+        };
         write!(
             f,
-            "replay: SIM_SEED={} cargo test -p kafka-coordination --test simulation replay_seed \
-             -- --nocapture",
+            "replay: {roles}SIM_SEED={} cargo test -p kafka-coordination --features memory --test \
+             simulation replay_seed -- --nocapture",
             self.seed
         )
     }
@@ -376,6 +385,29 @@ pub struct Stats {
     pub r1_checked: u64,
     /// Elections whose term T1 checked.
     pub terms_checked: u64,
+    /// Multi-role runs: roles, and processes hosting one member of each.
+    pub roles: u64,
+    /// ... processes.
+    pub processes: u64,
+    /// ... process crashes (each crashes the process's member in every role).
+    pub process_crashes: u64,
+    /// ... of which crashed the real leader of two roles or more at once.
+    pub multi_role_crashes: u64,
+    /// ... the roles those crashes left without their leader (each must fail over: L1 per role).
+    pub multi_role_moves: u64,
+    /// ... of which L1 watched (a lease of the dead pair committed).
+    pub multi_role_l1_checked: u64,
+    /// ... of which a new leader was elected within the role's L1 bound.
+    pub multi_role_l1_met: u64,
+    /// Time from such a crash to each role's new election (virtual ms).
+    pub multi_role_failover: Histogram,
+    /// Process pauses that paused the real leader of two roles or more at once.
+    pub multi_role_pauses: u64,
+    /// Process restarts (every role's member restarts together; under a new name for all).
+    pub process_restarts: u64,
+    /// Lease writes a crashed leader left open that stalled another simulated role's reads
+    /// on the same partition.
+    pub cross_role_stalls: u64,
 }
 
 impl Stats {
@@ -428,6 +460,17 @@ impl Stats {
         self.r1_checked += o.r1_checked;
         self.terms_checked += o.terms_checked;
         self.audited_writes += o.audited_writes;
+        self.roles += o.roles;
+        self.processes += o.processes;
+        self.process_crashes += o.process_crashes;
+        self.multi_role_crashes += o.multi_role_crashes;
+        self.multi_role_moves += o.multi_role_moves;
+        self.multi_role_l1_checked += o.multi_role_l1_checked;
+        self.multi_role_l1_met += o.multi_role_l1_met;
+        self.multi_role_failover.add(&o.multi_role_failover);
+        self.multi_role_pauses += o.multi_role_pauses;
+        self.process_restarts += o.process_restarts;
+        self.cross_role_stalls += o.cross_role_stalls;
     }
 }
 
@@ -662,10 +705,31 @@ struct Member {
     crashed: bool,
     /// When it last started or resumed (L1: it needs a call to catch up from then).
     up_since: i64,
+    /// Multi-role: its process is paused (a rejoin that comes due waits for the resume).
+    frozen: bool,
     life: Life,
 }
 
 impl Member {
+    fn new(name: &str, skew: i64, transport: MemoryTransport) -> Member {
+        Member {
+            id: MemberId::new(name).expect("valid member"),
+            skew,
+            transport,
+            incarnation: 0,
+            fenced: HashSet::new(),
+            last_write: T0,
+            last_trouble: T0,
+            read_healthy: None,
+            check_healthy: None,
+            evicted_since: None,
+            crashed: false,
+            up_since: T0,
+            frozen: false,
+            life: Life::Down,
+        }
+    }
+
     fn live(&self) -> Option<&Live> {
         match &self.life {
             Life::Up(l) => Some(l),
@@ -749,6 +813,20 @@ struct Watch {
     /// When the lease was cleared since the death (a challenger that resigned on its way):
     /// members count their turn again from when they read that.
     cleared_at: Option<i64>,
+    /// Multi-role: the death was a process crash that took this role's leader together with
+    /// the leader of at least one other role.
+    multi: bool,
+}
+
+/// What the first half of a crash leaves for the second.
+#[derive(Clone, Copy, Debug)]
+struct Crashed {
+    was_real_leader: bool,
+    held: Option<FencingToken>,
+    /// A lease write left open (it stalls the partition until aborted).
+    open: bool,
+    /// A request still on the wire (it lands later).
+    ghost: bool,
 }
 
 /// L1's bound as things stand (see the module docs).
@@ -784,13 +862,23 @@ struct PassedOver {
     cleared: HashSet<MemberId>,
 }
 
-/// One trace line.
-#[derive(Debug)]
-struct Note {
-    at: i64,
-    /// The member and its incarnation.
-    who: Option<(usize, u32)>,
-    what: String,
+/// The trace: the last `TRACE_LINES` lines, rendered when they were noted. Shared by the
+/// roles of a multi-role run (one timeline).
+type Trace = Rc<RefCell<VecDeque<String>>>;
+
+fn new_trace() -> Trace {
+    Rc::new(RefCell::new(VecDeque::with_capacity(TRACE_LINES + 1)))
+}
+
+fn push_trace(trace: &Trace, print: bool, line: String) {
+    if print {
+        println!("{line}");
+    }
+    let mut t = trace.borrow_mut();
+    if t.len() == TRACE_LINES {
+        t.pop_front();
+    }
+    t.push_back(line);
 }
 
 struct Sim {
@@ -811,7 +899,16 @@ struct Sim {
     members: Vec<Member>,
     agenda: Vec<Scheduled>,
     seq: u64,
-    trace: VecDeque<Note>,
+    trace: Trace,
+    /// Multi-role runs: the role's name, shown in trace lines and failures.
+    label: Option<String>,
+    /// Multi-role runs: the role is one of several hosted by the same processes. Process-level
+    /// faults (crash, restart, pause, resume) and broker-wide ones come from the [`World`];
+    /// the role schedules only its own rejoins, ghosts and window ends.
+    hosted: bool,
+    /// Hosted: members whose rejoin came due while their process was paused (they start when
+    /// it resumes).
+    deferred: Vec<usize>,
     unavailable_until: i64,
     slow_until: i64,
     /// When the last unavailable or slow window ended (L3).
@@ -859,6 +956,24 @@ struct Sim {
 
 type Res<T = ()> = Result<T, Failure>;
 
+/// What [`Sim::with`] builds a role's state from.
+struct SimParts {
+    seed: u64,
+    rng: Rng,
+    detail: bool,
+    print: bool,
+    clock: ManualClock,
+    broker: MemoryBroker,
+    role: Role,
+    partition: i32,
+    run_ms: i64,
+    members: Vec<Member>,
+    slow_coordinator: bool,
+    trace: Trace,
+    /// The role's name in trace lines: `Some` for a role hosted with others (multi-role).
+    label: Option<String>,
+}
+
 impl Sim {
     fn new(seed: u64, run_ms: i64, detail: bool, print: bool) -> Sim {
         let mut rng = Rng::new(seed);
@@ -870,75 +985,26 @@ impl Sim {
         let members = (0..n)
             .map(|i| {
                 let name = format!("m{i}");
-                Member {
-                    id: MemberId::new(name.as_str()).expect("valid member"),
-                    skew: rng.range(-MAX_SKEW_MS, MAX_SKEW_MS),
-                    transport: broker.transport(name),
-                    incarnation: 0,
-                    fenced: HashSet::new(),
-                    last_write: T0,
-                    last_trouble: T0,
-                    read_healthy: None,
-                    check_healthy: None,
-                    evicted_since: None,
-                    crashed: false,
-                    up_since: T0,
-                    life: Life::Down,
-                }
+                let skew = rng.range(-MAX_SKEW_MS, MAX_SKEW_MS);
+                Member::new(name.as_str(), skew, broker.transport(name.as_str()))
             })
             .collect();
-        let observer = broker.transport("observer");
         let slow_coordinator = rng.chance(1, 3);
-        let other_role = (0..)
-            .map(|k| Role::new(format!("sim-other-{k}")).expect("valid role"))
-            .find(|r| role_partition(r, PARTITIONS).ok() == Some(partition))
-            .expect("some role shares the partition");
-        let other_holder = broker.transport("other-role-holder");
-        let mut sim = Sim {
+        let mut sim = Sim::with(SimParts {
             seed,
             rng,
             detail,
             print,
             clock,
             broker,
-            observer,
             role,
             partition,
-            timing: timing(),
-            now: T0,
-            end: T0 + run_ms,
+            run_ms,
             members,
-            agenda: Vec::new(),
-            seq: 0,
-            trace: VecDeque::with_capacity(TRACE_LINES + 1),
-            unavailable_until: T0,
-            slow_until: T0,
-            last_window_end: T0,
-            last_disturbance: T0,
-            last_current: None,
-            superseded: HashSet::new(),
-            granted: HashSet::new(),
-            resigned: HashSet::new(),
-            grant_order: std::collections::HashMap::new(),
-            terms: std::collections::BTreeMap::new(),
-            producer_ids: BTreeSet::new(),
-            audit_seen: 0,
-            audit_dirty: false,
-            watch: None,
-            delay_mark: T0,
-            window_io: 0,
-            window_acquire: 0,
-            stall_until: T0,
             slow_coordinator,
-            other_role,
-            other_holder,
-            ghost_ids: HashSet::new(),
-            deadlines: std::collections::HashMap::new(),
-            settle: None,
-            passed_over: None,
-            lenient: std::env::var_os("SIM_LENIENT").is_some(),
-            stats: Stats::default(),
-        };
+            trace: new_trace(),
+            label: None,
+        });
         for member in 0..n {
             let at = T0 + sim.rng.range(0, 2_000);
             sim.schedule(at, Action::Start { member });
@@ -967,35 +1033,98 @@ impl Sim {
         sim
     }
 
+    /// A role's state over the broker, clock and members given.
+    fn with(p: SimParts) -> Sim {
+        let SimParts {
+            seed,
+            rng,
+            detail,
+            print,
+            clock,
+            broker,
+            role,
+            partition,
+            run_ms,
+            members,
+            slow_coordinator,
+            trace,
+            label,
+        } = p;
+        let observer = broker.transport("observer");
+        let other_role = (0..)
+            .map(|k| Role::new(format!("sim-other-{k}")).expect("valid role"))
+            .find(|r| role_partition(r, PARTITIONS).ok() == Some(partition))
+            .expect("some role shares the partition");
+        let other_holder = broker.transport("other-role-holder");
+        let hosted = label.is_some();
+        Sim {
+            seed,
+            rng,
+            detail,
+            print,
+            clock,
+            broker,
+            observer,
+            role,
+            partition,
+            timing: timing(),
+            now: T0,
+            end: T0 + run_ms,
+            members,
+            agenda: Vec::new(),
+            seq: 0,
+            trace,
+            label,
+            hosted,
+            deferred: Vec::new(),
+            unavailable_until: T0,
+            slow_until: T0,
+            last_window_end: T0,
+            last_disturbance: T0,
+            last_current: None,
+            superseded: HashSet::new(),
+            granted: HashSet::new(),
+            resigned: HashSet::new(),
+            grant_order: std::collections::HashMap::new(),
+            terms: std::collections::BTreeMap::new(),
+            producer_ids: BTreeSet::new(),
+            audit_seen: 0,
+            audit_dirty: false,
+            watch: None,
+            delay_mark: T0,
+            window_io: 0,
+            window_acquire: 0,
+            stall_until: T0,
+            slow_coordinator,
+            other_role,
+            other_holder,
+            ghost_ids: HashSet::new(),
+            deadlines: std::collections::HashMap::new(),
+            settle: None,
+            passed_over: None,
+            lenient: std::env::var_os("SIM_LENIENT").is_some(),
+            stats: Stats::default(),
+        }
+    }
+
     // ----- bookkeeping -----
 
     fn note(&mut self, who: Option<usize>, what: impl Into<String>) {
-        let note = Note {
-            at: self.now,
-            who: who.map(|i| (i, self.members[i].incarnation)),
-            what: what.into(),
+        let what = what.into();
+        let role = self
+            .label
+            .as_ref()
+            .map_or(String::new(), |l| format!("[{l}] "));
+        let line = match who {
+            Some(i) => format!(
+                "{} {}#{} {role}{what}",
+                At(self.now),
+                self.members[i].id,
+                self.members[i].incarnation
+            ),
+            None => format!("{} ** {role}{what}", At(self.now)),
         };
-        if self.print {
-            println!("{}", self.line(&note));
-        }
-        if self.trace.len() == TRACE_LINES {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(note);
-    }
-
-    fn line(&self, n: &Note) -> String {
-        match n.who {
-            Some((i, incarnation)) => {
-                format!(
-                    "{} {}#{incarnation} {}",
-                    At(n.at),
-                    self.members[i].id,
-                    n.what
-                )
-            }
-            None => format!("{} ** {}", At(n.at), n.what),
-        }
+        push_trace(&self.trace, self.print, line);
     }
 
     fn schedule(&mut self, at: i64, action: Action) {
@@ -1008,29 +1137,46 @@ impl Sim {
     }
 
     fn fail(&self, invariant: &'static str, message: impl Into<String>) -> Failure {
+        let mut context = self.summary();
+        let trace = self.trace.borrow();
+        let _ = writeln!(context, "last {} events:", trace.len());
+        for line in trace.iter() {
+            let _ = writeln!(context, "  {line}");
+        }
+        let message = match &self.label {
+            Some(l) => format!("role {l}: {}", message.into()),
+            None => message.into(),
+        };
+        Failure {
+            seed: self.seed,
+            roles: 1,
+            invariant,
+            at: self.now,
+            message,
+            context,
+        }
+    }
+
+    /// The broker's view of the role and its members' states.
+    fn summary(&self) -> String {
         let mut context = String::new();
         let current = self.broker.epoch_of(&self.role);
         let _ = writeln!(
             context,
-            "broker: current pair {}, unavailable until {}, slow until {}",
+            "broker{}: current pair {}, unavailable until {}, slow until {}, stalls until {}",
+            self.label.as_ref().map_or(String::new(), |l| format!(
+                " (role {l}, partition {})",
+                self.partition
+            )),
             current.map_or("none".into(), |t| t.to_string()),
             At(self.unavailable_until),
-            At(self.slow_until)
+            At(self.slow_until),
+            At(self.stall_until)
         );
         for (i, m) in self.members.iter().enumerate() {
             let _ = writeln!(context, "  {}", self.describe_member(i, m));
         }
-        let _ = writeln!(context, "last {} events:", self.trace.len());
-        for n in &self.trace {
-            let _ = writeln!(context, "  {}", self.line(n));
-        }
-        Failure {
-            seed: self.seed,
-            invariant,
-            at: self.now,
-            message: message.into(),
-            context,
-        }
+        context
     }
 
     fn describe_member(&self, i: usize, m: &Member) -> String {
@@ -1102,25 +1248,7 @@ impl Sim {
                 }
                 break;
             };
-            if let Some(mut w) = self.watch {
-                let bound = self.l1_bound(&w);
-                // An election in the step in which its member became able to take over (it
-                // started, or resumed) has no bound to compare with: it counts as met, not calm.
-                w.last = bound;
-                self.watch = Some(w);
-                if let Some(b) = bound {
-                    if t > b.at {
-                        if !self.lenient {
-                            return Err(self.l1_failure(&format!("next event at {}", At(t))));
-                        }
-                        self.stats.l1_violations += 1;
-                        self.watch = None;
-                    }
-                }
-            }
-            if self.settle.is_some_and(|st| t > st.until) {
-                self.close_settle();
-            }
+            self.before_step(t)?;
             if t > self.end && self.watch.is_none() {
                 break;
             }
@@ -1131,26 +1259,62 @@ impl Sim {
             self.now = t;
             self.clock.set(UnixMillis(t));
             self.stats.steps += 1;
-            match next {
-                Next::Agenda(k) => {
-                    let item = self.agenda.swap_remove(k);
-                    self.on_agenda(item.action)?;
-                }
-                Next::Effect(i) => self.on_effect(i)?,
-                Next::Answer(i) => {
-                    let live = self.members[i].live_mut().expect("answer of a live member");
-                    let io = live.io.take().expect("answer of an outstanding call");
-                    let answer = io.answer.expect("an answered call");
-                    self.drive(i, Some((answer, io.op.token())))?;
-                }
-                Next::Tick(i) => self.drive(i, Some((Event::Tick, None)))?,
-            }
+            self.step(next)?;
             self.check()?;
         }
         self.final_checks()
     }
 
+    /// Before the step at `t` (the next event, of this role or, in a multi-role run, of any):
+    /// L1 fails when `t` is past the bound with no election yet; the churn window closes.
+    fn before_step(&mut self, t: i64) -> Res {
+        if let Some(mut w) = self.watch {
+            let bound = self.l1_bound(&w);
+            // An election in the step in which its member became able to take over (it
+            // started, or resumed) has no bound to compare with: it counts as met, not calm.
+            w.last = bound;
+            self.watch = Some(w);
+            if let Some(b) = bound {
+                if t > b.at {
+                    if !self.lenient {
+                        return Err(self.l1_failure(&format!("next event at {}", At(t))));
+                    }
+                    self.stats.l1_violations += 1;
+                    self.watch = None;
+                }
+            }
+        }
+        if self.settle.is_some_and(|st| t > st.until) {
+            self.close_settle();
+        }
+        Ok(())
+    }
+
+    /// Runs one event of this role (the clock is already set).
+    fn step(&mut self, next: Next) -> Res {
+        match next {
+            Next::Agenda(k) => {
+                let item = self.agenda.swap_remove(k);
+                self.on_agenda(item.action)?;
+            }
+            Next::Effect(i) => self.on_effect(i)?,
+            Next::Answer(i) => {
+                let live = self.members[i].live_mut().expect("answer of a live member");
+                let io = live.io.take().expect("answer of an outstanding call");
+                let answer = io.answer.expect("an answered call");
+                self.drive(i, Some((answer, io.op.token())))?;
+            }
+            Next::Tick(i) => self.drive(i, Some((Event::Tick, None)))?,
+        }
+        Ok(())
+    }
+
     fn next_event(&self) -> Option<(i64, Next)> {
+        self.next_event_keyed().map(|(t, _, n)| (t, n))
+    }
+
+    /// The next event with its tie-break order (events at the same instant run by order).
+    fn next_event_keyed(&self) -> Option<(i64, u64, Next)> {
         let mut best: Option<(i64, u64, Next)> = None;
         let mut offer = |t: i64, order: u64, n: Next| {
             if best.is_none_or(|(bt, bo, _)| (t, order) < (bt, bo)) {
@@ -1179,7 +1343,7 @@ impl Sim {
                 None => {}
             }
         }
-        best.map(|(t, _, n)| (t, n))
+        best
     }
 
     // ----- members -----
@@ -1637,7 +1801,7 @@ impl Sim {
             .broker
             .accepted_lease_writes()
             .iter()
-            .any(|w| w.offset == term && w.token == token);
+            .any(|w| w.role == self.role && w.offset == term && w.token == token);
         if !names_a_record {
             return Err(self.fail(
                 "T1",
@@ -1673,6 +1837,10 @@ impl Sim {
                          slack of {SLACK_MS} ms"
                     ),
                 ));
+            }
+            if w.multi {
+                self.stats.multi_role_l1_met += 1;
+                self.stats.multi_role_failover.record(self.now - w.t0);
             }
             if calm {
                 self.stats.l1_calm += 1;
@@ -2028,13 +2196,19 @@ impl Sim {
             let name = self.members[i].id.as_str().to_string();
             self.members[i].transport = self.broker.transport(name);
         }
+        self.start_candidate(i, fresh, renamed, true)
+    }
+
+    /// Starts a new incarnation of member `i` (its name, transport and skew already chosen;
+    /// with `redraw_skew`, a restart draws a corrected clock a quarter of the time).
+    fn start_candidate(&mut self, i: usize, fresh: bool, renamed: bool, redraw_skew: bool) -> Res {
         self.members[i].crashed = false;
         self.members[i].evicted_since = None;
         self.members[i].up_since = self.now;
         self.members[i].incarnation += 1;
         if self.members[i].restarted() {
             self.stats.restarts += 1;
-            if self.rng.chance(1, 4) {
+            if redraw_skew && self.rng.chance(1, 4) {
                 // The process came back with a corrected clock.
                 self.members[i].skew = self.rng.range(-MAX_SKEW_MS, MAX_SKEW_MS);
             }
@@ -2072,15 +2246,7 @@ impl Sim {
     // ----- faults -----
 
     fn on_agenda(&mut self, action: Action) -> Res {
-        let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
-        self.last_disturbance = self.now;
-        if let Some(w) = self.watch.as_mut() {
-            w.disturbed = true;
-        }
-        if matches!(action, Action::Fault) {
-            // Elections after a fault are not churn of the failover before it.
-            self.close_settle();
-        }
+        let calm = self.disturb(matches!(action, Action::Fault));
         match action {
             Action::Fault => {
                 let kind = self.pick_fault(calm);
@@ -2108,26 +2274,27 @@ impl Sim {
                         self.fail("harness", "a start of a live member was left on the agenda")
                     );
                 }
-                self.start(member)?;
+                if !self.hosted {
+                    self.start(member)?;
+                } else if self.members[member].frozen {
+                    // Its process is paused: the rejoin waits for the resume.
+                    self.deferred.push(member);
+                } else {
+                    // A rejoin of this role only: the process, its transport, name and clock
+                    // stay as they are.
+                    self.start_candidate(member, false, false, false)?;
+                }
             }
             Action::Resume {
                 member,
                 incarnation,
             } => {
-                let m = &mut self.members[member];
-                let current = m.incarnation == incarnation;
-                match m.live_mut().filter(|l| l.paused) {
-                    Some(l) if current => {
-                        l.paused = false;
-                        m.last_trouble = m.last_trouble.max(self.now);
-                        m.up_since = self.now;
-                        if let Some(since) = m.evicted_since.as_mut() {
-                            *since = self.now;
-                        }
-                        self.note(Some(member), "resumed");
-                    }
-                    _ => return Err(self.fail("harness", "a stale resume was left on the agenda")),
+                let current = self.members[member].incarnation == incarnation;
+                let paused = self.members[member].live().is_some_and(|l| l.paused);
+                if !(current && paused) {
+                    return Err(self.fail("harness", "a stale resume was left on the agenda"));
                 }
+                self.resume(member);
             }
             Action::EndUnavailable => {
                 self.last_window_end = self.now;
@@ -2153,6 +2320,58 @@ impl Sim {
         Ok(())
     }
 
+    /// A paused member resumes.
+    fn resume(&mut self, member: usize) {
+        let now = self.now;
+        let m = &mut self.members[member];
+        let Some(l) = m.live_mut().filter(|l| l.paused) else {
+            return;
+        };
+        l.paused = false;
+        m.last_trouble = m.last_trouble.max(now);
+        m.up_since = now;
+        if let Some(since) = m.evicted_since.as_mut() {
+            *since = now;
+        }
+        self.note(Some(member), "resumed");
+    }
+
+    /// The preamble of every agenda action: a disturbance (L1's calm bound no longer applies
+    /// to an armed watch); a fault also closes the churn window of the last failover.
+    /// Returns whether the role was calm before it.
+    fn disturb(&mut self, fault: bool) -> bool {
+        let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
+        self.last_disturbance = self.now;
+        if let Some(w) = self.watch.as_mut() {
+            w.disturbed = true;
+        }
+        if fault {
+            // Elections after a fault are not churn of the failover before it.
+            self.close_settle();
+        }
+        calm
+    }
+
+    /// Opens (or extends) an unavailable window of the role's partition until `until`.
+    fn open_unavailable(&mut self, until: i64) {
+        let until = self.unavailable_until.max(until);
+        self.unavailable_until = until;
+        self.broker.set_partition_unavailable(self.partition, true);
+        self.agenda
+            .retain(|s| !matches!(s.action, Action::EndUnavailable));
+        self.schedule(until, Action::EndUnavailable);
+        self.note(None, format!("partition unavailable until {}", At(until)));
+    }
+
+    /// Opens (or extends) a slow window of the broker until `until`.
+    fn open_slow(&mut self, until: i64) {
+        let until = self.slow_until.max(until);
+        self.slow_until = until;
+        self.agenda.retain(|s| !matches!(s.action, Action::EndSlow));
+        self.schedule(until, Action::EndSlow);
+        self.note(None, format!("broker slow until {}", At(until)));
+    }
+
     fn up_members(&self, unpaused: bool) -> Vec<usize> {
         (0..self.members.len())
             .filter(|&i| {
@@ -2164,39 +2383,7 @@ impl Sim {
     }
 
     fn pick_fault(&mut self, calm: bool) -> &'static str {
-        const KINDS: [(u64, &str); 14] = [
-            (14, "crash-leader"),
-            (8, "crash-any"),
-            (10, "pause-leader"),
-            (5, "pause-any"),
-            (6, "resign-leader"),
-            (3, "resign-any"),
-            (10, "fail-ops"),
-            (5, "lose-replies"),
-            (5, "unavailable"),
-            (5, "slow"),
-            (4, "exhaust"),
-            (2, "exhaust-smaller-pid"),
-            (3, "compact"),
-            (4, "foreign-stall"),
-        ];
-        if calm && self.rng.chance(1, 2) {
-            // A calm system is where L1 can be checked: kill the leader more often there.
-            return if self.rng.chance(1, 2) {
-                "crash-leader"
-            } else {
-                "pause-leader"
-            };
-        }
-        let total: u64 = KINDS.iter().map(|k| k.0).sum();
-        let mut roll = self.rng.below(total);
-        for (w, k) in KINDS {
-            if roll < w {
-                return k;
-            }
-            roll -= w;
-        }
-        KINDS[0].1
+        pick_fault(&mut self.rng, calm)
     }
 
     fn fault(&mut self, kind: &'static str) -> Res {
@@ -2296,25 +2483,15 @@ impl Sim {
                 return Ok(());
             }
             "unavailable" => {
-                let until = self
-                    .unavailable_until
-                    .max(self.now + self.rng.range(300, 6_000));
-                self.unavailable_until = until;
-                self.broker.set_partition_unavailable(self.partition, true);
-                self.agenda
-                    .retain(|s| !matches!(s.action, Action::EndUnavailable));
-                self.schedule(until, Action::EndUnavailable);
+                let until = self.now + self.rng.range(300, 6_000);
+                self.open_unavailable(until);
                 self.stats.broker_faults += 1;
-                self.note(None, format!("partition unavailable until {}", At(until)));
                 return Ok(());
             }
             "slow" => {
-                let until = self.slow_until.max(self.now + self.rng.range(1_000, 8_000));
-                self.slow_until = until;
-                self.agenda.retain(|s| !matches!(s.action, Action::EndSlow));
-                self.schedule(until, Action::EndSlow);
+                let until = self.now + self.rng.range(1_000, 8_000);
+                self.open_slow(until);
                 self.stats.broker_faults += 1;
-                self.note(None, format!("broker slow until {}", At(until)));
                 return Ok(());
             }
             "lose-replies" => {
@@ -2347,9 +2524,21 @@ impl Sim {
     }
 
     fn crash(&mut self, i: usize) -> Res {
+        let Some(crashed) = self.crash_begin(i) else {
+            return Ok(());
+        };
+        self.members[i].transport.crash();
+        self.crash_end(i, crashed, None)
+    }
+
+    /// The first half of a crash of member `i`: its candidate is dropped; a leader may leave
+    /// a lease write open, a request on the wire may land later (a ghost). `None` when the
+    /// member was down. The caller then drops the transport's sessions (once per process) and
+    /// calls [`crash_end`](Self::crash_end).
+    fn crash_begin(&mut self, i: usize) -> Option<Crashed> {
         let was_real_leader = self.real_leader() == Some(i);
         let Life::Up(live) = std::mem::replace(&mut self.members[i].life, Life::Down) else {
-            return Ok(());
+            return None;
         };
         let Live { cand, io, .. } = *live;
         self.stats.crashes += 1;
@@ -2399,12 +2588,35 @@ impl Sim {
                 }
             }
         }
-        transport.crash();
+        Some(Crashed {
+            was_real_leader,
+            held,
+            open,
+            ghost,
+        })
+    }
+
+    /// The second half of a crash: the restart (drawn here, or at `back` for a process of a
+    /// multi-role run, whose restart the world schedules), the trace, and L1's watch when the
+    /// member led.
+    fn crash_end(&mut self, i: usize, c: Crashed, back: Option<i64>) -> Res {
+        let Crashed {
+            was_real_leader,
+            held,
+            open,
+            ghost,
+        } = c;
         // A crash while paused: the resume is moot.
         self.agenda
             .retain(|s| !matches!(s.action, Action::Resume { member, .. } if member == i));
-        let back = self.now + self.rng.range(500, 20_000);
-        self.schedule(back, Action::Start { member: i });
+        let back = match back {
+            Some(at) => at,
+            None => {
+                let at = self.now + self.rng.range(500, 20_000);
+                self.schedule(at, Action::Start { member: i });
+                at
+            }
+        };
         self.note(
             Some(i),
             format!(
@@ -2429,9 +2641,15 @@ impl Sim {
     }
 
     fn pause(&mut self, i: usize) -> Res {
+        let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
+        self.pause_until(i, until)
+    }
+
+    /// Pauses member `i` until `until`. Single-role runs schedule its resume; a multi-role
+    /// run's world resumes the whole process.
+    fn pause_until(&mut self, i: usize, until: i64) -> Res {
         let was_real_leader = self.real_leader() == Some(i);
         let held = self.members[i].live().and_then(|l| l.cand.token());
-        let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
         let incarnation = self.members[i].incarnation;
         {
             let Some(l) = self.members[i].live_mut() else {
@@ -2440,13 +2658,15 @@ impl Sim {
             l.paused = true;
         }
         self.stats.pauses += 1;
-        self.schedule(
-            until,
-            Action::Resume {
-                member: i,
-                incarnation,
-            },
-        );
+        if !self.hosted {
+            self.schedule(
+                until,
+                Action::Resume {
+                    member: i,
+                    incarnation,
+                },
+            );
+        }
         self.note(
             Some(i),
             format!(
@@ -2530,6 +2750,7 @@ impl Sim {
             cleared_at: None,
             successor_deadline: None,
             disturbed: false,
+            multi: false,
         };
         self.watch = Some(watch);
         let bound = self.l1_bound(&watch);
@@ -2927,7 +3148,9 @@ impl Sim {
     /// S2 from the broker's audit log: every new entry carries the pair current at its commit.
     fn check_audit(&mut self, this_step: bool) -> Res {
         let new = self.broker.accepted_lease_writes_since(self.audit_seen);
-        for w in &new {
+        self.audit_seen += new.len();
+        // The audit log is the broker's: other roles' writes are theirs to check.
+        for w in new.iter().filter(|w| w.role == self.role) {
             self.stats.audited_writes += 1;
             if self.resigned.contains(&w.token) {
                 return Err(self.fail(
@@ -2958,7 +3181,6 @@ impl Sim {
                 ));
             }
         }
-        self.audit_seen += new.len();
         Ok(())
     }
 
@@ -2969,6 +3191,43 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// Draws a fault kind (the leader's death more often in a calm system).
+fn pick_fault(rng: &mut Rng, calm: bool) -> &'static str {
+    const KINDS: [(u64, &str); 14] = [
+        (14, "crash-leader"),
+        (8, "crash-any"),
+        (10, "pause-leader"),
+        (5, "pause-any"),
+        (6, "resign-leader"),
+        (3, "resign-any"),
+        (10, "fail-ops"),
+        (5, "lose-replies"),
+        (5, "unavailable"),
+        (5, "slow"),
+        (4, "exhaust"),
+        (2, "exhaust-smaller-pid"),
+        (3, "compact"),
+        (4, "foreign-stall"),
+    ];
+    if calm && rng.chance(1, 2) {
+        // A calm system is where L1 can be checked: kill the leader more often there.
+        return if rng.chance(1, 2) {
+            "crash-leader"
+        } else {
+            "pause-leader"
+        };
+    }
+    let total: u64 = KINDS.iter().map(|k| k.0).sum();
+    let mut roll = rng.below(total);
+    for (w, k) in KINDS {
+        if roll < w {
+            return k;
+        }
+        roll -= w;
+    }
+    KINDS[0].1
 }
 
 /// The rank a member registered at `join` has when it lands at the tail: the registered
