@@ -4,15 +4,24 @@
 //! delays, a coordinator slower than the stagger, stalls by another role's open transaction,
 //! and epoch exhaustion. The model and the exact invariants are documented in `sim/mod.rs`.
 //!
+//! Multi-role processes: with `SIM_ROLES=<n>` (n >= 2) every member is a process hosting a
+//! candidate of each of n roles on one shared transport (some roles on the same partition), and
+//! a crash, restart or pause of a process hits all its roles at once; every invariant is
+//! checked for every role after every step (see "Multi-role processes" in `sim/mod.rs`).
+//!
 //! `SIM_LENIENT=1` counts L1 misses, L4 violations and G1/G2 failures in the figures instead of
 //! failing (to measure a machine that does not meet them).
 //!
-//! * `simulate_10k_seeds`: seeds 0..10_000, one virtual minute each (default suite).
+//! * `simulate_10k_seeds`: seeds 0..10_000, one role, one virtual minute each (default suite).
+//! * `simulate_multi_role_seeds`: seeds 0..1_000, three roles over 2..5 processes, one virtual
+//!   minute each (default suite).
 //! * `replay_seed`: `SIM_SEED=<n>` replays one seed and prints its whole trace; without it, a
-//!   fixed seed runs quietly.
+//!   fixed seed runs quietly. `SIM_ROLES=<n>` replays it with n roles (default 1).
 //! * `soak` (ignored): `SIM_SEEDS` seeds (default 1,000,000) from `SIM_SEED_START` (default
-//!   10,000, past the default suite), on `SIM_THREADS` threads (default 1):
-//!   `cargo test --release -p kafka-coordination --test simulation -- --ignored soak --nocapture`
+//!   10,000, past the default suites), on `SIM_THREADS` threads (default 1), with `SIM_ROLES`
+//!   roles (default 1):
+//!   `cargo test --release -p kafka-coordination --features memory --test simulation -- --ignored soak --nocapture`
+//!   (`SIM_ROLES=3 ...` soaks multi-role runs).
 #![cfg(feature = "memory")]
 
 mod sim;

@@ -1,5 +1,7 @@
 //! The deterministic simulation: N members, each a [`Candidate`] with its own clock skew,
-//! against one [`MemoryBroker`], in virtual time, under a seeded schedule of faults.
+//! against one [`MemoryBroker`], in virtual time, under a seeded schedule of faults. By
+//! default one role is contested; with several roles, every member is a process that hosts a
+//! candidate of each (see "Multi-role processes" below).
 //!
 //! # The model
 //!
@@ -107,6 +109,48 @@
 //!
 //! Besides: the candidate's contract (one I/O outstanding; a due `Tick` acts; no event is
 //! refused) and a livelock guard.
+//!
+//! # Multi-role processes
+//!
+//! A real service often leads one role per shard: one process holds a candidate for each of
+//! several roles, all of them talking through the process's one client. [`run_seed_roles`]
+//! models that with R roles (`SIM_ROLES`; [`role_names`]: `sim-role` first, then `sim-shard-*`
+//! names picked so that every odd-numbered role lands on `sim-role`'s partition, murmur2 of
+//! the name modulo `PARTITIONS`, and the others spread over the remaining partitions).
+//!
+//! * **Structure.** Each role is a [`Sim`] of its own, with its members, its audit cursor,
+//!   its L1 watch, churn window and G1/G2 bookkeeping exactly as in a single-role run. A
+//!   [`World`] owns what the roles share: the broker, the clock, the trace and the processes.
+//!   Member `i` of every role is process `i`: one name, one skew, one `MemoryTransport` (the
+//!   producer sessions of all its roles live in it). The world picks the next event over its
+//!   own agenda and every role's (I/O legs, timers, rejoins, ghosts), sets every role's clock
+//!   to that instant, runs it, and then checks every role's invariants; a role's L1 deadline
+//!   is compared with the next event of any role.
+//! * **Process faults hit every role in the same step.** A crash drops the process's
+//!   candidate in every role: each role it led may leave a lease write open (which stalls
+//!   every role on that partition, not only its own: the other roles count it as a stall
+//!   until the transaction's timeout, the lease duration), each call on the wire may land as
+//!   a ghost, and only then are the transport's sessions dropped (once, as a dying process
+//!   loses its client). Every role the process led arms its own L1 watch; the restart, 0.5 to
+//!   20 s later, starts all its roles together, with the same or a new transport, under the
+//!   same name or (a quarter of the time) a new one for all of them, and sometimes a corrected
+//!   clock. A pause freezes every role's member until the common resume; a role whose rejoin
+//!   comes due during the pause starts when the process resumes. A crash cancels pending
+//!   rejoins: the restart starts every role.
+//! * **Other faults.** Slow windows, failed calls and lost replies are broker-wide (whichever
+//!   role's call comes next meets them); unavailable windows, compaction and another role's
+//!   stall hit every role on the chosen partition; resigns and epoch exhaustion hit one role.
+//!   A fault disturbs (for L1's calm bound) the roles it can reach; the schedule counts the
+//!   system calm only when every role is.
+//! * **Invariants.** Every invariant above holds for every role, after every step. Those
+//!   that read the broker's audit log (`accepted_lease_writes`: S2, R1, T1) take only the
+//!   role's own entries; `epoch_of`, `describe_epoch` and the transport's `session` are per
+//!   role already. After a crash of a process that led k >= 2 roles, each of the k roles must
+//!   elect a new leader within its own L1 bound (the figures `multi_role_crashes`,
+//!   `multi_role_l1_checked` and `multi_role_l1_met` show it happened and was met).
+//!
+//! With one role, the single-role simulation runs unchanged: same draws, same schedule, same
+//! traces for a given seed.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet, VecDeque};
@@ -2765,6 +2809,17 @@ impl Sim {
             disturbed: false,
             multi: false,
         };
+        if let Some(old) = self.watch.filter(|w| w.multi) {
+            return Err(self.fail(
+                "L1",
+                format!(
+                    "the watch of {}'s death at {} (a process crash that took several roles' \
+                     leaders) was replaced by another death before the role elected a leader",
+                    self.members[old.died].id,
+                    At(old.t0)
+                ),
+            ));
+        }
         self.watch = Some(watch);
         let bound = self.l1_bound(&watch);
         self.note(
@@ -3080,10 +3135,23 @@ impl Sim {
             self.check_audit(true)?;
         }
         if let Some(w) = self.watch {
-            // A paused leader that resumes while the role is still its own leads again.
-            let back = self
-                .real_leader()
-                .filter(|&i| i == w.died && self.members[i].live().is_some_and(|l| !l.paused));
+            // A paused leader that resumes while the role is still its own leads again: the
+            // same member with the dead pair (a later incarnation of it that wrote a claim
+            // and resigned before it heard of its election believes it leads with another
+            // pair, and was never elected: the watch goes on).
+            let back = self.real_leader().filter(|&i| {
+                i == w.died
+                    && self.members[i]
+                        .live()
+                        .is_some_and(|l| !l.paused && l.cand.token() == Some(w.pair))
+            });
+            if back.is_some() && w.multi {
+                return Err(self.fail(
+                    "L1",
+                    "a role whose leader died in a multi-role process crash ended its watch \
+                     without an election (\"leader back\")",
+                ));
+            }
             if back.is_some() {
                 self.watch = None;
                 self.stats.l1_leader_back += 1;
