@@ -4,22 +4,31 @@
 //! delays, a coordinator slower than the stagger, stalls by another role's open transaction,
 //! and epoch exhaustion. The model and the exact invariants are documented in `sim/mod.rs`.
 //!
+//! Multi-role processes: with `SIM_ROLES=<n>` (n >= 2) every member is a process hosting a
+//! candidate of each of n roles on one shared transport (some roles on the same partition), and
+//! a crash, restart or pause of a process hits all its roles at once; every invariant is
+//! checked for every role after every step (see "Multi-role processes" in `sim/mod.rs`).
+//!
 //! `SIM_LENIENT=1` counts L1 misses, L4 violations and G1/G2 failures in the figures instead of
 //! failing (to measure a machine that does not meet them).
 //!
-//! * `simulate_10k_seeds`: seeds 0..10_000, one virtual minute each (default suite).
+//! * `simulate_10k_seeds`: seeds 0..10_000, one role, one virtual minute each (default suite).
+//! * `simulate_multi_role_seeds`: seeds 0..1_000, three roles over 2..5 processes, one virtual
+//!   minute each (default suite).
 //! * `replay_seed`: `SIM_SEED=<n>` replays one seed and prints its whole trace; without it, a
-//!   fixed seed runs quietly.
+//!   fixed seed runs quietly. `SIM_ROLES=<n>` replays it with n roles (default 1).
 //! * `soak` (ignored): `SIM_SEEDS` seeds (default 1,000,000) from `SIM_SEED_START` (default
-//!   10,000, past the default suite), on `SIM_THREADS` threads (default 1):
-//!   `cargo test --release -p kafka-coordination --test simulation -- --ignored soak --nocapture`
+//!   10,000, past the default suites), on `SIM_THREADS` threads (default 1), with `SIM_ROLES`
+//!   roles (default 1):
+//!   `cargo test --release -p kafka-coordination --features memory --test simulation -- --ignored soak --nocapture`
+//!   (`SIM_ROLES=3 ...` soaks multi-role runs).
 #![cfg(feature = "memory")]
 
 mod sim;
 
 use std::time::Instant;
 
-use sim::{run_seed, Failure, Stats, RUN_MS};
+use sim::{run_seed_roles, Failure, Stats, RUN_MS};
 
 fn env_u64(name: &str) -> Option<u64> {
     let raw = std::env::var(name).ok()?;
@@ -31,12 +40,22 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
-/// Runs `seeds`, stopping after `max_failures` failures; returns the totals and the failures.
-fn run_range(seeds: std::ops::Range<u64>, max_failures: usize) -> (Stats, Vec<Failure>) {
+/// `SIM_ROLES`: roles per run (default 1, the single-role simulation).
+fn env_roles() -> usize {
+    env_u64("SIM_ROLES").map_or(1, |r| usize::try_from(r).expect("SIM_ROLES fits").max(1))
+}
+
+/// Runs `seeds` with `roles` roles each, stopping after `max_failures` failures; returns the
+/// totals and the failures.
+fn run_range(
+    seeds: std::ops::Range<u64>,
+    roles: usize,
+    max_failures: usize,
+) -> (Stats, Vec<Failure>) {
     let mut totals = Stats::default();
     let mut failures = Vec::new();
     for seed in seeds {
-        match run_seed(seed, RUN_MS, false) {
+        match run_seed_roles(seed, roles, RUN_MS, false) {
             Ok(stats) => totals.add(&stats),
             Err(f) => {
                 eprintln!("{f}\n");
@@ -50,9 +69,9 @@ fn run_range(seeds: std::ops::Range<u64>, max_failures: usize) -> (Stats, Vec<Fa
     (totals, failures)
 }
 
-fn report(seeds: u64, totals: &Stats, elapsed: std::time::Duration) {
+fn report(seeds: u64, roles: usize, totals: &Stats, elapsed: std::time::Duration) {
     println!(
-        "{seeds} seeds x {} s virtual in {:.1} s ({:.0} seeds/s): {:#?}",
+        "{seeds} seeds x {roles} role(s) x {} s virtual in {:.1} s ({:.0} seeds/s): {:#?}",
         RUN_MS / 1000,
         elapsed.as_secs_f64(),
         seeds as f64 / elapsed.as_secs_f64(),
@@ -76,11 +95,11 @@ fn fail_with(failures: &[Failure]) -> ! {
 #[test]
 fn simulate_10k_seeds() {
     let started = Instant::now();
-    let (totals, failures) = run_range(0..10_000, 5);
+    let (totals, failures) = run_range(0..10_000, 1, 5);
     if !failures.is_empty() {
         fail_with(&failures);
     }
-    report(10_000, &totals, started.elapsed());
+    report(10_000, 1, &totals, started.elapsed());
     // The schedule must actually exercise what the invariants are about.
     assert!(totals.leader_crashes > 5_000, "{totals:?}");
     assert!(totals.leader_pauses > 3_000, "{totals:?}");
@@ -123,14 +142,61 @@ fn simulate_10k_seeds() {
     assert!(totals.terms_checked > 10_000, "{totals:?}");
 }
 
+/// Multi-role processes: three roles (two on one partition) hosted by the same 2..5
+/// processes, whose crashes, restarts and pauses hit every role at once.
+#[test]
+fn simulate_multi_role_seeds() {
+    const SEEDS: u64 = MULTI_ROLE_SEEDS;
+    let started = Instant::now();
+    let (totals, failures) = run_range(0..SEEDS, 3, 5);
+    if !failures.is_empty() {
+        fail_with(&failures);
+    }
+    report(SEEDS, 3, &totals, started.elapsed());
+    assert_eq!(totals.roles, 3 * SEEDS, "{totals:?}");
+    // The scenario happened: crashes of a process that led several roles at once, each of
+    // those roles failing over within its own L1 bound (a miss fails the run).
+    assert!(totals.multi_role_crashes * 10 > SEEDS, "{totals:?}");
+    assert!(
+        totals.multi_role_moves >= 2 * totals.multi_role_crashes,
+        "{totals:?}"
+    );
+    assert!(
+        totals.multi_role_l1_checked * 10 >= totals.multi_role_moves * 8,
+        "{totals:?}"
+    );
+    assert_eq!(
+        totals.multi_role_l1_met, totals.multi_role_l1_checked,
+        "{totals:?}"
+    );
+    assert!(totals.multi_role_pauses > 0, "{totals:?}");
+    assert!(totals.cross_role_stalls > 0, "{totals:?}");
+    assert!(totals.process_restarts > SEEDS, "{totals:?}");
+    // Every invariant kept being exercised, per role.
+    assert!(
+        totals.l1_checked > totals.multi_role_l1_checked,
+        "{totals:?}"
+    );
+    assert!(totals.l1_calm > 0, "{totals:?}");
+    assert!(totals.l4_checked > 0, "{totals:?}");
+    assert!(totals.g1_checked > 0, "{totals:?}");
+    assert!(totals.r1_checked > 0, "{totals:?}");
+    assert!(totals.terms_checked > 0, "{totals:?}");
+    assert!(totals.l2_rank_checks > 0, "{totals:?}");
+}
+
+/// Seeds of `simulate_multi_role_seeds`.
+const MULTI_ROLE_SEEDS: u64 = 1_000;
+
 #[test]
 fn replay_seed() {
     let (seed, print) = match env_u64("SIM_SEED") {
         Some(seed) => (seed, true),
         None => (20_240_601, false),
     };
-    match run_seed(seed, RUN_MS, print) {
-        Ok(stats) => println!("seed {seed} passed: {stats:#?}"),
+    let roles = env_roles();
+    match run_seed_roles(seed, roles, RUN_MS, print) {
+        Ok(stats) => println!("seed {seed} ({roles} role(s)) passed: {stats:#?}"),
         Err(f) => panic!("{f}"),
     }
 }
@@ -141,6 +207,7 @@ fn soak() {
     let count = env_u64("SIM_SEEDS").unwrap_or(1_000_000);
     let start = env_u64("SIM_SEED_START").unwrap_or(10_000);
     let threads = env_u64("SIM_THREADS").unwrap_or(1).max(1);
+    let roles = env_roles();
     let started = Instant::now();
     let chunk = 10_000;
     let next = std::sync::atomic::AtomicU64::new(start);
@@ -154,7 +221,7 @@ fn soak() {
                     break;
                 }
                 let to = (from + chunk).min(end);
-                let (stats, failures) = run_range(from..to, 5);
+                let (stats, failures) = run_range(from..to, roles, 5);
                 let mut r = results.lock().unwrap();
                 r.0.add(&stats);
                 r.1.extend(failures);
@@ -177,5 +244,5 @@ fn soak() {
     if !failures.is_empty() {
         fail_with(&failures);
     }
-    report(done, &totals, started.elapsed());
+    report(done, roles, &totals, started.elapsed());
 }

@@ -1,5 +1,7 @@
 //! The deterministic simulation: N members, each a [`Candidate`] with its own clock skew,
-//! against one [`MemoryBroker`], in virtual time, under a seeded schedule of faults.
+//! against one [`MemoryBroker`], in virtual time, under a seeded schedule of faults. By
+//! default one role is contested; with several roles, every member is a process that hosts a
+//! candidate of each (see "Multi-role processes" below).
 //!
 //! # The model
 //!
@@ -107,9 +109,53 @@
 //!
 //! Besides: the candidate's contract (one I/O outstanding; a due `Tick` acts; no event is
 //! refused) and a livelock guard.
+//!
+//! # Multi-role processes
+//!
+//! A real service often leads one role per shard: one process holds a candidate for each of
+//! several roles, all of them talking through the process's one client. [`run_seed_roles`]
+//! models that with R roles (`SIM_ROLES`; [`role_names`]: `sim-role` first, then `sim-shard-*`
+//! names picked so that every odd-numbered role lands on `sim-role`'s partition, murmur2 of
+//! the name modulo `PARTITIONS`, and the others spread over the remaining partitions).
+//!
+//! * **Structure.** Each role is a [`Sim`] of its own, with its members, its audit cursor,
+//!   its L1 watch, churn window and G1/G2 bookkeeping exactly as in a single-role run. A
+//!   [`World`] owns what the roles share: the broker, the clock, the trace and the processes.
+//!   Member `i` of every role is process `i`: one name, one skew, one `MemoryTransport` (the
+//!   producer sessions of all its roles live in it). The world picks the next event over its
+//!   own agenda and every role's (I/O legs, timers, rejoins, ghosts), sets every role's clock
+//!   to that instant, runs it, and then checks every role's invariants; a role's L1 deadline
+//!   is compared with the next event of any role.
+//! * **Process faults hit every role in the same step.** A crash drops the process's
+//!   candidate in every role: each role it led may leave a lease write open (which stalls
+//!   every role on that partition, not only its own: the other roles count it as a stall
+//!   until the transaction's timeout, the lease duration), each call on the wire may land as
+//!   a ghost, and only then are the transport's sessions dropped (once, as a dying process
+//!   loses its client). Every role the process led arms its own L1 watch; the restart, 0.5 to
+//!   20 s later, starts all its roles together, with the same or a new transport, under the
+//!   same name or (a quarter of the time) a new one for all of them, and sometimes a corrected
+//!   clock. A pause freezes every role's member until the common resume; a role whose rejoin
+//!   comes due during the pause starts when the process resumes. A crash cancels pending
+//!   rejoins: the restart starts every role.
+//! * **Other faults.** Slow windows, failed calls and lost replies are broker-wide (whichever
+//!   role's call comes next meets them); unavailable windows, compaction and another role's
+//!   stall hit every role on the chosen partition; resigns and epoch exhaustion hit one role.
+//!   A fault disturbs (for L1's calm bound) the roles it can reach; the schedule counts the
+//!   system calm only when every role is.
+//! * **Invariants.** Every invariant above holds for every role, after every step. Those
+//!   that read the broker's audit log (`accepted_lease_writes`: S2, R1, T1) take only the
+//!   role's own entries; `epoch_of`, `describe_epoch` and the transport's `session` are per
+//!   role already. After a crash of a process that led k >= 2 roles, each of the k roles must
+//!   elect a new leader within its own L1 bound (the figures `multi_role_crashes`,
+//!   `multi_role_l1_checked` and `multi_role_l1_met` show it happened and was met).
+//!
+//! With one role, the single-role simulation runs unchanged: same draws, same schedule, same
+//! traces for a given seed.
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -246,6 +292,8 @@ impl Rng {
 pub struct Failure {
     /// The seed of the run.
     pub seed: u64,
+    /// How many roles the run had (1: the single-role simulation).
+    pub roles: usize,
     /// The invariant (S1..S4, L1, L2) or contract that failed.
     pub invariant: &'static str,
     /// The virtual instant.
@@ -267,10 +315,15 @@ impl fmt::Display for Failure {
             self.message
         )?;
         f.write_str(&self.context)?;
+        let roles = if self.roles > 1 {
+            format!("SIM_ROLES={} ", self.roles)
+        } else {
+            String::new()
+        };
         write!(
             f,
-            "replay: SIM_SEED={} cargo test -p kafka-coordination --test simulation replay_seed \
-             -- --nocapture",
+            "replay: {roles}SIM_SEED={} cargo test -p kafka-coordination --features memory --test \
+             simulation replay_seed -- --nocapture",
             self.seed
         )
     }
@@ -376,6 +429,32 @@ pub struct Stats {
     pub r1_checked: u64,
     /// Elections whose term T1 checked.
     pub terms_checked: u64,
+    /// Multi-role runs: roles, and processes hosting one member of each.
+    pub roles: u64,
+    /// ... processes.
+    pub processes: u64,
+    /// ... process crashes (each crashes the process's member in every role).
+    pub process_crashes: u64,
+    /// ... of which crashed the real leader of two roles or more at once.
+    pub multi_role_crashes: u64,
+    /// ... the roles those crashes left without their leader (each must fail over: L1 per role).
+    pub multi_role_moves: u64,
+    /// ... of which L1 watched (a lease of the dead pair committed).
+    pub multi_role_l1_checked: u64,
+    /// ... of which a new leader was elected within the role's L1 bound.
+    pub multi_role_l1_met: u64,
+    /// `elected_at - (D + r x stagger)` of those failovers, calm or not (as `overhead`).
+    pub multi_role_overhead: Histogram,
+    /// The smallest time left to the role's L1 bound at those elections (ms; `None`: none
+    /// had a bound yet).
+    pub multi_role_min_margin_ms: Option<i64>,
+    /// Process pauses that paused the real leader of two roles or more at once.
+    pub multi_role_pauses: u64,
+    /// Process restarts (every role's member restarts together; under a new name for all).
+    pub process_restarts: u64,
+    /// Lease writes a crashed leader left open that stalled another simulated role's reads
+    /// on the same partition.
+    pub cross_role_stalls: u64,
 }
 
 impl Stats {
@@ -428,6 +507,22 @@ impl Stats {
         self.r1_checked += o.r1_checked;
         self.terms_checked += o.terms_checked;
         self.audited_writes += o.audited_writes;
+        self.roles += o.roles;
+        self.processes += o.processes;
+        self.process_crashes += o.process_crashes;
+        self.multi_role_crashes += o.multi_role_crashes;
+        self.multi_role_moves += o.multi_role_moves;
+        self.multi_role_l1_checked += o.multi_role_l1_checked;
+        self.multi_role_l1_met += o.multi_role_l1_met;
+        self.multi_role_overhead.add(&o.multi_role_overhead);
+        self.multi_role_min_margin_ms =
+            match (self.multi_role_min_margin_ms, o.multi_role_min_margin_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        self.multi_role_pauses += o.multi_role_pauses;
+        self.process_restarts += o.process_restarts;
+        self.cross_role_stalls += o.cross_role_stalls;
     }
 }
 
@@ -662,10 +757,31 @@ struct Member {
     crashed: bool,
     /// When it last started or resumed (L1: it needs a call to catch up from then).
     up_since: i64,
+    /// Multi-role: its process is paused (a rejoin that comes due waits for the resume).
+    frozen: bool,
     life: Life,
 }
 
 impl Member {
+    fn new(name: &str, skew: i64, transport: MemoryTransport) -> Member {
+        Member {
+            id: MemberId::new(name).expect("valid member"),
+            skew,
+            transport,
+            incarnation: 0,
+            fenced: HashSet::new(),
+            last_write: T0,
+            last_trouble: T0,
+            read_healthy: None,
+            check_healthy: None,
+            evicted_since: None,
+            crashed: false,
+            up_since: T0,
+            frozen: false,
+            life: Life::Down,
+        }
+    }
+
     fn live(&self) -> Option<&Live> {
         match &self.life {
             Life::Up(l) => Some(l),
@@ -749,6 +865,20 @@ struct Watch {
     /// When the lease was cleared since the death (a challenger that resigned on its way):
     /// members count their turn again from when they read that.
     cleared_at: Option<i64>,
+    /// Multi-role: the death was a process crash that took this role's leader together with
+    /// the leader of at least one other role.
+    multi: bool,
+}
+
+/// What the first half of a crash leaves for the second.
+#[derive(Clone, Copy, Debug)]
+struct Crashed {
+    was_real_leader: bool,
+    held: Option<FencingToken>,
+    /// A lease write left open (it stalls the partition until aborted).
+    open: bool,
+    /// A request still on the wire (it lands later).
+    ghost: bool,
 }
 
 /// L1's bound as things stand (see the module docs).
@@ -784,13 +914,23 @@ struct PassedOver {
     cleared: HashSet<MemberId>,
 }
 
-/// One trace line.
-#[derive(Debug)]
-struct Note {
-    at: i64,
-    /// The member and its incarnation.
-    who: Option<(usize, u32)>,
-    what: String,
+/// The trace: the last `TRACE_LINES` lines, rendered when they were noted. Shared by the
+/// roles of a multi-role run (one timeline).
+type Trace = Rc<RefCell<VecDeque<String>>>;
+
+fn new_trace() -> Trace {
+    Rc::new(RefCell::new(VecDeque::with_capacity(TRACE_LINES + 1)))
+}
+
+fn push_trace(trace: &Trace, print: bool, line: String) {
+    if print {
+        println!("{line}");
+    }
+    let mut t = trace.borrow_mut();
+    if t.len() == TRACE_LINES {
+        t.pop_front();
+    }
+    t.push_back(line);
 }
 
 struct Sim {
@@ -811,7 +951,16 @@ struct Sim {
     members: Vec<Member>,
     agenda: Vec<Scheduled>,
     seq: u64,
-    trace: VecDeque<Note>,
+    trace: Trace,
+    /// Multi-role runs: the role's name, shown in trace lines and failures.
+    label: Option<String>,
+    /// Multi-role runs: the role is one of several hosted by the same processes. Process-level
+    /// faults (crash, restart, pause, resume) and broker-wide ones come from the [`World`];
+    /// the role schedules only its own rejoins, ghosts and window ends.
+    hosted: bool,
+    /// Hosted: members whose rejoin came due while their process was paused (they start when
+    /// it resumes).
+    deferred: Vec<usize>,
     unavailable_until: i64,
     slow_until: i64,
     /// When the last unavailable or slow window ended (L3).
@@ -859,6 +1008,24 @@ struct Sim {
 
 type Res<T = ()> = Result<T, Failure>;
 
+/// What [`Sim::with`] builds a role's state from.
+struct SimParts {
+    seed: u64,
+    rng: Rng,
+    detail: bool,
+    print: bool,
+    clock: ManualClock,
+    broker: MemoryBroker,
+    role: Role,
+    partition: i32,
+    run_ms: i64,
+    members: Vec<Member>,
+    slow_coordinator: bool,
+    trace: Trace,
+    /// The role's name in trace lines: `Some` for a role hosted with others (multi-role).
+    label: Option<String>,
+}
+
 impl Sim {
     fn new(seed: u64, run_ms: i64, detail: bool, print: bool) -> Sim {
         let mut rng = Rng::new(seed);
@@ -870,75 +1037,26 @@ impl Sim {
         let members = (0..n)
             .map(|i| {
                 let name = format!("m{i}");
-                Member {
-                    id: MemberId::new(name.as_str()).expect("valid member"),
-                    skew: rng.range(-MAX_SKEW_MS, MAX_SKEW_MS),
-                    transport: broker.transport(name),
-                    incarnation: 0,
-                    fenced: HashSet::new(),
-                    last_write: T0,
-                    last_trouble: T0,
-                    read_healthy: None,
-                    check_healthy: None,
-                    evicted_since: None,
-                    crashed: false,
-                    up_since: T0,
-                    life: Life::Down,
-                }
+                let skew = rng.range(-MAX_SKEW_MS, MAX_SKEW_MS);
+                Member::new(name.as_str(), skew, broker.transport(name.as_str()))
             })
             .collect();
-        let observer = broker.transport("observer");
         let slow_coordinator = rng.chance(1, 3);
-        let other_role = (0..)
-            .map(|k| Role::new(format!("sim-other-{k}")).expect("valid role"))
-            .find(|r| role_partition(r, PARTITIONS).ok() == Some(partition))
-            .expect("some role shares the partition");
-        let other_holder = broker.transport("other-role-holder");
-        let mut sim = Sim {
+        let mut sim = Sim::with(SimParts {
             seed,
             rng,
             detail,
             print,
             clock,
             broker,
-            observer,
             role,
             partition,
-            timing: timing(),
-            now: T0,
-            end: T0 + run_ms,
+            run_ms,
             members,
-            agenda: Vec::new(),
-            seq: 0,
-            trace: VecDeque::with_capacity(TRACE_LINES + 1),
-            unavailable_until: T0,
-            slow_until: T0,
-            last_window_end: T0,
-            last_disturbance: T0,
-            last_current: None,
-            superseded: HashSet::new(),
-            granted: HashSet::new(),
-            resigned: HashSet::new(),
-            grant_order: std::collections::HashMap::new(),
-            terms: std::collections::BTreeMap::new(),
-            producer_ids: BTreeSet::new(),
-            audit_seen: 0,
-            audit_dirty: false,
-            watch: None,
-            delay_mark: T0,
-            window_io: 0,
-            window_acquire: 0,
-            stall_until: T0,
             slow_coordinator,
-            other_role,
-            other_holder,
-            ghost_ids: HashSet::new(),
-            deadlines: std::collections::HashMap::new(),
-            settle: None,
-            passed_over: None,
-            lenient: std::env::var_os("SIM_LENIENT").is_some(),
-            stats: Stats::default(),
-        };
+            trace: new_trace(),
+            label: None,
+        });
         for member in 0..n {
             let at = T0 + sim.rng.range(0, 2_000);
             sim.schedule(at, Action::Start { member });
@@ -967,35 +1085,98 @@ impl Sim {
         sim
     }
 
+    /// A role's state over the broker, clock and members given.
+    fn with(p: SimParts) -> Sim {
+        let SimParts {
+            seed,
+            rng,
+            detail,
+            print,
+            clock,
+            broker,
+            role,
+            partition,
+            run_ms,
+            members,
+            slow_coordinator,
+            trace,
+            label,
+        } = p;
+        let observer = broker.transport("observer");
+        let other_role = (0..)
+            .map(|k| Role::new(format!("sim-other-{k}")).expect("valid role"))
+            .find(|r| role_partition(r, PARTITIONS).ok() == Some(partition))
+            .expect("some role shares the partition");
+        let other_holder = broker.transport("other-role-holder");
+        let hosted = label.is_some();
+        Sim {
+            seed,
+            rng,
+            detail,
+            print,
+            clock,
+            broker,
+            observer,
+            role,
+            partition,
+            timing: timing(),
+            now: T0,
+            end: T0 + run_ms,
+            members,
+            agenda: Vec::new(),
+            seq: 0,
+            trace,
+            label,
+            hosted,
+            deferred: Vec::new(),
+            unavailable_until: T0,
+            slow_until: T0,
+            last_window_end: T0,
+            last_disturbance: T0,
+            last_current: None,
+            superseded: HashSet::new(),
+            granted: HashSet::new(),
+            resigned: HashSet::new(),
+            grant_order: std::collections::HashMap::new(),
+            terms: std::collections::BTreeMap::new(),
+            producer_ids: BTreeSet::new(),
+            audit_seen: 0,
+            audit_dirty: false,
+            watch: None,
+            delay_mark: T0,
+            window_io: 0,
+            window_acquire: 0,
+            stall_until: T0,
+            slow_coordinator,
+            other_role,
+            other_holder,
+            ghost_ids: HashSet::new(),
+            deadlines: std::collections::HashMap::new(),
+            settle: None,
+            passed_over: None,
+            lenient: std::env::var_os("SIM_LENIENT").is_some(),
+            stats: Stats::default(),
+        }
+    }
+
     // ----- bookkeeping -----
 
     fn note(&mut self, who: Option<usize>, what: impl Into<String>) {
-        let note = Note {
-            at: self.now,
-            who: who.map(|i| (i, self.members[i].incarnation)),
-            what: what.into(),
+        let what = what.into();
+        let role = self
+            .label
+            .as_ref()
+            .map_or(String::new(), |l| format!("[{l}] "));
+        let line = match who {
+            Some(i) => format!(
+                "{} {}#{} {role}{what}",
+                At(self.now),
+                self.members[i].id,
+                self.members[i].incarnation
+            ),
+            None => format!("{} ** {role}{what}", At(self.now)),
         };
-        if self.print {
-            println!("{}", self.line(&note));
-        }
-        if self.trace.len() == TRACE_LINES {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(note);
-    }
-
-    fn line(&self, n: &Note) -> String {
-        match n.who {
-            Some((i, incarnation)) => {
-                format!(
-                    "{} {}#{incarnation} {}",
-                    At(n.at),
-                    self.members[i].id,
-                    n.what
-                )
-            }
-            None => format!("{} ** {}", At(n.at), n.what),
-        }
+        push_trace(&self.trace, self.print, line);
     }
 
     fn schedule(&mut self, at: i64, action: Action) {
@@ -1008,29 +1189,46 @@ impl Sim {
     }
 
     fn fail(&self, invariant: &'static str, message: impl Into<String>) -> Failure {
+        let mut context = self.summary();
+        let trace = self.trace.borrow();
+        let _ = writeln!(context, "last {} events:", trace.len());
+        for line in trace.iter() {
+            let _ = writeln!(context, "  {line}");
+        }
+        let message = match &self.label {
+            Some(l) => format!("role {l}: {}", message.into()),
+            None => message.into(),
+        };
+        Failure {
+            seed: self.seed,
+            roles: 1,
+            invariant,
+            at: self.now,
+            message,
+            context,
+        }
+    }
+
+    /// The broker's view of the role and its members' states.
+    fn summary(&self) -> String {
         let mut context = String::new();
         let current = self.broker.epoch_of(&self.role);
         let _ = writeln!(
             context,
-            "broker: current pair {}, unavailable until {}, slow until {}",
+            "broker{}: current pair {}, unavailable until {}, slow until {}, stalls until {}",
+            self.label.as_ref().map_or(String::new(), |l| format!(
+                " (role {l}, partition {})",
+                self.partition
+            )),
             current.map_or("none".into(), |t| t.to_string()),
             At(self.unavailable_until),
-            At(self.slow_until)
+            At(self.slow_until),
+            At(self.stall_until)
         );
         for (i, m) in self.members.iter().enumerate() {
             let _ = writeln!(context, "  {}", self.describe_member(i, m));
         }
-        let _ = writeln!(context, "last {} events:", self.trace.len());
-        for n in &self.trace {
-            let _ = writeln!(context, "  {}", self.line(n));
-        }
-        Failure {
-            seed: self.seed,
-            invariant,
-            at: self.now,
-            message: message.into(),
-            context,
-        }
+        context
     }
 
     fn describe_member(&self, i: usize, m: &Member) -> String {
@@ -1102,25 +1300,7 @@ impl Sim {
                 }
                 break;
             };
-            if let Some(mut w) = self.watch {
-                let bound = self.l1_bound(&w);
-                // An election in the step in which its member became able to take over (it
-                // started, or resumed) has no bound to compare with: it counts as met, not calm.
-                w.last = bound;
-                self.watch = Some(w);
-                if let Some(b) = bound {
-                    if t > b.at {
-                        if !self.lenient {
-                            return Err(self.l1_failure(&format!("next event at {}", At(t))));
-                        }
-                        self.stats.l1_violations += 1;
-                        self.watch = None;
-                    }
-                }
-            }
-            if self.settle.is_some_and(|st| t > st.until) {
-                self.close_settle();
-            }
+            self.before_step(t)?;
             if t > self.end && self.watch.is_none() {
                 break;
             }
@@ -1131,26 +1311,62 @@ impl Sim {
             self.now = t;
             self.clock.set(UnixMillis(t));
             self.stats.steps += 1;
-            match next {
-                Next::Agenda(k) => {
-                    let item = self.agenda.swap_remove(k);
-                    self.on_agenda(item.action)?;
-                }
-                Next::Effect(i) => self.on_effect(i)?,
-                Next::Answer(i) => {
-                    let live = self.members[i].live_mut().expect("answer of a live member");
-                    let io = live.io.take().expect("answer of an outstanding call");
-                    let answer = io.answer.expect("an answered call");
-                    self.drive(i, Some((answer, io.op.token())))?;
-                }
-                Next::Tick(i) => self.drive(i, Some((Event::Tick, None)))?,
-            }
+            self.step(next)?;
             self.check()?;
         }
         self.final_checks()
     }
 
+    /// Before the step at `t` (the next event, of this role or, in a multi-role run, of any):
+    /// L1 fails when `t` is past the bound with no election yet; the churn window closes.
+    fn before_step(&mut self, t: i64) -> Res {
+        if let Some(mut w) = self.watch {
+            let bound = self.l1_bound(&w);
+            // An election in the step in which its member became able to take over (it
+            // started, or resumed) has no bound to compare with: it counts as met, not calm.
+            w.last = bound;
+            self.watch = Some(w);
+            if let Some(b) = bound {
+                if t > b.at {
+                    if !self.lenient {
+                        return Err(self.l1_failure(&format!("next event at {}", At(t))));
+                    }
+                    self.stats.l1_violations += 1;
+                    self.watch = None;
+                }
+            }
+        }
+        if self.settle.is_some_and(|st| t > st.until) {
+            self.close_settle();
+        }
+        Ok(())
+    }
+
+    /// Runs one event of this role (the clock is already set).
+    fn step(&mut self, next: Next) -> Res {
+        match next {
+            Next::Agenda(k) => {
+                let item = self.agenda.swap_remove(k);
+                self.on_agenda(item.action)?;
+            }
+            Next::Effect(i) => self.on_effect(i)?,
+            Next::Answer(i) => {
+                let live = self.members[i].live_mut().expect("answer of a live member");
+                let io = live.io.take().expect("answer of an outstanding call");
+                let answer = io.answer.expect("an answered call");
+                self.drive(i, Some((answer, io.op.token())))?;
+            }
+            Next::Tick(i) => self.drive(i, Some((Event::Tick, None)))?,
+        }
+        Ok(())
+    }
+
     fn next_event(&self) -> Option<(i64, Next)> {
+        self.next_event_keyed().map(|(t, _, n)| (t, n))
+    }
+
+    /// The next event with its tie-break order (events at the same instant run by order).
+    fn next_event_keyed(&self) -> Option<(i64, u64, Next)> {
         let mut best: Option<(i64, u64, Next)> = None;
         let mut offer = |t: i64, order: u64, n: Next| {
             if best.is_none_or(|(bt, bo, _)| (t, order) < (bt, bo)) {
@@ -1179,7 +1395,7 @@ impl Sim {
                 None => {}
             }
         }
-        best.map(|(t, _, n)| (t, n))
+        best
     }
 
     // ----- members -----
@@ -1637,7 +1853,7 @@ impl Sim {
             .broker
             .accepted_lease_writes()
             .iter()
-            .any(|w| w.offset == term && w.token == token);
+            .any(|w| w.role == self.role && w.offset == term && w.token == token);
         if !names_a_record {
             return Err(self.fail(
                 "T1",
@@ -1673,6 +1889,15 @@ impl Sim {
                          slack of {SLACK_MS} ms"
                     ),
                 ));
+            }
+            if w.multi {
+                self.stats.multi_role_l1_met += 1;
+                self.stats.multi_role_overhead.record(used);
+                if let Some(b) = bound {
+                    let margin = b.at - self.now;
+                    let m = &mut self.stats.multi_role_min_margin_ms;
+                    *m = Some(m.map_or(margin, |m| m.min(margin)));
+                }
             }
             if calm {
                 self.stats.l1_calm += 1;
@@ -2028,13 +2253,19 @@ impl Sim {
             let name = self.members[i].id.as_str().to_string();
             self.members[i].transport = self.broker.transport(name);
         }
+        self.start_candidate(i, fresh, renamed, true)
+    }
+
+    /// Starts a new incarnation of member `i` (its name, transport and skew already chosen;
+    /// with `redraw_skew`, a restart draws a corrected clock a quarter of the time).
+    fn start_candidate(&mut self, i: usize, fresh: bool, renamed: bool, redraw_skew: bool) -> Res {
         self.members[i].crashed = false;
         self.members[i].evicted_since = None;
         self.members[i].up_since = self.now;
         self.members[i].incarnation += 1;
         if self.members[i].restarted() {
             self.stats.restarts += 1;
-            if self.rng.chance(1, 4) {
+            if redraw_skew && self.rng.chance(1, 4) {
                 // The process came back with a corrected clock.
                 self.members[i].skew = self.rng.range(-MAX_SKEW_MS, MAX_SKEW_MS);
             }
@@ -2072,15 +2303,7 @@ impl Sim {
     // ----- faults -----
 
     fn on_agenda(&mut self, action: Action) -> Res {
-        let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
-        self.last_disturbance = self.now;
-        if let Some(w) = self.watch.as_mut() {
-            w.disturbed = true;
-        }
-        if matches!(action, Action::Fault) {
-            // Elections after a fault are not churn of the failover before it.
-            self.close_settle();
-        }
+        let calm = self.disturb(matches!(action, Action::Fault));
         match action {
             Action::Fault => {
                 let kind = self.pick_fault(calm);
@@ -2108,26 +2331,27 @@ impl Sim {
                         self.fail("harness", "a start of a live member was left on the agenda")
                     );
                 }
-                self.start(member)?;
+                if !self.hosted {
+                    self.start(member)?;
+                } else if self.members[member].frozen {
+                    // Its process is paused: the rejoin waits for the resume.
+                    self.deferred.push(member);
+                } else {
+                    // A rejoin of this role only: the process, its transport, name and clock
+                    // stay as they are.
+                    self.start_candidate(member, false, false, false)?;
+                }
             }
             Action::Resume {
                 member,
                 incarnation,
             } => {
-                let m = &mut self.members[member];
-                let current = m.incarnation == incarnation;
-                match m.live_mut().filter(|l| l.paused) {
-                    Some(l) if current => {
-                        l.paused = false;
-                        m.last_trouble = m.last_trouble.max(self.now);
-                        m.up_since = self.now;
-                        if let Some(since) = m.evicted_since.as_mut() {
-                            *since = self.now;
-                        }
-                        self.note(Some(member), "resumed");
-                    }
-                    _ => return Err(self.fail("harness", "a stale resume was left on the agenda")),
+                let current = self.members[member].incarnation == incarnation;
+                let paused = self.members[member].live().is_some_and(|l| l.paused);
+                if !(current && paused) {
+                    return Err(self.fail("harness", "a stale resume was left on the agenda"));
                 }
+                self.resume(member);
             }
             Action::EndUnavailable => {
                 self.last_window_end = self.now;
@@ -2153,6 +2377,58 @@ impl Sim {
         Ok(())
     }
 
+    /// A paused member resumes.
+    fn resume(&mut self, member: usize) {
+        let now = self.now;
+        let m = &mut self.members[member];
+        let Some(l) = m.live_mut().filter(|l| l.paused) else {
+            return;
+        };
+        l.paused = false;
+        m.last_trouble = m.last_trouble.max(now);
+        m.up_since = now;
+        if let Some(since) = m.evicted_since.as_mut() {
+            *since = now;
+        }
+        self.note(Some(member), "resumed");
+    }
+
+    /// The preamble of every agenda action: a disturbance (L1's calm bound no longer applies
+    /// to an armed watch); a fault also closes the churn window of the last failover.
+    /// Returns whether the role was calm before it.
+    fn disturb(&mut self, fault: bool) -> bool {
+        let calm = self.now - self.last_disturbance >= QUIET_BEFORE_MS;
+        self.last_disturbance = self.now;
+        if let Some(w) = self.watch.as_mut() {
+            w.disturbed = true;
+        }
+        if fault {
+            // Elections after a fault are not churn of the failover before it.
+            self.close_settle();
+        }
+        calm
+    }
+
+    /// Opens (or extends) an unavailable window of the role's partition until `until`.
+    fn open_unavailable(&mut self, until: i64) {
+        let until = self.unavailable_until.max(until);
+        self.unavailable_until = until;
+        self.broker.set_partition_unavailable(self.partition, true);
+        self.agenda
+            .retain(|s| !matches!(s.action, Action::EndUnavailable));
+        self.schedule(until, Action::EndUnavailable);
+        self.note(None, format!("partition unavailable until {}", At(until)));
+    }
+
+    /// Opens (or extends) a slow window of the broker until `until`.
+    fn open_slow(&mut self, until: i64) {
+        let until = self.slow_until.max(until);
+        self.slow_until = until;
+        self.agenda.retain(|s| !matches!(s.action, Action::EndSlow));
+        self.schedule(until, Action::EndSlow);
+        self.note(None, format!("broker slow until {}", At(until)));
+    }
+
     fn up_members(&self, unpaused: bool) -> Vec<usize> {
         (0..self.members.len())
             .filter(|&i| {
@@ -2164,39 +2440,7 @@ impl Sim {
     }
 
     fn pick_fault(&mut self, calm: bool) -> &'static str {
-        const KINDS: [(u64, &str); 14] = [
-            (14, "crash-leader"),
-            (8, "crash-any"),
-            (10, "pause-leader"),
-            (5, "pause-any"),
-            (6, "resign-leader"),
-            (3, "resign-any"),
-            (10, "fail-ops"),
-            (5, "lose-replies"),
-            (5, "unavailable"),
-            (5, "slow"),
-            (4, "exhaust"),
-            (2, "exhaust-smaller-pid"),
-            (3, "compact"),
-            (4, "foreign-stall"),
-        ];
-        if calm && self.rng.chance(1, 2) {
-            // A calm system is where L1 can be checked: kill the leader more often there.
-            return if self.rng.chance(1, 2) {
-                "crash-leader"
-            } else {
-                "pause-leader"
-            };
-        }
-        let total: u64 = KINDS.iter().map(|k| k.0).sum();
-        let mut roll = self.rng.below(total);
-        for (w, k) in KINDS {
-            if roll < w {
-                return k;
-            }
-            roll -= w;
-        }
-        KINDS[0].1
+        pick_fault(&mut self.rng, calm)
     }
 
     fn fault(&mut self, kind: &'static str) -> Res {
@@ -2296,25 +2540,15 @@ impl Sim {
                 return Ok(());
             }
             "unavailable" => {
-                let until = self
-                    .unavailable_until
-                    .max(self.now + self.rng.range(300, 6_000));
-                self.unavailable_until = until;
-                self.broker.set_partition_unavailable(self.partition, true);
-                self.agenda
-                    .retain(|s| !matches!(s.action, Action::EndUnavailable));
-                self.schedule(until, Action::EndUnavailable);
+                let until = self.now + self.rng.range(300, 6_000);
+                self.open_unavailable(until);
                 self.stats.broker_faults += 1;
-                self.note(None, format!("partition unavailable until {}", At(until)));
                 return Ok(());
             }
             "slow" => {
-                let until = self.slow_until.max(self.now + self.rng.range(1_000, 8_000));
-                self.slow_until = until;
-                self.agenda.retain(|s| !matches!(s.action, Action::EndSlow));
-                self.schedule(until, Action::EndSlow);
+                let until = self.now + self.rng.range(1_000, 8_000);
+                self.open_slow(until);
                 self.stats.broker_faults += 1;
-                self.note(None, format!("broker slow until {}", At(until)));
                 return Ok(());
             }
             "lose-replies" => {
@@ -2347,9 +2581,21 @@ impl Sim {
     }
 
     fn crash(&mut self, i: usize) -> Res {
+        let Some(crashed) = self.crash_begin(i) else {
+            return Ok(());
+        };
+        self.members[i].transport.crash();
+        self.crash_end(i, crashed, None)
+    }
+
+    /// The first half of a crash of member `i`: its candidate is dropped; a leader may leave
+    /// a lease write open, a request on the wire may land later (a ghost). `None` when the
+    /// member was down. The caller then drops the transport's sessions (once per process) and
+    /// calls [`crash_end`](Self::crash_end).
+    fn crash_begin(&mut self, i: usize) -> Option<Crashed> {
         let was_real_leader = self.real_leader() == Some(i);
         let Life::Up(live) = std::mem::replace(&mut self.members[i].life, Life::Down) else {
-            return Ok(());
+            return None;
         };
         let Live { cand, io, .. } = *live;
         self.stats.crashes += 1;
@@ -2399,12 +2645,35 @@ impl Sim {
                 }
             }
         }
-        transport.crash();
+        Some(Crashed {
+            was_real_leader,
+            held,
+            open,
+            ghost,
+        })
+    }
+
+    /// The second half of a crash: the restart (drawn here, or at `back` for a process of a
+    /// multi-role run, whose restart the world schedules), the trace, and L1's watch when the
+    /// member led.
+    fn crash_end(&mut self, i: usize, c: Crashed, back: Option<i64>) -> Res {
+        let Crashed {
+            was_real_leader,
+            held,
+            open,
+            ghost,
+        } = c;
         // A crash while paused: the resume is moot.
         self.agenda
             .retain(|s| !matches!(s.action, Action::Resume { member, .. } if member == i));
-        let back = self.now + self.rng.range(500, 20_000);
-        self.schedule(back, Action::Start { member: i });
+        let back = match back {
+            Some(at) => at,
+            None => {
+                let at = self.now + self.rng.range(500, 20_000);
+                self.schedule(at, Action::Start { member: i });
+                at
+            }
+        };
         self.note(
             Some(i),
             format!(
@@ -2429,9 +2698,15 @@ impl Sim {
     }
 
     fn pause(&mut self, i: usize) -> Res {
+        let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
+        self.pause_until(i, until)
+    }
+
+    /// Pauses member `i` until `until`. Single-role runs schedule its resume; a multi-role
+    /// run's world resumes the whole process.
+    fn pause_until(&mut self, i: usize, until: i64) -> Res {
         let was_real_leader = self.real_leader() == Some(i);
         let held = self.members[i].live().and_then(|l| l.cand.token());
-        let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
         let incarnation = self.members[i].incarnation;
         {
             let Some(l) = self.members[i].live_mut() else {
@@ -2440,13 +2715,15 @@ impl Sim {
             l.paused = true;
         }
         self.stats.pauses += 1;
-        self.schedule(
-            until,
-            Action::Resume {
-                member: i,
-                incarnation,
-            },
-        );
+        if !self.hosted {
+            self.schedule(
+                until,
+                Action::Resume {
+                    member: i,
+                    incarnation,
+                },
+            );
+        }
         self.note(
             Some(i),
             format!(
@@ -2530,7 +2807,19 @@ impl Sim {
             cleared_at: None,
             successor_deadline: None,
             disturbed: false,
+            multi: false,
         };
+        if let Some(old) = self.watch.filter(|w| w.multi) {
+            return Err(self.fail(
+                "L1",
+                format!(
+                    "the watch of {}'s death at {} (a process crash that took several roles' \
+                     leaders) was replaced by another death before the role elected a leader",
+                    self.members[old.died].id,
+                    At(old.t0)
+                ),
+            ));
+        }
         self.watch = Some(watch);
         let bound = self.l1_bound(&watch);
         self.note(
@@ -2846,10 +3135,23 @@ impl Sim {
             self.check_audit(true)?;
         }
         if let Some(w) = self.watch {
-            // A paused leader that resumes while the role is still its own leads again.
-            let back = self
-                .real_leader()
-                .filter(|&i| i == w.died && self.members[i].live().is_some_and(|l| !l.paused));
+            // A paused leader that resumes while the role is still its own leads again: the
+            // same member with the dead pair (a later incarnation of it that wrote a claim
+            // and resigned before it heard of its election believes it leads with another
+            // pair, and was never elected: the watch goes on).
+            let back = self.real_leader().filter(|&i| {
+                i == w.died
+                    && self.members[i]
+                        .live()
+                        .is_some_and(|l| !l.paused && l.cand.token() == Some(w.pair))
+            });
+            if back.is_some() && w.multi {
+                return Err(self.fail(
+                    "L1",
+                    "a role whose leader died in a multi-role process crash ended its watch \
+                     without an election (\"leader back\")",
+                ));
+            }
             if back.is_some() {
                 self.watch = None;
                 self.stats.l1_leader_back += 1;
@@ -2927,7 +3229,9 @@ impl Sim {
     /// S2 from the broker's audit log: every new entry carries the pair current at its commit.
     fn check_audit(&mut self, this_step: bool) -> Res {
         let new = self.broker.accepted_lease_writes_since(self.audit_seen);
-        for w in &new {
+        self.audit_seen += new.len();
+        // The audit log is the broker's: other roles' writes are theirs to check.
+        for w in new.iter().filter(|w| w.role == self.role) {
             self.stats.audited_writes += 1;
             if self.resigned.contains(&w.token) {
                 return Err(self.fail(
@@ -2958,7 +3262,6 @@ impl Sim {
                 ));
             }
         }
-        self.audit_seen += new.len();
         Ok(())
     }
 
@@ -2969,6 +3272,43 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// Draws a fault kind (the leader's death more often in a calm system).
+fn pick_fault(rng: &mut Rng, calm: bool) -> &'static str {
+    const KINDS: [(u64, &str); 14] = [
+        (14, "crash-leader"),
+        (8, "crash-any"),
+        (10, "pause-leader"),
+        (5, "pause-any"),
+        (6, "resign-leader"),
+        (3, "resign-any"),
+        (10, "fail-ops"),
+        (5, "lose-replies"),
+        (5, "unavailable"),
+        (5, "slow"),
+        (4, "exhaust"),
+        (2, "exhaust-smaller-pid"),
+        (3, "compact"),
+        (4, "foreign-stall"),
+    ];
+    if calm && rng.chance(1, 2) {
+        // A calm system is where L1 can be checked: kill the leader more often there.
+        return if rng.chance(1, 2) {
+            "crash-leader"
+        } else {
+            "pause-leader"
+        };
+    }
+    let total: u64 = KINDS.iter().map(|k| k.0).sum();
+    let mut roll = rng.below(total);
+    for (w, k) in KINDS {
+        if roll < w {
+            return k;
+        }
+        roll -= w;
+    }
+    KINDS[0].1
 }
 
 /// The rank a member registered at `join` has when it lands at the tail: the registered
@@ -3003,5 +3343,727 @@ fn short_event(e: &Event) -> String {
                 .map_or("(never taken)", |s| s.as_str())
         ),
         other => other.name().to_string(),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Multi-role processes
+
+/// The roles of a multi-role run: `sim-role` first, then roles named `sim-shard-<k>` chosen
+/// so that every odd-numbered role shares `sim-role`'s partition (one role's open transaction
+/// stalls the other's reads) and the even-numbered ones spread over the other partitions.
+pub fn role_names(count: usize) -> Vec<Role> {
+    let partition = |r: &Role| role_partition(r, PARTITIONS).expect("valid partition count");
+    let first = Role::new("sim-role").expect("valid role");
+    let p0 = partition(&first);
+    let mut roles = vec![first];
+    let mut k = 0;
+    while roles.len() < count {
+        let j = roles.len();
+        let want = if j % 2 == 1 {
+            p0
+        } else {
+            (p0 + (j / 2) as i32) % PARTITIONS
+        };
+        loop {
+            let role = Role::new(format!("sim-shard-{k}")).expect("valid role");
+            k += 1;
+            if partition(&role) == want {
+                roles.push(role);
+                break;
+            }
+        }
+    }
+    roles
+}
+
+/// A process of a multi-role run: it hosts one member of every role, all on its one
+/// transport (one client), under one name and one clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProcState {
+    Up,
+    Paused,
+    Down,
+}
+
+#[derive(Debug)]
+struct Process {
+    state: ProcState,
+    /// Restarts so far (a renamed process is `m<p>.<restarts>`).
+    restarts: u32,
+}
+
+#[derive(Debug)]
+enum WorldAction {
+    Fault,
+    Start { process: usize },
+    Resume { process: usize },
+}
+
+#[derive(Debug)]
+struct Planned {
+    at: i64,
+    seq: u64,
+    action: WorldAction,
+}
+
+/// Who runs the next event of a multi-role run.
+#[derive(Clone, Copy, Debug)]
+enum Turn {
+    World(usize),
+    Role(usize, Next),
+}
+
+/// A multi-role run: R roles (one [`Sim`] each) over one broker, one clock, one timeline and
+/// one set of processes. Every process hosts a member of every role on its one transport;
+/// process faults (crash, restart, pause, resume) hit all its roles in the same step;
+/// broker faults hit every role (slow windows, failed calls, lost replies) or every role on
+/// a partition (unavailable windows, compaction, another role's stall); resigns and epoch
+/// exhaustion hit one role. The roles' own events (I/O, timers, rejoins after a candidate
+/// ended, ghosts) run in one order by time, and every role's invariants are checked after
+/// every step.
+struct World {
+    rng: Rng,
+    print: bool,
+    clock: ManualClock,
+    broker: MemoryBroker,
+    now: i64,
+    end: i64,
+    sims: Vec<Sim>,
+    procs: Vec<Process>,
+    agenda: Vec<Planned>,
+    seq: u64,
+    trace: Trace,
+    stats: Stats,
+}
+
+impl World {
+    fn new(seed: u64, roles: usize, run_ms: i64, detail: bool, print: bool) -> World {
+        let mut rng = Rng::new(seed);
+        let clock = ManualClock::new(UnixMillis(T0));
+        let broker = MemoryBroker::new(PARTITIONS, Arc::new(clock.clone()));
+        let n = rng.range(2, MAX_MEMBERS as i64) as usize;
+        let skews: Vec<i64> = (0..n)
+            .map(|_| rng.range(-MAX_SKEW_MS, MAX_SKEW_MS))
+            .collect();
+        let transports: Vec<MemoryTransport> =
+            (0..n).map(|i| broker.transport(format!("m{i}"))).collect();
+        let slow_coordinator = rng.chance(1, 3);
+        let trace = new_trace();
+        let names = role_names(roles);
+        let sims: Vec<Sim> = names
+            .iter()
+            .enumerate()
+            .map(|(r, role)| {
+                let members = (0..n)
+                    .map(|i| Member::new(&format!("m{i}"), skews[i], transports[i].clone()))
+                    .collect();
+                Sim::with(SimParts {
+                    seed,
+                    rng: Rng::new(seed ^ (r as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+                    detail,
+                    print,
+                    clock: clock.clone(),
+                    broker: broker.clone(),
+                    role: role.clone(),
+                    partition: role_partition(role, PARTITIONS).expect("valid partition count"),
+                    run_ms,
+                    members,
+                    slow_coordinator,
+                    trace: trace.clone(),
+                    label: Some(role.to_string()),
+                })
+            })
+            .collect();
+        let mut world = World {
+            rng,
+            print,
+            clock,
+            broker,
+            now: T0,
+            end: T0 + run_ms,
+            sims,
+            procs: (0..n)
+                .map(|_| Process {
+                    state: ProcState::Down,
+                    restarts: 0,
+                })
+                .collect(),
+            agenda: Vec::new(),
+            seq: 0,
+            trace,
+            stats: Stats {
+                roles: roles as u64,
+                processes: n as u64,
+                ..Stats::default()
+            },
+        };
+        for process in 0..n {
+            let at = T0 + world.rng.range(0, 2_000);
+            world.schedule(at, WorldAction::Start { process });
+        }
+        let first_fault = T0 + world.rng.range(4_000, 10_000);
+        world.schedule(first_fault, WorldAction::Fault);
+        if print {
+            let skews: Vec<String> = skews
+                .iter()
+                .enumerate()
+                .map(|(i, s)| format!("m{i}:{s:+}ms"))
+                .collect();
+            let roles: Vec<String> = world
+                .sims
+                .iter()
+                .map(|s| format!("{} (partition {})", s.role, s.partition))
+                .collect();
+            println!(
+                "seed {seed}: {n} processes (skew {}), each hosting a member of {} roles: {}; \
+                 lease {LEASE_MS} ms, renew {RENEW_MS} ms, stagger {STAGGER_MS} ms, run {run_ms} \
+                 ms{}",
+                skews.join(" "),
+                world.sims.len(),
+                roles.join(", "),
+                if slow_coordinator {
+                    ", slow coordinator"
+                } else {
+                    ""
+                }
+            );
+        }
+        world
+    }
+
+    fn schedule(&mut self, at: i64, action: WorldAction) {
+        self.seq += 1;
+        self.agenda.push(Planned {
+            at,
+            seq: self.seq,
+            action,
+        });
+    }
+
+    fn note(&self, what: impl fmt::Display) {
+        push_trace(
+            &self.trace,
+            self.print,
+            format!("{} ** {what}", At(self.now)),
+        );
+    }
+
+    /// The figures of the run: the world's own and every role's.
+    fn totals(&self) -> Stats {
+        let mut totals = self.stats.clone();
+        for sim in &self.sims {
+            totals.add(&sim.stats);
+        }
+        totals
+    }
+
+    /// A failure of role `r` (or of the world, `r = None`), with every other role's state.
+    fn enrich(&self, r: Option<usize>, mut f: Failure) -> Failure {
+        f.roles = self.sims.len();
+        let mut context = String::new();
+        let states: Vec<String> = self
+            .procs
+            .iter()
+            .enumerate()
+            .map(|(p, pr)| format!("m{p} {:?}", pr.state))
+            .collect();
+        let _ = writeln!(context, "processes: {}", states.join(", "));
+        for (s, sim) in self.sims.iter().enumerate() {
+            if Some(s) != r {
+                context.push_str(&sim.summary());
+            }
+        }
+        f.context = context + &f.context;
+        f
+    }
+
+    fn fail(&self, invariant: &'static str, message: impl Into<String>) -> Failure {
+        let mut context = String::new();
+        let trace = self.trace.borrow();
+        let _ = writeln!(context, "last {} events:", trace.len());
+        for line in trace.iter() {
+            let _ = writeln!(context, "  {line}");
+        }
+        let f = Failure {
+            seed: self.sims[0].seed,
+            roles: self.sims.len(),
+            invariant,
+            at: self.now,
+            message: message.into(),
+            context,
+        };
+        self.enrich(None, f)
+    }
+
+    fn on_role<T>(&self, r: usize, res: Res<T>) -> Res<T> {
+        res.map_err(|f| self.enrich(Some(r), f))
+    }
+
+    fn check_all(&mut self) -> Res {
+        for r in 0..self.sims.len() {
+            let res = self.sims[r].check();
+            self.on_role(r, res)?;
+        }
+        Ok(())
+    }
+
+    fn next_event(&self) -> Option<(i64, Turn)> {
+        let mut best: Option<(i64, usize, u64, Turn)> = None;
+        let mut offer = |t: i64, class: usize, order: u64, turn: Turn| {
+            if best.is_none_or(|(bt, bc, bo, _)| (t, class, order) < (bt, bc, bo)) {
+                best = Some((t, class, order, turn));
+            }
+        };
+        for (k, a) in self.agenda.iter().enumerate() {
+            offer(a.at.max(self.now), 0, a.seq, Turn::World(k));
+        }
+        for (r, sim) in self.sims.iter().enumerate() {
+            if let Some((t, order, next)) = sim.next_event_keyed() {
+                offer(t, r + 1, order, Turn::Role(r, next));
+            }
+        }
+        best.map(|(t, _, _, turn)| (t, turn))
+    }
+
+    fn run(&mut self) -> Res {
+        self.check_all()?;
+        loop {
+            let Some((t, turn)) = self.next_event() else {
+                if let Some(r) = self.sims.iter().position(|s| s.watch.is_some()) {
+                    let f = self.sims[r].l1_failure("nothing left to happen");
+                    return Err(self.enrich(Some(r), f));
+                }
+                break;
+            };
+            for r in 0..self.sims.len() {
+                let res = self.sims[r].before_step(t);
+                self.on_role(r, res)?;
+            }
+            if t > self.end && self.sims.iter().all(|s| s.watch.is_none()) {
+                break;
+            }
+            if t > self.end + 120_000 {
+                return Err(self.fail("harness", "the run did not wind down"));
+            }
+            debug_assert!(t >= self.now);
+            self.now = t;
+            self.clock.set(UnixMillis(t));
+            for sim in &mut self.sims {
+                sim.now = t;
+            }
+            self.stats.steps += 1;
+            match turn {
+                Turn::World(k) => {
+                    let item = self.agenda.swap_remove(k);
+                    self.on_action(item.action)?;
+                }
+                Turn::Role(r, next) => {
+                    let res = self.sims[r].step(next);
+                    self.on_role(r, res)?;
+                }
+            }
+            self.check_all()?;
+        }
+        for r in 0..self.sims.len() {
+            let res = self.sims[r].final_checks();
+            self.on_role(r, res)?;
+        }
+        Ok(())
+    }
+
+    /// Marks the roles in `which` disturbed (see [`Sim::disturb`]).
+    fn disturb(&mut self, which: impl Fn(&Sim) -> bool, fault: bool) {
+        for sim in self.sims.iter_mut().filter(|s| which(s)) {
+            sim.disturb(fault);
+        }
+    }
+
+    fn on_action(&mut self, action: WorldAction) -> Res {
+        match action {
+            WorldAction::Fault => {
+                // Calm when every role is: the process faults hit them all.
+                let calm = self
+                    .sims
+                    .iter()
+                    .all(|s| self.now - s.last_disturbance >= QUIET_BEFORE_MS);
+                let kind = pick_fault(&mut self.rng, calm);
+                let death = matches!(kind, "crash-leader" | "pause-leader");
+                let long = if death {
+                    self.rng.chance(3, 4)
+                } else {
+                    self.rng.chance(1, 2)
+                };
+                let gap = if long {
+                    self.rng.range(6_000, 18_000)
+                } else {
+                    self.rng.range(300, 4_000)
+                };
+                if self.now + gap <= self.end {
+                    self.schedule(self.now + gap, WorldAction::Fault);
+                }
+                self.fault(kind)
+            }
+            WorldAction::Start { process } => {
+                self.disturb(|_| true, false);
+                self.restart(process)
+            }
+            WorldAction::Resume { process } => {
+                self.disturb(|_| true, false);
+                self.resume(process)
+            }
+        }
+    }
+
+    /// The process that is the real leader of the most roles (paused leaders only with
+    /// `paused`), if it leads any.
+    fn leader_process(&mut self, paused: bool) -> Option<usize> {
+        let mut led = vec![0usize; self.procs.len()];
+        for sim in &self.sims {
+            if let Some(i) = sim.real_leader() {
+                if paused || sim.members[i].live().is_some_and(|l| !l.paused) {
+                    led[i] += 1;
+                }
+            }
+        }
+        let most = led.iter().copied().max().unwrap_or(0);
+        if most == 0 {
+            return None;
+        }
+        let top: Vec<usize> = (0..led.len()).filter(|&p| led[p] == most).collect();
+        Some(self.rng.pick(&top))
+    }
+
+    fn any_process(&mut self, ok: impl Fn(ProcState) -> bool) -> Option<usize> {
+        let up: Vec<usize> = (0..self.procs.len())
+            .filter(|&p| ok(self.procs[p].state))
+            .collect();
+        (!up.is_empty()).then(|| self.rng.pick(&up))
+    }
+
+    fn fault(&mut self, kind: &'static str) -> Res {
+        let roles = self.sims.len() as u64;
+        match kind {
+            "crash-leader" | "crash-any" => {
+                let target = if kind == "crash-leader" {
+                    self.leader_process(false)
+                } else {
+                    None
+                };
+                let target = target.or_else(|| self.any_process(|s| s != ProcState::Down));
+                if let Some(p) = target {
+                    self.disturb(|_| true, true);
+                    return self.crash(p);
+                }
+            }
+            "pause-leader" | "pause-any" => {
+                let target = if kind == "pause-leader" {
+                    self.leader_process(false)
+                } else {
+                    None
+                };
+                let target = target.or_else(|| self.any_process(|s| s == ProcState::Up));
+                if let Some(p) = target {
+                    self.disturb(|_| true, true);
+                    return self.pause(p);
+                }
+            }
+            "resign-leader" | "resign-any" | "exhaust" | "exhaust-smaller-pid" => {
+                // One role only: a service resigns one shard; the coordinator's pairs are per
+                // role.
+                let r = self.rng.below(roles) as usize;
+                let before = self.sims[r].stats.broker_faults;
+                self.sims[r].disturb(true);
+                let res = self.sims[r].fault(kind);
+                self.on_role(r, res)?;
+                if self.sims[r].stats.broker_faults > before {
+                    // No target: the role injected failed calls instead, which any role's
+                    // calls may meet.
+                    self.disturb(|_| true, true);
+                }
+                return Ok(());
+            }
+            "foreign-stall" | "compact" => {
+                // Every role on the partition reads the same log.
+                let r = self.rng.below(roles) as usize;
+                let partition = self.sims[r].partition;
+                self.disturb(|s| s.partition == partition, true);
+                let res = self.sims[r].fault(kind);
+                self.on_role(r, res)?;
+                let until = self.sims[r].stall_until;
+                for sim in self.sims.iter_mut().filter(|s| s.partition == partition) {
+                    sim.stall_until = sim.stall_until.max(until);
+                }
+                return Ok(());
+            }
+            "unavailable" => {
+                let r = self.rng.below(roles) as usize;
+                let partition = self.sims[r].partition;
+                let until = self.now + self.rng.range(300, 6_000);
+                self.disturb(|s| s.partition == partition, true);
+                for sim in self.sims.iter_mut().filter(|s| s.partition == partition) {
+                    sim.open_unavailable(until);
+                }
+                self.stats.broker_faults += 1;
+                return Ok(());
+            }
+            "slow" => {
+                let until = self.now + self.rng.range(1_000, 8_000);
+                self.disturb(|_| true, true);
+                for sim in &mut self.sims {
+                    sim.open_slow(until);
+                }
+                self.stats.broker_faults += 1;
+                return Ok(());
+            }
+            "lose-replies" => {
+                let op = self.rng.pick(&[
+                    BrokerOp::Acquire,
+                    BrokerOp::Read,
+                    BrokerOp::Append,
+                    BrokerOp::WriteLease,
+                ]);
+                let n = self.rng.range(1, 2) as usize;
+                self.disturb(|_| true, true);
+                self.broker.lose_next_reply_op(op, n);
+                self.stats.broker_faults += 1;
+                self.note(format!("the next {n} {op} replies will be lost (any role)"));
+                return Ok(());
+            }
+            _ => {}
+        }
+        // "fail-ops", and the fallback of a fault without a target.
+        let op = self.rng.pick(&[
+            BrokerOp::Acquire,
+            BrokerOp::Read,
+            BrokerOp::Append,
+            BrokerOp::WriteLease,
+        ]);
+        let n = self.rng.range(1, 4) as usize;
+        self.disturb(|_| true, true);
+        self.broker.fail_next_op(op, n, ErrorKind::Retriable);
+        self.stats.broker_faults += 1;
+        self.note(format!("the next {n} {op} calls will fail (any role)"));
+        Ok(())
+    }
+
+    /// Crashes process `p`: its member in every role, in one step. Every lease write a leader
+    /// of it leaves open stalls every role on that partition; then the transport's sessions go
+    /// (all roles at once); the process restarts later, all its roles together.
+    fn crash(&mut self, p: usize) -> Res {
+        let led: Vec<usize> = (0..self.sims.len())
+            .filter(|&r| self.sims[r].real_leader() == Some(p))
+            .collect();
+        self.stats.process_crashes += 1;
+        self.procs[p].state = ProcState::Down;
+        self.agenda
+            .retain(|a| !matches!(a.action, WorldAction::Resume { process } if process == p));
+        for sim in &mut self.sims {
+            // The restart starts every role: a rejoin still due is moot.
+            sim.agenda
+                .retain(|s| !matches!(s.action, Action::Start { member } if member == p));
+            sim.deferred.retain(|&m| m != p);
+            sim.members[p].frozen = false;
+            sim.members[p].crashed = true;
+        }
+        let crashed: Vec<Option<Crashed>> =
+            self.sims.iter_mut().map(|sim| sim.crash_begin(p)).collect();
+        for (r, c) in crashed.iter().enumerate() {
+            if !c.is_some_and(|c| c.open) {
+                continue;
+            }
+            // The open transaction holds back the partition's LSO for every role on it until
+            // a takeover of role r or its timeout (the lease duration) aborts it.
+            let partition = self.sims[r].partition;
+            let until = self.now + LEASE_MS;
+            let mut others = 0;
+            for (s, sim) in self.sims.iter_mut().enumerate() {
+                if s != r && sim.partition == partition {
+                    sim.stall_until = sim.stall_until.max(until);
+                    others += 1;
+                }
+            }
+            if others > 0 {
+                self.stats.cross_role_stalls += 1;
+            }
+        }
+        self.sims[0].members[p].transport.crash();
+        let back = self.now + self.rng.range(500, 20_000);
+        self.schedule(back, WorldAction::Start { process: p });
+        let names: Vec<String> = led.iter().map(|&r| self.sims[r].role.to_string()).collect();
+        self.note(format!(
+            "process {} CRASHES{}, restarts at {}",
+            self.sims[0].members[p].id,
+            if led.is_empty() {
+                String::new()
+            } else {
+                format!(" (leader of {})", names.join(", "))
+            },
+            At(back)
+        ));
+        for (r, c) in crashed.into_iter().enumerate() {
+            if let Some(c) = c {
+                let res = self.sims[r].crash_end(p, c, Some(back));
+                self.on_role(r, res)?;
+            }
+        }
+        if led.len() >= 2 {
+            self.stats.multi_role_crashes += 1;
+            self.stats.multi_role_moves += led.len() as u64;
+            for &r in &led {
+                if let Some(w) = self.sims[r].watch.as_mut().filter(|w| w.died == p) {
+                    if !w.multi {
+                        w.multi = true;
+                        self.stats.multi_role_l1_checked += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts process `p`: the same or a new transport, sometimes a new name and a
+    /// corrected clock, all shared by its roles, whose members all start in this step.
+    fn restart(&mut self, p: usize) -> Res {
+        if self.procs[p].state != ProcState::Down {
+            return Err(self.fail(
+                "harness",
+                "a restart of a live process was left on the agenda",
+            ));
+        }
+        self.procs[p].state = ProcState::Up;
+        self.procs[p].restarts += 1;
+        let started = self.sims[0].members[p].incarnation > 0;
+        let mut fresh = !started || self.rng.chance(1, 2);
+        let renamed = started && self.rng.chance(1, 4);
+        if renamed {
+            // Back under a new name: its registration in every role stays behind, a ghost.
+            let name = format!("m{p}.{}", self.procs[p].restarts);
+            for sim in &mut self.sims {
+                let old = std::mem::replace(
+                    &mut sim.members[p].id,
+                    MemberId::new(name.as_str()).expect("valid member"),
+                );
+                sim.ghost_ids.insert(old);
+            }
+            self.stats.renamed += 1;
+            fresh = true;
+        }
+        if fresh && started {
+            let transport = self.broker.transport(self.sims[0].members[p].id.as_str());
+            for sim in &mut self.sims {
+                sim.members[p].transport = transport.clone();
+            }
+        }
+        if started {
+            self.stats.process_restarts += 1;
+            if self.rng.chance(1, 4) {
+                // The process came back with a corrected clock.
+                let skew = self.rng.range(-MAX_SKEW_MS, MAX_SKEW_MS);
+                for sim in &mut self.sims {
+                    sim.members[p].skew = skew;
+                }
+            }
+            self.note(format!(
+                "process {} restarts ({} transport{}), every role",
+                self.sims[0].members[p].id,
+                if fresh { "new" } else { "same" },
+                if renamed { ", a new name" } else { "" }
+            ));
+        }
+        for r in 0..self.sims.len() {
+            if self.sims[r].members[p].live().is_none() {
+                let res = self.sims[r].start_candidate(p, fresh, renamed, false);
+                self.on_role(r, res)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pauses process `p`: every role's member at once.
+    fn pause(&mut self, p: usize) -> Res {
+        let until = self.now + self.rng.range(LEASE_MS + 500, 3 * LEASE_MS + 4_000);
+        let led = self
+            .sims
+            .iter()
+            .filter(|s| s.real_leader() == Some(p))
+            .count();
+        if led >= 2 {
+            self.stats.multi_role_pauses += 1;
+        }
+        self.procs[p].state = ProcState::Paused;
+        self.note(format!(
+            "process {} PAUSES until {} (leader of {led} roles)",
+            self.sims[0].members[p].id,
+            At(until)
+        ));
+        for r in 0..self.sims.len() {
+            self.sims[r].members[p].frozen = true;
+            let res = self.sims[r].pause_until(p, until);
+            self.on_role(r, res)?;
+        }
+        self.schedule(until, WorldAction::Resume { process: p });
+        Ok(())
+    }
+
+    /// Resumes process `p`: every role's member; rejoins that came due meanwhile start now.
+    fn resume(&mut self, p: usize) -> Res {
+        if self.procs[p].state != ProcState::Paused {
+            return Err(self.fail("harness", "a stale resume was left on the agenda"));
+        }
+        self.procs[p].state = ProcState::Up;
+        self.note(format!("process {} resumes", self.sims[0].members[p].id));
+        for sim in &mut self.sims {
+            sim.members[p].frozen = false;
+            sim.resume(p);
+        }
+        for r in 0..self.sims.len() {
+            let due = self.sims[r].deferred.contains(&p);
+            self.sims[r].deferred.retain(|&m| m != p);
+            if due && self.sims[r].members[p].live().is_none() {
+                let res = self.sims[r].start_candidate(p, false, false, false);
+                self.on_role(r, res)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs one seed of the multi-role simulation: `roles` roles hosted by the same 2..=5
+/// processes (see [`World`]); with `roles <= 1`, the single-role simulation ([`run_seed`]).
+/// A failing run is run again with every I/O in its trace, as [`run_seed`] does.
+pub fn run_seed_roles(
+    seed: u64,
+    roles: usize,
+    run_ms: i64,
+    print: bool,
+) -> Result<Stats, Box<Failure>> {
+    if roles <= 1 {
+        return run_seed(seed, run_ms, print);
+    }
+    let mut world = World::new(seed, roles, run_ms, print, print);
+    let first = match world.run() {
+        Ok(()) => return Ok(world.totals()),
+        Err(f) => f,
+    };
+    if print {
+        return Err(Box::new(first));
+    }
+    let mut again = World::new(seed, roles, run_ms, true, false);
+    match again.run() {
+        Err(f) if f.invariant == first.invariant && f.at == first.at => Err(Box::new(f)),
+        other => {
+            let mut first = first;
+            let _ = write!(
+                first.message,
+                " (and the detailed re-run did not fail the same way: {}; the simulation is not \
+                 deterministic)",
+                match other {
+                    Ok(()) => "it passed".to_string(),
+                    Err(f) => format!("[{}] at {}", f.invariant, At(f.at)),
+                }
+            );
+            Err(Box::new(first))
+        }
     }
 }
