@@ -11,6 +11,9 @@
 //!   `watch`, `leader`. The same names in every module; the async modules' functions are
 //!   `async`. (No module is named after a runtime crate, so `use kafka_coordination::tokio_driver;`
 //!   leaves `tokio` alone.)
+//! * Many roles in one process: a [`host::Host`] runs any number of candidacies on one thread
+//!   (`blocking::host`) or one task (`tokio_driver::host`, ...), sharing timers, partition
+//!   reads and a bounded pool of I/O threads.
 //! * Observing a role from any process: [`leader`] (who leads now) and a [`Watch`] (every
 //!   change of leader, in log order) — see [`watch`].
 //! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.

@@ -1166,6 +1166,7 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
         .into_iter()
         .map(|c| elected(c, LEASE + SLACK))
         .collect();
+    let moved_in = now_ms() - cut_at;
     for (l, r) in b_leads.iter().zip(&roles) {
         let state = describe_role_state(&observer, r).expect("state");
         let lease = state.lease().expect("a lease");
@@ -1174,7 +1175,6 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
             .expect("describe")
             .authoritative(&l.token()));
     }
-    let moved_in = now_ms() - cut_at;
     assert!(
         moved_in <= millis(LEASE + SLACK),
         "the last role moved {moved_in} ms after the cut"

@@ -14,7 +14,13 @@
 //! (16), `--broker-pid PID` (default: read from the test broker's pid file, if any), `--driver
 //! host|tokio` (default `host`: one [`Host`](kafka_coordination::host::Host) task runs every
 //! candidacy, its calls on `--io-threads N` (8) threads; `tokio`: a tokio task per candidacy,
-//! its calls on the runtime's blocking pool).
+//! its calls on the runtime's blocking pool), `--connections N` (4: the client's native
+//! connections per broker, `KafkaConfig::with_connections_per_broker`).
+//!
+//! `--burst` runs a failover burst instead: a child process (this program) leads half of the
+//! roles, this process leads the other half and stands by for the first; the child is
+//! SIGKILLed and each of its roles must move by its lease deadline + 250 ms (with
+//! `--stagger-ms`, 5000 by default).
 //!
 //! The runtime is tokio's, with two worker threads. Figures are read from `/proc`.
 
@@ -31,11 +37,16 @@ struct Args {
     seconds: u64,
     lease: Duration,
     renew: Duration,
+    stagger: Duration,
     blocking_threads: usize,
     partitions: i32,
     broker_pid: Option<u32>,
     driver: String,
     io_threads: usize,
+    connections: usize,
+    /// The failover burst (`--burst`), or the child process it kills (`--burst-child PREFIX`).
+    burst: bool,
+    burst_child: Option<String>,
 }
 
 fn fail(message: String) -> ! {
@@ -50,14 +61,22 @@ fn parse_args() -> Args {
         seconds: 300,
         lease: Duration::from_secs(30),
         renew: Duration::from_secs(10),
+        stagger: Duration::from_secs(5),
         blocking_threads: 16,
         partitions: 16,
         broker_pid: None,
         driver: "host".to_owned(),
         io_threads: 8,
+        connections: kafka_coordination::kafka::DEFAULT_CONNECTIONS_PER_BROKER,
+        burst: false,
+        burst_child: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--burst" {
+            a.burst = true;
+            continue;
+        }
         let value = it
             .next()
             .unwrap_or_else(|| fail(format!("{flag} needs a value")));
@@ -78,6 +97,9 @@ fn parse_args() -> Args {
             "--driver" if value == "host" || value == "tokio" => a.driver = value.clone(),
             "--driver" => fail(format!("--driver: host or tokio, not {value}")),
             "--io-threads" => a.io_threads = n() as usize,
+            "--connections" => a.connections = n() as usize,
+            "--burst-child" => a.burst_child = Some(value.clone()),
+            "--stagger-ms" => a.stagger = Duration::from_millis(n()),
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -148,6 +170,230 @@ fn cpu_seconds(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+fn host_on(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    client: &Arc<KafkaTransport>,
+) -> kafka_coordination::host::Host {
+    let _guard = runtime.enter();
+    kafka_coordination::tokio_driver::host(
+        client.clone(),
+        HostOptions::new().io_threads(args.io_threads),
+    )
+    .unwrap_or_else(|e| fail(e.to_string()))
+}
+
+/// The process the burst kills: leads the first half of the roles named `PREFIX-i`, says
+/// `READY`, and then only renews until it is killed.
+fn burst_child(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    client: Arc<KafkaTransport>,
+    options: Options,
+    prefix: &str,
+) -> ! {
+    let host = host_on(args, runtime, &client);
+    let leaderships: Vec<Leadership> = runtime.block_on(async {
+        let candidacies: Vec<_> = (0..args.roles / 2)
+            .map(|i| {
+                host.start(&format!("{prefix}-{i}"), "a", options.clone())
+                    .unwrap_or_else(|e| fail(e.to_string()))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for c in candidacies {
+            out.push(c.elected().await.unwrap_or_else(|e| fail(e.to_string())));
+        }
+        out
+    });
+    println!("READY");
+    // Renews (on the host's task) until the parent kills this process.
+    let _keep = (host, leaderships);
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// A burst of failovers as the user lives it: a child process leads half of the roles (the
+/// first half), this process leads the other half and stands by for the first; the child is
+/// SIGKILLed, and each of its roles must move here by its lease deadline (rank 0) + 250 ms.
+fn burst(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    client: Arc<KafkaTransport>,
+    options: Options,
+) {
+    use std::io::BufRead;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let prefix = format!("burst-{stamp:x}");
+    let half = args.roles / 2;
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "--bootstrap",
+            &args.bootstrap,
+            "--roles",
+            &args.roles.to_string(),
+            "--partitions",
+            &args.partitions.to_string(),
+            "--lease-ms",
+            &args.lease.as_millis().to_string(),
+            "--renew-ms",
+            &args.renew.as_millis().to_string(),
+            "--stagger-ms",
+            &args.stagger.as_millis().to_string(),
+            "--io-threads",
+            &args.io_threads.to_string(),
+            "--connections",
+            &args.connections.to_string(),
+            "--burst-child",
+            &prefix,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| fail(format!("starting the child: {e}")));
+    let started = Instant::now();
+    let stdout = child
+        .stdout
+        .take()
+        .unwrap_or_else(|| fail("no child stdout".into()));
+    let ready = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l == "READY");
+    if !ready {
+        fail("the child ended before it led its roles".to_owned());
+    }
+    println!(
+        "burst: the child leads {half} roles after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let host = host_on(args, runtime, &client);
+    let (own, standbys) = runtime.block_on(async {
+        let own: Vec<_> = (half..args.roles)
+            .map(|i| {
+                host.start(&format!("{prefix}-{i}"), "b", options.clone())
+                    .unwrap_or_else(|e| fail(e.to_string()))
+            })
+            .collect();
+        let mut leading = Vec::new();
+        for c in own {
+            leading.push(c.elected().await.unwrap_or_else(|e| fail(e.to_string())));
+        }
+        let standbys: Vec<_> = (0..half)
+            .map(|i| {
+                host.start(&format!("{prefix}-{i}"), "b", options.clone())
+                    .unwrap_or_else(|e| fail(e.to_string()))
+            })
+            .collect();
+        (leading, standbys)
+    });
+    while standbys.iter().any(|c| c.snapshot().rank != Some(0)) {
+        if standbys.iter().any(|c| c.is_done()) {
+            fail("a standby ended".to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "burst: this process leads {} roles and stands by at rank 0 for {half}; killing the \
+         child (SIGKILL) after one more renew interval",
+        own.len()
+    );
+    std::thread::sleep(args.renew + Duration::from_millis(500));
+    let _ = child.kill();
+    let killed_at = now_ms();
+    let _ = child.wait();
+    // Each role's deadline: the last lease the child committed, as the topic holds it; one
+    // read of each partition, done well before the first deadline.
+    let mut deadline_of: std::collections::HashMap<String, i64> = Default::default();
+    for partition in 0..args.partitions {
+        use kafka_coordination::core::record::{KeyKind, KeyRef, LeaseRef};
+        use kafka_coordination::StateReader;
+        let batch = client
+            .read_partition(partition, 0, Duration::ZERO)
+            .unwrap_or_else(|e| fail(e.to_string()));
+        for r in batch.records {
+            let Ok(key) = KeyRef::decode(&r.key) else {
+                continue;
+            };
+            if key.kind() != KeyKind::Lease || !key.role().starts_with(&prefix) {
+                continue;
+            }
+            let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
+            if let Some(l) = lease.filter(|l| l.member() == "a") {
+                deadline_of.insert(key.role().to_owned(), l.deadline().0);
+            }
+        }
+    }
+    let deadlines: Vec<Option<i64>> = (0..half)
+        .map(|i| deadline_of.get(&format!("{prefix}-{i}")).copied())
+        .collect();
+    println!(
+        "burst: deadlines read {:.1} s after the kill",
+        (now_ms() - killed_at) as f64 / 1000.0
+    );
+    let mut elected_at: Vec<Option<i64>> = vec![None; half];
+    let limit = Instant::now() + args.lease * 3;
+    while elected_at.iter().any(Option::is_none) && Instant::now() < limit {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = now_ms();
+        for (i, c) in standbys.iter().enumerate() {
+            if elected_at[i].is_none() && c.snapshot().token.is_some() {
+                elected_at[i] = Some(now);
+            }
+        }
+    }
+    let mut late: Vec<i64> = elected_at
+        .iter()
+        .zip(&deadlines)
+        .filter_map(|(at, d)| Some(at.as_ref()? - d.as_ref()?))
+        .collect();
+    late.sort_unstable();
+    for (i, c) in standbys
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| elected_at[*i].is_none())
+        .take(3)
+    {
+        println!("burst: not elected: {prefix}-{i}: {:?}", c.snapshot());
+    }
+    let unknown = deadlines.iter().filter(|d| d.is_none()).count();
+    let missing = elected_at.iter().filter(|e| e.is_none()).count();
+    let q = |p: f64| {
+        late.get(((late.len().max(1) - 1) as f64 * p).round() as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let within = late.iter().filter(|&&l| l <= 250).count();
+    println!(
+        "burst: {half} roles of the killed process: elected here after their deadline by p50 {} \
+         ms, p99 {} ms, max {} ms; {:.2} % within deadline + 250 ms (target >= 99 %); {} before \
+         the deadline; {missing} not elected within 3 leases; {unknown} deadlines not read; last \
+         election {:.1} s after the kill; this process's own {} roles lost {}",
+        q(0.5),
+        q(0.99),
+        late.last().copied().unwrap_or(0),
+        within as f64 * 100.0 / half.max(1) as f64,
+        late.iter().filter(|&&l| l < 0).count(),
+        elected_at
+            .iter()
+            .flatten()
+            .max()
+            .map_or(0, |m| m - killed_at) as f64
+            / 1000.0,
+        own.len(),
+        own.iter().filter(|l| l.is_done()).count(),
+    );
+    std::process::exit(0);
+}
+
+fn now_ms() -> i64 {
+    kafka_coordination::Clock::now(&kafka_coordination::SystemClock).0
+}
+
 fn main() {
     let args = parse_args();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -156,14 +402,23 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| fail(format!("tokio runtime: {e}")));
-    let config = KafkaConfig::new(args.bootstrap.clone(), args.partitions);
+    let config = KafkaConfig::new(args.bootstrap.clone(), args.partitions)
+        .with_connections_per_broker(args.connections);
     let client = Arc::new(KafkaTransport::new(config).unwrap_or_else(|e| fail(e.to_string())));
     client
         .create_topic(1, None)
         .unwrap_or_else(|e| fail(e.to_string()));
     let options = Options::new()
         .lease_duration(args.lease)
-        .renew_interval(args.renew);
+        .renew_interval(args.renew)
+        .challenge_stagger(args.stagger);
+    if let Some(prefix) = &args.burst_child {
+        burst_child(&args, &runtime, client, options, prefix);
+    }
+    if args.burst {
+        burst(&args, &runtime, client, options);
+        return;
+    }
     let (threads0, rss0, sockets0) = own_resources();
     println!(
         "many_roles: {} roles, lease {:?}, renew {:?}, one client, driver {} (tokio: 2 workers, \
@@ -182,14 +437,7 @@ fn main() {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let started = Instant::now();
-    let host = (args.driver == "host").then(|| {
-        let _guard = runtime.enter();
-        kafka_coordination::tokio_driver::host(
-            client.clone(),
-            HostOptions::new().io_threads(args.io_threads),
-        )
-        .unwrap_or_else(|e| fail(e.to_string()))
-    });
+    let host = (args.driver == "host").then(|| host_on(&args, &runtime, &client));
     let leaderships: Vec<Leadership> = runtime.block_on(async {
         if let Some(host) = &host {
             let candidacies: Vec<_> = (0..args.roles)
@@ -235,10 +483,11 @@ fn main() {
         rss1 / 1024
     );
     let broker = args.broker_pid.map(|p| p.to_string());
-    let (cpu0, broker0, t0) = (
+    let (cpu0, broker0, t0, requests0) = (
         cpu_seconds("self"),
         broker.as_deref().map(cpu_seconds),
         Instant::now(),
+        client.requests_sent(),
     );
     let mut max_threads = threads1;
     let mut max_rss = rss1;
@@ -315,21 +564,38 @@ fn main() {
     let per_role_kib = (rss1 as f64 - rss0 as f64) / args.roles as f64;
     println!(
         "\nmany_roles: {} roles; elected in {:.1} s (target <= 60 s); lost {lost} (target 0); \
-         threads max {max_threads} (target <= 64); RSS max {} MiB (target <= 512); CPU {cpu:.1} % \
-         of one core in steady state (target <= 50 %); broker CPU {}",
+         threads max {max_threads} (target <= 32); RSS max {} MiB (target <= 1 GiB); CPU {cpu:.1} \
+         % of one core in steady state; broker CPU {}; requests to the broker {:.0}/s (native \
+         connections; registrations aside)",
         args.roles,
         elected_in.as_secs_f64(),
         max_rss / 1024,
-        bcpu.map_or("n/a".to_owned(), |b| format!("{b:.1} % of one core"))
+        bcpu.map_or("n/a".to_owned(), |b| format!("{b:.1} % of one core")),
+        (client.requests_sent() - requests0) as f64 / secs
     );
     println!(
         "per additional role: {per_role_threads:.3} threads, {per_role_sockets:.3} sockets, \
          {per_role_kib:.1} KiB RSS; the client's native connections: {}",
         client.open_connections()
     );
-    runtime.block_on(async {
-        for l in &leaderships {
-            let _ = l.resign().await;
+    // Every role resigns at once: how long a process with this many roles takes to leave.
+    let leaving = Instant::now();
+    let count = leaderships.len();
+    let clean = runtime.block_on(async {
+        let resigns: Vec<_> = leaderships
+            .into_iter()
+            .map(|l| tokio::spawn(async move { l.resign().await }))
+            .collect();
+        let mut clean = 0;
+        for r in resigns {
+            if matches!(r.await, Ok(Ok(()))) {
+                clean += 1;
+            }
         }
+        clean
     });
+    println!(
+        "all {count} roles resigned at once in {:.1} s ({clean} left the role clean)",
+        leaving.elapsed().as_secs_f64()
+    );
 }

@@ -10,7 +10,7 @@
 //!   parked read that the partition's next read answers;
 //! - **one bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the other transport
 //!   calls (registrations, epochs, leases, checks), which are blocking calls of the
-//!   [`Transport`](crate::Transport) traits. With `io_threads(0)` they run on the loop itself,
+//!   [`Transport`] traits. With `io_threads(0)` they run on the loop itself,
 //!   which suits a transport whose calls never wait on a network, such as
 //!   [`MemoryBroker`](crate::memory::MemoryBroker)'s.
 //!
@@ -713,7 +713,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 .and_then(Option::as_ref)
                 .is_some_and(|s| s.driver.cancel_pending())
         };
-        self.views.unpark(now, &cancelled);
+        self.views.unpark(now, true, &cancelled);
     }
 
     fn fire_timers(&mut self, now: UnixMillis) {
@@ -738,7 +738,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             }
         }
         // Long polls whose wait is over are answered by the next read.
-        self.views.unpark(now, &|_| false);
+        self.views.unpark(now, false, &|_| false);
     }
 
     /// Runs one candidacy until it waits: a call handed to the pool, a read queued, a timer.

@@ -45,6 +45,12 @@ struct Buf {
     users: usize,
 }
 
+impl View {
+    fn parked_changed(&mut self) {
+        self.earliest = self.parked.iter().filter_map(|r| r.until).min();
+    }
+}
+
 #[derive(Debug, Default)]
 struct View {
     /// How far the view has read.
@@ -57,6 +63,8 @@ struct View {
     reading: Option<(i64, Vec<Req>)>,
     /// Long polls waiting for records of their role.
     parked: Vec<Req>,
+    /// The earliest end of a parked wait (kept with `parked`).
+    earliest: Option<UnixMillis>,
     /// When a view with parked requests is read again (real clock).
     refresh_at: Option<UnixMillis>,
     /// The manual clock's change count at the last read (manual clock).
@@ -106,6 +114,7 @@ impl Views {
         };
         view.queued.retain(|r| r.slot != slot);
         view.parked.retain(|r| r.slot != slot);
+        view.parked_changed();
         if let Some((_, reqs)) = &mut view.reading {
             reqs.retain(|r| r.slot != slot);
         }
@@ -147,8 +156,18 @@ impl Views {
 
     /// Moves the parked requests of `slot` (a cancel) or every parked request whose wait is over
     /// to the next read.
-    pub(crate) fn unpark(&mut self, now: UnixMillis, cancelled: &dyn Fn(usize) -> bool) {
+    pub(crate) fn unpark(
+        &mut self,
+        now: UnixMillis,
+        any_cancel: bool,
+        cancelled: &dyn Fn(usize) -> bool,
+    ) {
         for view in self.parts.values_mut() {
+            // Without a cancel, only a view whose earliest wait is over has work here.
+            if !any_cancel && view.earliest.is_none_or(|e| now < e) {
+                continue;
+            }
+            let before = view.parked.len();
             let mut i = 0;
             while i < view.parked.len() {
                 let r = &view.parked[i];
@@ -158,6 +177,9 @@ impl Views {
                 } else {
                     i += 1;
                 }
+            }
+            if view.parked.len() != before {
+                view.parked_changed();
             }
         }
     }
@@ -206,9 +228,8 @@ impl Views {
             .values()
             .filter(|v| !v.parked.is_empty())
             .flat_map(|v| {
-                v.parked
-                    .iter()
-                    .filter_map(|r| r.until)
+                v.earliest
+                    .into_iter()
                     .chain(v.refresh_at.filter(|_| v.reading.is_none()))
             })
             .min()
@@ -238,6 +259,7 @@ impl Views {
                 for r in reqs.into_iter().chain(view.parked.drain(..)) {
                     answers.push((r.slot, r.gen, Err(e.clone())));
                 }
+                view.parked_changed();
                 return answers;
             }
         };
@@ -296,6 +318,7 @@ impl Views {
                 i += 1;
             }
         }
+        view.parked_changed();
         answers
     }
 }

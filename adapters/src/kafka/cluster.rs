@@ -207,6 +207,11 @@ impl Cluster {
         self.pool.open_connections()
     }
 
+    /// How many requests this cluster view sent.
+    pub(crate) fn requests(&self) -> u64 {
+        self.pool.requests()
+    }
+
     /// Runs `attempt` until it succeeds, stops, or `deadline` passes (then a retriable error
     /// describing `what` and the last reason, with the last Kafka error code the broker
     /// answered). Pauses grow from 20 ms to at most 400 ms.

@@ -36,6 +36,10 @@ pub struct KafkaConfig {
     connections_per_broker: usize,
 }
 
+/// The native connections per broker a client may open by default. A process whose calls never
+/// overlap (one role, or a few) opens one; the others open as calls overlap.
+pub const DEFAULT_CONNECTIONS_PER_BROKER: usize = 4;
+
 /// The most native connections per broker [`KafkaConfig::with_connections_per_broker`] takes.
 pub const MAX_CONNECTIONS_PER_BROKER: usize = 64;
 
@@ -54,15 +58,17 @@ impl KafkaConfig {
             operation_timeout: Duration::from_secs(30),
             client_id: "kafka-coordination".to_owned(),
             address_overrides: Vec::new(),
-            connections_per_broker: 1,
+            connections_per_broker: DEFAULT_CONNECTIONS_PER_BROKER,
         }
     }
 
     /// How many native connections the client may open to each broker for transactional
-    /// calls (default 1, at most [`MAX_CONNECTIONS_PER_BROKER`]). A broker answers the
-    /// requests of one connection one at a time, so a process that renews thousands of roles
-    /// (a [`Host`](crate::host::Host) with several I/O threads) needs several to keep the
-    /// broker's request threads busy; each role's own calls stay in order either way.
+    /// calls and checks (default [`DEFAULT_CONNECTIONS_PER_BROKER`], at most
+    /// [`MAX_CONNECTIONS_PER_BROKER`]). A broker answers the requests of one connection one at
+    /// a time, so a process that renews thousands of roles (a [`Host`](crate::host::Host) with
+    /// several I/O threads) needs several to keep the broker's request threads busy; a
+    /// connection is opened only when the others are all in use, and each role's own calls
+    /// stay in order either way.
     pub fn with_connections_per_broker(mut self, n: usize) -> Self {
         self.connections_per_broker = n;
         self

@@ -96,6 +96,11 @@ impl SharedReader {
         })
     }
 
+    /// How many requests the Fetch loops sent.
+    pub(crate) fn requests(&self) -> u64 {
+        self.inner.fetch.requests()
+    }
+
     /// Committed records of `partition` at offsets `>= from_offset`, in offset order, and how
     /// far the view reached (see [`StateReader`](crate::transport::StateReader)).
     pub(crate) fn read(

@@ -94,7 +94,9 @@ use kafka_coordination_core::partition::{partition_of_bytes, role_partition};
 use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
-pub use self::config::{KafkaConfig, MAX_CONNECTIONS_PER_BROKER, STATE_TOPIC};
+pub use self::config::{
+    KafkaConfig, DEFAULT_CONNECTIONS_PER_BROKER, MAX_CONNECTIONS_PER_BROKER, STATE_TOPIC,
+};
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};
 pub use self::topic::{Finding, Severity, TopicReport};
@@ -232,6 +234,13 @@ impl KafkaTransport {
     /// How many native broker connections this transport has open (shared by every role).
     pub fn open_connections(&self) -> usize {
         self.cluster.open_connections()
+    }
+
+    /// How many requests this transport sent on its native connections so far: transactional
+    /// calls, checks, lookups, and the shared reader's Fetch long polls (not the registrations,
+    /// which go through librdkafka). For request rates in benchmarks.
+    pub fn requests_sent(&self) -> u64 {
+        self.cluster.requests() + self.reader.requests()
     }
 
     /// Writes `records` (to any topics, each to an explicit partition) in **one transaction of
@@ -534,6 +543,29 @@ mod tests {
         )));
         let timeout = TransportError::retriable("timed out").with_kafka_code(7);
         assert!(!may_be_superseded(&timeout));
+    }
+
+    #[test]
+    fn connections_per_broker_outside_1_to_64_are_refused_by_name() {
+        for bad in [0, MAX_CONNECTIONS_PER_BROKER + 1] {
+            let config = KafkaConfig::new("127.0.0.1:1", 16).with_connections_per_broker(bad);
+            let Err(err) = KafkaTransport::new(config) else {
+                panic!("{bad} connections per broker were taken");
+            };
+            assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+            assert!(
+                err.message().contains("connections per broker")
+                    && err.message().contains(&bad.to_string()),
+                "{err}"
+            );
+        }
+        let config = KafkaConfig::new("127.0.0.1:1", 16);
+        assert_eq!(
+            config.connections_per_broker(),
+            DEFAULT_CONNECTIONS_PER_BROKER
+        );
+        KafkaTransport::new(config.with_connections_per_broker(MAX_CONNECTIONS_PER_BROKER))
+            .expect("the largest count is taken");
     }
 
     #[test]

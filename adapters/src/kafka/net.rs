@@ -364,6 +364,8 @@ pub(crate) struct Pool {
     conns: Mutex<HashMap<String, Arc<[Slot]>>>,
     per_broker: usize,
     next: std::sync::atomic::AtomicUsize,
+    /// Requests sent (each use of a connection).
+    requests: std::sync::atomic::AtomicU64,
 }
 
 impl Pool {
@@ -374,6 +376,7 @@ impl Pool {
             conns: Mutex::new(HashMap::new()),
             per_broker: per_broker.max(1),
             next: std::sync::atomic::AtomicUsize::new(0),
+            requests: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -413,11 +416,18 @@ impl Pool {
         let Some(conn) = guard.as_mut() else {
             return Err(NetError::Io(format!("no connection to {addr}")));
         };
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let result = f(conn);
         if matches!(result, Err(NetError::Io(_))) {
             *guard = None;
         }
         result
+    }
+
+    /// How many requests were sent on the pool's connections.
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many connections are open.
