@@ -167,6 +167,15 @@ fn one_host_elects_and_renews_every_role(flavour: Flavour, io_threads: usize) {
     w.settle();
     assert_eq!(host.len(), 200);
     let leaderships = elect_all(&w, candidacies);
+    // Settled: every leader waits for its next renewal, none is in a call or a read.
+    let stats = host.stats();
+    assert_eq!(stats.candidacies, 200, "{stats:?}");
+    assert_eq!(stats.waiting, 200, "{stats:?}");
+    assert_eq!(
+        (stats.calling, stats.reading, stats.parked),
+        (0, 0, 0),
+        "{stats:?}"
+    );
     for (l, r) in leaderships.iter().zip(&names) {
         assert_eq!(
             w.broker.epoch_of(&Role::new(r.as_str()).unwrap()),

@@ -337,8 +337,17 @@ fn burst(
     );
     let mut elected_at: Vec<Option<i64>> = vec![None; half];
     let limit = Instant::now() + args.lease * 3;
+    let mut next_stats = Instant::now();
     while elected_at.iter().any(Option::is_none) && Instant::now() < limit {
         std::thread::sleep(Duration::from_millis(5));
+        if Instant::now() >= next_stats {
+            next_stats += Duration::from_secs(2);
+            println!(
+                "burst: +{:.1} s: {:?}",
+                (now_ms() - killed_at) as f64 / 1000.0,
+                host.stats()
+            );
+        }
         let now = now_ms();
         for (i, c) in standbys.iter().enumerate() {
             if elected_at[i].is_none() && c.snapshot().token.is_some() {

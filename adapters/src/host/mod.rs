@@ -125,6 +125,26 @@ impl HostOptions {
     }
 }
 
+/// What a host's loop is doing, as of a recent turn ([`Host::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostStats {
+    /// Candidacies the loop runs.
+    pub candidacies: usize,
+    /// Of them, waiting for a timer.
+    pub waiting: usize,
+    /// Of them, in a transport call (on the I/O threads, or queued for one).
+    pub calling: usize,
+    /// Of them, waiting for a read of their partition (issued or to be issued).
+    pub reading: usize,
+    /// Of them, in a parked long poll.
+    pub parked: usize,
+    /// Partitions being read now.
+    pub partitions_reading: usize,
+    /// Turns of the loop so far.
+    pub turns: u64,
+}
+
 /// The host's doorbell: rung by the I/O pool when a call finished, by [`Host::start`], and by
 /// a hosted candidacy's cancel or resign (which also marks that some candidacy wants
 /// attention, so the loop looks at all of them only then).
@@ -178,6 +198,8 @@ struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     closed: AtomicBool,
     /// On a manual clock: the change count the loop had acted on when it went idle.
     idle_seen: Mutex<Option<u64>>,
+    /// Published at the end of every turn.
+    stats: Mutex<HostStats>,
 }
 
 fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
@@ -239,6 +261,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> crate::clock::Participant fo
 trait Hosting: Send + Sync {
     fn start(&self, role: &str, member: &str, options: Options) -> Result<Candidacy, Error>;
     fn hosted(&self) -> usize;
+    fn stats(&self) -> HostStats;
     fn close(&self);
 }
 
@@ -288,6 +311,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
 
     fn hosted(&self) -> usize {
         self.hosted.load(Ordering::SeqCst)
+    }
+
+    fn stats(&self) -> HostStats {
+        *lock(&self.stats)
     }
 
     fn close(&self) {
@@ -340,6 +367,13 @@ impl Host {
     /// How many candidacies the host runs now (started and not yet ended).
     pub fn len(&self) -> usize {
         self.handle.inner.hosted()
+    }
+
+    /// What the loop is doing, as of a recent turn (published at most every 100 ms; on a manual
+    /// clock at every turn, so exact once settled): how many candidacies wait for a timer, a
+    /// call or a read. For dashboards and for finding where a slow host spends its time.
+    pub fn stats(&self) -> HostStats {
+        self.handle.inner.stats()
     }
 
     /// Whether the host runs no candidacy now.
@@ -456,6 +490,8 @@ pub(crate) struct Core<T: Transport + Send + Sync + ?Sized + 'static> {
     pool: Option<Pool>,
     /// Calls and reads handed to the pool (or run inline) whose completion was not taken yet.
     in_flight: usize,
+    turns: u64,
+    published: Option<std::time::Instant>,
 }
 
 impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Core<T> {
@@ -504,6 +540,7 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         open: AtomicBool::new(true),
         closed: AtomicBool::new(false),
         idle_seen: Mutex::new(None),
+        stats: Mutex::new(HostStats::default()),
     });
     if let Some(manual) = inbox.manual() {
         let participant: Arc<dyn crate::clock::Participant> = inbox.clone();
@@ -524,6 +561,8 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         views: Views::new(options.refresh),
         pool,
         in_flight: 0,
+        turns: 0,
+        published: None,
     };
     Ok((host, core))
 }
@@ -564,6 +603,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 break;
             }
         }
+        self.publish();
         let work = !self.ready.is_empty() || !lock(&self.inbox.done).is_empty();
         if work {
             return Sleep::No;
@@ -598,6 +638,38 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             Some(at) if at <= now => Sleep::No,
             Some(at) => Sleep::For(at.since(now).max(Duration::from_millis(1))),
         }
+    }
+
+    /// Publishes [`HostStats`], at most every 100 ms of real time (it counts every slot).
+    fn publish(&mut self) {
+        self.turns += 1;
+        let now = std::time::Instant::now();
+        // On a manual clock (tests) at every turn, so a settled host's stats are exact.
+        if self.inbox.manual().is_none()
+            && self
+                .published
+                .is_some_and(|at| now.duration_since(at) < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.published = Some(now);
+        let mut st = HostStats {
+            turns: self.turns,
+            ..HostStats::default()
+        };
+        for s in self.slots.iter().flatten() {
+            st.candidacies += 1;
+            match s.at {
+                At::Waiting => st.waiting += 1,
+                At::Calling => st.calling += 1,
+                At::Reading => st.reading += 1,
+                At::Ready => {}
+            }
+        }
+        let (_, partitions_reading, parked) = self.views.counts();
+        st.parked = parked;
+        st.partitions_reading = partitions_reading;
+        *lock(&self.inbox.stats) = st;
     }
 
     fn take_new(&mut self) {

@@ -148,6 +148,17 @@ impl Views {
     }
 
     /// Whether any read is issued or waiting to be.
+    /// (requests waiting for a read, partitions being read, parked long polls)
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        self.parts.values().fold((0, 0, 0), |(q, r, p), v| {
+            (
+                q + v.queued.len() + v.reading.as_ref().map_or(0, |(_, reqs)| reqs.len()),
+                r + usize::from(v.reading.is_some()),
+                p + v.parked.len(),
+            )
+        })
+    }
+
     pub(crate) fn busy(&self) -> bool {
         self.parts
             .values()

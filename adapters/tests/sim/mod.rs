@@ -615,18 +615,12 @@ impl fmt::Debug for Histogram {
 ///
 /// A failing run is run again with every I/O in its trace (the run is deterministic, so it
 /// fails the same way), and that failure, with the detailed trace, is returned.
-pub fn run_seed(seed: u64, run_ms: i64, print: bool) -> Result<Stats, Box<Failure>> {
-    let mut sim = Sim::new(seed, run_ms, print, print);
-    let first = match sim.run() {
-        Ok(()) => return Ok(sim.stats),
-        Err(f) => f,
-    };
-    if print {
-        return Err(Box::new(first));
-    }
-    let mut again = Sim::new(seed, run_ms, true, false);
-    match again.run() {
-        Err(f) if f.invariant == first.invariant && f.at == first.at => Err(Box::new(f)),
+/// The failure of a quiet run, checked against the detailed re-run of the same seed: the
+/// re-run's failure (with its trace) when it fails the same way, else the first one, marked as
+/// a sign that the simulation is not deterministic.
+fn confirmed(first: Failure, again: Res) -> Box<Failure> {
+    match again {
+        Err(f) if f.invariant == first.invariant && f.at == first.at => Box::new(f),
         other => {
             let mut first = first;
             let _ = write!(
@@ -638,9 +632,22 @@ pub fn run_seed(seed: u64, run_ms: i64, print: bool) -> Result<Stats, Box<Failur
                     Err(f) => format!("[{}] at {}", f.invariant, At(f.at)),
                 }
             );
-            Err(Box::new(first))
+            Box::new(first)
         }
     }
+}
+
+pub fn run_seed(seed: u64, run_ms: i64, print: bool) -> Result<Stats, Box<Failure>> {
+    let mut sim = Sim::new(seed, run_ms, print, print);
+    let first = match sim.run() {
+        Ok(()) => return Ok(sim.stats),
+        Err(f) => f,
+    };
+    if print {
+        return Err(Box::new(first));
+    }
+    let mut again = Sim::new(seed, run_ms, true, false);
+    Err(confirmed(first, again.run()))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -4050,20 +4057,5 @@ pub fn run_seed_roles(
         return Err(Box::new(first));
     }
     let mut again = World::new(seed, roles, run_ms, true, false);
-    match again.run() {
-        Err(f) if f.invariant == first.invariant && f.at == first.at => Err(Box::new(f)),
-        other => {
-            let mut first = first;
-            let _ = write!(
-                first.message,
-                " (and the detailed re-run did not fail the same way: {}; the simulation is not \
-                 deterministic)",
-                match other {
-                    Ok(()) => "it passed".to_string(),
-                    Err(f) => format!("[{}] at {}", f.invariant, At(f.at)),
-                }
-            );
-            Err(Box::new(first))
-        }
-    }
+    Err(confirmed(first, again.run()))
 }
