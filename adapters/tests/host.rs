@@ -246,7 +246,7 @@ fn a_dead_host_hands_all_its_roles_over(flavour: Flavour) {
     let deadlines: Vec<UnixMillis> = names
         .iter()
         .map(|r| {
-            let s = kafka_coordination::blocking::describe_role_state(&observer, r).expect("state");
+            let s = kafka_coordination::describe_role_state(&observer, r).expect("state");
             s.lease().expect("a lease").lease.deadline
         })
         .collect();
@@ -417,7 +417,7 @@ fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
         w.settle();
         assert_eq!(other.len(), 0);
         let observer = w.broker.transport("observer");
-        let state = kafka_coordination::blocking::describe_role_state(&observer, "jobs").unwrap();
+        let state = kafka_coordination::describe_role_state(&observer, "jobs").unwrap();
         assert_eq!(state.roster().count(), 1, "{state:?}");
         drop(l);
         w.settle();

@@ -1212,9 +1212,16 @@ fn describe_epochs_agrees_with_describe_epoch_role_by_role() {
     let never = Role::new(unique("batch-never")).unwrap();
     let mut all = taken.clone();
     all.push(never);
-    // Twice: the first call finds the coordinators, the second batches on them.
-    for _ in 0..2 {
+    // Twice: the first call finds the coordinators, the second batches on them: one request
+    // for all six roles (one broker, so one coordinator; this client reads nothing, so no
+    // Fetch loop adds requests of its own).
+    for round in 0..2 {
+        let before = t.requests_sent();
         let batched = t.describe_epochs(&all);
+        let sent = t.requests_sent() - before;
+        if round == 1 {
+            assert_eq!(sent, 1, "{sent} requests for {} checks", all.len());
+        }
         assert_eq!(batched.len(), all.len());
         for (role, answer) in all.iter().zip(batched) {
             let alone = t.describe_epoch(role).expect("describe");
