@@ -18,6 +18,7 @@ use std::time::Duration;
 use kafka_coordination::core::record::Role;
 use kafka_coordination::host::{Host, HostOptions};
 use kafka_coordination::memory::{BrokerOp, MemoryBroker};
+use kafka_coordination::testkit::Flavour;
 use kafka_coordination::{
     Candidacy, Error, ErrorKind, GuardedRecord, Leadership, Link, ManualClock, Options, Transport,
     UnixMillis,
@@ -27,29 +28,9 @@ const LEASE: Duration = Duration::from_secs(3);
 const RENEW: Duration = Duration::from_secs(1);
 const STAGGER: Duration = Duration::from_millis(500);
 
-#[derive(Clone, Copy, Debug)]
-enum Flavour {
-    #[cfg(feature = "blocking")]
-    Blocking,
-    #[cfg(feature = "tokio")]
-    Tokio,
-    #[cfg(feature = "smol")]
-    Smol,
-    #[cfg(feature = "async-std")]
-    AsyncStd,
-}
-
+/// The flavours of the test kit: every driver this build has.
 fn flavours() -> Vec<Flavour> {
-    vec![
-        #[cfg(feature = "blocking")]
-        Flavour::Blocking,
-        #[cfg(feature = "tokio")]
-        Flavour::Tokio,
-        #[cfg(feature = "smol")]
-        Flavour::Smol,
-        #[cfg(feature = "async-std")]
-        Flavour::AsyncStd,
-    ]
+    Flavour::all()
 }
 
 #[cfg(feature = "tokio")]
@@ -81,6 +62,7 @@ fn start_host<T: Transport + Send + Sync + 'static>(
         Flavour::Smol => kafka_coordination::smol_driver::host(transport, options),
         #[cfg(feature = "async-std")]
         Flavour::AsyncStd => kafka_coordination::async_std_driver::host(transport, options),
+        other => panic!("no host for the flavour {other:?}"),
     }
     .expect("the host starts")
 }

@@ -724,12 +724,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 }
                 Done::Read { partition, outcome } => {
                     let slots = &self.slots;
-                    let cancelled = |i: usize| {
-                        slots
-                            .get(i)
-                            .and_then(Option::as_ref)
-                            .is_some_and(|s| s.driver.cancel_pending())
-                    };
+                    let cancelled = |i: usize| cancel_pending(slots, i);
                     let answers = self.views.read_done(partition, outcome, now, &cancelled);
                     for (slot, gen, outcome) in answers {
                         let current = self
@@ -779,13 +774,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             }
         }
         let slots = &self.slots;
-        let cancelled = |i: usize| {
-            slots
-                .get(i)
-                .and_then(Option::as_ref)
-                .is_some_and(|s| s.driver.cancel_pending())
-        };
-        self.views.unpark(now, true, &cancelled);
+        self.views
+            .unpark(now, true, &|i: usize| cancel_pending(slots, i));
     }
 
     fn fire_timers(&mut self, now: UnixMillis) {
@@ -997,6 +987,17 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             drop(s);
         }
     }
+}
+
+/// Whether the candidacy in slot `i` has a cancel (or an outside fence) waiting to be fed.
+fn cancel_pending<T: Transport + Send + Sync + ?Sized + 'static>(
+    slots: &[Option<Slot<T>>],
+    i: usize,
+) -> bool {
+    slots
+        .get(i)
+        .and_then(Option::as_ref)
+        .is_some_and(|s| s.driver.cancel_pending())
 }
 
 /// The blocking flavour's loop: turns until the host stops.
