@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use kafka_coordination::host::{Host, HostOptions};
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{Candidacy, Leadership, Link, Options, SystemClock, UnixMillis};
+use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
 
 struct Args {
     roles: usize,
@@ -85,34 +86,6 @@ fn parse_args() -> Args {
         }
     }
     a
-}
-
-/// Threads and RSS (KiB) of this process.
-fn own_resources() -> (usize, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("Threads:") as usize, field("VmRSS:"))
-}
-
-/// CPU seconds (user + system) this process used so far.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn wall_ms() -> i64 {
@@ -237,26 +210,26 @@ fn run_driver(driver: &str, a: &Args, run: usize) {
     let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
     let transport = Arc::new(broker.transport("solo"));
     let roles: Vec<String> = (0..a.roles).map(|i| format!("r{run}-{i}")).collect();
-    let (threads0, rss0) = own_resources();
-    let cpu0 = cpu_seconds();
+    let (threads0, rss0, _) = own_resources();
+    let cpu0 = cpu_seconds("self");
     let started = Instant::now();
     let (candidacies, keep) = start_all(driver, a, transport, &roles, "solo");
     let leaderships = elect(candidacies);
     let elected_in = started.elapsed();
-    let cpu_elect = cpu_seconds() - cpu0;
-    let (threads1, rss1) = own_resources();
+    let cpu_elect = cpu_seconds("self") - cpu0;
+    let (threads1, rss1, _) = own_resources();
     let audit_from = broker.accepted_lease_writes().len();
-    let (t0, c0) = (Instant::now(), cpu_seconds());
+    let (t0, c0) = (Instant::now(), cpu_seconds("self"));
     let (mut max_threads, mut max_rss) = (threads1, rss1);
     let steady = Duration::from_secs(a.seconds);
     while t0.elapsed() < steady {
         std::thread::sleep(Duration::from_millis(500).min(steady.saturating_sub(t0.elapsed())));
-        let (t, r) = own_resources();
+        let (t, r, _) = own_resources();
         max_threads = max_threads.max(t);
         max_rss = max_rss.max(r);
     }
     let secs = t0.elapsed().as_secs_f64();
-    let cpu = (cpu_seconds() - c0) / secs * 100.0;
+    let cpu = (cpu_seconds("self") - c0) / secs * 100.0;
     let lost = leaderships.iter().filter(|l| l.is_done()).count();
     // Renewal lag from the audit log: consecutive committed writes of each role.
     let writes = broker.accepted_lease_writes_since(audit_from);

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Leadership, Options};
+use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
 
 struct Args {
     bootstrap: String,
@@ -127,47 +128,6 @@ fn broker_pid_from_run_dir() -> Option<u32> {
         }
     }
     None
-}
-
-/// Threads, RSS (KiB) and open sockets of this process, from /proc.
-fn own_resources() -> (usize, u64, usize) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    let sockets = std::fs::read_dir("/proc/self/fd")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    std::fs::read_link(e.path())
-                        .map(|t| t.to_string_lossy().starts_with("socket:"))
-                        .unwrap_or(false)
-                })
-                .count()
-        })
-        .unwrap_or(0);
-    (field("Threads:") as usize, field("VmRSS:"), sockets)
-}
-
-/// CPU seconds (user + system) used so far by `pid` ("self" for this process).
-fn cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may contain spaces): utime is the 14th field.
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // `after` starts at field 3 (state); utime = field 14, stime = field 15.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn host_on(

@@ -28,6 +28,7 @@ pub mod blocking_worker;
 pub mod custom_event_loop;
 pub mod failover;
 pub mod manual_clock;
+pub mod procfs;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 pub mod time;
