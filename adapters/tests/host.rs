@@ -361,6 +361,64 @@ fn roles_on_one_partition_share_its_reads() {
     w.settle();
 }
 
+/// Roles won together renew at phases spread over the renew interval (a host's default), so
+/// their leases do not all run out at the same instant; without the spread they do.
+#[test]
+fn a_host_spreads_the_renewals_of_roles_it_won_together() {
+    for spread in [true, false] {
+        let w = World::new();
+        let host = start_host(
+            flavours()[0],
+            Arc::new(w.broker.transport("a")),
+            w.host_options(0).spread_renewals(spread),
+        );
+        let names = roles(200);
+        let leaderships = elect_all(
+            &w,
+            names
+                .iter()
+                .map(|r| host.start(r, "a", w.options()).expect("starts"))
+                .collect(),
+        );
+        let claimed = w.now();
+        // Past the first renewal of every role, in steps of 10 ms.
+        for _ in 0..((RENEW.as_millis() + 50) / 10) {
+            w.clock.advance(Duration::from_millis(10));
+            w.settle();
+        }
+        let observer = w.broker.transport("observer");
+        let mut deadlines: Vec<i64> = names
+            .iter()
+            .map(|r| {
+                let s = kafka_coordination::describe_role_state(&observer, r).expect("state");
+                s.lease().expect("a lease").lease.deadline.0 - claimed.0
+            })
+            .collect();
+        deadlines.sort_unstable();
+        let lease = LEASE.as_millis() as i64;
+        let renew = RENEW.as_millis() as i64;
+        if spread {
+            // Each tenth of the renew interval holds some of the 200 renewals.
+            for tenth in 0..10 {
+                let (from, to) = (lease + renew * tenth / 10, lease + renew * (tenth + 1) / 10);
+                let n = deadlines.iter().filter(|&&d| d >= from && d <= to).count();
+                assert!(
+                    n >= 5,
+                    "{n} leases run out {from}..{to} ms after the claims"
+                );
+            }
+        } else {
+            assert_eq!(
+                (deadlines[0], deadlines[199]),
+                (lease + renew, lease + renew),
+                "without the spread every role renews a renew interval after its claim"
+            );
+        }
+        drop(leaderships);
+        w.settle();
+    }
+}
+
 /// A hosted leadership makes guarded writes like any other, and a hosted candidacy dropped
 /// before it is elected withdraws its registration.
 #[test]

@@ -123,8 +123,14 @@ fn deregister(member: &str) -> Command {
 
 /// Drives a lone member to leadership with token 7/0 at T0.
 fn elected(member: &str) -> Candidate {
+    elected_with_phase(member, Duration::ZERO)
+}
+
+/// [`elected`], with a renewal phase set before the claim.
+fn elected_with_phase(member: &str, phase: Duration) -> Candidate {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m(member), timing(), now).unwrap();
+    c.set_renewal_phase(phase);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     drain(&mut c);
@@ -251,6 +257,31 @@ fn poll_timeout_is_exactly_when_a_tick_acts() {
         Some(UnixMillis(wake.0 + 1000)),
         "the next renewal counts from the write's start"
     );
+}
+
+#[test]
+fn a_renewal_phase_brings_only_the_first_renewal_of_a_term_earlier() {
+    let token = FencingToken::new(7, 0);
+    let mut c = elected_with_phase("a", Duration::from_millis(600));
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 400)),
+        "a renew interval (1 s) after the claim, less the phase"
+    );
+    c.handle(UnixMillis(T0 + 400), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 3400)]);
+    c.handle(UnixMillis(T0 + 420), Event::LeaseWritten { offset: 2 })
+        .unwrap();
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 1400)),
+        "later renewals come every renew interval"
+    );
+    // A phase of a renew interval or more counts modulo the interval.
+    let c = elected_with_phase("a", Duration::from_millis(2250));
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 750)));
+    let c = elected_with_phase("a", Duration::from_millis(1000));
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
 }
 
 #[test]

@@ -15,7 +15,9 @@
 //! host|tokio` (default `host`: one [`Host`](kafka_coordination::host::Host) task runs every
 //! candidacy, its calls on `--io-threads N` (8) threads; `tokio`: a tokio task per candidacy,
 //! its calls on the runtime's blocking pool), `--connections N` (4: the client's native
-//! connections per broker, `KafkaConfig::with_connections_per_broker`).
+//! connections per broker, `KafkaConfig::with_connections_per_broker`), `--no-spread` (the
+//! host renews each role a renew interval after its claim, without a phase:
+//! `HostOptions::spread_renewals(false)`).
 //!
 //! `--burst` runs a failover burst instead: a child process (this program) leads half of the
 //! roles, this process leads the other half and stands by for the first; the child is
@@ -48,6 +50,8 @@ struct Args {
     /// The failover burst (`--burst`), or the child process it kills (`--burst-child PREFIX`).
     burst: bool,
     burst_child: Option<String>,
+    /// `--no-spread`: `HostOptions::spread_renewals(false)`.
+    no_spread: bool,
 }
 
 fn fail(message: String) -> ! {
@@ -71,9 +75,14 @@ fn parse_args() -> Args {
         connections: kafka_coordination::kafka::DEFAULT_CONNECTIONS_PER_BROKER,
         burst: false,
         burst_child: None,
+        no_spread: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--no-spread" {
+            a.no_spread = true;
+            continue;
+        }
         if flag == "--burst" {
             a.burst = true;
             continue;
@@ -138,7 +147,9 @@ fn host_on(
     let _guard = runtime.enter();
     kafka_coordination::tokio_driver::host(
         client.clone(),
-        HostOptions::new().io_threads(args.io_threads),
+        HostOptions::new()
+            .io_threads(args.io_threads)
+            .spread_renewals(!args.no_spread),
     )
     .unwrap_or_else(|e| fail(e.to_string()))
 }
@@ -191,7 +202,11 @@ fn burst(
     let prefix = format!("burst-{stamp:x}");
     let half = args.roles / 2;
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
-    let mut child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    if args.no_spread {
+        command.arg("--no-spread");
+    }
+    let mut child = command
         .args([
             "--bootstrap",
             &args.bootstrap,
@@ -291,9 +306,12 @@ fn burst(
     let deadlines: Vec<Option<i64>> = (0..half)
         .map(|i| deadline_of.get(&format!("{prefix}-{i}")).copied())
         .collect();
+    let known: Vec<i64> = deadlines.iter().flatten().copied().collect();
     println!(
-        "burst: deadlines read {:.1} s after the kill",
-        (now_ms() - killed_at) as f64 / 1000.0
+        "burst: deadlines read {:.1} s after the kill; they fall {:.1} s to {:.1} s after it",
+        (now_ms() - killed_at) as f64 / 1000.0,
+        known.iter().min().map_or(0, |d| d - killed_at) as f64 / 1000.0,
+        known.iter().max().map_or(0, |d| d - killed_at) as f64 / 1000.0,
     );
     let mut elected_at: Vec<Option<i64>> = vec![None; half];
     let limit = Instant::now() + args.lease * 3;

@@ -322,6 +322,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             .map_err(Error::Internal)
     }
 
+    /// See [`Candidate::set_renewal_phase`].
+    pub(crate) fn set_renewal_phase(&mut self, phase: Duration) {
+        self.candidate.set_renewal_phase(phase);
+    }
+
     /// The partition of the candidacy's role.
     pub(crate) fn partition(&self) -> i32 {
         self.candidate.partition()

@@ -14,9 +14,22 @@
 //!   which suits a transport whose calls never wait on a network, such as
 //!   [`MemoryBroker`](crate::memory::MemoryBroker)'s.
 //!
+//! What the host does so that a burst of failovers stays fair when the cluster is the limit:
+//! - **takeovers pass renewals.** A free I/O thread takes the queued call that is due first:
+//!   reads at once; a standby's takeover (check, announcement, acquire, first lease write)
+//!   when its first step began (at most a second before the call), so takeovers under way
+//!   finish first, the oldest first; a leader's renewal a second before the point halfway to
+//!   its lease's deadline, so only calls issued before that point pass it, a wait it can
+//!   afford;
+//! - **renewals are spread.** Roles won together would renew together for as long as they are
+//!   held, and run out together if the process died. The first renewal of each hosted term
+//!   comes a fraction of the renew interval early, the fraction taken from a hash of the role,
+//!   so the renewals (and a dead host's lease deadlines) spread over the interval
+//!   ([`HostOptions::spread_renewals`]).
+//!
 //! Each candidacy keeps its own [`Candidacy`] and [`Leadership`](crate::Leadership) handles,
 //! exactly as a candidacy started alone: the host changes how the machines are driven, not
-//! what they do.
+//! what they do, except for that earlier first renewal, which only makes a lease last longer.
 //!
 //! ```
 //! # #[cfg(all(feature = "memory", feature = "blocking"))] {
@@ -72,6 +85,7 @@ pub struct HostOptions {
     io_threads: usize,
     refresh: Duration,
     clock: Arc<dyn Clock>,
+    spread_renewals: bool,
 }
 
 impl std::fmt::Debug for HostOptions {
@@ -80,6 +94,7 @@ impl std::fmt::Debug for HostOptions {
             .field("io_threads", &self.io_threads)
             .field("refresh", &self.refresh)
             .field("manual_clock", &self.clock.as_manual().is_some())
+            .field("spread_renewals", &self.spread_renewals)
             .finish()
     }
 }
@@ -90,6 +105,7 @@ impl Default for HostOptions {
             io_threads: DEFAULT_IO_THREADS,
             refresh: DEFAULT_REFRESH,
             clock: Arc::new(SystemClock),
+            spread_renewals: true,
         }
     }
 }
@@ -102,7 +118,9 @@ impl HostOptions {
     }
 
     /// How many threads run the blocking transport calls (default [`DEFAULT_IO_THREADS`]). `0`
-    /// runs them on the loop itself: only for a transport whose calls return at once.
+    /// runs them on the loop itself: only for a transport whose calls return at once. Calls
+    /// queued for a thread are taken earliest due first (see the [module docs](self)), and
+    /// [`HostStats::queued`] counts them.
     pub fn io_threads(mut self, n: usize) -> Self {
         self.io_threads = n;
         self
@@ -123,6 +141,39 @@ impl HostOptions {
         self.clock = Arc::new(clock);
         self
     }
+
+    /// Whether the host spreads the renewals of the roles it leads over the renew interval
+    /// (default `true`). Each hosted candidacy's first renewal of a term comes a fraction of
+    /// the renew interval early, the fraction taken from a hash of the role's name, and the
+    /// renewals after it every renew interval (see
+    /// [`Candidate::set_renewal_phase`](kafka_coordination_core::machine::Candidate::set_renewal_phase)).
+    ///
+    /// Without it, roles won together (say, at the start of the process) renew together for
+    /// as long as they are held: the broker gets their renewals in bursts, and if the process
+    /// dies their leases run out at the same moment, so that every standby challenges at once.
+    /// Turn it off to have hosted candidacies renew exactly as candidacies started alone do
+    /// (a renew interval after the claim).
+    pub fn spread_renewals(mut self, on: bool) -> Self {
+        self.spread_renewals = on;
+        self
+    }
+}
+
+/// The phase of a role's renewals on a host that spreads them: a fraction of `interval` taken
+/// from a hash of the role's name (FNV-1a, then murmur3's 64-bit finalizer, since FNV's high
+/// bits barely differ between names such as `shard-1` and `shard-2`; not murmur2, which picks
+/// the role's partition, so that the roles of one partition spread too).
+fn renewal_phase(role: &str, interval: Duration) -> Duration {
+    let mut hash = role.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^= hash >> 33;
+    let nanos = (u128::from(hash) * interval.as_nanos()) >> 64;
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
 
 /// What a host's loop is doing, as of a recent turn ([`Host::stats`]).
@@ -141,6 +192,10 @@ pub struct HostStats {
     pub parked: usize,
     /// Partitions being read now.
     pub partitions_reading: usize,
+    /// Transport calls and reads queued for an I/O thread (not yet started). A queue that stays
+    /// long means the host asks for more than its threads and the cluster answer; takeovers and
+    /// reads pass renewals in it (see [`HostOptions::io_threads`]).
+    pub queued: usize,
     /// Turns of the loop so far.
     pub turns: u64,
 }
@@ -187,6 +242,7 @@ struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     transport: Arc<T>,
     clock: Arc<dyn Clock>,
     spawner: Arc<Spawner>,
+    spread_renewals: bool,
     bell: Arc<Bell>,
     pending: Mutex<Vec<Driver<T>>>,
     done: Mutex<Vec<Done>>,
@@ -291,11 +347,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
             clock: self.clock.clone(),
             ..options
         };
+        let interval = options.timing.renew_interval;
         let doorbell = match self.manual() {
             Some(c) => Doorbell::Clock(c.clone()),
             None => Doorbell::Host(self.bell.clone()),
         };
-        let (driver, candidacy) = Driver::with_doorbell(
+        let (mut driver, candidacy) = Driver::with_doorbell(
             self.transport.clone(),
             role,
             member,
@@ -303,6 +360,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
             self.spawner.clone(),
             Some(doorbell),
         )?;
+        if self.spread_renewals {
+            driver.set_renewal_phase(renewal_phase(role, interval));
+        }
         self.hosted.fetch_add(1, Ordering::SeqCst);
         lock(&self.pending).push(driver);
         self.wake(true);
@@ -382,15 +442,55 @@ impl Host {
     }
 }
 
-/// A bounded pool of threads for blocking transport calls.
+/// A bounded pool of threads for blocking transport calls. A free thread takes the queued job
+/// with the earliest due time (see [`Due`]); jobs due at the same time run in the order they
+/// were queued.
 struct Pool {
     queue: Arc<(Mutex<PoolQueue>, Condvar)>,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// When a queued job should run, in the host clock's milliseconds: the smaller, the sooner.
+///
+/// * A read of a partition is due at once (`i64::MIN`): one read answers every candidacy of
+///   the partition that waits, standbys whose turn has come among them.
+/// * Any other call is due when its candidacy's current stretch of work began (it left a
+///   timer or a long poll), but at most [`HEAD_START`] before it is issued: the steps of a
+///   standby's takeover (check, announcement, acquire, first lease write) keep the place of
+///   the first, so takeovers under way finish before new ones start, the oldest first.
+/// * A leader's renewal is due [`HEAD_START`] before the point halfway between its issue and
+///   the deadline of its current lease: only calls issued before that point pass it, so it
+///   waits behind takeovers no longer than it can afford.
+type Due = i64;
+
+struct Queued {
+    due: Due,
+    seq: u64,
+    job: Job,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    /// Reversed, so that the `BinaryHeap` (a max-heap) pops the earliest due first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.due, other.seq).cmp(&(self.due, self.seq))
+    }
+}
+
 struct PoolQueue {
-    jobs: VecDeque<Job>,
+    jobs: BinaryHeap<Queued>,
+    seq: u64,
     closed: bool,
 }
 
@@ -398,7 +498,8 @@ impl Pool {
     fn new(threads: usize) -> Result<Pool, Error> {
         let queue = Arc::new((
             Mutex::new(PoolQueue {
-                jobs: VecDeque::new(),
+                jobs: BinaryHeap::new(),
+                seq: 0,
                 closed: false,
             }),
             Condvar::new(),
@@ -412,8 +513,8 @@ impl Pool {
                         let (lock_, cv) = &*queue;
                         let mut q = lock(lock_);
                         loop {
-                            if let Some(job) = q.jobs.pop_front() {
-                                break job;
+                            if let Some(queued) = q.jobs.pop() {
+                                break queued.job;
                             }
                             if q.closed {
                                 return;
@@ -432,10 +533,19 @@ impl Pool {
         Ok(Pool { queue })
     }
 
-    fn submit(&self, job: Job) {
+    fn submit(&self, due: Due, job: Job) {
         let (lock_, cv) = &*self.queue;
-        lock(lock_).jobs.push_back(job);
+        let mut q = lock(lock_);
+        q.seq += 1;
+        let seq = q.seq;
+        q.jobs.push(Queued { due, seq, job });
+        drop(q);
         cv.notify_one();
+    }
+
+    /// Jobs waiting for a thread.
+    fn queued(&self) -> usize {
+        lock(&self.queue.0).jobs.len()
     }
 }
 
@@ -454,6 +564,7 @@ struct Outgoing {
     call: Arc<InFlight>,
     shared: Arc<crate::leadership::Shared>,
     describe: bool,
+    due: Due,
 }
 
 /// The most checks one `describe_epochs` call carries.
@@ -475,6 +586,9 @@ struct Slot<T: Transport + Send + Sync + ?Sized + 'static> {
     at: At,
     /// Counts the slot's waits and requests, so that a stale timer or answer is ignored.
     gen: u64,
+    /// When its current stretch of work began (it left a timer or a long poll); `None` while it
+    /// waits. Its calls keep that place in the I/O queue (see [`Due`]).
+    since: Option<UnixMillis>,
 }
 
 /// The loop's state: every hosted candidacy, the timers, the partition views.
@@ -533,6 +647,7 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         transport,
         clock: options.clock.clone(),
         spawner,
+        spread_renewals: options.spread_renewals,
         bell: Arc::new(Bell::default()),
         pending: Mutex::new(Vec::new()),
         done: Mutex::new(Vec::new()),
@@ -669,6 +784,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let (_, partitions_reading, parked) = self.views.counts();
         st.parked = parked;
         st.partitions_reading = partitions_reading;
+        st.queued = self.pool.as_ref().map_or(0, Pool::queued);
         *lock(&self.inbox.stats) = st;
     }
 
@@ -684,6 +800,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 partition,
                 at: At::Ready,
                 gen: 0,
+                since: None,
             };
             let i = match self.free.pop() {
                 Some(i) => {
@@ -812,6 +929,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             self.finish(i, e);
             return;
         }
+        s.since.get_or_insert(now);
         loop {
             let Some(s) = self.slots.get_mut(i).and_then(Option::as_mut) else {
                 return;
@@ -828,6 +946,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 }) => {
                     s.gen += 1;
                     s.at = At::Reading;
+                    if wait_until.is_some_and(|u| u > now) {
+                        // A long poll: the candidacy is idle until it is answered.
+                        s.since = None;
+                    }
                     let req = Req {
                         slot: i,
                         gen: s.gen,
@@ -842,6 +964,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                     s.gen += 1;
                     s.at = At::Calling;
                     let describe = matches!(cmd, Command::DescribeRole { .. });
+                    let lease_deadline = {
+                        let st = s.driver.shared.lock();
+                        st.snapshot.token.and(st.snapshot.lease_deadline)
+                    };
+                    let due = due(&cmd, lease_deadline, s.since.unwrap_or(now), now);
                     let call = Arc::new(InFlight::new(cmd));
                     s.driver.in_flight = Some(call.clone());
                     self.outgoing.push(Outgoing {
@@ -850,6 +977,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         call,
                         shared: s.driver.shared.clone(),
                         describe,
+                        due,
                     });
                     return;
                 }
@@ -862,6 +990,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 Next::Wait(wake) => {
                     s.gen += 1;
                     s.at = At::Waiting;
+                    s.since = None;
                     if let Some(w) = wake {
                         self.timers.push(Reverse((w, i, s.gen)));
                     }
@@ -881,70 +1010,77 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         self.in_flight += calls.len();
         let (describes, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             calls.into_iter().partition(|c| c.describe);
-        let mut jobs: Vec<Job> = Vec::new();
+        let mut jobs: Vec<(Due, Job)> = Vec::new();
         for c in singles {
             let inbox = self.inbox.clone();
-            jobs.push(Box::new(move || {
-                if let Some(cmd) = c.call.start() {
-                    c.call.put(execute(
-                        &*inbox.transport,
-                        cmd,
-                        &*inbox.clock,
-                        Duration::ZERO,
-                        &c.shared,
-                    ));
-                }
-                inbox.finished(vec![Done::Call {
-                    slot: c.slot,
-                    gen: c.gen,
-                }]);
-            }));
+            jobs.push((
+                c.due,
+                Box::new(move || {
+                    if let Some(cmd) = c.call.start() {
+                        c.call.put(execute(
+                            &*inbox.transport,
+                            cmd,
+                            &*inbox.clock,
+                            Duration::ZERO,
+                            &c.shared,
+                        ));
+                    }
+                    inbox.finished(vec![Done::Call {
+                        slot: c.slot,
+                        gen: c.gen,
+                    }]);
+                }),
+            ));
         }
         let mut describes = describes.into_iter().peekable();
         while describes.peek().is_some() {
             let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
             let inbox = self.inbox.clone();
-            jobs.push(Box::new(move || {
-                let mut roles = Vec::with_capacity(batch.len());
-                let mut asked = Vec::with_capacity(batch.len());
-                for c in &batch {
-                    match c.call.start() {
-                        Some(Command::DescribeRole { transactional_id }) => {
-                            roles.push(transactional_id);
-                            asked.push(c);
+            let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
+            jobs.push((
+                due,
+                Box::new(move || {
+                    let mut roles = Vec::with_capacity(batch.len());
+                    let mut asked = Vec::with_capacity(batch.len());
+                    for c in &batch {
+                        match c.call.start() {
+                            Some(Command::DescribeRole { transactional_id }) => {
+                                roles.push(transactional_id);
+                                asked.push(c);
+                            }
+                            Some(_) => c
+                                .call
+                                .put(Err(TransportError::fatal("driver bug: not a check"))),
+                            // Taken by a driver exiting on the spot.
+                            None => {}
                         }
-                        Some(_) => c
-                            .call
-                            .put(Err(TransportError::fatal("driver bug: not a check"))),
-                        // Taken by a driver exiting on the spot.
-                        None => {}
                     }
-                }
-                let answers = inbox.transport.describe_epochs(&roles);
-                let mut answers = answers.into_iter();
-                for c in asked {
-                    let answer = answers.next().unwrap_or_else(|| {
-                        Err(TransportError::fatal(
-                            "describe_epochs answered fewer roles than it was asked for",
-                        ))
-                    });
-                    c.call
-                        .put(answer.map(|status| MachineEvent::Described { status }));
-                }
-                inbox.finished(
-                    batch
-                        .iter()
-                        .map(|c| Done::Call {
-                            slot: c.slot,
-                            gen: c.gen,
-                        })
-                        .collect(),
-                );
-            }));
+                    let answers = inbox.transport.describe_epochs(&roles);
+                    let mut answers = answers.into_iter();
+                    for c in asked {
+                        let answer = answers.next().unwrap_or_else(|| {
+                            Err(TransportError::fatal(
+                                "describe_epochs answered fewer roles than it was asked for",
+                            ))
+                        });
+                        c.call
+                            .put(answer.map(|status| MachineEvent::Described { status }));
+                    }
+                    inbox.finished(
+                        batch
+                            .iter()
+                            .map(|c| Done::Call {
+                                slot: c.slot,
+                                gen: c.gen,
+                            })
+                            .collect(),
+                    );
+                }),
+            ));
         }
-        for job in jobs {
+        for (due, job) in jobs {
             match &self.pool {
-                Some(pool) => pool.submit(job),
+                Some(pool) => pool.submit(due, job),
                 None => job(),
             }
         }
@@ -965,7 +1101,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 }]);
             });
             match &self.pool {
-                Some(pool) => pool.submit(job),
+                // A read answers every candidacy of the partition that waits: first.
+                Some(pool) => pool.submit(Due::MIN, job),
                 None => job(),
             }
         }
@@ -986,6 +1123,35 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             self.inbox.hosted.fetch_sub(1, Ordering::SeqCst);
             drop(s);
         }
+    }
+}
+
+/// The most a call's place in the I/O queue moves ahead of the instant it is issued (see
+/// [`Due`]): the steps of a takeover under way pass newer work, but work that has gone on for
+/// long (thousands of candidacies starting at once) queues about as issued, and holds a
+/// renewal back only so long.
+const HEAD_START: Duration = Duration::from_secs(1);
+
+fn head_start() -> i64 {
+    i64::try_from(HEAD_START.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// When a call issued `now` should run in the I/O pool (see [`Due`]). `since` is when the
+/// candidacy's current stretch of work began; `lease_deadline` the deadline of the leader's
+/// last lease (`None` for a candidacy that does not lead).
+fn due(
+    cmd: &Command,
+    lease_deadline: Option<UnixMillis>,
+    since: UnixMillis,
+    now: UnixMillis,
+) -> Due {
+    match (cmd, lease_deadline) {
+        // A renewal (a resign's tombstone is not one: it goes as the exit's other steps).
+        (Command::WriteLease { value: Some(_), .. }, Some(deadline)) if deadline > now => {
+            // Less the head start, so that only calls issued before the halfway point pass it.
+            now.0 + (deadline.0 - now.0) / 2 - head_start()
+        }
+        _ => since.0.max(now.0.saturating_sub(head_start())),
     }
 }
 
@@ -1033,5 +1199,109 @@ where
             Sleep::Bell => listener.await,
             Sleep::For(d) => or(listener, R::sleep(d)).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_coordination_core::token::FencingToken;
+
+    fn write_lease(value: Option<Vec<u8>>) -> Command {
+        Command::WriteLease {
+            partition: 0,
+            key: b"k".to_vec(),
+            value,
+            token: FencingToken::new(1, 0),
+        }
+    }
+
+    #[test]
+    fn a_renewal_is_passed_by_calls_issued_before_halfway_to_its_deadline() {
+        let now = UnixMillis(10_000);
+        let since = UnixMillis(9_500);
+        // A leader renewing 7 s before its lease runs out: calls issued in the next 3.5 s
+        // (due at most a head start before their issue) pass it.
+        let renewal = write_lease(Some(b"lease".to_vec()));
+        assert_eq!(due(&renewal, Some(UnixMillis(17_000)), since, now), 12_500);
+        // A renewal retried with its lease about to run out passes what was issued in the last
+        // second; one already past it, and a claim (not leading yet), go as any other call.
+        assert_eq!(due(&renewal, Some(UnixMillis(10_001)), since, now), 9_000);
+        assert_eq!(due(&renewal, Some(UnixMillis(9_900)), since, now), 9_500);
+        assert_eq!(due(&renewal, None, since, now), 9_500);
+        // Any other call: when its stretch of work began, so that a takeover keeps the place
+        // of its first step...
+        let tombstone = write_lease(None);
+        assert_eq!(due(&tombstone, Some(UnixMillis(17_000)), since, now), 9_500);
+        let acquire = Command::AcquireEpoch {
+            transactional_id: kafka_coordination_core::record::Role::new("r").unwrap(),
+            transaction_timeout: Duration::from_secs(10),
+        };
+        assert_eq!(due(&acquire, None, since, now), 9_500);
+        // ... but never more than HEAD_START before it is issued.
+        assert_eq!(due(&acquire, None, UnixMillis(2_000), now), 9_000);
+    }
+
+    #[test]
+    fn renewal_phases_are_spread_over_the_interval_even_for_names_alike() {
+        let interval = Duration::from_secs(3);
+        let mut tenths = [0usize; 10];
+        for i in 0..1000 {
+            let phase = renewal_phase(&format!("shard-{i}"), interval);
+            assert!(phase < interval, "{phase:?}");
+            tenths[(phase.as_nanos() * 10 / interval.as_nanos()) as usize] += 1;
+        }
+        // 100 expected in each tenth.
+        assert!(
+            tenths.iter().all(|&n| (60..=140).contains(&n)),
+            "{tenths:?}"
+        );
+        assert_eq!(
+            renewal_phase("shard-7", interval),
+            renewal_phase("shard-7", interval),
+            "a role's phase is the same in every process"
+        );
+        assert_eq!(renewal_phase("shard-7", Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_pool_runs_the_earliest_due_job_first_and_equal_ones_in_queue_order() {
+        let pool = Pool::new(1).unwrap();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        // Hold the only thread until every job is queued, so the order is the queue's alone.
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let (started, running) = std::sync::mpsc::channel::<()>();
+        pool.submit(
+            0,
+            Box::new(move || {
+                started.send(()).unwrap();
+                gate.recv().unwrap();
+            }),
+        );
+        running.recv().unwrap();
+        let (finished, all_done) = std::sync::mpsc::channel::<()>();
+        for (name, due) in [
+            ("renew", 500),
+            ("claim", 100),
+            ("read", Due::MIN),
+            ("check", 100),
+        ] {
+            let ran = ran.clone();
+            let finished = finished.clone();
+            pool.submit(
+                due,
+                Box::new(move || {
+                    lock(&ran).push(name);
+                    finished.send(()).unwrap();
+                }),
+            );
+        }
+        assert_eq!(pool.queued(), 4);
+        release.send(()).unwrap();
+        for _ in 0..4 {
+            all_done.recv().unwrap();
+        }
+        assert_eq!(*lock(&ran), ["read", "claim", "check", "renew"]);
+        assert_eq!(pool.queued(), 0);
     }
 }

@@ -2278,13 +2278,18 @@ impl Sim {
             }
         }
         let now_m = UnixMillis(self.now + self.members[i].skew);
-        let cand = Candidate::new(
+        let mut cand = Candidate::new(
             self.role.clone(),
             self.members[i].id.clone(),
             self.timing,
             now_m,
         )
         .map_err(|e| self.fail("harness", format!("Candidate::new: {e}")))?;
+        if self.hosted {
+            // As a host does: the role's renewals run at a phase of their own, so the roles of
+            // one process do not all renew (and run out) together.
+            cand.set_renewal_phase(renewal_phase(self.role.as_str()));
+        }
         self.members[i].life = Life::Up(Box::new(Live {
             cand,
             io: None,
@@ -3355,6 +3360,15 @@ fn short_event(e: &Event) -> String {
 
 // ------------------------------------------------------------------------------------------
 // Multi-role processes
+
+/// A hosted role's renewal phase: a fraction of the renew interval from a hash of its name
+/// (FNV-1a; any spread will do for the harness, which only needs it fixed per role).
+fn renewal_phase(role: &str) -> Duration {
+    let hash = role.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    Duration::from_millis(hash % RENEW_MS as u64)
+}
 
 /// The roles of a multi-role run: `sim-role` first, then roles named `sim-shard-<k>` chosen
 /// so that every odd-numbered role shares `sim-role`'s partition (one role's open transaction

@@ -328,6 +328,8 @@ pub struct Candidate {
     evictions: VecDeque<(MemberId, u32)>,
     /// When the leader's next renewal is due (while it evicts).
     renew_at: UnixMillis,
+    /// How much earlier than a renew interval after its claim a term's first renewal comes.
+    renewal_phase: Duration,
 }
 
 impl Candidate {
@@ -387,6 +389,7 @@ impl Candidate {
             announced_at: None,
             evictions: VecDeque::new(),
             renew_at: now,
+            renewal_phase: Duration::ZERO,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -397,6 +400,21 @@ impl Candidate {
     /// A leader is never ended by failures: it keeps renewing until the broker fences it.
     pub fn set_give_up_after(&mut self, after: Option<Duration>) {
         self.give_up_after = after;
+    }
+
+    /// Brings the first renewal of each term `phase` earlier than a renew interval after the
+    /// claim; the renewals after it follow every renew interval, as always. A `phase` of a renew
+    /// interval or more counts modulo the interval; zero (the default) changes nothing.
+    ///
+    /// For a process that leads many roles: roles it won together would otherwise renew
+    /// together for as long as it leads them, so their leases would run out together if it
+    /// died, and their standbys would all challenge at the same moment. Distinct phases
+    /// spread those renewals, and the takeovers, over a renew interval. Renewing early is
+    /// always safe: it only moves the lease's deadline later than it would have been.
+    pub fn set_renewal_phase(&mut self, phase: Duration) {
+        let interval = self.timing.renew_interval.as_nanos().max(1);
+        let nanos = phase.as_nanos() % interval;
+        self.renewal_phase = Duration::from_nanos(u64::try_from(nanos).unwrap_or(0));
     }
 
     // ----- getters -----
@@ -769,7 +787,8 @@ impl Candidate {
                         term: offset,
                     });
                     self.evictions = self.passed_over();
-                    self.renew_at = self.issued_at + self.timing.renew_interval;
+                    self.renew_at =
+                        self.issued_at + (self.timing.renew_interval - self.renewal_phase);
                     self.lead_on(token);
                 }
             }
