@@ -248,15 +248,23 @@ fn resign_reports_an_exit_that_could_not_be_finished() {
         move || leader.resign_blocking()
     });
     // The exit retries with backoff on the manual clock; move it until the retries run out
-    // (a bounded number of attempts per step, each at most a quarter renew interval apart).
-    for _ in 0..400 {
-        if leader.snapshot().status == kafka_coordination::Status::Ended {
+    // (a bounded number of attempts per step, each at most a quarter renew interval apart) and
+    // the resign has returned. Waiting for the returned resign, not for the `Ended` status,
+    // never leaves the thread waiting for a clock that no longer moves; a resign that has not
+    // returned after that many moves fails the test instead of hanging it.
+    for _ in 0..4000 {
+        if resign.is_finished() {
             break;
         }
         w.clock
             .advance_and_settle(Duration::from_millis(100))
             .expect("settle");
     }
+    assert!(
+        resign.is_finished(),
+        "the resign has not returned after 400 s on the manual clock: {:?}",
+        leader.snapshot()
+    );
     match resign.join().expect("no panic") {
         Err(Error::Incomplete { cleanup, .. }) => {
             assert!(!cleanup.complete(), "{cleanup}");
