@@ -410,7 +410,9 @@ impl Candidate {
     /// together for as long as it leads them, so their leases would run out together if it
     /// died, and their standbys would all challenge at the same moment. Distinct phases
     /// spread those renewals, and the takeovers, over a renew interval. Renewing early is
-    /// always safe: it only moves the lease's deadline later than it would have been.
+    /// always safe: it only moves the lease's deadline later than it would have been. A term
+    /// that starts with passed-over members to evict keeps the plain schedule, so that the
+    /// evictions still come before its first renewal.
     pub fn set_renewal_phase(&mut self, phase: Duration) {
         let interval = self.timing.renew_interval.as_nanos().max(1);
         let nanos = phase.as_nanos() % interval;
@@ -787,8 +789,14 @@ impl Candidate {
                         term: offset,
                     });
                     self.evictions = self.passed_over();
-                    self.renew_at =
-                        self.issued_at + (self.timing.renew_interval - self.renewal_phase);
+                    // The evictions come before the first renewal (they run only while it is
+                    // not due): a term with members to evict renews on the plain schedule.
+                    let phase = if self.evictions.is_empty() {
+                        self.renewal_phase
+                    } else {
+                        Duration::ZERO
+                    };
+                    self.renew_at = self.issued_at + (self.timing.renew_interval - phase);
                     self.lead_on(token);
                 }
             }
