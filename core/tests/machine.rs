@@ -3,7 +3,8 @@
 use core::time::Duration;
 
 use kafka_coordination_core::machine::{
-    backoff, Candidate, Command, EndReason, Event, MachineError, Status, CLEANUP_ATTEMPTS,
+    backoff, renewal_phase, Candidate, Command, EndReason, Event, MachineError, Status,
+    CLEANUP_ATTEMPTS,
 };
 use kafka_coordination_core::record::{Key, Lease, MemberId, Registration, Role};
 use kafka_coordination_core::state::Record;
@@ -128,9 +129,14 @@ fn elected(member: &str) -> Candidate {
 
 /// [`elected`], with a renewal phase set before the claim.
 fn elected_with_phase(member: &str, phase: Duration) -> Candidate {
+    elected_after(member, |c| c.set_renewal_phase(phase))
+}
+
+/// Elected at `T0` with no other member, `setup` applied to the new machine first.
+fn elected_after(member: &str, setup: impl FnOnce(&mut Candidate)) -> Candidate {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m(member), timing(), now).unwrap();
-    c.set_renewal_phase(phase);
+    setup(&mut c);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 0 }).unwrap();
     drain(&mut c);
@@ -282,6 +288,52 @@ fn a_renewal_phase_brings_only_the_first_renewal_of_a_term_earlier() {
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 750)));
     let c = elected_with_phase("a", Duration::from_millis(1000));
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
+}
+
+#[test]
+fn renewal_phases_spread_over_the_interval_even_for_names_alike() {
+    let interval = Duration::from_secs(3);
+    let mut tenths = [0usize; 10];
+    for i in 0..1000 {
+        let role = Role::new(format!("shard-{i}")).unwrap();
+        let phase = renewal_phase(&role, interval);
+        assert!(phase < interval, "{phase:?}");
+        tenths[(phase.as_nanos() * 10 / interval.as_nanos()) as usize] += 1;
+    }
+    // 100 expected in each tenth; plain FNV-1a put 200 such names into 3 of 10.
+    assert!(
+        tenths.iter().all(|&n| (60..=140).contains(&n)),
+        "{tenths:?}"
+    );
+    let role = Role::new("shard-7").unwrap();
+    assert_eq!(
+        renewal_phase(&role, interval),
+        renewal_phase(&Role::new("shard-7").unwrap(), interval),
+        "a role's phase is the same in every process"
+    );
+    assert_eq!(renewal_phase(&role, Duration::ZERO), Duration::ZERO);
+    // A known value, computed apart from this crate (a few lines of Python over the same
+    // FNV-1a and finalizer), so that a change of the hash, which would move every hosted
+    // role's renewals, shows up here.
+    const PHASE_OF_SHARD_7: u64 = 1_031_356_720;
+    assert_eq!(
+        renewal_phase(&role, Duration::from_nanos(1 << 32)),
+        Duration::from_nanos(PHASE_OF_SHARD_7)
+    );
+}
+
+#[test]
+fn spread_renewals_sets_the_phase_of_the_role() {
+    let phase = renewal_phase(&role(), timing().renew_interval);
+    let spread = elected_after("a", Candidate::spread_renewals);
+    assert_eq!(
+        spread.poll_timeout(),
+        Some(UnixMillis(
+            T0 + i64::try_from((timing().renew_interval - phase).as_millis()).unwrap()
+        )),
+        "the first renewal comes the role's phase ({phase:?}) early"
+    );
+    assert_ne!(spread.poll_timeout(), elected("a").poll_timeout());
 }
 
 #[test]

@@ -322,9 +322,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             .map_err(Error::Internal)
     }
 
-    /// See [`Candidate::set_renewal_phase`].
-    pub(crate) fn set_renewal_phase(&mut self, phase: Duration) {
-        self.candidate.set_renewal_phase(phase);
+    /// See [`Candidate::spread_renewals`].
+    pub(crate) fn spread_renewals(&mut self) {
+        self.candidate.spread_renewals();
     }
 
     /// The partition of the candidacy's role.

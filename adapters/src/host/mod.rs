@@ -146,7 +146,9 @@ impl HostOptions {
     /// (default `true`). Each hosted candidacy's first renewal of a term comes a fraction of
     /// the renew interval early, the fraction taken from a hash of the role's name, and the
     /// renewals after it every renew interval (see
-    /// [`Candidate::set_renewal_phase`](kafka_coordination_core::machine::Candidate::set_renewal_phase)).
+    /// [`Candidate::spread_renewals`](kafka_coordination_core::machine::Candidate::spread_renewals)
+    /// and [`renewal_phase`](kafka_coordination_core::machine::renewal_phase); a custom event
+    /// loop that runs many candidates gets the same spread from the same call).
     ///
     /// Without it, roles won together (say, at the start of the process) renew together for
     /// as long as they are held: the broker gets their renewals in bursts, and if the process
@@ -157,23 +159,6 @@ impl HostOptions {
         self.spread_renewals = on;
         self
     }
-}
-
-/// The phase of a role's renewals on a host that spreads them: a fraction of `interval` taken
-/// from a hash of the role's name (FNV-1a, then murmur3's 64-bit finalizer, since FNV's high
-/// bits barely differ between names such as `shard-1` and `shard-2`; not murmur2, which picks
-/// the role's partition, so that the roles of one partition spread too).
-fn renewal_phase(role: &str, interval: Duration) -> Duration {
-    let mut hash = role.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    hash ^= hash >> 33;
-    let nanos = (u128::from(hash) * interval.as_nanos()) >> 64;
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
 
 /// What a host's loop is doing, as of a recent turn ([`Host::stats`]).
@@ -347,7 +332,6 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
             clock: self.clock.clone(),
             ..options
         };
-        let interval = options.timing.renew_interval;
         let doorbell = match self.manual() {
             Some(c) => Doorbell::Clock(c.clone()),
             None => Doorbell::Host(self.bell.clone()),
@@ -361,7 +345,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
             Some(doorbell),
         )?;
         if self.spread_renewals {
-            driver.set_renewal_phase(renewal_phase(role, interval));
+            driver.spread_renewals();
         }
         self.hosted.fetch_add(1, Ordering::SeqCst);
         lock(&self.pending).push(driver);
@@ -1240,28 +1224,6 @@ mod tests {
         assert_eq!(due(&acquire, None, since, now), 9_500);
         // ... but never more than HEAD_START before it is issued.
         assert_eq!(due(&acquire, None, UnixMillis(2_000), now), 9_000);
-    }
-
-    #[test]
-    fn renewal_phases_are_spread_over_the_interval_even_for_names_alike() {
-        let interval = Duration::from_secs(3);
-        let mut tenths = [0usize; 10];
-        for i in 0..1000 {
-            let phase = renewal_phase(&format!("shard-{i}"), interval);
-            assert!(phase < interval, "{phase:?}");
-            tenths[(phase.as_nanos() * 10 / interval.as_nanos()) as usize] += 1;
-        }
-        // 100 expected in each tenth.
-        assert!(
-            tenths.iter().all(|&n| (60..=140).contains(&n)),
-            "{tenths:?}"
-        );
-        assert_eq!(
-            renewal_phase("shard-7", interval),
-            renewal_phase("shard-7", interval),
-            "a role's phase is the same in every process"
-        );
-        assert_eq!(renewal_phase("shard-7", Duration::ZERO), Duration::ZERO);
     }
 
     #[test]

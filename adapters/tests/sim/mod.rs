@@ -2286,9 +2286,9 @@ impl Sim {
         )
         .map_err(|e| self.fail("harness", format!("Candidate::new: {e}")))?;
         if self.hosted {
-            // As a host does: the role's renewals run at a phase of their own, so the roles of
-            // one process do not all renew (and run out) together.
-            cand.set_renewal_phase(renewal_phase(self.role.as_str()));
+            // As a host does (the same call): the role's renewals run at a phase of their own,
+            // so the roles of one process do not all renew (and run out) together.
+            cand.spread_renewals();
         }
         self.members[i].life = Life::Up(Box::new(Live {
             cand,
@@ -3360,23 +3360,6 @@ fn short_event(e: &Event) -> String {
 
 // ------------------------------------------------------------------------------------------
 // Multi-role processes
-
-/// A hosted role's renewal phase: a fraction of the renew interval from a hash of its name, the
-/// same hash as the host's (FNV-1a and murmur3's finalizer), so that phases near a whole renew
-/// interval occur as they do in a host (plain FNV modulo the interval missed the G1 case of
-/// a term whose first renewal is due at its claim).
-fn renewal_phase(role: &str) -> Duration {
-    let hash = role.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    let mut hash = hash;
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    hash ^= hash >> 33;
-    Duration::from_millis(((u128::from(hash) * RENEW_MS as u128) >> 64) as u64)
-}
 
 /// The roles of a multi-role run: `sim-role` first, then roles named `sim-shard-<k>` chosen
 /// so that every odd-numbered role shares `sim-role`'s partition (one role's open transaction

@@ -99,6 +99,41 @@ impl Io {
     }
 }
 
+/// The renewal phase of `role` for a process that leads many roles (see
+/// [`Candidate::set_renewal_phase`]): a fraction of `interval` taken from a hash of the role's
+/// name, the same in every process, always below `interval` (zero for a zero interval).
+///
+/// The hash is 64-bit FNV-1a followed by murmur3's 64-bit finalizer. FNV-1a alone leaves the
+/// high bits of names that differ in one character (`shard-1`, `shard-2`) close together, and
+/// the phase is read from the high bits. It is deliberately not murmur2, which picks the
+/// role's partition: roles that share a partition still get phases of their own.
+///
+/// ```
+/// use core::time::Duration;
+/// use kafka_coordination_core::machine::renewal_phase;
+/// use kafka_coordination_core::Role;
+///
+/// let interval = Duration::from_secs(3);
+/// let a = renewal_phase(&Role::new("shard-1").unwrap(), interval);
+/// let b = renewal_phase(&Role::new("shard-2").unwrap(), interval);
+/// assert!(a < interval && b < interval && a != b);
+/// ```
+pub fn renewal_phase(role: &Role, interval: Duration) -> Duration {
+    let mut hash = role
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^= hash >> 33;
+    let nanos = (u128::from(hash) * interval.as_nanos()) >> 64;
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
 /// What a pre-challenge check found at the coordinator, relative to the lease last read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seen {
@@ -417,6 +452,13 @@ impl Candidate {
         let interval = self.timing.renew_interval.as_nanos().max(1);
         let nanos = phase.as_nanos() % interval;
         self.renewal_phase = Duration::from_nanos(u64::try_from(nanos).unwrap_or(0));
+    }
+
+    /// [`set_renewal_phase`](Self::set_renewal_phase) with the phase [`renewal_phase`] gives
+    /// this candidate's role: what a process that hosts many roles sets on each of them. Every
+    /// process computes the same phase for a role.
+    pub fn spread_renewals(&mut self) {
+        self.set_renewal_phase(renewal_phase(&self.role, self.timing.renew_interval));
     }
 
     // ----- getters -----
