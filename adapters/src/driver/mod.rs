@@ -322,11 +322,6 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             .map_err(Error::Internal)
     }
 
-    /// The candidacy's renew interval.
-    pub(crate) fn renew_interval(&self) -> Duration {
-        self.candidate.timing().renew_interval
-    }
-
     /// See [`Candidate::spread_renewals`].
     pub(crate) fn spread_renewals(&mut self) {
         self.candidate.spread_renewals();

@@ -15,14 +15,12 @@
 //!   [`MemoryBroker`](crate::memory::MemoryBroker)'s.
 //!
 //! What the host does so that a burst of failovers stays fair when the cluster is the limit:
-//! - **takeovers pass renewals, up to a point.** A free I/O thread takes a read first (one
-//!   answers a whole partition); then a renewal that has become urgent (half a renew interval
-//!   before its lease's deadline); then the oldest other call, a call being as old as its
-//!   candidacy's current stretch of work, so that the steps of a standby's takeover (check,
-//!   announcement, acquire, first lease write) keep the place of its first and takeovers
-//!   under way finish first, the oldest first; and a renewal that is not urgent yet only when
-//!   nothing else waits. Takeovers and elections get the threads for most of a lease, and no
-//!   queue of them, however old, holds a renewal past its urgent point;
+//! - **takeovers pass renewals.** A free I/O thread takes the queued call that is due first:
+//!   reads at once; a standby's takeover (check, announcement, acquire, first lease write)
+//!   when its first step began (at most a second before the call), so takeovers under way
+//!   finish first, the oldest first; a leader's renewal a second before the point halfway to
+//!   its lease's deadline, so only calls issued before that point pass it, a wait it can
+//!   afford;
 //! - **renewals are spread.** Roles won together would renew together for as long as they are
 //!   held, and run out together if the process died. The first renewal of each hosted term
 //!   comes a fraction of the renew interval early, the fraction taken from a hash of the role,
@@ -428,47 +426,37 @@ impl Host {
     }
 }
 
-/// A bounded pool of threads for blocking transport calls. A free thread takes the next job
-/// by its [`Due`]: a read first, then an urgent renewal, then the earliest other work, and a
-/// renewal that is not urgent yet when nothing else waits. Jobs with equal keys run in the order they were
-/// queued.
+/// A bounded pool of threads for blocking transport calls. A free thread takes the queued job
+/// with the earliest due time (see [`Due`]); jobs due at the same time run in the order they
+/// were queued.
 struct Pool {
     queue: Arc<(Mutex<PoolQueue>, Condvar)>,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A queued job's place in the I/O queue; times are the host clock's milliseconds.
+/// When a queued job should run, in the host clock's milliseconds: the smaller, the sooner.
 ///
-/// * [`Due::Work`]: runs in the order of its key, earliest first. A read of a partition has
-///   the smallest key ([`READ`]): one read answers every candidacy of the partition that
-///   waits, standbys whose turn has come among them. Any other call's key is the instant its
-///   candidacy's current stretch of work began (it left a timer or a long poll), so the steps
-///   of a standby's takeover (check, announcement, acquire, first lease write) keep the place
-///   of its first step: takeovers under way finish before newer ones start, the oldest first.
-/// * [`Due::Renewal`]: a leader's renewal waits while other work is queued, until the instant
-///   it carries (half a renew interval before its lease's deadline); from then on it runs
-///   before any work but reads, the earliest first. A burst of takeovers, or thousands of
-///   elections, have the threads for most of a lease, and no more: however old the work
-///   queued is, it never holds a renewal past that point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Due {
-    Work(i64),
-    Renewal(i64),
-}
-
-/// A read of a partition: before any other work.
-const READ: Due = Due::Work(i64::MIN);
+/// * A read of a partition is due at once (`i64::MIN`): one read answers every candidacy of
+///   the partition that waits, standbys whose turn has come among them.
+/// * Any other call is due when its candidacy's current stretch of work began (it left a
+///   timer or a long poll), but at most [`HEAD_START`] before it is issued: the steps of a
+///   standby's takeover (check, announcement, acquire, first lease write) keep the place of
+///   the first, so takeovers under way finish before new ones start, the oldest first.
+/// * A leader's renewal is due [`HEAD_START`] before the point halfway between its issue and
+///   the deadline of its current lease: only calls issued before that point pass it, so it
+///   waits behind takeovers no longer than it can afford.
+type Due = i64;
 
 struct Queued {
-    key: i64,
+    due: Due,
     seq: u64,
     job: Job,
 }
 
 impl PartialEq for Queued {
     fn eq(&self, other: &Self) -> bool {
-        (self.key, self.seq) == (other.key, other.seq)
+        (self.due, self.seq) == (other.due, other.seq)
     }
 }
 impl Eq for Queued {}
@@ -478,46 +466,23 @@ impl PartialOrd for Queued {
     }
 }
 impl Ord for Queued {
-    /// Reversed, so that the `BinaryHeap` (a max-heap) pops the smallest key first.
+    /// Reversed, so that the `BinaryHeap` (a max-heap) pops the earliest due first.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (other.key, other.seq).cmp(&(self.key, self.seq))
+        (other.due, other.seq).cmp(&(self.due, self.seq))
     }
 }
 
 struct PoolQueue {
-    work: BinaryHeap<Queued>,
-    renewals: BinaryHeap<Queued>,
+    jobs: BinaryHeap<Queued>,
     seq: u64,
     closed: bool,
 }
 
-impl PoolQueue {
-    /// The job a free thread runs at `now` (see [`Due`]).
-    fn next(&mut self, now: i64) -> Option<Job> {
-        // Reads first: one answers a whole partition, elections and takeovers wait for them.
-        if self.work.peek().is_some_and(|w| w.key == i64::MIN) {
-            return self.work.pop().map(|q| q.job);
-        }
-        let urgent = self.renewals.peek().is_some_and(|r| r.key <= now);
-        if urgent || self.work.is_empty() {
-            if let Some(r) = self.renewals.pop() {
-                return Some(r.job);
-            }
-        }
-        self.work.pop().map(|q| q.job)
-    }
-
-    fn len(&self) -> usize {
-        self.work.len() + self.renewals.len()
-    }
-}
-
 impl Pool {
-    fn new(threads: usize, clock: Arc<dyn Clock>) -> Result<Pool, Error> {
+    fn new(threads: usize) -> Result<Pool, Error> {
         let queue = Arc::new((
             Mutex::new(PoolQueue {
-                work: BinaryHeap::new(),
-                renewals: BinaryHeap::new(),
+                jobs: BinaryHeap::new(),
                 seq: 0,
                 closed: false,
             }),
@@ -525,7 +490,6 @@ impl Pool {
         ));
         for i in 0..threads {
             let queue = queue.clone();
-            let clock = clock.clone();
             std::thread::Builder::new()
                 .name(format!("kc-host-io-{i}"))
                 .spawn(move || loop {
@@ -533,8 +497,8 @@ impl Pool {
                         let (lock_, cv) = &*queue;
                         let mut q = lock(lock_);
                         loop {
-                            if let Some(job) = q.next(clock.now().0) {
-                                break job;
+                            if let Some(queued) = q.jobs.pop() {
+                                break queued.job;
                             }
                             if q.closed {
                                 return;
@@ -558,17 +522,14 @@ impl Pool {
         let mut q = lock(lock_);
         q.seq += 1;
         let seq = q.seq;
-        match due {
-            Due::Work(key) => q.work.push(Queued { key, seq, job }),
-            Due::Renewal(key) => q.renewals.push(Queued { key, seq, job }),
-        }
+        q.jobs.push(Queued { due, seq, job });
         drop(q);
         cv.notify_one();
     }
 
     /// Jobs waiting for a thread.
     fn queued(&self) -> usize {
-        lock(&self.queue.0).len()
+        lock(&self.queue.0).jobs.len()
     }
 }
 
@@ -664,7 +625,7 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
 ) -> Result<(Host, Core<T>), Error> {
     let pool = match options.io_threads {
         0 => None,
-        n => Some(Pool::new(n, options.clock.clone())?),
+        n => Some(Pool::new(n)?),
     };
     let inbox = Arc::new(Inbox {
         transport,
@@ -991,14 +952,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         let st = s.driver.shared.lock();
                         st.snapshot.token.and(st.snapshot.lease_deadline)
                     };
-                    let renew_interval = s.driver.renew_interval();
-                    let due = due(
-                        &cmd,
-                        lease_deadline,
-                        renew_interval,
-                        s.since.unwrap_or(now),
-                        now,
-                    );
+                    let due = due(&cmd, lease_deadline, s.since.unwrap_or(now), now);
                     let call = Arc::new(InFlight::new(cmd));
                     s.driver.in_flight = Some(call.clone());
                     self.outgoing.push(Outgoing {
@@ -1066,14 +1020,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         while describes.peek().is_some() {
             let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
             let inbox = self.inbox.clone();
-            // Checks are never renewals: the batch keeps the place of its oldest.
-            let due = batch
-                .iter()
-                .map(|c| match c.due {
-                    Due::Work(k) | Due::Renewal(k) => k,
-                })
-                .min()
-                .map_or(READ, Due::Work);
+            let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
             jobs.push((
                 due,
                 Box::new(move || {
@@ -1139,7 +1086,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             });
             match &self.pool {
                 // A read answers every candidacy of the partition that waits: first.
-                Some(pool) => pool.submit(READ, job),
+                Some(pool) => pool.submit(Due::MIN, job),
                 None => job(),
             }
         }
@@ -1163,26 +1110,32 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     }
 }
 
-/// Where a call issued `now` goes in the I/O queue (see [`Due`]). `since` is when the
+/// The most a call's place in the I/O queue moves ahead of the instant it is issued (see
+/// [`Due`]): the steps of a takeover under way pass newer work, but work that has gone on for
+/// long (thousands of candidacies starting at once) queues about as issued, and holds a
+/// renewal back only so long.
+const HEAD_START: Duration = Duration::from_secs(1);
+
+fn head_start() -> i64 {
+    i64::try_from(HEAD_START.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// When a call issued `now` should run in the I/O pool (see [`Due`]). `since` is when the
 /// candidacy's current stretch of work began; `lease_deadline` the deadline of the leader's
-/// last lease (`None` for a candidacy that does not lead). A renewal becomes urgent half a
-/// renew interval before that deadline: late enough that a burst of takeovers, or thousands of
-/// elections, get the threads for most of the lease, early enough for a slow call and a retry.
+/// last lease (`None` for a candidacy that does not lead).
 fn due(
     cmd: &Command,
     lease_deadline: Option<UnixMillis>,
-    renew_interval: Duration,
     since: UnixMillis,
     now: UnixMillis,
 ) -> Due {
     match (cmd, lease_deadline) {
         // A renewal (a resign's tombstone is not one: it goes as the exit's other steps).
-        (Command::WriteLease { value: Some(_), .. }, Some(deadline)) => {
-            let margin = i64::try_from(renew_interval.as_millis() / 2).unwrap_or(i64::MAX);
-            // Urgent from then on; renewals past that point go earliest first.
-            Due::Renewal(deadline.0.saturating_sub(margin))
+        (Command::WriteLease { value: Some(_), .. }, Some(deadline)) if deadline > now => {
+            // Less the head start, so that only calls issued before the halfway point pass it.
+            now.0 + (deadline.0 - now.0) / 2 - head_start()
         }
-        _ => Due::Work(since.0.min(now.0)),
+        _ => since.0.max(now.0.saturating_sub(head_start())),
     }
 }
 
@@ -1248,51 +1201,40 @@ mod tests {
     }
 
     #[test]
-    fn due_rules_reads_first_takeovers_by_their_start_renewals_urgent_half_an_interval_early() {
+    fn a_renewal_is_passed_by_calls_issued_before_halfway_to_its_deadline() {
         let now = UnixMillis(10_000);
         let since = UnixMillis(9_500);
-        let renew = Duration::from_secs(3);
-        // A leader renewing 7 s before its lease runs out: urgent 1.5 s before the deadline.
+        // A leader renewing 7 s before its lease runs out: calls issued in the next 3.5 s
+        // (due at most a head start before their issue) pass it.
         let renewal = write_lease(Some(b"lease".to_vec()));
-        assert_eq!(
-            due(&renewal, Some(UnixMillis(17_000)), renew, since, now),
-            Due::Renewal(15_500)
-        );
-        // One retried with its lease about to run out, or already past it: urgent at once.
-        assert_eq!(
-            due(&renewal, Some(UnixMillis(10_001)), renew, since, now),
-            Due::Renewal(8_501)
-        );
-        // A claim (not leading yet) and a resign's tombstone are work like any other.
-        assert_eq!(due(&renewal, None, renew, since, now), Due::Work(9_500));
+        assert_eq!(due(&renewal, Some(UnixMillis(17_000)), since, now), 12_500);
+        // A renewal retried with its lease about to run out passes what was issued in the last
+        // second; one already past it, and a claim (not leading yet), go as any other call.
+        assert_eq!(due(&renewal, Some(UnixMillis(10_001)), since, now), 9_000);
+        assert_eq!(due(&renewal, Some(UnixMillis(9_900)), since, now), 9_500);
+        assert_eq!(due(&renewal, None, since, now), 9_500);
+        // Any other call: when its stretch of work began, so that a takeover keeps the place
+        // of its first step...
         let tombstone = write_lease(None);
-        assert_eq!(
-            due(&tombstone, Some(UnixMillis(17_000)), renew, since, now),
-            Due::Work(9_500)
-        );
-        // Work keeps the place of its stretch's first step, however long ago it began.
+        assert_eq!(due(&tombstone, Some(UnixMillis(17_000)), since, now), 9_500);
         let acquire = Command::AcquireEpoch {
             transactional_id: kafka_coordination_core::record::Role::new("r").unwrap(),
             transaction_timeout: Duration::from_secs(10),
         };
-        assert_eq!(due(&acquire, None, renew, since, now), Due::Work(9_500));
-        assert_eq!(
-            due(&acquire, None, renew, UnixMillis(2_000), now),
-            Due::Work(2_000)
-        );
+        assert_eq!(due(&acquire, None, since, now), 9_500);
+        // ... but never more than HEAD_START before it is issued.
+        assert_eq!(due(&acquire, None, UnixMillis(2_000), now), 9_000);
     }
 
-    /// Runs `jobs` on a one-thread pool whose clock reads `now`, all queued before the thread
-    /// takes any, and returns their names in the order they ran.
-    fn run_in_order(now: i64, jobs: &[(&'static str, Due)]) -> Vec<&'static str> {
-        let clock = crate::clock::ManualClock::new(UnixMillis(now));
-        let pool = Pool::new(1, Arc::new(clock)).unwrap();
+    #[test]
+    fn the_pool_runs_the_earliest_due_job_first_and_equal_ones_in_queue_order() {
+        let pool = Pool::new(1).unwrap();
         let ran = Arc::new(Mutex::new(Vec::new()));
         // Hold the only thread until every job is queued, so the order is the queue's alone.
         let (release, gate) = std::sync::mpsc::channel::<()>();
         let (started, running) = std::sync::mpsc::channel::<()>();
         pool.submit(
-            READ,
+            0,
             Box::new(move || {
                 started.send(()).unwrap();
                 gate.recv().unwrap();
@@ -1300,7 +1242,12 @@ mod tests {
         );
         running.recv().unwrap();
         let (finished, all_done) = std::sync::mpsc::channel::<()>();
-        for &(name, due) in jobs {
+        for (name, due) in [
+            ("renew", 500),
+            ("claim", 100),
+            ("read", Due::MIN),
+            ("check", 100),
+        ] {
             let ran = ran.clone();
             let finished = finished.clone();
             pool.submit(
@@ -1311,63 +1258,12 @@ mod tests {
                 }),
             );
         }
-        assert_eq!(pool.queued(), jobs.len());
+        assert_eq!(pool.queued(), 4);
         release.send(()).unwrap();
-        for _ in jobs {
+        for _ in 0..4 {
             all_done.recv().unwrap();
         }
+        assert_eq!(*lock(&ran), ["read", "claim", "check", "renew"]);
         assert_eq!(pool.queued(), 0);
-        let order = lock(&ran).clone();
-        order
-    }
-
-    #[test]
-    fn the_pool_runs_reads_then_the_oldest_work_then_renewals_not_urgent_yet() {
-        let order = run_in_order(
-            1_000,
-            &[
-                ("renew", Due::Renewal(5_000)),
-                ("claim", Due::Work(100)),
-                ("read", READ),
-                ("check", Due::Work(100)),
-                ("new takeover", Due::Work(900)),
-                ("old takeover", Due::Work(-50_000)),
-            ],
-        );
-        assert_eq!(
-            order,
-            [
-                "read",
-                "old takeover",
-                "claim",
-                "check",
-                "new takeover",
-                "renew"
-            ]
-        );
-    }
-
-    #[test]
-    fn an_urgent_renewal_passes_all_work_but_reads() {
-        let order = run_in_order(
-            1_000,
-            &[
-                ("old takeover", Due::Work(-50_000)),
-                ("later renewal", Due::Renewal(1_500)),
-                ("read", READ),
-                ("urgent renewal", Due::Renewal(1_000)),
-                ("overdue renewal", Due::Renewal(200)),
-            ],
-        );
-        assert_eq!(
-            order,
-            [
-                "read",
-                "overdue renewal",
-                "urgent renewal",
-                "old takeover",
-                "later renewal"
-            ]
-        );
     }
 }
