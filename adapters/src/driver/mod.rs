@@ -322,6 +322,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             .map_err(Error::Internal)
     }
 
+    /// The deadline of the last lease this candidacy wrote, while it leads (the machine's own
+    /// record, which the snapshot copies).
+    pub(crate) fn lease_deadline(&self) -> Option<UnixMillis> {
+        self.candidate.last_lease().map(|(_, deadline)| deadline)
+    }
+
     /// See [`Candidate::spread_renewals`].
     pub(crate) fn spread_renewals(&mut self) {
         self.candidate.spread_renewals();

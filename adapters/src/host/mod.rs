@@ -948,11 +948,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                     s.gen += 1;
                     s.at = At::Calling;
                     let describe = matches!(cmd, Command::DescribeRole { .. });
-                    let lease_deadline = {
-                        let st = s.driver.shared.lock();
-                        st.snapshot.token.and(st.snapshot.lease_deadline)
-                    };
-                    let due = due(&cmd, lease_deadline, s.since.unwrap_or(now), now);
+                    let due = due(&cmd, s.driver.lease_deadline(), s.since.unwrap_or(now), now);
                     let call = Arc::new(InFlight::new(cmd));
                     s.driver.in_flight = Some(call.clone());
                     self.outgoing.push(Outgoing {
