@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Leadership, Options};
+use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
 
 struct Args {
@@ -313,11 +314,12 @@ fn burst(
         known.iter().min().map_or(0, |d| d - killed_at) as f64 / 1000.0,
         known.iter().max().map_or(0, |d| d - killed_at) as f64 / 1000.0,
     );
-    let mut elected_at: Vec<Option<i64>> = vec![None; half];
-    let limit = Instant::now() + args.lease * 3;
+    // Each standby's election is stamped by a task it wakes (see `elections`), not by polling
+    // thousands of snapshots, which would take CPU from the broker and the host.
+    let elections = elections::watch(runtime, standbys, args.lease * 3);
     let mut next_stats = Instant::now();
-    while elected_at.iter().any(Option::is_none) && Instant::now() < limit {
-        std::thread::sleep(Duration::from_millis(5));
+    while elections.settled() < elections.len() {
+        std::thread::sleep(Duration::from_millis(50));
         if Instant::now() >= next_stats {
             next_stats += Duration::from_secs(2);
             println!(
@@ -326,27 +328,47 @@ fn burst(
                 host.stats()
             );
         }
-        let now = now_ms();
-        for (i, c) in standbys.iter().enumerate() {
-            if elected_at[i].is_none() && c.snapshot().token.is_some() {
-                elected_at[i] = Some(now);
-            }
-        }
     }
+    // The new leaderships live until the figures are printed.
+    let (elected_at, _held) = elections.finish(runtime);
     let mut late: Vec<i64> = elected_at
         .iter()
         .zip(&deadlines)
         .filter_map(|(at, d)| Some(at.as_ref()? - d.as_ref()?))
         .collect();
     late.sort_unstable();
-    for (i, c) in standbys
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| elected_at[*i].is_none())
-        .take(3)
-    {
-        println!("burst: not elected: {prefix}-{i}: {:?}", c.snapshot());
+    // Lateness by partition: a partition whose reads stall (an open transaction of the dead
+    // process holds its last stable offset back) delays every role on it.
+    let mut by_partition: std::collections::BTreeMap<i32, (usize, usize, i64)> = Default::default();
+    for (i, (at, d)) in elected_at.iter().zip(&deadlines).enumerate() {
+        let role = format!("{prefix}-{i}");
+        let p = kafka_coordination::core::partition::partition_of_bytes(
+            role.as_bytes(),
+            args.partitions,
+        )
+        .unwrap_or(-1);
+        let e = by_partition.entry(p).or_default();
+        e.0 += 1;
+        if let (Some(at), Some(d)) = (at, d) {
+            if at - d > 250 {
+                e.1 += 1;
+                e.2 = e.2.max(at - d);
+            }
+        }
     }
+    let late_parts: Vec<String> = by_partition
+        .iter()
+        .filter(|(_, e)| e.1 > 0)
+        .map(|(p, e)| format!("{p}: {} of {} late, max {} ms", e.1, e.0, e.2))
+        .collect();
+    println!(
+        "burst: late roles by partition: {}",
+        if late_parts.is_empty() {
+            "none".to_owned()
+        } else {
+            late_parts.join("; ")
+        }
+    );
     let unknown = deadlines.iter().filter(|d| d.is_none()).count();
     let missing = elected_at.iter().filter(|e| e.is_none()).count();
     let q = |p: f64| {

@@ -26,6 +26,7 @@
 pub mod args;
 pub mod blocking_worker;
 pub mod custom_event_loop;
+pub mod elections;
 pub mod failover;
 pub mod manual_clock;
 pub mod procfs;

@@ -1,0 +1,88 @@
+//! When each of many candidacies was elected, as the benchmarks measure it: a task per
+//! candidacy, woken by its election, stamps the wall clock.
+//!
+//! Polling thousands of snapshots every few milliseconds instead would take a core of a small
+//! machine away from the broker and the drivers it measures, and make their figures worse than
+//! what a user sees; a waiting task costs nothing until it is woken.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination::{Candidacy, Clock, Leadership, SystemClock};
+
+/// The elections being waited for (see [`watch`]).
+pub struct Elections {
+    at: Arc<Vec<AtomicI64>>,
+    settled: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<Option<Leadership>>>,
+}
+
+/// Waits on `runtime` for each candidacy's election, for at most `limit` each. A candidacy
+/// not elected by then is dropped, which cancels it.
+pub fn watch(
+    runtime: &tokio::runtime::Runtime,
+    candidacies: Vec<Candidacy>,
+    limit: Duration,
+) -> Elections {
+    let at: Arc<Vec<AtomicI64>> =
+        Arc::new((0..candidacies.len()).map(|_| AtomicI64::new(0)).collect());
+    let settled = Arc::new(AtomicUsize::new(0));
+    let tasks = candidacies
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let (at, settled) = (at.clone(), settled.clone());
+            runtime.spawn(async move {
+                let won = tokio::time::timeout(limit, c.elected()).await;
+                let leadership = match won {
+                    Ok(Ok(leadership)) => {
+                        at[i].store(SystemClock.now().0, Ordering::Relaxed);
+                        Some(leadership)
+                    }
+                    Ok(Err(e)) => {
+                        eprintln!("elections: candidacy {i} ended without leading: {e}");
+                        None
+                    }
+                    Err(_) => None,
+                };
+                settled.fetch_add(1, Ordering::Relaxed);
+                leadership
+            })
+        })
+        .collect();
+    Elections { at, settled, tasks }
+}
+
+impl Elections {
+    /// How many candidacies were elected, ended or ran out of time so far.
+    pub fn settled(&self) -> usize {
+        self.settled.load(Ordering::Relaxed)
+    }
+
+    /// How many candidacies are watched.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether no candidacy is watched.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// Waits until every candidacy settled; returns when each was elected (Unix milliseconds;
+    /// `None` if it was not) and the leaderships won, which the caller keeps alive.
+    pub fn finish(self, runtime: &tokio::runtime::Runtime) -> (Vec<Option<i64>>, Vec<Leadership>) {
+        let leaderships = self
+            .tasks
+            .into_iter()
+            .filter_map(|t| runtime.block_on(t).ok().flatten())
+            .collect();
+        let at = self
+            .at
+            .iter()
+            .map(|t| Some(t.load(Ordering::Relaxed)).filter(|&t| t != 0))
+            .collect();
+        (at, leaderships)
+    }
+}
