@@ -555,6 +555,13 @@ fn two_supervisors_fail_over_without_overlap_and_the_tool_reports_it() {
     assert_eq!(d["leader"]["live"], true, "{d}");
     assert_eq!(d["coordinator"]["lease_pair_is_current"], true, "{d}");
     assert_eq!(d["coordinator"]["token"], elected_a["token"], "{d}");
+    // Null unless the check caught a renewal in flight: then the instant it began.
+    let started = &d["coordinator"]["transaction_started_ms"];
+    assert!(started.is_null() || started.is_i64(), "{d}");
+    assert!(
+        d["coordinator"].get("transaction_started_ms").is_some(),
+        "{d}"
+    );
     let r = roster(&d);
     assert_eq!(r.get("a"), Some(&(None, true)), "{d}");
     assert_eq!(r.get("b"), Some(&(Some(0), false)), "{d}");

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::Role;
-use kafka_coordination::testkit::{Flavour, TestCluster, LEASE, STAGGER};
+use kafka_coordination::testkit::{Flavour, TestCluster, LEASE, RENEW, STAGGER, STEP};
 use kafka_coordination::{Error, UnixMillis};
 
 const ROLE: &str = "scheduler";
@@ -566,6 +566,62 @@ fn a_stalled_partition_does_not_depose_a_healthy_leader(flavour: Flavour) {
     assert!(w.now() >= deadline);
 }
 
+/// A holder killed in the middle of a renewal leaves that write open, and it stalls the
+/// partition: the standby reads nothing past it. The coordinator reports when the write began,
+/// so at its turn the standby of that role takes it for a dead holder's at once (the acquire
+/// aborts it and frees the partition), instead of watching it for half a renew interval more.
+fn a_holder_killed_in_the_middle_of_a_renewal_is_replaced_at_its_turn(flavour: Flavour) {
+    use kafka_coordination::core::partition::role_partition;
+    use kafka_coordination::core::record::{Key, Lease, MemberId};
+    use kafka_coordination::StateReader;
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let token = a.token().unwrap();
+    let role = Role::new(ROLE).unwrap();
+    let partition = role_partition(&role, 16).unwrap();
+    // a renews (its lease then runs until one lease after the renewal) and, half a renew
+    // interval later, dies with its next lease record written and never committed. That write
+    // would stay open until its timeout (a lease from when it began), past the deadline.
+    w.advance(RENEW + RENEW / 2);
+    a.link().cut();
+    let cut = Lease {
+        member: MemberId::new("a").unwrap(),
+        token,
+        granted_at: w.now(),
+        deadline: w.now().saturating_add(LEASE),
+    };
+    w.broker()
+        .open_transaction(
+            &role,
+            partition,
+            &Key::lease(role.clone()).encode(),
+            Some(&cut.encode()),
+        )
+        .expect("open the cut renewal");
+    let stalled = || {
+        w.observer()
+            .read_partition(partition, 0, Duration::ZERO)
+            .expect("read")
+            .stalled
+    };
+    assert!(stalled(), "the cut renewal stalls the partition");
+    // The deadline b can read: a's last committed lease, half a renew interval or more away.
+    let deadline = lease_deadline(&w);
+    assert!(deadline.since(w.now()) >= RENEW / 2, "{deadline:?}");
+    w.advance_to(UnixMillis(deadline.0 - 1));
+    assert!(!b.is_leader(), "b challenged before a's lease ran out");
+    assert!(w.advance_until(LEASE, || b.is_leader()), "b took over");
+    let late = w.now().since(deadline);
+    assert!(
+        late <= STEP,
+        "b was elected {late:?} after the deadline: it watched the cut write for half a renew \
+         interval more"
+    );
+    assert_ne!(b.token(), Some(token));
+    assert!(!stalled(), "b's acquire aborted the cut renewal");
+}
+
 /// Issue 11, "ghosts": a member that dies for good (its pod comes back under another name)
 /// costs the next failover one stagger, once: the new leader tombstones its registration, so
 /// the failover after that is at rank 0 again.
@@ -698,6 +754,10 @@ macro_rules! scenarios {
             #[test]
             fn a_stalled_partition_does_not_depose_a_healthy_leader() {
                 super::a_stalled_partition_does_not_depose_a_healthy_leader(F)
+            }
+            #[test]
+            fn a_holder_killed_in_the_middle_of_a_renewal_is_replaced_at_its_turn() {
+                super::a_holder_killed_in_the_middle_of_a_renewal_is_replaced_at_its_turn(F)
             }
             #[test]
             fn a_member_that_never_returns_costs_one_stagger_once() {

@@ -949,6 +949,65 @@ fn a_stalled_last_stable_offset_does_not_depose_a_healthy_leader() {
     assert!(a.resign_blocking().is_ok());
 }
 
+/// DescribeTransactions tells when an open transaction began, and the status carries it (one
+/// role at a time and batched): a standby whose reads stall uses it to tell a holder killed in
+/// the middle of a write from a renewal in flight. A committed transaction has no start.
+#[test]
+fn an_open_transaction_is_described_with_the_instant_it_began() {
+    use kafka_coordination::core::describe::TransactionState;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let Some(b) = bootstrap() else { return };
+    let state = KafkaConfig::new(b.clone(), 1).with_topic(unique("coordination-open"));
+    let observer = transport_with(state.clone());
+    let id = unique("open");
+    let role = Role::new(id.clone()).expect("role");
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("transactional.id", &id)
+        .set("transaction.timeout.ms", "20000")
+        .create()
+        .expect("raw producer");
+    producer.init_transactions(PROMPT).expect("init");
+    let before = SystemClock.now();
+    producer.begin_transaction().expect("begin");
+    producer
+        .send(
+            BaseRecord::to(state.topic())
+                .partition(0)
+                .key("x")
+                .payload("open"),
+        )
+        .map_err(|(e, _)| e)
+        .expect("send");
+    producer.flush(PROMPT).expect("flush");
+    let after = SystemClock.now();
+
+    let one = observer.describe_epoch(&role).expect("describe");
+    let batched = observer.describe_epochs(std::slice::from_ref(&role));
+    assert_eq!(batched.len(), 1);
+    assert_eq!(batched[0].as_ref().expect("batched describe"), &one);
+    assert_eq!(one.state, Some(TransactionState::Ongoing), "{one:?}");
+    let began = one
+        .transaction_started
+        .expect("an open transaction has a start");
+    // The broker runs on this machine: its clock is this one's.
+    assert!(
+        began.0 >= before.0 - 1_000 && began.0 <= after.0 + 1_000,
+        "began {began:?}, between {before:?} and {after:?} expected"
+    );
+
+    producer.commit_transaction(PROMPT).expect("commit");
+    // The commit returns once PrepareCommit is logged; the coordinator completes it soon after.
+    let mut done = observer.describe_epoch(&role).expect("describe");
+    wait_for("the commit to complete", PROMPT, || {
+        done = observer.describe_epoch(&role).expect("describe");
+        done.state == Some(TransactionState::CompleteCommit)
+    });
+    assert_eq!(done.transaction_started, None, "{done:?}");
+}
+
 // ---- 6. a wrong partition count ------------------------------------------------------------
 
 /// A role whose partition differs between `PARTITIONS` and `other` partitions.

@@ -150,6 +150,28 @@ fn takeover_of_an_open_transaction_skips_an_epoch_and_hides_its_record() {
 }
 
 #[test]
+fn an_open_transaction_is_described_with_the_instant_it_began() {
+    let (broker, clock) = setup();
+    let r = role("orders");
+    let a = broker.transport("a");
+    let ta = a.acquire_epoch(&r, TIMEOUT).unwrap();
+    assert_eq!(a.describe_epoch(&r).unwrap().transaction_started, None);
+    clock.advance(Duration::from_millis(250));
+    let began = clock.now();
+    a.begin_lease_write(1, b"lease", Some(b"a"), ta).unwrap();
+    clock.advance(Duration::from_millis(700));
+    // Later writes of the same transaction do not move its start.
+    a.begin_lease_write(1, b"lease", Some(b"a2"), ta).unwrap();
+    let open = a.describe_epoch(&r).unwrap();
+    assert_eq!(open.state, Some(TransactionState::Ongoing));
+    assert_eq!(open.transaction_started, Some(began));
+    a.commit_lease_write(ta).unwrap();
+    let done = a.describe_epoch(&r).unwrap();
+    assert_eq!(done.state, Some(TransactionState::CompleteCommit));
+    assert_eq!(done.transaction_started, None);
+}
+
+#[test]
 fn a_paused_writer_is_fenced_at_commit_after_a_takeover() {
     let (broker, _) = setup();
     let r = role("orders");

@@ -3,6 +3,7 @@
 use alloc::string::String;
 use core::fmt;
 
+use crate::time::UnixMillis;
 use crate::token::FencingToken;
 
 /// The state of a transactional id at its coordinator, as DescribeTransactions reports it.
@@ -73,6 +74,11 @@ pub struct LeadershipStatus {
     pub token: FencingToken,
     /// The transaction state, `None` when no member ever took the role.
     pub state: Option<TransactionState>,
+    /// When the open transaction began, by the coordinator's clock (DescribeTransactions
+    /// reports it); `None` when no transaction is open or the transport does not say. A
+    /// standby uses it to tell a holder that died in the middle of a write from a renewal in
+    /// flight (see [`Candidate`](crate::machine::Candidate), "Stalled reads").
+    pub transaction_started: Option<UnixMillis>,
 }
 
 impl LeadershipStatus {
@@ -80,6 +86,7 @@ impl LeadershipStatus {
     pub const NOT_FOUND: LeadershipStatus = LeadershipStatus {
         token: FencingToken::NO_EPOCH,
         state: None,
+        transaction_started: None,
     };
 
     /// The status from a DescribeTransactions answer.
@@ -87,7 +94,14 @@ impl LeadershipStatus {
         LeadershipStatus {
             token: FencingToken::new(producer_id, producer_epoch),
             state: Some(state),
+            transaction_started: None,
         }
+    }
+
+    /// The same status, with the start of its open transaction (by the coordinator's clock).
+    pub fn with_transaction_started(mut self, at: UnixMillis) -> Self {
+        self.transaction_started = Some(at);
+        self
     }
 
     /// Whether a writer holding `token` is authoritative: true only when `token` is exactly the

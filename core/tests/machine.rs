@@ -94,10 +94,7 @@ fn acquire() -> Command {
 }
 fn status(token: FencingToken, state: TransactionState) -> Event {
     Event::Described {
-        status: LeadershipStatus {
-            token,
-            state: Some(state),
-        },
+        status: LeadershipStatus::described(token.producer_id, token.producer_epoch, state),
     }
 }
 fn records(records: Vec<Record>, end_offset: i64) -> Event {
@@ -1106,6 +1103,77 @@ fn a_renewal_seen_in_flight_during_a_stall_restarts_the_hold() {
         };
         assert_eq!(step(&mut c, &mut now, state), [], "round {round}");
     }
+}
+
+/// The holder's open write, with the start the coordinator reports for it.
+fn open_since(started: i64) -> Event {
+    Event::Described {
+        status: LeadershipStatus::described(
+            K.producer_id,
+            K.producer_epoch,
+            TransactionState::Ongoing,
+        )
+        .with_transaction_started(UnixMillis(started)),
+    }
+}
+
+#[test]
+fn a_write_the_coordinator_says_began_half_an_interval_ago_is_aborted_at_the_turn() {
+    // A holder killed in the middle of a renewal: its transaction began before its lease ran
+    // out, and stalls the partition. The coordinator's start time says it is no renewal in
+    // flight, so the standby does not watch it for another half interval.
+    let mut c = standby_at_its_turn_reading(true);
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, open_since(T0 + 2000 - 500)).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(turn, stalled(3)).unwrap();
+    announces_then_acquires(&mut c, turn);
+}
+
+#[test]
+fn a_write_the_coordinator_says_began_just_now_is_waited_on_until_half_an_interval_after_it() {
+    let mut c = standby_at_its_turn_reading(true);
+    let began = T0 + 2000 - 100;
+    let mut now = UnixMillis(T0 + 2000);
+    loop {
+        c.handle(now, open_since(began)).unwrap();
+        assert_eq!(drain(&mut c), [read(3, None)]);
+        c.handle(now, stalled(3)).unwrap();
+        let cmds = drain(&mut c);
+        if now.0 < began + 500 {
+            assert_eq!(cmds, [], "open for less than half an interval at {now:?}");
+            now = c.poll_timeout().unwrap();
+            c.handle(now, Event::Tick).unwrap();
+            assert_eq!(drain(&mut c), [describe()]);
+        } else {
+            assert_eq!(cmds, [deregister("a")], "open half an interval: challenged");
+            break;
+        }
+    }
+    // Half an interval after the write began, not after the standby first saw it.
+    assert_eq!(now.0, began + 500);
+}
+
+#[test]
+fn a_new_write_the_coordinator_reports_is_not_taken_for_the_one_seen_before() {
+    // Seen open at the turn, then open again at each check, but a newer transaction each time:
+    // a healthy holder renewing while another role stalls the partition. Without start times
+    // the checks would take it for one write open for half an interval.
+    let mut c = standby_at_its_turn_reading(true);
+    let mut now = UnixMillis(T0 + 2000);
+    for round in 0..20 {
+        c.handle(now, open_since(now.0 - 10)).unwrap();
+        assert_eq!(drain(&mut c), [read(3, None)]);
+        c.handle(now, stalled(3)).unwrap();
+        assert_eq!(drain(&mut c), [], "round {round}: a renewal in flight");
+        now = c.poll_timeout().unwrap();
+        c.handle(now, Event::Tick).unwrap();
+        assert_eq!(drain(&mut c), [describe()]);
+    }
+    assert!(
+        now.0 >= T0 + 2000 + 1000,
+        "checked for a whole renew interval"
+    );
 }
 
 #[test]

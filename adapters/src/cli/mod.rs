@@ -237,6 +237,7 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
                 "producer_id": status.token.producer_id,
                 "producer_epoch": status.token.producer_epoch,
                 "state": status.state.as_ref().map(|s| s.as_str().to_owned()),
+                "transaction_started_ms": status.transaction_started.map(|t| t.0),
                 "lease_pair_is_current": current,
             },
             "roster": roster.iter().map(|(m, offset, rank, leader)| json!({
@@ -262,7 +263,10 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
     let state_text = status
         .state
         .as_ref()
-        .map(|s| s.as_str().to_owned())
+        .map(|s| match status.transaction_started {
+            Some(began) => format!("{}, began {}", s.as_str(), relative(began, now)),
+            None => s.as_str().to_owned(),
+        })
         .unwrap_or_else(|| "never taken".to_owned());
     let verdict = match lease_pair {
         Some(_) if current => "the lease's pair is the current one",

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination_core::describe::{LeadershipStatus, TransactionState};
 use kafka_coordination_core::record::Role;
+use kafka_coordination_core::time::UnixMillis;
+use kafka_protocol::messages::describe_transactions_response::TransactionState as TransactionStateResponse;
 use kafka_protocol::messages::{DescribeTransactionsRequest, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
@@ -63,11 +65,7 @@ impl DescribeClient {
                     ))));
                 };
                 match state.error_code {
-                    code::NONE => Ok(LeadershipStatus::described(
-                        state.producer_id.0,
-                        state.producer_epoch,
-                        TransactionState::parse(state.transaction_state.as_str()),
-                    )),
+                    code::NONE => Ok(status_of(&state)),
                     code::TRANSACTIONAL_ID_NOT_FOUND => Ok(LeadershipStatus::NOT_FOUND),
                     code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
                         Err(Attempt::Stop(unauthorized(role)))
@@ -131,11 +129,7 @@ impl DescribeClient {
                         continue;
                     };
                     out[i] = match state.error_code {
-                        code::NONE => Some(Ok(LeadershipStatus::described(
-                            state.producer_id.0,
-                            state.producer_epoch,
-                            TransactionState::parse(state.transaction_state.as_str()),
-                        ))),
+                        code::NONE => Some(Ok(status_of(&state))),
                         code::TRANSACTIONAL_ID_NOT_FOUND => Some(Ok(LeadershipStatus::NOT_FOUND)),
                         code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
                             Some(Err(unauthorized(&roles[i])))
@@ -163,6 +157,24 @@ fn unauthorized(role: &Role) -> TransportError {
          TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
     ))
     .with_kafka_code(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+}
+
+/// The status in one answer of DescribeTransactions: the pair, the state and, while a
+/// transaction is open, when the coordinator began it.
+fn status_of(state: &TransactionStateResponse) -> LeadershipStatus {
+    let parsed = TransactionState::parse(state.transaction_state.as_str());
+    let open = matches!(
+        parsed,
+        TransactionState::Ongoing
+            | TransactionState::PrepareCommit
+            | TransactionState::PrepareAbort
+    );
+    let status = LeadershipStatus::described(state.producer_id.0, state.producer_epoch, parsed);
+    if open && state.transaction_start_time_ms >= 0 {
+        status.with_transaction_started(UnixMillis(state.transaction_start_time_ms))
+    } else {
+        status
+    }
 }
 
 #[cfg(test)]

@@ -203,10 +203,17 @@ impl Inner {
     pub(super) fn describe(&self, role: &Role) -> LeadershipStatus {
         match self.txns.get(role) {
             None => LeadershipStatus::NOT_FOUND,
-            Some(e) => LeadershipStatus {
-                token: e.pair,
-                state: Some(e.state.clone()),
-            },
+            Some(e) => {
+                let status = LeadershipStatus::described(
+                    e.pair.producer_id,
+                    e.pair.producer_epoch,
+                    e.state.clone(),
+                );
+                match &e.open {
+                    Some(open) => status.with_transaction_started(open.started),
+                    None => status,
+                }
+            }
         }
     }
 

@@ -269,8 +269,11 @@ struct Term {
 ///   read still says it is the standby's turn:
 ///   * **nothing open**: challenge, unless the read is stalled (below);
 ///   * **the holder's own transaction open** (`Ongoing` under `K`) while reads stall: a renewal
-///     may be in flight while another role stalls the partition, so only a transaction seen
-///     open at every check for half a renew interval is taken for a dead holder's.
+///     may be in flight while another role stalls the partition, so only a transaction open
+///     for half a renew interval is taken for a dead holder's. How long it has been open comes
+///     from the start time the coordinator reports
+///     ([`LeadershipStatus::transaction_started`]), or, when the transport reports none, from
+///     the checks: seen open at every one of them.
 ///
 /// **Bound.** With every call answered within `X`, every clock within `S` of true time and
 /// `4 X < stagger - 2 S`, no check misses a challenge that is under way (a rank's acquire
@@ -291,7 +294,13 @@ struct Term {
 /// it hides may include this role's renewals: the standby does not take the lease it read for
 /// expired while its reads stall. It checks again every [`RECHECK`] until the read gets past
 /// the stall, which the stalled transaction's timeout bounds (Kafka aborts it after its
-/// `transaction.timeout.ms`, plus up to its abort cleanup interval). Every rank waiting on the
+/// `transaction.timeout.ms`, plus up to its abort cleanup interval), and which usually ends
+/// sooner: a standby of the role whose transaction it is aborts it once it is that role's turn
+/// and the transaction has been open for half a renew interval. A process killed in the middle
+/// of a renewal stalls that partition this way, and its roles' turns all fall within one renew
+/// interval after the kill. The role whose renewal was cut has the earliest deadline, and with
+/// a lease at least one and a half renew intervals long its transaction has been open half an
+/// interval by then, so its standby ends the stall at the start of that window. Every rank waiting on the
 /// same stall is released by its end at about the same moment; a released rank `r` waits `r`
 /// more staggers (and checks again) before it challenges, so the ranks do not collide.
 ///
@@ -1057,8 +1066,13 @@ impl Candidate {
                 // The holder's transaction is open and reads stall. Either the holder died in
                 // the middle of a write (the acquire will abort it) or another role stalls the
                 // partition while a healthy holder renews: a renewal commits within moments,
-                // so only a transaction seen open for half a renew interval is taken as dead.
-                let since = *self.holding_since.get_or_insert(now);
+                // so only a transaction open for half a renew interval is taken as dead. How
+                // long it has been open: since the coordinator says it began, when it says so
+                // (a holder killed mid-write is found at the turn, not half an interval
+                // later, and frees the partition its transaction stalls); else since this
+                // standby first saw it open.
+                let seen = *self.holding_since.get_or_insert(now);
+                let since = status.transaction_started.map_or(seen, |at| at.min(now));
                 if now >= since + self.hold() {
                     // The lower ranks, if holding too, started later: this one goes first.
                     self.acquire();
