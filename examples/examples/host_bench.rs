@@ -302,22 +302,10 @@ fn burst(a: &Args) {
     // holds it.
     let mut deadline: std::collections::HashMap<String, i64> = Default::default();
     for partition in 0..a.partitions {
-        use kafka_coordination::core::record::{KeyKind, KeyRef, LeaseRef};
         let records = broker
             .committed_records(partition)
             .unwrap_or_else(|e| fail(e.to_string()));
-        for r in records {
-            let Ok(key) = KeyRef::decode(&r.key) else {
-                continue;
-            };
-            if key.kind() != KeyKind::Lease {
-                continue;
-            }
-            let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
-            if let Some(l) = lease.filter(|l| l.member() == "a") {
-                deadline.insert(key.role().to_owned(), l.deadline().0);
-            }
-        }
+        elections::lease_deadlines(records, "a", &mut deadline);
     }
     // Each election is stamped by a task it wakes (see `elections`): polling the snapshots
     // of thousands of candidacies would take CPU from the hosts under measure.

@@ -286,23 +286,11 @@ fn burst(
     // read of each partition, done well before the first deadline.
     let mut deadline_of: std::collections::HashMap<String, i64> = Default::default();
     for partition in 0..args.partitions {
-        use kafka_coordination::core::record::{KeyKind, KeyRef, LeaseRef};
         use kafka_coordination::StateReader;
         let batch = client
             .read_partition(partition, 0, Duration::ZERO)
             .unwrap_or_else(|e| fail(e.to_string()));
-        for r in batch.records {
-            let Ok(key) = KeyRef::decode(&r.key) else {
-                continue;
-            };
-            if key.kind() != KeyKind::Lease || !key.role().starts_with(&prefix) {
-                continue;
-            }
-            let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
-            if let Some(l) = lease.filter(|l| l.member() == "a") {
-                deadline_of.insert(key.role().to_owned(), l.deadline().0);
-            }
-        }
+        elections::lease_deadlines(batch.records, "a", &mut deadline_of);
     }
     let deadlines: Vec<Option<i64>> = (0..half)
         .map(|i| deadline_of.get(&format!("{prefix}-{i}")).copied())

@@ -1,15 +1,41 @@
 //! When each of many candidacies was elected, as the benchmarks measure it: a task per
-//! candidacy, woken by its election, stamps the wall clock.
+//! candidacy, woken by its election, stamps the wall clock; and the deadlines they were
+//! elected after, read from the lease records.
 //!
 //! Polling thousands of snapshots every few milliseconds instead would take a core of a small
 //! machine away from the broker and the drivers it measures, and make their figures worse than
 //! what a user sees; a waiting task costs nothing until it is woken.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_coordination::{Candidacy, Clock, Leadership, SystemClock};
+use kafka_coordination::core::record::{KeyKind, KeyRef, LeaseRef};
+use kafka_coordination::{Candidacy, Clock, Leadership, Record, SystemClock};
+
+/// Adds to `deadlines` the deadline that each role's last lease record from `member` carries,
+/// among `records` (one partition's, in offset order): the instant a standby of the role
+/// takes over from once `member` is gone. Records that are not leases, or do not decode, are
+/// skipped.
+pub fn lease_deadlines(
+    records: impl IntoIterator<Item = Record>,
+    member: &str,
+    deadlines: &mut HashMap<String, i64>,
+) {
+    for r in records {
+        let Ok(key) = KeyRef::decode(&r.key) else {
+            continue;
+        };
+        if key.kind() != KeyKind::Lease {
+            continue;
+        }
+        let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
+        if let Some(l) = lease.filter(|l| l.member() == member) {
+            deadlines.insert(key.role().to_owned(), l.deadline().0);
+        }
+    }
+}
 
 /// The elections being waited for (see [`watch`]).
 pub struct Elections {

@@ -300,9 +300,10 @@ struct Term {
 /// of a renewal stalls that partition this way, and its roles' turns all fall within one renew
 /// interval after the kill. The role whose renewal was cut has the earliest deadline, and with
 /// a lease at least one and a half renew intervals long its transaction has been open half an
-/// interval by then, so its standby ends the stall at the start of that window. Every rank waiting on the
-/// same stall is released by its end at about the same moment; a released rank `r` waits `r`
-/// more staggers (and checks again) before it challenges, so the ranks do not collide.
+/// interval by then, so its standby ends the stall at the start of that window. Every rank
+/// waiting on the same stall is released by its end at about the same moment; a released rank
+/// `r` waits `r` more staggers (and checks again) before it challenges, so the ranks do not
+/// collide.
 ///
 /// # Ghosts
 ///
