@@ -116,6 +116,16 @@ impl<T: StateReader> StateReader for Link<T> {
     fn can_long_poll(&self) -> bool {
         self.inner.can_long_poll()
     }
+
+    /// Nothing while the link is cut: the caller then reads, and learns of the cut.
+    fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
+        self.check().ok()?;
+        self.inner.read_tailed(partition, from_offset)
+    }
+
+    fn on_tailed(&self, hook: std::sync::Weak<crate::transport::TailHook>) -> bool {
+        self.inner.on_tailed(hook)
+    }
 }
 
 impl<T: Registrar> Registrar for Link<T> {

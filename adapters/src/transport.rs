@@ -112,7 +112,35 @@ pub trait StateReader {
     fn can_long_poll(&self) -> bool {
         false
     }
+
+    /// What the transport already holds of `partition` at offsets `>= from_offset`, without
+    /// asking the broker: `Some` when it **tails** the partition (keeps a read of it going on its
+    /// own, such as the Kafka transport's long-polling Fetch, one per broker, shared by every
+    /// partition that broker leads) and its copy has caught up with the partition once; `None`
+    /// otherwise, and then the caller reads with
+    /// [`read_partition`](StateReader::read_partition).
+    ///
+    /// The answer may lag the broker by what the tail has not brought yet, so it suits a reader
+    /// that waits for news (a [`Host`](crate::host::Host)'s parked standbys), not one that must
+    /// see what was committed before it asked. Default: `None`.
+    fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
+        let _ = (partition, from_offset);
+        None
+    }
+
+    /// Asks the transport to call `hook` with a partition's number each time its tail of that
+    /// partition brings records or a new last stable offset, from the transport's own thread
+    /// (so the hook must only note the partition and wake its owner). The transport keeps the
+    /// hook while it can be upgraded. Returns whether the transport tails at all; the default
+    /// does not, and drops the hook.
+    fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
+        let _ = hook;
+        false
+    }
 }
+
+/// A hook of [`StateReader::on_tailed`]: called with a partition whose tail moved.
+pub type TailHook = dyn Fn(i32) + Send + Sync;
 
 /// Appends registration records with a plain (non-transactional) idempotent producer.
 pub trait Registrar {
@@ -203,6 +231,12 @@ impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
     }
     fn can_long_poll(&self) -> bool {
         (**self).can_long_poll()
+    }
+    fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
+        (**self).read_tailed(partition, from_offset)
+    }
+    fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
+        (**self).on_tailed(hook)
     }
 }
 

@@ -1214,11 +1214,24 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
         standing_by(c, 0);
     }
     // Two renewals of every role on a's host, with one token each.
+    let before = host_b.stats();
     let renewed = Instant::now() + RENEW * 3;
     wait_for("two renew intervals", RENEW * 4, || {
         Instant::now() >= renewed
     });
     assert!(a_leads.iter().all(|l| !l.is_done()), "a lost a role");
+    // b's standbys follow a's renewals through the transport's tail (its Fetch long polls),
+    // not with reads of their own: a renewal answers their long polls, and the next long poll
+    // is served from the tail too.
+    let after = host_b.stats();
+    let (reads, tailed) = (
+        after.reads - before.reads,
+        after.tailed_reads - before.tailed_reads,
+    );
+    assert!(
+        tailed > 0 && reads < tailed,
+        "b's standbys read {reads} times and {tailed} times from the tail in two renew intervals"
+    );
     link_a.cut();
     let cut_at = now_ms();
     let b_leads: Vec<Leadership> = b_waits

@@ -11,7 +11,9 @@
 //! `--drivers LIST` (comma-separated, in order: `tokio` = a tokio task per candidacy, `blocking`
 //! = a thread per candidacy, `host` = one blocking host, `host-tokio` = one tokio task;
 //! default `host,tokio`), `--burst` (then a failover burst between two hosts: each leads half
-//! of the roles and stands by for the other half; one dies with its link cut).
+//! of the roles and stands by for the other half; one dies with its link cut), `--mixed` (two
+//! hosts, each leading half of the roles and standing by for the other half, for `--seconds`:
+//! the memory of processes that both lead and stand by, printed every 10 s).
 //!
 //! Renewal lag is read from the broker's audit log of committed lease writes: for each role,
 //! the gap between two consecutive renewals less the renew interval.
@@ -34,6 +36,9 @@ struct Args {
     partitions: i32,
     drivers: Vec<String>,
     burst: bool,
+    /// `--mixed`: two hosts, each leading half of the roles and standing by for the other
+    /// half, for `--seconds`: the memory of a process that both leads and stands by.
+    mixed: bool,
     /// The raw arguments, for the child processes.
     raw: Vec<String>,
 }
@@ -53,12 +58,17 @@ fn parse_args() -> Args {
         partitions: 64,
         drivers: vec!["host".to_owned(), "tokio".to_owned()],
         burst: false,
+        mixed: false,
         raw: std::env::args().skip(1).collect(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--burst" {
             a.burst = true;
+            continue;
+        }
+        if flag == "--mixed" {
+            a.mixed = true;
             continue;
         }
         let value = it
@@ -350,8 +360,87 @@ fn burst(a: &Args) {
     drop((host_a, host_b));
 }
 
+/// Two hosts on one broker, each leading half of the roles and standing by for the other
+/// half, for `--seconds`: the process's memory over time (both hosts and the broker are in it),
+/// and that no role moved.
+fn mixed(a: &Args) {
+    let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
+    let host_a = kafka_coordination::blocking::host(
+        Arc::new(broker.transport("a")),
+        HostOptions::new().io_threads(0),
+    )
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let host_b = kafka_coordination::blocking::host(
+        Arc::new(broker.transport("b")),
+        HostOptions::new().io_threads(0),
+    )
+    .unwrap_or_else(|e| fail(e.to_string()));
+    let roles: Vec<String> = (0..a.roles).map(|i| format!("mixed-{i}")).collect();
+    let (first, second) = roles.split_at(roles.len() / 2);
+    let started = Instant::now();
+    let a_leads = elect(start_on_host(&host_a, a, first, "a"));
+    let b_leads = elect(start_on_host(&host_b, a, second, "b"));
+    let b_waits = start_on_host(&host_b, a, first, "b");
+    let a_waits = start_on_host(&host_a, a, second, "a");
+    while b_waits
+        .iter()
+        .chain(&a_waits)
+        .any(|c| c.snapshot().rank.is_none())
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, rss0, _) = own_resources();
+    println!(
+        "mixed: {} roles, each host leads {} and stands by for the other {}; ready in {:.1} s, \
+         {} MiB RSS",
+        a.roles,
+        first.len(),
+        second.len(),
+        started.elapsed().as_secs_f64(),
+        rss0 / 1024
+    );
+    let t0 = Instant::now();
+    let cpu0 = cpu_seconds("self");
+    let steady = Duration::from_secs(a.seconds);
+    while t0.elapsed() < steady {
+        std::thread::sleep(Duration::from_secs(10).min(steady - t0.elapsed()));
+        let (threads, rss, _) = own_resources();
+        println!(
+            "  +{:>4.0} s: {} MiB RSS ({:+} MiB), {threads} threads, CPU {:.0} % of one core",
+            t0.elapsed().as_secs_f64(),
+            rss / 1024,
+            (rss as i64 - rss0 as i64) / 1024,
+            (cpu_seconds("self") - cpu0) / t0.elapsed().as_secs_f64() * 100.0
+        );
+    }
+    let lost = a_leads
+        .iter()
+        .chain(&b_leads)
+        .filter(|l| l.is_done())
+        .count();
+    let (_, rss, _) = own_resources();
+    println!(
+        "mixed: after {} s: {} MiB RSS, {:+} MiB since ready; roles lost {lost}; standbys \
+         elected {}",
+        a.seconds,
+        rss / 1024,
+        (rss as i64 - rss0 as i64) / 1024,
+        b_waits
+            .iter()
+            .chain(&a_waits)
+            .filter(|c| c.snapshot().token.is_some())
+            .count()
+    );
+    std::mem::forget((a_leads, b_leads, a_waits, b_waits));
+    drop((host_a, host_b));
+}
+
 fn main() {
     let a = parse_args();
+    if a.mixed {
+        mixed(&a);
+        return;
+    }
     if a.drivers.len() + usize::from(a.burst) != 1 || a.raw.is_empty() {
         println!(
             "host_bench: {} roles, lease {:?}, renew {:?}, {} partitions, MemoryBroker on the \

@@ -17,12 +17,16 @@
 //! its calls on the runtime's blocking pool), `--connections N` (4: the client's native
 //! connections per broker, `KafkaConfig::with_connections_per_broker`), `--no-spread` (the
 //! host renews each role a renew interval after its claim, without a phase:
-//! `HostOptions::spread_renewals(false)`).
+//! `HostOptions::spread_renewals(false)`), `--no-tail` (every read of the host's standbys goes
+//! to the broker, the refreshes of their long polls included: `HostOptions::tail_reads(false)`).
 //!
 //! `--burst` runs a failover burst instead: a child process (this program) leads half of the
 //! roles, this process leads the other half and stands by for the first; the child is
 //! SIGKILLed and each of its roles must move by its lease deadline + 250 ms (with
 //! `--stagger-ms`, 5000 by default).
+//!
+//! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
+//! serves long polls from the transport's tail and N to one that does not, alternating.
 //!
 //! The runtime is tokio's, with two worker threads. Figures are read from `/proc`.
 
@@ -53,6 +57,10 @@ struct Args {
     burst_child: Option<String>,
     /// `--no-spread`: `HostOptions::spread_renewals(false)`.
     no_spread: bool,
+    /// `--no-tail`: `HostOptions::tail_reads(false)`.
+    no_tail: bool,
+    /// `--handover N`: N resigns to a standby host with the tail, N to one without.
+    handover: Option<usize>,
 }
 
 fn fail(message: String) -> ! {
@@ -77,11 +85,17 @@ fn parse_args() -> Args {
         burst: false,
         burst_child: None,
         no_spread: false,
+        no_tail: false,
+        handover: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--no-spread" {
             a.no_spread = true;
+            continue;
+        }
+        if flag == "--no-tail" {
+            a.no_tail = true;
             continue;
         }
         if flag == "--burst" {
@@ -111,6 +125,7 @@ fn parse_args() -> Args {
             "--connections" => a.connections = n() as usize,
             "--burst-child" => a.burst_child = Some(value.clone()),
             "--stagger-ms" => a.stagger = Duration::from_millis(n()),
+            "--handover" => a.handover = Some(n() as usize),
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -150,7 +165,8 @@ fn host_on(
         client.clone(),
         HostOptions::new()
             .io_threads(args.io_threads)
-            .spread_renewals(!args.no_spread),
+            .spread_renewals(!args.no_spread)
+            .tail_reads(!args.no_tail),
     )
     .unwrap_or_else(|e| fail(e.to_string()))
 }
@@ -278,9 +294,20 @@ fn burst(
          child (SIGKILL) after one more renew interval",
         own.len()
     );
+    let (sent0, stats0, t0) = (client.requests_sent(), host.stats(), Instant::now());
     std::thread::sleep(args.renew + Duration::from_millis(500));
+    let (sent1, stats1) = (client.requests_sent(), host.stats());
+    println!(
+        "burst: standing by for one renew interval: {:.0} requests/s to the broker from this \
+         process; its host read partitions {} times, {} times from the tail (tail reads {})",
+        (sent1 - sent0) as f64 / t0.elapsed().as_secs_f64(),
+        stats1.reads - stats0.reads,
+        stats1.tailed_reads - stats0.tailed_reads,
+        if args.no_tail { "off" } else { "on" },
+    );
     let _ = child.kill();
     let killed_at = now_ms();
+    let (sent_at_kill, stats_at_kill) = (client.requests_sent(), host.stats());
     let _ = child.wait();
     // Each role's deadline: the last lease the child committed, as the topic holds it; one
     // read of each partition, done well before the first deadline.
@@ -319,6 +346,14 @@ fn burst(
     }
     // The new leaderships live until the figures are printed.
     let (elected_at, _held) = elections.finish(runtime);
+    let (sent, stats) = (client.requests_sent(), host.stats());
+    println!(
+        "burst: from the kill to the last election: {} requests to the broker from this process; \
+         its host read partitions {} times, {} times from the tail",
+        sent - sent_at_kill,
+        stats.reads - stats_at_kill.reads,
+        stats.tailed_reads - stats_at_kill.tailed_reads,
+    );
     let mut late: Vec<i64> = elected_at
         .iter()
         .zip(&deadlines)
@@ -387,6 +422,110 @@ fn burst(
     std::process::exit(0);
 }
 
+/// Hand-overs after a resign to a standby host, with the transport's tail and without, in the
+/// same run: a second client in this process leads `2 n` roles on a host of its own; two
+/// standby hosts on the main client stand by (rank 0) for half of them each, one with
+/// `tail_reads` on, one with it off. The leader resigns the roles one at a time, alternating
+/// between the halves; each hand-over is timed from the start of the resign to the standby's
+/// election.
+fn handover(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    client: Arc<KafkaTransport>,
+    options: Options,
+    n: usize,
+) {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let config = KafkaConfig::new(args.bootstrap.clone(), args.partitions)
+        .with_connections_per_broker(args.connections);
+    let leader_client =
+        Arc::new(KafkaTransport::new(config).unwrap_or_else(|e| fail(e.to_string())));
+    let leader_host = host_on(args, runtime, &leader_client);
+    let _guard = runtime.enter();
+    let standby_host = |tail: bool| {
+        kafka_coordination::tokio_driver::host(
+            client.clone(),
+            HostOptions::new()
+                .io_threads(args.io_threads)
+                .tail_reads(tail),
+        )
+        .unwrap_or_else(|e| fail(e.to_string()))
+    };
+    let hosts = [standby_host(true), standby_host(false)];
+    let role = |i: usize| format!("handover-{stamp:x}-{i}");
+    let leaders: Vec<Leadership> = runtime.block_on(async {
+        let started: Vec<_> = (0..2 * n)
+            .map(|i| {
+                leader_host
+                    .start(&role(i), "a", options.clone())
+                    .unwrap_or_else(|e| fail(e.to_string()))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for c in started {
+            out.push(c.elected().await.unwrap_or_else(|e| fail(e.to_string())));
+        }
+        out
+    });
+    // Role i stands by on host i % 2: even roles with the tail, odd ones without.
+    let standbys: Vec<_> = (0..2 * n)
+        .map(|i| {
+            hosts[i % 2]
+                .start(&role(i), "b", options.clone())
+                .unwrap_or_else(|e| fail(e.to_string()))
+        })
+        .collect();
+    while standbys.iter().any(|c| c.snapshot().rank != Some(0)) {
+        if standbys.iter().any(|c| c.is_done()) {
+            fail("a standby ended".to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut kept = Vec::new();
+    runtime.block_on(async {
+        for (i, (leader, standby)) in leaders.into_iter().zip(standbys).enumerate() {
+            // Quiet partitions between two hand-overs: each one starts from parked standbys.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let t0 = Instant::now();
+            leader
+                .resign()
+                .await
+                .unwrap_or_else(|e| fail(e.to_string()));
+            let l = standby
+                .elected()
+                .await
+                .unwrap_or_else(|e| fail(e.to_string()));
+            times[i % 2].push(t0.elapsed().as_secs_f64() * 1000.0);
+            kept.push(l);
+        }
+    });
+    let stats: Vec<_> = hosts.iter().map(|h| h.stats()).collect();
+    for (name, (t, st)) in ["on", "off"].iter().zip(times.iter_mut().zip(&stats)) {
+        t.sort_by(f64::total_cmp);
+        let q = |p: f64| t[((t.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "handover, tail reads {name}: {} resigns, resign start to the standby's election: \
+             median {:.1} ms, p90 {:.1} ms, max {:.1} ms; the standby host read partitions {} \
+             times, {} times from the tail",
+            t.len(),
+            q(0.5),
+            q(0.9),
+            t.last().copied().unwrap_or(0.0),
+            st.reads,
+            st.tailed_reads
+        );
+    }
+    runtime.block_on(async {
+        for l in kept {
+            let _ = l.resign().await;
+        }
+    });
+}
+
 fn now_ms() -> i64 {
     kafka_coordination::Clock::now(&kafka_coordination::SystemClock).0
 }
@@ -411,6 +550,10 @@ fn main() {
         .challenge_stagger(args.stagger);
     if let Some(prefix) = &args.burst_child {
         burst_child(&args, &runtime, client, options, prefix);
+    }
+    if let Some(n) = args.handover {
+        handover(&args, &runtime, client, options, n);
+        return;
     }
     if args.burst {
         burst(&args, &runtime, client, options);

@@ -8,11 +8,20 @@
 //!   partition of `__coordination_state` are served by one transport read, and each candidacy
 //!   gets only the records of its own role (see `view.rs`). A standby's long poll becomes a
 //!   parked read that the partition's next read answers;
+//! - **the transport's tail for long polls**: when the transport keeps reading the partitions
+//!   by itself ([`on_tailed`](crate::StateReader::on_tailed): the Kafka transport runs one
+//!   long-polling Fetch per broker), the reads that only long polls wait on are served from its
+//!   copy on the loop ([`read_tailed`](crate::StateReader::read_tailed)): no request, no I/O
+//!   thread, and the tail wakes the loop as soon as a partition moves, so a parked standby
+//!   hears of a resign at once. Reads that must see what was committed before they were asked
+//!   still go to the broker ([`HostOptions::tail_reads`]);
 //! - **one bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the other transport
 //!   calls (registrations, epochs, leases, checks), which are blocking calls of the
 //!   [`Transport`] traits. With `io_threads(0)` they run on the loop itself,
 //!   which suits a transport whose calls never wait on a network, such as
-//!   [`MemoryBroker`](crate::memory::MemoryBroker)'s.
+//!   [`MemoryBroker`](crate::memory::MemoryBroker)'s. A call in flight holds a thread; a Kafka
+//!   broker answers the requests of one connection one at a time, so what one client has in
+//!   flight at once is bounded by its connections (`with_connections_per_broker`) in any case.
 //!
 //! What the host does so that a burst of failovers stays fair when the cluster is the limit:
 //! - **takeovers pass renewals.** A free I/O thread takes the queued call that is due first:
@@ -86,6 +95,7 @@ pub struct HostOptions {
     refresh: Duration,
     clock: Arc<dyn Clock>,
     spread_renewals: bool,
+    tail_reads: bool,
 }
 
 impl std::fmt::Debug for HostOptions {
@@ -95,6 +105,7 @@ impl std::fmt::Debug for HostOptions {
             .field("refresh", &self.refresh)
             .field("manual_clock", &self.clock.as_manual().is_some())
             .field("spread_renewals", &self.spread_renewals)
+            .field("tail_reads", &self.tail_reads)
             .finish()
     }
 }
@@ -106,6 +117,7 @@ impl Default for HostOptions {
             refresh: DEFAULT_REFRESH,
             clock: Arc::new(SystemClock),
             spread_renewals: true,
+            tail_reads: true,
         }
     }
 }
@@ -159,6 +171,22 @@ impl HostOptions {
         self.spread_renewals = on;
         self
     }
+
+    /// Whether standbys' long polls are served from the transport's tail of their partition
+    /// when it has one (default: on). A transport that tails ([`StateReader::on_tailed`], such
+    /// as the Kafka transport with its long-polling Fetch per broker) then costs the host no
+    /// request and no I/O thread for them: a read that only long polls wait on reads the
+    /// transport's copy on the loop, and the tail wakes the loop as soon as a partition moves,
+    /// so a standby hears of a resign without waiting for the next refresh. Reads that must see what was committed before
+    /// they began (a candidacy's first read, a standby's read at its turn) always go to
+    /// [`read_partition`](crate::StateReader::read_partition). Off: every read goes there, each
+    /// refresh included (for comparisons).
+    ///
+    /// [`StateReader::on_tailed`]: crate::StateReader::on_tailed
+    pub fn tail_reads(mut self, on: bool) -> Self {
+        self.tail_reads = on;
+        self
+    }
 }
 
 /// What a host's loop is doing, as of a recent turn ([`Host::stats`]).
@@ -183,6 +211,15 @@ pub struct HostStats {
     pub queued: usize,
     /// Turns of the loop so far.
     pub turns: u64,
+    /// Partition reads sent to the transport so far ([`read_partition`]), each on an I/O
+    /// thread (or inline with `io_threads(0)`).
+    ///
+    /// [`read_partition`]: crate::StateReader::read_partition
+    pub reads: u64,
+    /// Partition reads served so far from the transport's tail of the partition
+    /// ([`read_tailed`](crate::StateReader::read_tailed)) on the loop itself, with no request
+    /// and no I/O thread: reads that only long polls wait on, when the transport tails.
+    pub tailed_reads: u64,
 }
 
 /// The host's doorbell: rung by the I/O pool when a call finished, by [`Host::start`], and by
@@ -241,6 +278,10 @@ struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     idle_seen: Mutex<Option<u64>>,
     /// Published at the end of every turn.
     stats: Mutex<HostStats>,
+    /// Partitions whose tail moved since the loop last looked ([`StateReader::on_tailed`]).
+    ///
+    /// [`StateReader::on_tailed`]: crate::StateReader::on_tailed
+    tail_news: Mutex<Vec<i32>>,
 }
 
 fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
@@ -590,6 +631,10 @@ pub(crate) struct Core<T: Transport + Send + Sync + ?Sized + 'static> {
     in_flight: usize,
     turns: u64,
     published: Option<std::time::Instant>,
+    /// Kept while the loop runs when the transport tails partitions (it holds it weakly).
+    tail_hook: Option<Arc<crate::transport::TailHook>>,
+    reads: u64,
+    tailed_reads: u64,
 }
 
 impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Core<T> {
@@ -640,7 +685,29 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         closed: AtomicBool::new(false),
         idle_seen: Mutex::new(None),
         stats: Mutex::new(HostStats::default()),
+        tail_news: Mutex::new(Vec::new()),
     });
+    // The transport's tail wakes the loop when a partition moves: parked long polls of that
+    // partition are served at once, not at the next refresh. The hook holds the inbox weakly
+    // (the transport keeps the hook, the inbox keeps the transport).
+    let tail_hook = options.tail_reads.then(|| {
+        let weak = Arc::downgrade(&inbox);
+        let hook: Arc<crate::transport::TailHook> = Arc::new(move |partition| {
+            if let Some(inbox) = weak.upgrade() {
+                let mut news = lock(&inbox.tail_news);
+                if !news.contains(&partition) {
+                    news.push(partition);
+                }
+                drop(news);
+                // Counted on a manual clock: settling waits for the loop to act on it.
+                inbox.wake(true);
+            }
+        });
+        hook
+    });
+    let tails = tail_hook
+        .as_ref()
+        .is_some_and(|hook| inbox.transport.on_tailed(Arc::downgrade(hook)));
     if let Some(manual) = inbox.manual() {
         let participant: Arc<dyn crate::clock::Participant> = inbox.clone();
         manual.register(Arc::downgrade(&participant));
@@ -662,6 +729,9 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         in_flight: 0,
         turns: 0,
         published: None,
+        tail_hook: tails.then_some(tail_hook).flatten(),
+        reads: 0,
+        tailed_reads: 0,
     };
     Ok((host, core))
 }
@@ -684,6 +754,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         self.inbox.set_idle(None);
         self.take_new();
         self.take_done();
+        self.take_tail_news();
         let now = self.inbox.clock.now();
         self.look_at_cancels(now);
         self.fire_timers(now);
@@ -754,6 +825,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         self.published = Some(now);
         let mut st = HostStats {
             turns: self.turns,
+            reads: self.reads,
+            tailed_reads: self.tailed_reads,
             ..HostStats::default()
         };
         for s in self.slots.iter().flatten() {
@@ -1066,10 +1139,31 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         }
     }
 
+    /// Partitions the transport's tail moved: their parked long polls are refreshed now.
+    fn take_tail_news(&mut self) {
+        let news = std::mem::take(&mut *lock(&self.inbox.tail_news));
+        for partition in news {
+            self.views.refresh_now(partition);
+        }
+    }
+
     fn issue_reads(&mut self, now: UnixMillis) {
         for fetch in self.views.fetches(now, self.changes()) {
             let inbox = self.inbox.clone();
             self.in_flight += 1;
+            // Only long polls wait on it (no request needs a fresh read): from the
+            // transport's tail if it has one, here, with no request and no thread.
+            if fetch.may_lag && self.tail_hook.is_some() {
+                if let Some(batch) = inbox.transport.read_tailed(fetch.partition, fetch.from) {
+                    self.tailed_reads += 1;
+                    inbox.finished(vec![Done::Read {
+                        partition: fetch.partition,
+                        outcome: Ok(batch),
+                    }]);
+                    continue;
+                }
+            }
+            self.reads += 1;
             let job: Job = Box::new(move || {
                 let outcome =
                     inbox

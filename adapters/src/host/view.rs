@@ -11,8 +11,10 @@
 //! its role: the view is read again every `refresh` (on a manual clock: at every change of the
 //! clock) and the read is answered as soon as records of its role appear, at `wait_until`, or on
 //! a cancel. That is the long poll of the one-candidacy drivers, shared by a whole partition.
+//! A read that only long polls wait on ([`Fetch::may_lag`]) may be served from the transport's
+//! tail of the partition instead of a request (the host decides).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +25,9 @@ use kafka_coordination_core::time::UnixMillis;
 
 use crate::error::TransportError;
 use crate::transport::ReadBatch;
+
+/// The most records a role's buffer holds while none of its candidacies asks for a read.
+const IDLE_RECORDS: usize = 16;
 
 /// One candidacy's outstanding read.
 #[derive(Clone, Debug)]
@@ -75,6 +80,11 @@ struct View {
 pub(crate) struct Fetch {
     pub(crate) partition: i32,
     pub(crate) from: i64,
+    /// Only long polls wait on it (parked ones, or new ones still inside their wait): none
+    /// needs a read that covers what was committed before it was asked, so the transport's
+    /// tail may serve it, as a transport serves a long poll of its own. A long poll whose wait
+    /// ends before records come is read again as any other request.
+    pub(crate) may_lag: bool,
 }
 
 /// An answer for a candidacy: its slot, the generation of its request, and the outcome.
@@ -222,14 +232,30 @@ impl Views {
             if from == i64::MAX {
                 from = 0;
             }
+            let may_lag = view.queued.iter().all(|r| r.until.is_some_and(|u| now < u));
             view.reading = Some((from, std::mem::take(&mut view.queued)));
             if let Some(c) = changes {
                 view.read_at_change = c;
             }
             view.refresh_at = Some(now + self.refresh);
-            out.push(Fetch { partition, from });
+            out.push(Fetch {
+                partition,
+                from,
+                may_lag,
+            });
         }
         out
+    }
+
+    /// The transport's tail of `partition` moved: a view with parked requests is read again
+    /// at the next [`fetches`](Views::fetches) (at once, not at its refresh).
+    pub(crate) fn refresh_now(&mut self, partition: i32) {
+        if let Some(view) = self.parts.get_mut(&partition) {
+            if !view.parked.is_empty() {
+                view.refresh_at = None;
+                view.read_at_change = 0;
+            }
+        }
     }
 
     /// The earliest instant a parked request must be looked at again (its wait ends, or its
@@ -275,17 +301,34 @@ impl Views {
             }
         };
         let end = batch.end_offset;
+        // Roles with a request this read may answer, or that waits for one.
+        let mut wanted: HashSet<&str> = HashSet::new();
+        for r in reqs.iter().chain(&view.queued).chain(&view.parked) {
+            wanted.insert(&r.role);
+        }
         // The buffers this read continues (it started where they stopped, or before).
         let extends = |buf: &Buf| buf.through != i64::MAX && start <= buf.through;
         for record in batch.records {
             let Ok(key) = KeyRef::decode(&record.key) else {
                 continue;
             };
-            let Some(buf) = view.bufs.get_mut(key.role()) else {
+            let role = key.role();
+            let Some(buf) = view.bufs.get_mut(role) else {
                 continue;
             };
             if extends(buf) && record.offset >= buf.through {
+                let idle = !wanted.contains(role);
                 buf.records.push(record);
+                // A role whose candidacies ask for nothing for long (a leader renews, it does
+                // not read) would keep every record of the partition's reads for as long as
+                // the host runs: past a bound its buffer is emptied and marked unknown, and a
+                // later request reads again from where it asks. A standby between two reads
+                // keeps far fewer.
+                if idle && buf.records.len() > IDLE_RECORDS {
+                    buf.from = i64::MAX;
+                    buf.through = i64::MAX;
+                    buf.records = Vec::new();
+                }
             }
         }
         for buf in view.bufs.values_mut() {
@@ -356,4 +399,82 @@ fn serve(view: &mut View, r: Req, end: i64, stalled: bool) -> Answer {
             stalled,
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_coordination_core::record::{Key, Role};
+
+    fn lease_record(offset: i64, role: &str) -> Record {
+        let role = Role::new(role).expect("a role name");
+        Record::new(offset, Key::lease(role).encode(), vec![1; 40])
+    }
+
+    fn req(slot: usize, role: &Arc<str>, from: i64, until: Option<i64>) -> Req {
+        Req {
+            slot,
+            gen: 0,
+            role: role.clone(),
+            from,
+            until: until.map(UnixMillis),
+        }
+    }
+
+    /// A role whose candidacy asks for nothing (a leader renews, it does not read) keeps at
+    /// most [`IDLE_RECORDS`] records of the partition's reads: a host that leads some roles and
+    /// stands by for others on the same partitions would otherwise keep every renewal of its
+    /// own roles for as long as it runs. When it asks again, it is read again from where it
+    /// asks.
+    #[test]
+    fn a_role_that_asks_for_nothing_keeps_nothing() {
+        let mut views = Views::new(Duration::from_millis(50));
+        let (leader, standby): (Arc<str>, Arc<str>) = (Arc::from("leader"), Arc::from("standby"));
+        views.add_user(0, &leader);
+        views.add_user(0, &standby);
+        // Both read once (the leader before it won).
+        views.request(0, req(0, &leader, 0, None));
+        views.request(0, req(1, &standby, 0, Some(1_000_000)));
+        let mut offset = 0;
+        let mut now = UnixMillis(0);
+        for round in 0..200 {
+            let fetches = views.fetches(now, None);
+            assert_eq!(fetches.len(), 1, "round {round}");
+            let batch = ReadBatch {
+                records: vec![lease_record(offset, "leader")],
+                end_offset: offset + 1,
+                stalled: false,
+            };
+            offset += 1;
+            let answers = views.read_done(0, Ok(batch), now, &|_| false);
+            // The leader's first read is answered; it asks for nothing after that.
+            assert_eq!(answers.len(), usize::from(round == 0), "round {round}");
+            now = UnixMillis(now.0 + 100);
+        }
+        let view = &views.parts[&0];
+        assert!(
+            view.bufs[&leader].records.len() <= IDLE_RECORDS,
+            "{} records kept for a role that asks for nothing",
+            view.bufs[&leader].records.len()
+        );
+        // It asks again from its last answer: a read from there serves it every record since.
+        views.request(0, req(0, &leader, 1, None));
+        let fetches = views.fetches(now, None);
+        assert_eq!(fetches[0].from, 1);
+        let all: Vec<Record> = (1..offset).map(|o| lease_record(o, "leader")).collect();
+        let batch = ReadBatch {
+            records: all,
+            end_offset: offset,
+            stalled: false,
+        };
+        let answers = views.read_done(0, Ok(batch), now, &|_| false);
+        let served = answers
+            .into_iter()
+            .find(|(slot, _, _)| *slot == 0)
+            .expect("the leader is answered");
+        let Ok(Event::RecordsRead { records, .. }) = served.2 else {
+            panic!("{:?}", served.2);
+        };
+        assert_eq!(records.len() as i64, offset - 1);
+    }
 }

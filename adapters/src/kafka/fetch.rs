@@ -26,7 +26,7 @@
 //!   or past `from`, or after `max_wait`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,7 @@ use super::config::KafkaConfig;
 use super::context::lock;
 use super::net::Conn;
 use crate::error::TransportError;
-use crate::transport::{ReadBatch, Record};
+use crate::transport::{ReadBatch, Record, TailHook};
 
 /// The highest Fetch version used: v13 and later name topics by id.
 const MAX_FETCH_VERSION: i16 = 12;
@@ -92,6 +92,7 @@ impl SharedReader {
                 fetch,
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
+                hooks: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -131,6 +132,29 @@ impl SharedReader {
         }
         Ok(inner.batch(partition, from))
     }
+
+    /// The view of `partition` from `from_offset`, if a fetch thread tails the partition and
+    /// the view caught up once; no request is sent. Counts as a read (the partition stays
+    /// tailed).
+    pub(crate) fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
+        let inner = &self.inner;
+        {
+            let mut st = lock(&inner.state);
+            let part = st.parts.get_mut(&partition)?;
+            if part.leader.is_none() || !part.caught_up {
+                return None;
+            }
+            part.last_read = Instant::now();
+        }
+        Some(inner.batch(partition, from_offset.max(0)))
+    }
+
+    /// Keeps `hook` (while it lives) to call with every partition a fetch thread's answer moves.
+    pub(crate) fn on_tailed(&self, hook: Weak<TailHook>) {
+        let mut hooks = lock(&self.inner.hooks);
+        hooks.retain(|h| h.strong_count() > 0);
+        hooks.push(hook);
+    }
 }
 
 impl Drop for SharedReader {
@@ -153,6 +177,8 @@ struct Inner {
     state: Mutex<State>,
     /// Notified on every change of a view or of a partition's leader.
     changed: Condvar,
+    /// Called by the fetch threads with each partition whose view or limits an answer moved.
+    hooks: Mutex<Vec<Weak<TailHook>>>,
 }
 
 #[derive(Default)]
@@ -670,6 +696,17 @@ impl Inner {
         self.changed.notify_all();
     }
 
+    /// Calls every live hook with each of `partitions`.
+    fn tell(&self, partitions: &[i32]) {
+        let hooks: Vec<Arc<TailHook>> =
+            lock(&self.hooks).iter().filter_map(Weak::upgrade).collect();
+        for hook in hooks {
+            for &p in partitions {
+                hook(p);
+            }
+        }
+    }
+
     /// Applies a fetch thread's answer.
     fn absorb(&self, leader: &str, plan: &[(i32, i64)], resp: FetchResponse) {
         let mut outcomes = Vec::new();
@@ -683,6 +720,7 @@ impl Inner {
         let mut lost = Vec::new();
         let mut out_of_range = Vec::new();
         let mut moved = false;
+        let mut news = Vec::new();
         {
             let mut st = lock(&self.state);
             for (partition, at, outcome) in outcomes {
@@ -700,6 +738,9 @@ impl Inner {
                         high_watermark,
                     }) => {
                         moved |= decoded.next > at;
+                        if decoded.next > at || part.limits != (stable, high_watermark) {
+                            news.push(partition);
+                        }
                         part.view.append(decoded);
                         part.limits = (stable, high_watermark);
                         if part.view.end >= stable {
@@ -713,6 +754,9 @@ impl Inner {
         }
         if moved {
             self.changed.notify_all();
+        }
+        if !news.is_empty() {
+            self.tell(&news);
         }
         for (partition, at) in out_of_range {
             if self

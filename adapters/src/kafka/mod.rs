@@ -465,6 +465,19 @@ impl StateReader for KafkaTransport {
         self.check_topic()?;
         self.reader.read(partition, from_offset, max_wait)
     }
+
+    /// The shared reader's view, when one of its fetch threads tails the partition.
+    fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
+        if partition < 0 || partition >= self.config.partitions() {
+            return None;
+        }
+        self.reader.read_tailed(partition, from_offset)
+    }
+
+    fn on_tailed(&self, hook: std::sync::Weak<crate::transport::TailHook>) -> bool {
+        self.reader.on_tailed(hook);
+        true
+    }
 }
 
 impl Registrar for KafkaTransport {
