@@ -427,7 +427,7 @@ mod tests {
     /// own roles for as long as it runs. When it asks again, it is read again from where it
     /// asks.
     #[test]
-    fn a_role_that_asks_for_nothing_keeps_nothing() {
+    fn a_role_that_asks_for_nothing_keeps_a_bounded_buffer() {
         let mut views = Views::new(Duration::from_millis(50));
         let (leader, standby): (Arc<str>, Arc<str>) = (Arc::from("leader"), Arc::from("standby"));
         views.add_user(0, &leader);

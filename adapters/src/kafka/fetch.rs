@@ -24,6 +24,10 @@
 //!   its own registration). It also looks the leader up and hands the partition to that
 //!   leader's fetch thread. A read that may wait returns as soon as the view holds records at
 //!   or past `from`, or after `max_wait`.
+//! - **Tailed reads.** [`SharedReader::read_tailed`] answers from a live view (tailed and caught
+//!   up once) with no request and no wait, and the fetch threads call the hooks given to
+//!   [`SharedReader::on_tailed`] with each partition an answer moved (records, or a new last
+//!   stable offset or high watermark): a `Host` serves its standbys' long polls that way.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
