@@ -12,8 +12,7 @@
     )
 ))]
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination::core::record::Role;
@@ -21,9 +20,8 @@ use kafka_coordination::host::{Host, HostOptions};
 use kafka_coordination::memory::{BrokerOp, MemoryBroker};
 use kafka_coordination::testkit::Flavour;
 use kafka_coordination::{
-    Candidacy, Coordinator, Error, ErrorKind, FencingToken, GuardedRecord, Leadership,
-    LeadershipStatus, LeaseWriter, Link, ManualClock, Options, ReadBatch, Registrar, StateReader,
-    TailHook, Transport, TransportError, UnixMillis,
+    Candidacy, Error, ErrorKind, GuardedRecord, Leadership, Link, ManualClock, Options, Transport,
+    UnixMillis,
 };
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -310,16 +308,22 @@ fn a_resign_is_seen_by_the_standby_host_at_once(flavour: Flavour) {
         .map(|r| b.start(r, "b", w.options()).expect("b starts"))
         .collect();
     w.settle();
+    resign_all_and_elect(&w, a_leads, b_waits);
+}
+
+/// Resigns every leadership of `leads`, one at a time, and checks that `waits` are all elected
+/// without the clock moving at all.
+fn resign_all_and_elect(w: &World, leads: Vec<Leadership>, waits: Vec<Candidacy>) {
     let before = w.now();
-    for l in a_leads {
+    let n = waits.len();
+    for l in leads {
         let done = std::thread::spawn(move || l.resign_blocking());
         w.settle();
         done.join().expect("resign").expect("a clean resign");
     }
     w.settle();
     assert_eq!(w.now(), before, "the clock did not move");
-    let b_leads = elect_all(&w, b_waits);
-    assert_eq!(b_leads.len(), 20);
+    assert_eq!(elect_all(w, waits).len(), n);
 }
 
 #[test]
@@ -329,116 +333,11 @@ fn a_resign_is_seen_by_the_standby_host_at_once_on_every_flavour() {
     }
 }
 
-/// A transport that tails every partition the way the Kafka transport does, over the
-/// MemoryBroker: [`read_tailed`] answers from the broker at once (the memory broker is always
-/// current), counted apart from [`read_partition`]; the hook the host gives it is kept so the
-/// test can play the tail's wake-up.
-///
-/// [`read_tailed`]: kafka_coordination::StateReader::read_tailed
-/// [`read_partition`]: kafka_coordination::StateReader::read_partition
-struct Tailing {
-    inner: kafka_coordination::memory::MemoryTransport,
-    reads: AtomicU64,
-    tailed: AtomicU64,
-    hook: Mutex<Option<Weak<TailHook>>>,
-}
-
-impl Tailing {
-    fn new(inner: kafka_coordination::memory::MemoryTransport) -> Tailing {
-        Tailing {
-            inner,
-            reads: AtomicU64::new(0),
-            tailed: AtomicU64::new(0),
-            hook: Mutex::new(None),
-        }
-    }
-    fn counts(&self) -> (u64, u64) {
-        (
-            self.reads.load(Ordering::SeqCst),
-            self.tailed.load(Ordering::SeqCst),
-        )
-    }
-    /// Plays the tail bringing news of `partition`.
-    fn tell(&self, partition: i32) {
-        let hook = self.hook.lock().unwrap().as_ref().and_then(Weak::upgrade);
-        hook.expect("the host gave its hook")(partition);
-    }
-}
-
-impl Coordinator for Tailing {
-    fn acquire_epoch(
-        &self,
-        role: &Role,
-        timeout: Duration,
-    ) -> Result<FencingToken, TransportError> {
-        self.inner.acquire_epoch(role, timeout)
-    }
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        self.inner.describe_epoch(role)
-    }
-    fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
-        self.inner.claim_role(role)
-    }
-    fn release_role(&self, role: &Role) {
-        self.inner.release_role(role)
-    }
-}
-
-impl Registrar for Tailing {
-    fn append(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<i64, TransportError> {
-        self.inner.append(partition, key, value)
-    }
-}
-
-impl LeaseWriter for Tailing {
-    fn write_lease(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-        token: FencingToken,
-    ) -> Result<i64, TransportError> {
-        self.inner.write_lease(partition, key, value, token)
-    }
-}
-
-impl StateReader for Tailing {
-    fn partitions(&self) -> i32 {
-        self.inner.partitions()
-    }
-    fn read_partition(
-        &self,
-        partition: i32,
-        from_offset: i64,
-        max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_partition(partition, from_offset, max_wait)
-    }
-    fn can_long_poll(&self) -> bool {
-        self.inner.can_long_poll()
-    }
-    fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
-        self.tailed.fetch_add(1, Ordering::SeqCst);
-        self.inner
-            .read_partition(partition, from_offset, Duration::ZERO)
-            .ok()
-    }
-    fn on_tailed(&self, hook: Weak<TailHook>) -> bool {
-        *self.hook.lock().unwrap() = Some(hook);
-        true
-    }
-}
-
-/// On a transport that tails its partitions, the refreshes of a standby host's parked long
-/// polls read the tail on the loop (no `read_partition`, no I/O thread), a move of the tail
-/// wakes the loop for that partition without any move of the clock, and a resign reaches the
-/// standbys through the tail. With `tail_reads(false)` every refresh is a `read_partition`.
+/// On a transport that tails its partitions (the memory broker's `tailing`, as the Kafka
+/// transport does), the reads of a standby host that only long polls wait on are served from
+/// the tail on the loop: no broker read, no I/O thread. A candidacy's first read still goes to
+/// the broker, and a resign reaches the standbys through the tail. With `tail_reads(false)`
+/// every read is a broker read.
 #[test]
 fn parked_long_polls_are_served_from_the_transports_tail() {
     for tail in [true, false] {
@@ -456,12 +355,13 @@ fn parked_long_polls_are_served_from_the_transports_tail() {
                 .map(|r| a.start(r, "a", w.options()).expect("a starts"))
                 .collect(),
         );
-        let tailing = Arc::new(Tailing::new(w.broker.transport("b")));
         let b = start_host(
             flavours()[0],
-            tailing.clone(),
+            Arc::new(w.broker.transport("b").tailing(true)),
             w.host_options(2).tail_reads(tail),
         );
+        let broker_reads = || w.broker.call_counts().get(BrokerOp::Read);
+        let before = broker_reads();
         let b_waits: Vec<Candidacy> = names
             .iter()
             .map(|r| b.start(r, "b", w.options()).expect("b starts"))
@@ -470,48 +370,34 @@ fn parked_long_polls_are_served_from_the_transports_tail() {
         assert_eq!(b.stats().parked, 20, "{:?}", b.stats());
         // A candidacy's first read must cover what was committed before it (its own
         // registration): never from the tail.
-        assert!(tailing.counts().0 > 0, "the first reads came from the tail");
-        // a renews for a while: every move of the clock refreshes b's parked partitions.
-        let (reads, tailed) = tailing.counts();
-        let stats = b.stats();
+        assert!(
+            broker_reads() > before,
+            "the first reads came from the tail"
+        );
+        assert_eq!(broker_reads() - before, b.stats().reads);
+        // a renews for a while: every renewal answers a standby's long poll, whose next long
+        // poll waits again; every move of the clock refreshes b's parked partitions.
+        let (before, stats) = (broker_reads(), b.stats());
         w.advance(RENEW * 2);
-        let (reads, tailed) = (tailing.counts().0 - reads, tailing.counts().1 - tailed);
-        let (host_reads, host_tailed) = (
+        let reads = broker_reads() - before;
+        let (host_reads, tailed) = (
             b.stats().reads - stats.reads,
             b.stats().tailed_reads - stats.tailed_reads,
         );
-        assert_eq!((reads, tailed), (host_reads, host_tailed));
+        assert_eq!(reads, host_reads, "only b reads the broker here");
         if tail {
-            assert_eq!(reads, 0, "a refresh of parked polls went to read_partition");
-            assert!(tailed >= 20, "{tailed} refreshes from the tail");
-            // The tail moves: its partition is read again with no move of the clock.
-            let before = (w.now(), tailing.counts());
-            let partition =
-                kafka_coordination::core::partition::partition_of_bytes(names[0].as_bytes(), 4)
-                    .expect("4 partitions");
-            tailing.tell(partition);
-            w.settle();
-            assert_eq!(w.now(), before.0);
-            assert_eq!(tailing.counts().0, before.1 .0);
-            assert!(
-                tailing.counts().1 > before.1 .1,
-                "the tail's news read nothing"
+            assert_eq!(
+                reads, 0,
+                "a read that only long polls wait on went to the broker"
             );
+            assert!(tailed >= 20, "{tailed} reads from the tail");
         } else {
             assert_eq!(tailed, 0);
             assert!(reads >= 20, "{reads} reads");
         }
         // a resigns every role: b's standbys hear of it through the tail (or the reads) and
         // are elected with no move of the clock.
-        let before = w.now();
-        for l in a_leads {
-            let done = std::thread::spawn(move || l.resign_blocking());
-            w.settle();
-            done.join().expect("resign").expect("a clean resign");
-        }
-        w.settle();
-        assert_eq!(w.now(), before, "the clock did not move");
-        assert_eq!(elect_all(&w, b_waits).len(), 20);
+        resign_all_and_elect(&w, a_leads, b_waits);
     }
 }
 

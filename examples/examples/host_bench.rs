@@ -279,22 +279,26 @@ fn run_driver(driver: &str, a: &Args, run: usize) {
     drop(keep);
 }
 
+/// Two blocking hosts on a new broker on the system clock, as two processes' clients: `a`
+/// through a link the caller can cut.
+fn two_hosts(a: &Args) -> (Link<MemoryTransport>, Host, Host) {
+    let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
+    let link_a = Link::new(broker.transport("a"));
+    let host = |transport: Arc<dyn kafka_coordination::Transport + Send + Sync>| {
+        kafka_coordination::blocking::host(transport, HostOptions::new().io_threads(0))
+            .unwrap_or_else(|e| fail(e.to_string()))
+    };
+    let host_a = host(Arc::new(link_a.clone()));
+    let host_b = host(Arc::new(broker.transport("b")));
+    (link_a, host_a, host_b)
+}
+
 /// Two hosts (two processes' clients on one broker): each leads half of the roles and stands
 /// by for the other half. Host `a` dies (its link cut: it cannot resign); each of its roles
 /// must move to `b` by its lease deadline + rank x stagger + 250 ms (rank 0 here).
 fn burst(a: &Args) {
-    let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
-    let link_a = Link::new(broker.transport("a"));
-    let host_a = kafka_coordination::blocking::host(
-        Arc::new(link_a.clone()),
-        HostOptions::new().io_threads(0),
-    )
-    .unwrap_or_else(|e| fail(e.to_string()));
-    let host_b = kafka_coordination::blocking::host(
-        Arc::new(broker.transport("b")),
-        HostOptions::new().io_threads(0),
-    )
-    .unwrap_or_else(|e| fail(e.to_string()));
+    let (link_a, host_a, host_b) = two_hosts(a);
+    let broker = link_a.inner().broker();
     let roles: Vec<String> = (0..a.roles).map(|i| format!("burst-{i}")).collect();
     let (first, second) = roles.split_at(roles.len() / 2);
     let a_leads = elect(start_on_host(&host_a, a, first, "a"));
@@ -364,17 +368,7 @@ fn burst(a: &Args) {
 /// half, for `--seconds`: the process's memory over time (both hosts and the broker are in it),
 /// and that no role moved.
 fn mixed(a: &Args) {
-    let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
-    let host_a = kafka_coordination::blocking::host(
-        Arc::new(broker.transport("a")),
-        HostOptions::new().io_threads(0),
-    )
-    .unwrap_or_else(|e| fail(e.to_string()));
-    let host_b = kafka_coordination::blocking::host(
-        Arc::new(broker.transport("b")),
-        HostOptions::new().io_threads(0),
-    )
-    .unwrap_or_else(|e| fail(e.to_string()));
+    let (_, host_a, host_b) = two_hosts(a);
     let roles: Vec<String> = (0..a.roles).map(|i| format!("mixed-{i}")).collect();
     let (first, second) = roles.split_at(roles.len() / 2);
     let started = Instant::now();

@@ -421,6 +421,40 @@ mod tests {
         }
     }
 
+    /// A parked long poll's partition is read again at its refresh; news of the transport's
+    /// tail (`refresh_now`) has it read at once. Only long polls wait on that read, so it may
+    /// come from the tail; a request that needs a fresh read makes the read fresh.
+    #[test]
+    fn news_of_the_tail_reads_a_parked_partition_before_its_refresh() {
+        let mut views = Views::new(Duration::from_millis(50));
+        let role: Arc<str> = Arc::from("standby");
+        views.add_user(3, &role);
+        views.request(3, req(0, &role, 0, Some(10_000)));
+        let t = UnixMillis(1_000);
+        let first = views.fetches(t, None);
+        assert!(first[0].may_lag, "a long poll inside its wait may lag");
+        let empty = ReadBatch {
+            records: Vec::new(),
+            end_offset: 0,
+            stalled: false,
+        };
+        assert!(views
+            .read_done(3, Ok(empty.clone()), t, &|_| false)
+            .is_empty());
+        assert_eq!(views.counts().2, 1, "parked");
+        // Before the refresh: nothing to read, unless the tail moved.
+        let soon = UnixMillis(1_010);
+        assert!(views.fetches(soon, None).is_empty());
+        views.refresh_now(3);
+        let news = views.fetches(soon, None);
+        assert_eq!(news.len(), 1);
+        assert!(news[0].may_lag);
+        assert!(views.read_done(3, Ok(empty), soon, &|_| false).is_empty());
+        // A request without a wait (a standby's read at its turn) is never served by a tail.
+        views.request(3, req(1, &role, 0, None));
+        assert!(!views.fetches(soon, None)[0].may_lag);
+    }
+
     /// A role whose candidacy asks for nothing (a leader renews, it does not read) keeps at
     /// most [`IDLE_RECORDS`] records of the partition's reads: a host that leads some roles and
     /// stands by for others on the same partitions would otherwise keep every renewal of its

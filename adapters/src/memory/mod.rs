@@ -232,6 +232,9 @@ struct Shared {
     clock: Arc<dyn Clock>,
     partitions: i32,
     hook: Mutex<Option<CallHook>>,
+    /// The hooks of tailing transports ([`MemoryTransport::tailing`]), called with every
+    /// partition that changed.
+    tail_hooks: Mutex<Vec<std::sync::Weak<crate::transport::TailHook>>>,
 }
 
 /// The broker's lock, held. Lazily expired transactions are aborted when it is taken; readers
@@ -260,9 +263,26 @@ impl Drop for Locked<'_> {
         if dirty.is_empty() {
             return;
         }
-        for index in dirty {
+        for &index in &dirty {
             if let Some(event) = self.shared.events.get(index) {
                 event.notify(usize::MAX);
+            }
+        }
+        // The tails of tailing transports moved too. A hook only notes the partition and
+        // wakes its owner (it never calls back into the broker).
+        let hooks: Vec<_> = self
+            .shared
+            .tail_hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for hook in hooks {
+            for &index in &dirty {
+                if let Ok(partition) = i32::try_from(index) {
+                    hook(partition);
+                }
             }
         }
         // Drivers on a manual clock wait on the clock, not on the partition: count the change
@@ -374,6 +394,7 @@ impl MemoryBroker {
                 clock,
                 partitions: partitions.max(0),
                 hook: Mutex::new(None),
+                tail_hooks: Mutex::new(Vec::new()),
             }),
         }
     }

@@ -75,6 +75,8 @@ pub struct MemoryTransport {
     name: Arc<str>,
     sessions: Arc<Mutex<Sessions>>,
     claims: Arc<Mutex<std::collections::BTreeSet<Role>>>,
+    /// Whether it tails the partitions ([`MemoryTransport::tailing`]).
+    tail: bool,
 }
 
 impl fmt::Debug for MemoryTransport {
@@ -93,7 +95,20 @@ impl MemoryTransport {
             name: name.into(),
             sessions: Arc::default(),
             claims: Arc::default(),
+            tail: false,
         }
+    }
+
+    /// A transport that **tails** the partitions as the Kafka transport does
+    /// ([`StateReader::read_tailed`] and [`StateReader::on_tailed`]), so that a
+    /// [`Host`](crate::host::Host) on the memory broker serves its standbys' long polls the way
+    /// it does on Kafka: from the tail, woken by every change of a partition. The tail is not a
+    /// broker call: it is not counted in [`MemoryBroker::call_counts`] and no scheduled fault
+    /// touches it; an unavailable partition has no tail (the host then reads, and meets the
+    /// fault). Off by default: every read of the broker answers at once anyway.
+    pub fn tailing(mut self, on: bool) -> MemoryTransport {
+        self.tail = on;
+        self
     }
 
     /// The member's name, as given to [`MemoryBroker::transport`].
@@ -252,6 +267,29 @@ impl StateReader for MemoryTransport {
     }
     /// The broker wakes waiting readers on every append, commit and manual-clock move.
     fn can_long_poll(&self) -> bool {
+        true
+    }
+
+    fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
+        if !self.tail {
+            return None;
+        }
+        let locked = self.shared.lock();
+        let index = locked.available(partition).ok()?;
+        locked.read(index, partition, from_offset.max(0)).ok()
+    }
+
+    fn on_tailed(&self, hook: std::sync::Weak<crate::transport::TailHook>) -> bool {
+        if !self.tail {
+            return false;
+        }
+        let mut hooks = self
+            .shared
+            .tail_hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        hooks.retain(|h| h.strong_count() > 0);
+        hooks.push(hook);
         true
     }
 
