@@ -142,6 +142,41 @@ pub trait StateReader {
 /// A hook of [`StateReader::on_tailed`]: called with a partition whose tail moved.
 pub type TailHook = dyn Fn(i32) + Send + Sync;
 
+/// The hooks a tailing transport was given ([`StateReader::on_tailed`]), kept while they live.
+#[cfg(any(feature = "memory", feature = "kafka"))]
+#[derive(Default)]
+pub(crate) struct TailHooks(std::sync::Mutex<Vec<std::sync::Weak<TailHook>>>);
+
+#[cfg(any(feature = "memory", feature = "kafka"))]
+impl TailHooks {
+    fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<TailHook>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `hook` (dropping the hooks that died).
+    pub(crate) fn add(&self, hook: std::sync::Weak<TailHook>) {
+        let mut hooks = self.hooks();
+        hooks.retain(|h| h.strong_count() > 0);
+        hooks.push(hook);
+    }
+
+    /// Calls every live hook with each of `partitions`, outside the lock.
+    pub(crate) fn tell(&self, partitions: &[i32]) {
+        let live: Vec<_> = self
+            .hooks()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for hook in live {
+            for &p in partitions {
+                hook(p);
+            }
+        }
+    }
+}
+
 /// Appends registration records with a plain (non-transactional) idempotent producer.
 pub trait Registrar {
     /// Appends one record to `partition` (no partitioner) with `acks=all` and returns its

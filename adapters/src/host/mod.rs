@@ -177,10 +177,10 @@ impl HostOptions {
     /// as the Kafka transport with its long-polling Fetch per broker) then costs the host no
     /// request and no I/O thread for them: a read that only long polls wait on reads the
     /// transport's copy on the loop, and the tail wakes the loop as soon as a partition moves,
-    /// so a standby hears of a resign without waiting for the next refresh. Reads that must see what was committed before
-    /// they began (a candidacy's first read, a standby's read at its turn) always go to
-    /// [`read_partition`](crate::StateReader::read_partition). Off: every read goes there, each
-    /// refresh included (for comparisons).
+    /// so a standby hears of a resign without waiting for the next refresh. Reads that must see
+    /// what was committed before they began (a candidacy's first read, a standby's read at its
+    /// turn) always go to [`read_partition`](crate::StateReader::read_partition). Off: every
+    /// read goes there, each refresh included (for comparisons).
     ///
     /// [`StateReader::on_tailed`]: crate::StateReader::on_tailed
     pub fn tail_reads(mut self, on: bool) -> Self {

@@ -14,7 +14,7 @@
 //! A read that only long polls wait on ([`Fetch::may_lag`]) may be served from the transport's
 //! tail of the partition instead of a request (the host decides).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -301,11 +301,6 @@ impl Views {
             }
         };
         let end = batch.end_offset;
-        // Roles with a request this read may answer, or that waits for one.
-        let mut wanted: HashSet<&str> = HashSet::new();
-        for r in reqs.iter().chain(&view.queued).chain(&view.parked) {
-            wanted.insert(&r.role);
-        }
         // The buffers this read continues (it started where they stopped, or before).
         let extends = |buf: &Buf| buf.through != i64::MAX && start <= buf.through;
         for record in batch.records {
@@ -317,18 +312,24 @@ impl Views {
                 continue;
             };
             if extends(buf) && record.offset >= buf.through {
-                let idle = !wanted.contains(role);
-                buf.records.push(record);
                 // A role whose candidacies ask for nothing for long (a leader renews, it does
                 // not read) would keep every record of the partition's reads for as long as
-                // the host runs: past a bound its buffer is emptied and marked unknown, and a
-                // later request reads again from where it asks. A standby between two reads
-                // keeps far fewer.
-                if idle && buf.records.len() > IDLE_RECORDS {
+                // the host runs: at the bound its buffer is emptied and marked unknown (it
+                // takes no more records), and a later request reads again from where it asks.
+                // A standby between two reads keeps far fewer.
+                if buf.records.len() >= IDLE_RECORDS
+                    && !reqs
+                        .iter()
+                        .chain(&view.queued)
+                        .chain(&view.parked)
+                        .any(|r| *r.role == *role)
+                {
                     buf.from = i64::MAX;
                     buf.through = i64::MAX;
                     buf.records = Vec::new();
+                    continue;
                 }
+                buf.records.push(record);
             }
         }
         for buf in view.bufs.values_mut() {

@@ -48,7 +48,7 @@ use super::config::KafkaConfig;
 use super::context::lock;
 use super::net::Conn;
 use crate::error::TransportError;
-use crate::transport::{ReadBatch, Record, TailHook};
+use crate::transport::{ReadBatch, Record, TailHook, TailHooks};
 
 /// The highest Fetch version used: v13 and later name topics by id.
 const MAX_FETCH_VERSION: i16 = 12;
@@ -96,7 +96,7 @@ impl SharedReader {
                 fetch,
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
-                hooks: Mutex::new(Vec::new()),
+                hooks: TailHooks::default(),
             }),
         })
     }
@@ -155,9 +155,7 @@ impl SharedReader {
 
     /// Keeps `hook` (while it lives) to call with every partition a fetch thread's answer moves.
     pub(crate) fn on_tailed(&self, hook: Weak<TailHook>) {
-        let mut hooks = lock(&self.inner.hooks);
-        hooks.retain(|h| h.strong_count() > 0);
-        hooks.push(hook);
+        self.inner.hooks.add(hook);
     }
 }
 
@@ -182,7 +180,7 @@ struct Inner {
     /// Notified on every change of a view or of a partition's leader.
     changed: Condvar,
     /// Called by the fetch threads with each partition whose view or limits an answer moved.
-    hooks: Mutex<Vec<Weak<TailHook>>>,
+    hooks: TailHooks,
 }
 
 #[derive(Default)]
@@ -700,17 +698,6 @@ impl Inner {
         self.changed.notify_all();
     }
 
-    /// Calls every live hook with each of `partitions`.
-    fn tell(&self, partitions: &[i32]) {
-        let hooks: Vec<Arc<TailHook>> =
-            lock(&self.hooks).iter().filter_map(Weak::upgrade).collect();
-        for hook in hooks {
-            for &p in partitions {
-                hook(p);
-            }
-        }
-    }
-
     /// Applies a fetch thread's answer.
     fn absorb(&self, leader: &str, plan: &[(i32, i64)], resp: FetchResponse) {
         let mut outcomes = Vec::new();
@@ -760,7 +747,7 @@ impl Inner {
             self.changed.notify_all();
         }
         if !news.is_empty() {
-            self.tell(&news);
+            self.hooks.tell(&news);
         }
         for (partition, at) in out_of_range {
             if self

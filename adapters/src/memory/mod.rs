@@ -234,7 +234,7 @@ struct Shared {
     hook: Mutex<Option<CallHook>>,
     /// The hooks of tailing transports ([`MemoryTransport::tailing`]), called with every
     /// partition that changed.
-    tail_hooks: Mutex<Vec<std::sync::Weak<crate::transport::TailHook>>>,
+    tail_hooks: crate::transport::TailHooks,
 }
 
 /// The broker's lock, held. Lazily expired transactions are aborted when it is taken; readers
@@ -270,21 +270,11 @@ impl Drop for Locked<'_> {
         }
         // The tails of tailing transports moved too. A hook only notes the partition and
         // wakes its owner (it never calls back into the broker).
-        let hooks: Vec<_> = self
-            .shared
-            .tail_hooks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let partitions: Vec<i32> = dirty
             .iter()
-            .filter_map(std::sync::Weak::upgrade)
+            .filter_map(|&index| i32::try_from(index).ok())
             .collect();
-        for hook in hooks {
-            for &index in &dirty {
-                if let Ok(partition) = i32::try_from(index) {
-                    hook(partition);
-                }
-            }
-        }
+        self.shared.tail_hooks.tell(&partitions);
         // Drivers on a manual clock wait on the clock, not on the partition: count the change
         // there too (after the new state is visible), so `ManualClock::settle` is exact.
         if let Some(manual) = self.shared.clock.as_manual() {
@@ -394,7 +384,7 @@ impl MemoryBroker {
                 clock,
                 partitions: partitions.max(0),
                 hook: Mutex::new(None),
-                tail_hooks: Mutex::new(Vec::new()),
+                tail_hooks: crate::transport::TailHooks::default(),
             }),
         }
     }

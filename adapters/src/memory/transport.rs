@@ -283,13 +283,7 @@ impl StateReader for MemoryTransport {
         if !self.tail {
             return false;
         }
-        let mut hooks = self
-            .shared
-            .tail_hooks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        hooks.retain(|h| h.strong_count() > 0);
-        hooks.push(hook);
+        self.shared.tail_hooks.add(hook);
         true
     }
 
