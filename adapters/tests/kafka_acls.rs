@@ -592,3 +592,31 @@ fn after_a_failed_produce_the_next_guarded_write_needs_read_on_the_topic() {
     w.grant(&user, &[Acl::topic(&topic, Op::Read)]);
     write(Some(b"k")).expect("the write once READ is granted");
 }
+
+#[test]
+fn a_role_the_principal_may_not_describe_does_not_fail_the_lookups_it_shares() {
+    let Some(w) = world() else { return };
+    // One FindCoordinator names the coordinators of several roles (each role with a
+    // candidacy on the client, and every role of a batched check); the broker answers each
+    // key on its own, so a key this principal may not describe fails only its own role.
+    let allowed = unique("acl-lookup-ok");
+    let denied = unique("acl-lookup-denied");
+    let user = w.user("acl-l");
+    w.grant(&user, &[Acl::transactional_id(&allowed, Op::Describe)]);
+    let t = KafkaTransport::new(w.config(&user)).expect("transport");
+    let (allowed, denied) = (
+        Role::new(allowed).expect("role"),
+        Role::new(denied).expect("role"),
+    );
+    t.claim_role(&denied).expect("a candidacy");
+    t.claim_role(&allowed).expect("a candidacy");
+    let alone = t.describe_epochs(std::slice::from_ref(&allowed));
+    assert!(alone[0].is_ok(), "{:?}", alone[0]);
+    let both = t.describe_epochs(&[allowed.clone(), denied.clone()]);
+    assert!(both[0].is_ok(), "{:?}", both[0]);
+    let e = both[1].as_ref().expect_err("no ACL for the second role");
+    assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
+    assert_names(e, &Acl::transactional_id(denied.as_str(), Op::Describe));
+    t.release_role(&allowed);
+    t.release_role(&denied);
+}

@@ -744,3 +744,60 @@ fn a_long_poll_of_duration_max_returns_when_a_record_arrives() {
         "{batch:?}"
     );
 }
+
+fn sent(t: &KafkaTransport, api: &str) -> u64 {
+    t.requests_by_api()
+        .into_iter()
+        .find(|(name, _)| name == api)
+        .map_or(0, |(_, n)| n)
+}
+
+#[test]
+fn coordinators_are_looked_up_together() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    // Claimed roles (candidacies of this process): the first lookup names up to 255 others.
+    let claimed: Vec<Role> = (0..300).map(|_| role("lookup")).collect();
+    for r in &claimed {
+        t.claim_role(r).expect("a candidacy");
+    }
+    assert_eq!(sent(&t, "FindCoordinator"), 0, "nothing looked up yet");
+    for r in &claimed {
+        t.acquire_epoch(r, LEASE).expect("acquire");
+    }
+    assert_eq!(sent(&t, "InitProducerId"), 300);
+    let lookups = sent(&t, "FindCoordinator");
+    assert!(
+        (2..=4).contains(&lookups),
+        "300 claimed roles took {lookups} FindCoordinator requests (2 expected, more only on \
+         retries): {:?}",
+        t.requests_by_api()
+    );
+    // Roles this process has no candidacy for, described together (a third party's check of
+    // many roles): their coordinators in one lookup per 256, then one DescribeTransactions
+    // per coordinator and 256 roles.
+    let others: Vec<Role> = (0..300).map(|_| role("lookup-other")).collect();
+    let answers = t.describe_epochs(&others);
+    assert_eq!(answers.len(), others.len());
+    for (r, a) in others.iter().zip(&answers) {
+        let status = a.as_ref().unwrap_or_else(|e| panic!("{r}: {e}"));
+        assert_eq!(*status, LeadershipStatus::NOT_FOUND, "{r}");
+    }
+    let more = sent(&t, "FindCoordinator") - lookups;
+    let describes = sent(&t, "DescribeTransactions");
+    assert!(
+        (2..=4).contains(&more) && (2..=4).contains(&describes),
+        "300 roles took {more} FindCoordinator and {describes} DescribeTransactions requests \
+         (2 each expected, more only on retries): {:?}",
+        t.requests_by_api()
+    );
+    let answers = t.describe_epochs(&claimed);
+    for (r, a) in claimed.iter().zip(&answers) {
+        let status = a.as_ref().unwrap_or_else(|e| panic!("{r}: {e}"));
+        assert_ne!(status.token, FencingToken::NO_EPOCH, "{r}: {status:?}");
+    }
+    assert_eq!(sent(&t, "FindCoordinator"), lookups + more, "all known");
+    for r in &claimed {
+        t.release_role(r);
+    }
+}

@@ -61,6 +61,10 @@ struct Args {
     no_tail: bool,
     /// `--handover N`: N resigns to a standby host with the tail, N to one without.
     handover: Option<usize>,
+    /// `--prefix NAME`: the burst's roles are `NAME-i` (default: a new name each run). A user's
+    /// process keeps its role names; a broker that sees new ones at every run keeps them all
+    /// (its heap fills with transactional ids), which changes what later runs measure.
+    prefix: Option<String>,
 }
 
 fn fail(message: String) -> ! {
@@ -87,6 +91,7 @@ fn parse_args() -> Args {
         no_spread: false,
         no_tail: false,
         handover: None,
+        prefix: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -126,6 +131,7 @@ fn parse_args() -> Args {
             "--burst-child" => a.burst_child = Some(value.clone()),
             "--stagger-ms" => a.stagger = Duration::from_millis(n()),
             "--handover" => a.handover = Some(n() as usize),
+            "--prefix" => a.prefix = Some(value.clone()),
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -216,7 +222,10 @@ fn burst(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    let prefix = format!("burst-{stamp:x}");
+    let prefix = args
+        .prefix
+        .clone()
+        .unwrap_or_else(|| format!("burst-{stamp:x}"));
     let half = args.roles / 2;
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
     let mut command = std::process::Command::new(exe);
@@ -295,8 +304,13 @@ fn burst(
         own.len()
     );
     let (sent0, stats0, t0) = (client.requests_sent(), host.stats(), Instant::now());
+    let by_api0 = client.requests_by_api();
     std::thread::sleep(args.renew + Duration::from_millis(500));
     let (sent1, stats1) = (client.requests_sent(), host.stats());
+    println!(
+        "burst: standing by, requests by kind: {}",
+        requests_since(&client, &by_api0)
+    );
     println!(
         "burst: standing by for one renew interval: {:.0} requests/s to the broker from this \
          process; its host read partitions {} times, {} times from the tail (tail reads {})",
@@ -308,6 +322,13 @@ fn burst(
     let _ = child.kill();
     let killed_at = now_ms();
     let (sent_at_kill, stats_at_kill) = (client.requests_sent(), host.stats());
+    let broker = args.broker_pid.map(|p| p.to_string());
+    let cpu_at_kill = (
+        cpu_seconds("self"),
+        broker.as_deref().map(cpu_seconds),
+        Instant::now(),
+    );
+    let by_api_at_kill = client.requests_by_api();
     let _ = child.wait();
     // Each role's deadline: the last lease the child committed, as the topic holds it; one
     // read of each partition, done well before the first deadline.
@@ -353,6 +374,21 @@ fn burst(
         sent - sent_at_kill,
         stats.reads - stats_at_kill.reads,
         stats.tailed_reads - stats_at_kill.tailed_reads,
+    );
+    println!(
+        "burst: from the kill to the last election, requests by kind: {}",
+        requests_since(&client, &by_api_at_kill)
+    );
+    let secs = cpu_at_kill.2.elapsed().as_secs_f64();
+    println!(
+        "burst: from the kill to the last election: this process {:.0} % of one core, the \
+         broker {}",
+        (cpu_seconds("self") - cpu_at_kill.0) / secs * 100.0,
+        match (broker.as_deref(), cpu_at_kill.1) {
+            (Some(pid), Some(before)) =>
+                format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
+            _ => "unknown (--broker-pid)".to_owned(),
+        }
     );
     let mut late: Vec<i64> = elected_at
         .iter()
@@ -738,4 +774,23 @@ fn main() {
         "all {count} roles resigned at once in {:.1} s ({clean} left the role clean)",
         leaving.elapsed().as_secs_f64()
     );
+}
+
+/// The requests of each kind `client` sent since `before` (its earlier
+/// `requests_by_api`), most first.
+fn requests_since(client: &KafkaTransport, before: &[(String, u64)]) -> String {
+    let mut now: Vec<(String, u64)> = client
+        .requests_by_api()
+        .into_iter()
+        .map(|(api, n)| {
+            let was = before.iter().find(|(b, _)| *b == api).map_or(0, |b| b.1);
+            (api, n - was)
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    now.sort_by_key(|e| std::cmp::Reverse(e.1));
+    now.iter()
+        .map(|(api, n)| format!("{api} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -97,6 +97,10 @@ pub(crate) mod code {
 /// FindCoordinator's key type for a transactional id.
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
+/// The most other transactional ids one FindCoordinator asks for (see
+/// [`Cluster::want_coordinator`]).
+pub(crate) const LOOKUP_BATCH: usize = 255;
+
 /// What went wrong in one attempt, and whether another may help.
 pub(crate) enum Attempt {
     /// Try again after a pause; `relookup` forgets the cached coordinator or leader first.
@@ -167,6 +171,9 @@ pub(crate) struct Cluster {
     pool: Pool,
     /// transactional id -> the coordinator's address.
     coordinators: Mutex<HashMap<String, String>>,
+    /// Transactional ids whose coordinator this process will need (the roles it has a
+    /// candidacy for): a lookup of one asks for others not known yet in the same request.
+    wanted: Mutex<std::collections::BTreeSet<String>>,
     /// (topic, partition) -> the leader's address.
     leaders: Mutex<HashMap<(String, i32), String>>,
     /// Whether any broker of the cluster ever answered this client (a connection was made).
@@ -192,6 +199,7 @@ impl Cluster {
             overrides: config.address_overrides().iter().cloned().collect(),
             pool: Pool::new(security, client_id, config.connections_per_broker()),
             coordinators: Mutex::new(HashMap::new()),
+            wanted: Mutex::new(std::collections::BTreeSet::new()),
             answered: std::sync::atomic::AtomicBool::new(false),
             leaders: Mutex::new(HashMap::new()),
         })
@@ -210,6 +218,11 @@ impl Cluster {
     /// How many requests this cluster view sent.
     pub(crate) fn requests(&self) -> u64 {
         self.pool.requests()
+    }
+
+    /// How many requests of each API this cluster view sent.
+    pub(crate) fn requests_by_api(&self) -> Vec<(i16, u64)> {
+        self.pool.requests_by_api()
     }
 
     /// Runs `attempt` until it succeeds, stops, or `deadline` passes (then a retriable error
@@ -254,6 +267,35 @@ impl Cluster {
         }
     }
 
+    /// Notes that this process will need the coordinator of `transactional_id` (a role it has
+    /// a candidacy for): the next lookup of any id (FindCoordinator v4 or newer) asks for it
+    /// too. A standby whose turn comes in a burst of failovers then finds its coordinator
+    /// known, instead of sending a FindCoordinator of its own then.
+    pub(crate) fn want_coordinator(&self, transactional_id: &str) {
+        lock(&self.wanted).insert(transactional_id.to_owned());
+    }
+
+    /// Undoes [`want_coordinator`](Self::want_coordinator) and forgets the coordinator.
+    pub(crate) fn unwant_coordinator(&self, transactional_id: &str) {
+        lock(&self.wanted).remove(transactional_id);
+        lock(&self.coordinators).remove(transactional_id);
+    }
+
+    /// Up to `n` wanted ids not in `except` whose coordinator is not known.
+    fn wanted_unknown(&self, except: &[&str], n: usize) -> Vec<String> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let wanted = lock(&self.wanted);
+        let known = lock(&self.coordinators);
+        wanted
+            .iter()
+            .filter(|id| !except.contains(&id.as_str()) && !known.contains_key(id.as_str()))
+            .take(n)
+            .cloned()
+            .collect()
+    }
+
     /// The coordinator of `transactional_id` found last, if any.
     pub(crate) fn cached_coordinator(&self, transactional_id: &str) -> Option<String> {
         lock(&self.coordinators).get(transactional_id).cloned()
@@ -272,7 +314,8 @@ impl Cluster {
         let addr = match cached {
             Some(addr) => addr,
             None => {
-                let addr = self.find_coordinator(transactional_id, deadline)?;
+                let others = self.wanted_unknown(&[transactional_id], LOOKUP_BATCH);
+                let addr = self.find_coordinator(transactional_id, &others, deadline)?;
                 lock(&self.coordinators).insert(transactional_id.to_owned(), addr.clone());
                 addr
             }
@@ -358,10 +401,43 @@ impl Cluster {
         })
     }
 
-    /// Asks each bootstrap server in turn for the coordinator of `transactional_id`.
+    /// Looks up the coordinators of those of `transactional_ids` not known yet, in one
+    /// FindCoordinator request per 256 where the broker supports v4, and caches every one
+    /// answered. A request with room left also asks for wanted ids (see
+    /// [`want_coordinator`](Self::want_coordinator)). Best effort: an id left unknown is
+    /// looked up alone when it is used.
+    pub(crate) fn find_coordinators(&self, transactional_ids: &[&str], deadline: Instant) {
+        let known = lock(&self.coordinators);
+        let mut unknown: Vec<String> = transactional_ids
+            .iter()
+            .filter(|id| !known.contains_key(**id))
+            .map(|id| (*id).to_owned())
+            .collect();
+        drop(known);
+        if unknown.is_empty() {
+            return;
+        }
+        let room = (LOOKUP_BATCH + 1 - unknown.len() % (LOOKUP_BATCH + 1)) % (LOOKUP_BATCH + 1);
+        unknown.extend(self.wanted_unknown(&[], room));
+        unknown.sort_unstable();
+        unknown.dedup();
+        for chunk in unknown.chunks(LOOKUP_BATCH + 1) {
+            if let Some((first, others)) = chunk.split_first() {
+                if let Ok(addr) = self.find_coordinator(first, others, deadline) {
+                    lock(&self.coordinators).insert(first.clone(), addr);
+                }
+            }
+        }
+    }
+
+    /// Asks each bootstrap server in turn for the coordinator of `transactional_id`. From
+    /// FindCoordinator v4 on, the request also names `others` (each a wanted id whose
+    /// coordinator is unknown, see [`want_coordinator`](Self::want_coordinator)); every one of
+    /// them answered without an error is cached, the others are left for their own lookup.
     fn find_coordinator(
         &self,
         transactional_id: &str,
+        others: &[String],
         deadline: Instant,
     ) -> Result<String, Attempt> {
         let mut last = String::from("no bootstrap server configured");
@@ -377,16 +453,30 @@ impl Cluster {
                 let id = StrBytes::from_string(transactional_id.to_owned());
                 let mut req = FindCoordinatorRequest::default().with_key_type(KEY_TYPE_TRANSACTION);
                 req = if version >= 4 {
-                    req.with_coordinator_keys(vec![id])
+                    let keys = std::iter::once(id)
+                        .chain(others.iter().map(|o| StrBytes::from_string(o.clone())))
+                        .collect();
+                    req.with_coordinator_keys(keys)
                 } else {
                     req.with_key(id)
                 };
                 let resp = conn.call(&req, version, deadline)?;
                 let (error, message, host, port) = if version >= 4 {
-                    match resp.coordinators.into_iter().next() {
-                        Some(c) => (c.error_code, c.error_message, c.host, c.port),
+                    let mut ours = None;
+                    for c in resp.coordinators {
+                        if c.key.as_str() == transactional_id {
+                            ours = Some((c.error_code, c.error_message, c.host, c.port));
+                        } else if c.error_code == code::NONE && c.port > 0 {
+                            lock(&self.coordinators)
+                                .insert(c.key.to_string(), format!("{}:{}", c.host, c.port));
+                        }
+                    }
+                    match ours {
+                        Some(answer) => answer,
                         None => {
-                            return Err(Attempt::relookup("FindCoordinator named no coordinator"))
+                            return Err(Attempt::relookup(format!(
+                                "FindCoordinator did not answer for '{transactional_id}'"
+                            )))
                         }
                     }
                 } else {

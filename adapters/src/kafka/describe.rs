@@ -97,6 +97,11 @@ impl DescribeClient {
             (0..roles.len()).map(|_| None).collect();
         let mut by_coordinator: std::collections::BTreeMap<String, Vec<usize>> =
             std::collections::BTreeMap::new();
+        // Coordinators not known yet: looked up together first (one request where the broker
+        // supports it), not one FindCoordinator per role.
+        let ids: Vec<&str> = roles.iter().map(Role::as_str).collect();
+        self.cluster
+            .find_coordinators(&ids, Instant::now() + self.timeout);
         for (i, role) in roles.iter().enumerate() {
             if let Some(addr) = self.cluster.cached_coordinator(role.as_str()) {
                 by_coordinator.entry(addr).or_default().push(i);

@@ -106,6 +106,11 @@ impl SharedReader {
         self.inner.fetch.requests()
     }
 
+    /// How many requests of each API the Fetch loops sent.
+    pub(crate) fn requests_by_api(&self) -> Vec<(i16, u64)> {
+        self.inner.fetch.requests_by_api()
+    }
+
     /// Committed records of `partition` at offsets `>= from_offset`, in offset order, and how
     /// far the view reached (see [`StateReader`](crate::transport::StateReader)).
     pub(crate) fn read(

@@ -8,6 +8,13 @@
 //!   DescribeTransactions. Each role the client holds has a **session** (its pair, its
 //!   sequences, its open transaction): no thread, no socket of its own. See `txn.rs` for the
 //!   protocol and the request versions (all below transaction version 2);
+//! - **coordinators looked up together**: each role with a candidacy on the client is noted
+//!   when it starts, and a FindCoordinator (v4 or newer) for one role also asks for up to 255
+//!   others whose coordinator is not known yet, so a process with 5,000 standbys sends about
+//!   20 lookups, not one per role at its takeover. A batched check of many roles
+//!   ([`describe_epochs`](crate::Coordinator::describe_epochs)) looks up the coordinators it
+//!   lacks in one request, then sends one DescribeTransactions per coordinator and 256 roles.
+//!   [`KafkaTransport::requests_by_api`] counts what was sent;
 //! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
 //!   connections of its own, tailing each partition some candidate reads and serving every
 //!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;
@@ -243,6 +250,31 @@ impl KafkaTransport {
         self.cluster.requests() + self.reader.requests()
     }
 
+    /// How many requests of each kind this transport sent on its native connections so far,
+    /// by API name (`"Produce"`, `"EndTxn"`, ...), most first: for benchmarks that ask where
+    /// the requests go. Unlike [`requests_sent`](Self::requests_sent), it also counts each new
+    /// connection's ApiVersions and authentication requests.
+    pub fn requests_by_api(&self) -> Vec<(String, u64)> {
+        let mut sums: std::collections::BTreeMap<i16, u64> = std::collections::BTreeMap::new();
+        let views = [
+            self.cluster.requests_by_api(),
+            self.reader.requests_by_api(),
+        ];
+        for (key, n) in views.into_iter().flatten() {
+            *sums.entry(key).or_default() += n;
+        }
+        let mut all: Vec<(String, u64)> = sums
+            .into_iter()
+            .map(|(key, n)| {
+                let name = kafka_protocol::messages::ApiKey::try_from(key)
+                    .map_or_else(|()| format!("API key {key}"), |k| format!("{k:?}"));
+                (name, n)
+            })
+            .collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all
+    }
+
     /// Writes `records` (to any topics, each to an explicit partition) in **one transaction of
     /// the role's producer**, which must hold `token`. The broker fences the transaction if a
     /// newer epoch exists, so a deposed leader's writes never become visible to read_committed
@@ -436,12 +468,14 @@ impl Coordinator for KafkaTransport {
                  role per client (two would fence each other)"
             )));
         }
+        self.cluster.want_coordinator(role.as_str());
         Ok(())
     }
 
     fn release_role(&self, role: &Role) {
         self.sessions.release(role);
         lock(&self.claims).remove(role);
+        self.cluster.unwant_coordinator(role.as_str());
     }
 }
 

@@ -56,6 +56,8 @@ pub(crate) struct Conn {
     versions: HashMap<i16, i16>,
     correlation: i32,
     client_id: StrBytes,
+    /// Where this connection counts its requests (its pool's table).
+    counts: Arc<ApiCounts>,
 }
 
 impl Conn {
@@ -64,6 +66,7 @@ impl Conn {
         addr: &str,
         security: &Security,
         client_id: &StrBytes,
+        counts: Arc<ApiCounts>,
         deadline: Instant,
     ) -> Result<Conn, NetError> {
         let tcp = connect_tcp(addr, deadline)?;
@@ -74,6 +77,7 @@ impl Conn {
             versions: HashMap::new(),
             correlation: 0,
             client_id: client_id.clone(),
+            counts,
         };
         conn.negotiate(deadline)?;
         security.authenticate(&mut conn, deadline)?;
@@ -177,6 +181,7 @@ impl Conn {
     ) -> Result<Bytes, NetError> {
         self.correlation = self.correlation.wrapping_add(1);
         let correlation_id = self.correlation;
+        self.counts.count(R::KEY);
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
             .with_request_api_version(version)
@@ -323,6 +328,7 @@ impl Conn {
             versions: HashMap::new(),
             correlation: 0,
             client_id: StrBytes::from_static_str("kafka-coordination-test"),
+            counts: Arc::default(),
         }
     }
 
@@ -355,6 +361,35 @@ fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
     Err(NetError::Io(last))
 }
 
+/// Requests sent, by API key (keys past the table share its last slot).
+pub(crate) struct ApiCounts([std::sync::atomic::AtomicU64; 96]);
+
+impl Default for ApiCounts {
+    fn default() -> Self {
+        ApiCounts([const { std::sync::atomic::AtomicU64::new(0) }; 96])
+    }
+}
+
+impl ApiCounts {
+    fn count(&self, key: i16) {
+        let last = self.0.len() - 1;
+        let i = usize::try_from(key).map_or(last, |k| k.min(last));
+        self.0[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `(API key, count)` for every key sent at least once.
+    pub(crate) fn sent(&self) -> Vec<(i16, u64)> {
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(k, n)| {
+                let n = n.load(std::sync::atomic::Ordering::Relaxed);
+                (n > 0).then(|| (i16::try_from(k).unwrap_or(i16::MAX), n))
+            })
+            .collect()
+    }
+}
+
 type Slot = Arc<Mutex<Option<Conn>>>;
 
 /// The process's connections: up to `per_broker` per broker address, opened on demand.
@@ -366,6 +401,8 @@ pub(crate) struct Pool {
     next: std::sync::atomic::AtomicUsize,
     /// Requests sent (each use of a connection).
     requests: std::sync::atomic::AtomicU64,
+    /// Requests sent, by API.
+    counts: Arc<ApiCounts>,
 }
 
 impl Pool {
@@ -377,6 +414,7 @@ impl Pool {
             per_broker: per_broker.max(1),
             next: std::sync::atomic::AtomicUsize::new(0),
             requests: std::sync::atomic::AtomicU64::new(0),
+            counts: Arc::default(),
         }
     }
 
@@ -411,7 +449,13 @@ impl Pool {
             }
         };
         if guard.is_none() {
-            *guard = Some(Conn::open(addr, &self.security, &self.client_id, deadline)?);
+            *guard = Some(Conn::open(
+                addr,
+                &self.security,
+                &self.client_id,
+                Arc::clone(&self.counts),
+                deadline,
+            )?);
         }
         let Some(conn) = guard.as_mut() else {
             return Err(NetError::Io(format!("no connection to {addr}")));
@@ -428,6 +472,11 @@ impl Pool {
     /// How many requests were sent on the pool's connections.
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many requests of each API were sent on the pool's connections.
+    pub(crate) fn requests_by_api(&self) -> Vec<(i16, u64)> {
+        self.counts.sent()
     }
 
     /// How many connections are open.

@@ -1493,6 +1493,7 @@ mod live {
             addr,
             &security,
             &StrBytes::from_static_str("kc-security-test"),
+            Arc::default(),
             deadline,
         )
     }
