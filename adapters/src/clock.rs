@@ -189,8 +189,16 @@ impl ManualClock {
             let listener = self.inner.progress.listen();
             let changes = self.changes();
             let waiting = self.unsettled(changes);
+            // Settled only if nothing changed while the drivers were asked: a driver that
+            // makes a change and then ends in between (a resigning member's deregistration)
+            // counts as settled, and so do the drivers that change woke but whose threads
+            // have not run yet (still idle at the older count). Asked again at the new count,
+            // they are not.
             if waiting.is_empty() {
-                return Ok(());
+                if self.changes() == changes {
+                    return Ok(());
+                }
+                continue;
             }
             let timed_out = match deadline {
                 Some(d) => listener.wait_deadline(d).is_none() && Instant::now() >= d,
@@ -202,7 +210,7 @@ impl ManualClock {
             if timed_out {
                 let changes = self.changes();
                 let waiting = self.unsettled(changes);
-                if waiting.is_empty() {
+                if waiting.is_empty() && self.changes() == changes {
                     return Ok(());
                 }
                 return Err(Unsettled {
@@ -291,5 +299,67 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     }
     fn as_manual(&self) -> Option<&ManualClock> {
         (**self).as_manual()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+
+    /// Makes one change when first asked, and is ended from then on: a member that appends its
+    /// deregistration and stops.
+    struct ChangesThenEnds {
+        clock: ManualClock,
+        done: AtomicBool,
+    }
+
+    impl Participant for ChangesThenEnds {
+        fn unsettled(&self, _: u64) -> Option<String> {
+            if !self.done.swap(true, Ordering::SeqCst) {
+                self.clock.notify_change();
+            }
+            None
+        }
+    }
+
+    /// Idle at the change count its thread last acted on.
+    struct Standby {
+        idle_at: AtomicU64,
+    }
+
+    impl Participant for Standby {
+        fn unsettled(&self, changes: u64) -> Option<String> {
+            let at = self.idle_at.load(Ordering::SeqCst);
+            (at != changes).then(|| format!("standby idle at {at}"))
+        }
+    }
+
+    #[test]
+    fn a_change_made_while_the_drivers_are_asked_is_waited_for() {
+        let clock = ManualClock::default();
+        let standby = Arc::new(Standby {
+            idle_at: AtomicU64::new(clock.changes()),
+        });
+        let ender = Arc::new(ChangesThenEnds {
+            clock: clock.clone(),
+            done: AtomicBool::new(false),
+        });
+        let ender_dyn: Arc<dyn Participant> = ender.clone();
+        let standby_dyn: Arc<dyn Participant> = standby.clone();
+        clock.register(Arc::downgrade(&ender_dyn));
+        clock.register(Arc::downgrade(&standby_dyn));
+        // The ender changes something while settle asks, after which the standby, idle at the
+        // count before that change, has not acted on it (its thread has not run): not settled,
+        // however long settle waits.
+        let e = clock
+            .settle_within(Duration::from_millis(100))
+            .expect_err("the standby has not acted on the last change");
+        assert!(ender.done.load(Ordering::SeqCst));
+        assert_eq!(e.waiting, vec!["standby idle at 0".to_owned()], "{e}");
+        // Once it has, the clock is settled.
+        standby.idle_at.store(clock.changes(), Ordering::SeqCst);
+        clock.note_progress();
+        clock.settle().expect("settled");
     }
 }
