@@ -85,6 +85,7 @@ struct Session {
 /// session of a token never waits for the session's lock, which a transaction holds across
 /// its round trips.
 struct Held {
+    role: Role,
     token: FencingToken,
     /// Set once the broker fenced the pair: every later write is refused at once.
     fenced: AtomicBool,
@@ -96,7 +97,36 @@ pub(crate) struct Sessions {
     cluster: Arc<Cluster>,
     request_timeout: Duration,
     operation_timeout: Duration,
-    roles: Mutex<BTreeMap<Role, Arc<Held>>>,
+    roles: Mutex<Registry>,
+}
+
+/// The sessions by role, and by pair for the writes (which name only the pair): a process
+/// leading thousands of roles finds a session without a scan.
+#[derive(Default)]
+struct Registry {
+    by_role: BTreeMap<Role, Arc<Held>>,
+    by_token: HashMap<FencingToken, Arc<Held>>,
+}
+
+impl Registry {
+    fn insert(&mut self, held: Arc<Held>) {
+        if let Some(old) = self.by_role.insert(held.role.clone(), Arc::clone(&held)) {
+            self.by_token.remove(&old.token);
+        }
+        self.by_token.insert(held.token, held);
+    }
+
+    fn remove(&mut self, role: &Role) -> Option<Arc<Held>> {
+        let held = self.by_role.remove(role)?;
+        if self
+            .by_token
+            .get(&held.token)
+            .is_some_and(|h| Arc::ptr_eq(h, &held))
+        {
+            self.by_token.remove(&held.token);
+        }
+        Some(held)
+    }
 }
 
 impl Sessions {
@@ -105,18 +135,19 @@ impl Sessions {
             cluster,
             request_timeout: config.request_timeout(),
             operation_timeout: config.operation_timeout(),
-            roles: Mutex::new(BTreeMap::new()),
+            roles: Mutex::new(Registry::default()),
         }
     }
 
     /// How many roles hold a session.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.roles).len()
+        lock(&self.roles).by_role.len()
     }
 
     /// A pair held by some role whose session was not fenced (for single-role callers).
     pub(crate) fn any_token(&self) -> Option<FencingToken> {
         lock(&self.roles)
+            .by_role
             .values()
             .find(|h| !h.fenced.load(Ordering::Acquire))
             .map(|h| h.token)
@@ -125,9 +156,9 @@ impl Sessions {
     /// The role whose session holds (or held, until released) `token`.
     pub(crate) fn role_of(&self, token: FencingToken) -> Option<Role> {
         lock(&self.roles)
-            .iter()
-            .find(|(_, h)| h.token == token)
-            .map(|(role, _)| role.clone())
+            .by_token
+            .get(&token)
+            .map(|h| h.role.clone())
     }
 
     /// Drops the session of `role` (the term is over for this process). An open transaction
@@ -237,11 +268,12 @@ impl Sessions {
             unfinished: Unfinished::default(),
         };
         let held = Held {
+            role: role.clone(),
             token,
             fenced: AtomicBool::new(false),
             session: Mutex::new(session),
         };
-        lock(&self.roles).insert(role.clone(), Arc::new(held));
+        lock(&self.roles).insert(Arc::new(held));
         Ok(token)
     }
 
@@ -255,22 +287,29 @@ impl Sessions {
         let (role, held) = {
             let roles = lock(&self.roles);
             let found = roles
-                .iter()
-                .find(|(_, h)| h.token == token)
-                .map(|(role, h)| (role.clone(), Arc::clone(h)));
+                .by_token
+                .get(&token)
+                .map(|h| (h.role.clone(), Arc::clone(h)));
             match found {
                 Some(found) => found,
-                None if roles.is_empty() => {
+                None if roles.by_role.is_empty() => {
                     return Err(TransportError::fenced(format!(
                         "this client holds no epoch (token {token}): acquire_epoch was not \
                          called, or the term ended"
                     )))
                 }
                 None => {
-                    let held: Vec<String> = roles
+                    // A process may hold thousands of roles: name a few.
+                    const NAMED: usize = 4;
+                    let mut held: Vec<String> = roles
+                        .by_role
                         .iter()
+                        .take(NAMED)
                         .map(|(role, h)| format!("{} for role '{role}'", h.token))
                         .collect();
+                    if roles.by_role.len() > NAMED {
+                        held.push(format!("{} more", roles.by_role.len() - NAMED));
+                    }
                     return Err(TransportError::fenced(format!(
                         "token {token} is not a pair this client holds ({})",
                         held.join(", ")
@@ -673,4 +712,43 @@ fn topic_unauthorized(request: &str, role: &Role, operation: &str, topic: &str) 
         "{request} for role '{role}': the principal needs the {operation} ACL on Topic '{topic}' \
          (TOPIC_AUTHORIZATION_FAILED)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(role: &str, token: FencingToken) -> Arc<Held> {
+        let role = Role::new(role).expect("role");
+        Arc::new(Held {
+            role: role.clone(),
+            token,
+            fenced: AtomicBool::new(false),
+            session: Mutex::new(Session {
+                role,
+                token,
+                sequences: HashMap::new(),
+                unfinished: Unfinished::default(),
+            }),
+        })
+    }
+
+    #[test]
+    fn the_registry_finds_a_session_by_its_current_pair_only() {
+        let mut r = Registry::default();
+        let (first, second) = (FencingToken::new(7, 0), FencingToken::new(7, 1));
+        r.insert(held("jobs", first));
+        r.insert(held("other", FencingToken::new(9, 0)));
+        assert_eq!(r.by_token[&first].role.as_str(), "jobs");
+        // A new term of the same role replaces the old pair.
+        r.insert(held("jobs", second));
+        assert!(!r.by_token.contains_key(&first));
+        assert_eq!(r.by_token[&second].role.as_str(), "jobs");
+        assert_eq!((r.by_role.len(), r.by_token.len()), (2, 2));
+        let gone = r.remove(&Role::new("jobs").expect("role")).expect("held");
+        assert_eq!(gone.token, second);
+        assert!(!r.by_token.contains_key(&second));
+        assert_eq!((r.by_role.len(), r.by_token.len()), (1, 1));
+        assert!(r.remove(&Role::new("jobs").expect("role")).is_none());
+    }
 }
