@@ -263,6 +263,34 @@ fn poll_timeout_is_exactly_when_a_tick_acts() {
 }
 
 #[test]
+fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
+    let token = FencingToken::new(7, 0);
+    let mut c = elected("a");
+    let wake = c.poll_timeout().unwrap();
+    // The loop driving the machine fell behind: the tick comes 300 ms late.
+    c.handle(UnixMillis(wake.0 + 300), Event::Tick).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [lease_write("a", token, T0, wake.0 + 300 + 3000)],
+        "the lease counts from the write's start, as always"
+    );
+    c.handle(UnixMillis(wake.0 + 350), Event::LeaseWritten { offset: 2 })
+        .unwrap();
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(wake.0 + 1000)),
+        "a renew interval after the late renewal was due, not after it was issued"
+    );
+    // Late again, and finished only after the next one was due: the next counts from this
+    // one's start.
+    c.handle(UnixMillis(wake.0 + 1300), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 4300)]);
+    c.handle(UnixMillis(wake.0 + 2100), Event::LeaseWritten { offset: 3 })
+        .unwrap();
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 2300)));
+}
+
+#[test]
 fn a_renewal_phase_brings_only_the_first_renewal_of_a_term_earlier() {
     let token = FencingToken::new(7, 0);
     let mut c = elected_with_phase("a", Duration::from_millis(600));

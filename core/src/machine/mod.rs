@@ -858,7 +858,19 @@ impl Candidate {
                 if self.resigning {
                     self.start_cleanup();
                 } else {
-                    self.renew_at = self.issued_at + self.timing.renew_interval;
+                    // The next renewal keeps the schedule: a renew interval after this one was
+                    // due, not after it was issued. A renewal issued late (a loop that fell
+                    // behind, a retry) would otherwise move every later one, and a process
+                    // whose loop stalled once would keep the renewals (and the deadlines) of
+                    // all the roles it held then bunched for as long as it held them. Only
+                    // when that time has already passed does the next one count from this
+                    // write's start.
+                    let scheduled = self.renew_at + self.timing.renew_interval;
+                    self.renew_at = if scheduled > now {
+                        scheduled
+                    } else {
+                        self.issued_at + self.timing.renew_interval
+                    };
                     self.lead_on(token);
                 }
             }
