@@ -61,10 +61,6 @@ struct Args {
     no_tail: bool,
     /// `--handover N`: N resigns to a standby host with the tail, N to one without.
     handover: Option<usize>,
-    /// `--prefix NAME`: the burst's roles are `NAME-i` (default: a new name each run). A user's
-    /// process keeps its role names; a broker that sees new ones at every run keeps them all
-    /// (its heap fills with transactional ids), which changes what later runs measure.
-    prefix: Option<String>,
 }
 
 fn fail(message: String) -> ! {
@@ -91,7 +87,6 @@ fn parse_args() -> Args {
         no_spread: false,
         no_tail: false,
         handover: None,
-        prefix: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -131,7 +126,6 @@ fn parse_args() -> Args {
             "--burst-child" => a.burst_child = Some(value.clone()),
             "--stagger-ms" => a.stagger = Duration::from_millis(n()),
             "--handover" => a.handover = Some(n() as usize),
-            "--prefix" => a.prefix = Some(value.clone()),
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -222,10 +216,7 @@ fn burst(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    let prefix = args
-        .prefix
-        .clone()
-        .unwrap_or_else(|| format!("burst-{stamp:x}"));
+    let prefix = format!("burst-{stamp:x}");
     let half = args.roles / 2;
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
     let mut command = std::process::Command::new(exe);
