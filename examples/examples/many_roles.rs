@@ -324,11 +324,13 @@ fn burst(
     // Each role's deadline: the last lease the child committed, as the topic holds it; one
     // read of each partition, done well before the first deadline.
     let mut deadline_of: std::collections::HashMap<String, i64> = Default::default();
+    let mut history: std::collections::HashMap<String, Vec<(i64, i64)>> = Default::default();
     for partition in 0..args.partitions {
         use kafka_coordination::StateReader;
         let batch = client
             .read_partition(partition, 0, Duration::ZERO)
             .unwrap_or_else(|e| fail(e.to_string()));
+        elections::lease_history(batch.records.iter().cloned(), "a", &mut history);
         elections::lease_deadlines(batch.records, "a", &mut deadline_of);
     }
     let deadlines: Vec<Option<i64>> = (0..half)
@@ -355,6 +357,59 @@ fn burst(
             (busiest, busiest_at) = (last + 1 - first, sorted[first]);
         }
     }
+    // Where the busiest second's roles got there: when they were claimed, and the gaps between
+    // the starts of their lease writes (a renew interval each, on schedule).
+    let lease_ms = args.lease.as_millis() as i64;
+    let renew_ms = args.renew.as_millis() as i64;
+    let describe = |roles: Vec<&Vec<(i64, i64)>>| -> String {
+        let n = roles.len().max(1);
+        let granted: Vec<i64> = roles
+            .iter()
+            .filter_map(|h| h.first())
+            .map(|l| l.0)
+            .collect();
+        let (mut early, mut on, mut late) = (0, 0, 0);
+        let mut first_late: Option<i64> = None;
+        for h in &roles {
+            for w in h.windows(2) {
+                let gap = (w[1].1 - lease_ms) - (w[0].1 - lease_ms);
+                if gap < renew_ms - 500 {
+                    early += 1;
+                } else if gap <= renew_ms + 500 {
+                    on += 1;
+                } else {
+                    late += 1;
+                    let at = w[1].1 - lease_ms - killed_at;
+                    first_late = Some(first_late.map_or(at, |f: i64| f.min(at)));
+                }
+            }
+        }
+        format!(
+            "{n} roles claimed {:.1} s to {:.1} s before the kill; gaps between their lease \
+             writes: {early} shorter than the renew interval, {on} within 0.5 s of it, {late} \
+             longer{}",
+            granted.iter().max().map_or(0, |g| killed_at - g) as f64 / 1000.0,
+            granted.iter().min().map_or(0, |g| killed_at - g) as f64 / 1000.0,
+            first_late.map_or(String::new(), |f| format!(
+                " (the first {:.1} s before the kill)",
+                -f as f64 / 1000.0
+            )),
+        )
+    };
+    let (bunch, rest): (Vec<_>, Vec<_>) = (0..half)
+        .filter_map(|i| {
+            let role = format!("{prefix}-{i}");
+            Some((*deadline_of.get(&role)?, history.get(&role)?))
+        })
+        .partition(|(d, _)| (busiest_at..busiest_at + 1000).contains(d));
+    println!(
+        "burst: the busiest second's {}",
+        describe(bunch.into_iter().map(|(_, h)| h).collect())
+    );
+    println!(
+        "burst: the other {}",
+        describe(rest.into_iter().map(|(_, h)| h).collect())
+    );
     println!(
         "burst: the busiest second of deadlines holds {busiest} (from {:.1} s after the kill; \
          {:.0} per second on average over the spread)",

@@ -37,6 +37,30 @@ pub fn lease_deadlines(
     }
 }
 
+/// Every lease `member` wrote, by role: `(granted_at, deadline)` in offset order (what the
+/// topic still holds: compaction may have removed older ones).
+pub fn lease_history(
+    records: impl IntoIterator<Item = Record>,
+    member: &str,
+    history: &mut HashMap<String, Vec<(i64, i64)>>,
+) {
+    for r in records {
+        let Ok(key) = KeyRef::decode(&r.key) else {
+            continue;
+        };
+        if key.kind() != KeyKind::Lease {
+            continue;
+        }
+        let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
+        if let Some(l) = lease.filter(|l| l.member() == member) {
+            history
+                .entry(key.role().to_owned())
+                .or_default()
+                .push((l.granted_at().0, l.deadline().0));
+        }
+    }
+}
+
 /// The elections being waited for (see [`watch`]).
 pub struct Elections {
     at: Arc<Vec<AtomicI64>>,
