@@ -323,16 +323,18 @@ fn burst(
     let _ = child.wait();
     // Each role's deadline: the last lease the child committed, as the topic holds it; one
     // read of each partition, done well before the first deadline.
-    let mut deadline_of: std::collections::HashMap<String, i64> = Default::default();
     let mut history: std::collections::HashMap<String, Vec<(i64, i64)>> = Default::default();
     for partition in 0..args.partitions {
         use kafka_coordination::StateReader;
         let batch = client
             .read_partition(partition, 0, Duration::ZERO)
             .unwrap_or_else(|e| fail(e.to_string()));
-        elections::lease_history(batch.records.iter().cloned(), "a", &mut history);
-        elections::lease_deadlines(batch.records, "a", &mut deadline_of);
+        elections::lease_history(batch.records, "a", &mut history);
     }
+    let deadline_of: std::collections::HashMap<String, i64> = history
+        .iter()
+        .filter_map(|(role, leases)| Some((role.clone(), leases.last()?.1)))
+        .collect();
     let deadlines: Vec<Option<i64>> = (0..half)
         .map(|i| deadline_of.get(&format!("{prefix}-{i}")).copied())
         .collect();

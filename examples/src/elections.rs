@@ -14,6 +14,27 @@ use std::time::Duration;
 use kafka_coordination::core::record::{KeyKind, KeyRef, LeaseRef};
 use kafka_coordination::{Candidacy, Clock, Leadership, Record, SystemClock};
 
+/// Calls `f(role, granted_at, deadline)` for each lease record from `member` among `records`,
+/// in their order. Records that are not leases, or do not decode, are skipped.
+fn each_lease(
+    records: impl IntoIterator<Item = Record>,
+    member: &str,
+    mut f: impl FnMut(&str, i64, i64),
+) {
+    for r in records {
+        let Ok(key) = KeyRef::decode(&r.key) else {
+            continue;
+        };
+        if key.kind() != KeyKind::Lease {
+            continue;
+        }
+        let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
+        if let Some(l) = lease.filter(|l| l.member() == member) {
+            f(key.role(), l.granted_at().0, l.deadline().0);
+        }
+    }
+}
+
 /// Adds to `deadlines` the deadline that each role's last lease record from `member` carries,
 /// among `records` (one partition's, in offset order): the instant a standby of the role
 /// takes over from once `member` is gone. Records that are not leases, or do not decode, are
@@ -23,42 +44,25 @@ pub fn lease_deadlines(
     member: &str,
     deadlines: &mut HashMap<String, i64>,
 ) {
-    for r in records {
-        let Ok(key) = KeyRef::decode(&r.key) else {
-            continue;
-        };
-        if key.kind() != KeyKind::Lease {
-            continue;
-        }
-        let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
-        if let Some(l) = lease.filter(|l| l.member() == member) {
-            deadlines.insert(key.role().to_owned(), l.deadline().0);
-        }
-    }
+    each_lease(records, member, |role, _, deadline| {
+        deadlines.insert(role.to_owned(), deadline);
+    });
 }
 
 /// Every lease `member` wrote, by role: `(granted_at, deadline)` in offset order (what the
-/// topic still holds: compaction may have removed older ones).
+/// topic still holds: compaction may have removed older ones). The last of each role's is
+/// what [`lease_deadlines`] keeps.
 pub fn lease_history(
     records: impl IntoIterator<Item = Record>,
     member: &str,
     history: &mut HashMap<String, Vec<(i64, i64)>>,
 ) {
-    for r in records {
-        let Ok(key) = KeyRef::decode(&r.key) else {
-            continue;
-        };
-        if key.kind() != KeyKind::Lease {
-            continue;
-        }
-        let lease = r.value.as_deref().and_then(|v| LeaseRef::decode(v).ok());
-        if let Some(l) = lease.filter(|l| l.member() == member) {
-            history
-                .entry(key.role().to_owned())
-                .or_default()
-                .push((l.granted_at().0, l.deadline().0));
-        }
-    }
+    each_lease(records, member, |role, granted, deadline| {
+        history
+            .entry(role.to_owned())
+            .or_default()
+            .push((granted, deadline));
+    });
 }
 
 /// The elections being waited for (see [`watch`]).
