@@ -131,6 +131,15 @@ fn elected_with_phase(member: &str, phase: Duration) -> Candidate {
 
 /// Elected at `T0` with no other member, `setup` applied to the new machine first.
 fn elected_after(member: &str, setup: impl FnOnce(&mut Candidate)) -> Candidate {
+    elected_when(member, setup, UnixMillis(T0))
+}
+
+/// [`elected_after`], with the claim's lease write (issued at `T0`) finishing at `written`.
+fn elected_when(
+    member: &str,
+    setup: impl FnOnce(&mut Candidate),
+    written: UnixMillis,
+) -> Candidate {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m(member), timing(), now).unwrap();
     setup(&mut c);
@@ -156,7 +165,8 @@ fn elected_after(member: &str, setup: impl FnOnce(&mut Candidate)) -> Candidate 
     )
     .unwrap();
     drain(&mut c);
-    c.handle(now, Event::LeaseWritten { offset: 1 }).unwrap();
+    c.handle(written, Event::LeaseWritten { offset: 1 })
+        .unwrap();
     assert_eq!(
         drain(&mut c),
         [Command::Elected {
@@ -288,6 +298,49 @@ fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
     c.handle(UnixMillis(wake.0 + 2100), Event::LeaseWritten { offset: 3 })
         .unwrap();
     assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 2300)));
+    // That one renewal was off the schedule, on time: the next is back on it (a renew
+    // interval after its start would be wake + 3300).
+    c.handle(UnixMillis(wake.0 + 2300), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 5300)]);
+    c.handle(UnixMillis(wake.0 + 2320), Event::LeaseWritten { offset: 4 })
+        .unwrap();
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(wake.0 + 3000)),
+        "the schedule outlives a renewal that missed its slot"
+    );
+}
+
+#[test]
+fn a_claim_that_finishes_late_keeps_the_phase_of_the_renewals_after_it() {
+    // A process claiming thousands of roles at once finishes some claims seconds late. Their
+    // renewals keep the role's phase (600 ms: due at T0 + 400, + 1400, + 2400, ...) instead
+    // of falling in step with when the claims happened to finish.
+    let token = FencingToken::new(7, 0);
+    let phase = Duration::from_millis(600);
+    // Finished 2.5 renew intervals after it was issued: renew at once (a renew interval after
+    // the claim's start has passed), then back on the schedule.
+    let mut c = elected_when("a", |c| c.set_renewal_phase(phase), UnixMillis(T0 + 2500));
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
+    c.handle(UnixMillis(T0 + 2500), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 5500)]);
+    c.handle(UnixMillis(T0 + 2520), Event::LeaseWritten { offset: 2 })
+        .unwrap();
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 3400)),
+        "the phase's slot, not a renew interval after the late renewal (T0 + 3500)"
+    );
+    // Finished after the phase's first slot but within a renew interval: the first renewal
+    // comes a renew interval after the claim (the slot after is later than that), and the
+    // second is on the schedule again.
+    let mut c = elected_when("a", |c| c.set_renewal_phase(phase), UnixMillis(T0 + 700));
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
+    c.handle(UnixMillis(T0 + 1000), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 4000)]);
+    c.handle(UnixMillis(T0 + 1010), Event::LeaseWritten { offset: 2 })
+        .unwrap();
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1400)));
 }
 
 #[test]

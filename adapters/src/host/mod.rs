@@ -34,7 +34,8 @@
 //!   held, and run out together if the process died. The first renewal of each hosted term
 //!   comes a fraction of the renew interval early, the fraction taken from a hash of the role,
 //!   so the renewals (and a dead host's lease deadlines) spread over the interval
-//!   ([`HostOptions::spread_renewals`]).
+//!   ([`HostOptions::spread_renewals`]). Later renewals keep that schedule even when a write
+//!   finishes late, as the claims of a host that starts thousands of candidacies at once do.
 //!
 //! Each candidacy keeps its own [`Candidacy`] and [`Leadership`](crate::Leadership) handles,
 //! exactly as a candidacy started alone: the host changes how the machines are driven, not

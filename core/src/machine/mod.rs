@@ -27,7 +27,7 @@ use crate::evaluate::{evaluate, Standing, Step};
 use crate::partition::role_partition;
 use crate::record::{Key, Lease, MemberId, Registration, Role};
 use crate::state::{Applied, Record, RoleState};
-use crate::time::UnixMillis;
+use crate::time::{duration_millis, UnixMillis};
 use crate::token::FencingToken;
 
 mod messages;
@@ -373,6 +373,9 @@ pub struct Candidate {
     evictions: VecDeque<(MemberId, u32)>,
     /// When the leader's next renewal is due (while it evicts).
     renew_at: UnixMillis,
+    /// The term's renewal schedule: renewals are due at this instant plus whole renew
+    /// intervals (a renew interval after the claim was issued, less the phase).
+    renew_grid: UnixMillis,
     /// How much earlier than a renew interval after its claim a term's first renewal comes.
     renewal_phase: Duration,
 }
@@ -434,6 +437,7 @@ impl Candidate {
             announced_at: None,
             evictions: VecDeque::new(),
             renew_at: now,
+            renew_grid: now,
             renewal_phase: Duration::ZERO,
         };
         c.issue(Io::Register);
@@ -448,8 +452,10 @@ impl Candidate {
     }
 
     /// Brings the first renewal of each term `phase` earlier than a renew interval after the
-    /// claim; the renewals after it follow every renew interval, as always. A `phase` of a renew
-    /// interval or more counts modulo the interval; zero (the default) changes nothing.
+    /// claim; the renewals after it follow every renew interval, as always, on the schedule
+    /// the first one set (a write that finishes late costs at most one renewal off it). A
+    /// `phase` of a renew interval or more counts modulo the interval; zero (the default)
+    /// changes nothing.
     ///
     /// For a process that leads many roles: roles it won together would otherwise renew
     /// together for as long as it leads them, so their leases would run out together if it
@@ -848,7 +854,8 @@ impl Candidate {
                     } else {
                         Duration::ZERO
                     };
-                    self.renew_at = self.issued_at + (self.timing.renew_interval - phase);
+                    self.renew_grid = self.issued_at + (self.timing.renew_interval - phase);
+                    self.renew_at = self.next_renewal(now);
                     self.lead_on(token);
                 }
             }
@@ -858,19 +865,7 @@ impl Candidate {
                 if self.resigning {
                     self.start_cleanup();
                 } else {
-                    // The next renewal keeps the schedule: a renew interval after this one was
-                    // due, not after it was issued. A renewal issued late (a loop that fell
-                    // behind, a retry) would otherwise move every later one, and a process
-                    // whose loop stalled once would keep the renewals (and the deadlines) of
-                    // all the roles it held then bunched for as long as it held them. Only
-                    // when that time has already passed does the next one count from this
-                    // write's start.
-                    let scheduled = self.renew_at + self.timing.renew_interval;
-                    self.renew_at = if scheduled > now {
-                        scheduled
-                    } else {
-                        self.issued_at + self.timing.renew_interval
-                    };
+                    self.renew_at = self.next_renewal(now);
                     self.lead_on(token);
                 }
             }
@@ -1209,6 +1204,32 @@ impl Candidate {
             .filter(|(m, o)| *o < join && **m != self.member)
             .map(|(m, _)| (m.clone(), 0))
             .collect()
+    }
+
+    /// When the renewal after the lease write issued at `issued_at` and finished at `now` is
+    /// due: the term's next scheduled renewal after `now`, unless that is later than a renew
+    /// interval after the write was issued (then that instant, as without a schedule).
+    ///
+    /// Keeping the schedule matters to a process that leads many roles. A write that finished
+    /// late (a loop that fell behind, a claim that waited behind thousands of others, a retry)
+    /// would otherwise move every later renewal of its role to when the write happened to
+    /// finish. A process whose loop was slow once (typically while it claimed its roles)
+    /// would keep the renewals, and so the lease deadlines, of all the roles delayed together
+    /// bunched for as long as it held them; if it died, their standbys would all have to take
+    /// over in the same second. The cap keeps every lease's margin at least what it was
+    /// before: a renewal only ever comes earlier than a renew interval after the last write's
+    /// start, never later, so a write that missed its slot costs at most one early renewal,
+    /// and the one after it is back on the schedule.
+    fn next_renewal(&self, now: UnixMillis) -> UnixMillis {
+        let interval = duration_millis(self.timing.renew_interval).max(1);
+        let grid = self.renew_grid.as_millis();
+        let next = if now.as_millis() < grid {
+            grid
+        } else {
+            let passed = (now.as_millis() - grid) / interval + 1;
+            grid.saturating_add(passed.saturating_mul(interval))
+        };
+        UnixMillis(next).min(self.issued_at + self.timing.renew_interval)
     }
 
     /// A leader between lease writes: tombstone the next passed-over registration, or wait
