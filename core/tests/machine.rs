@@ -312,37 +312,6 @@ fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
 }
 
 #[test]
-fn a_member_whose_first_read_stops_short_of_its_registration_reads_again_soon() {
-    // A process that claims thousands of roles at once: the partition's reads stall behind
-    // another role's open transaction, short of this member's registration (offset 5). Until
-    // it reads its registration it must assume a lease may exist (its turn is a lease after it
-    // registered), but it keeps reading, and takes its real turn as soon as the stall ends.
-    let now = UnixMillis(T0);
-    let mut c = Candidate::new(role(), m("a"), timing(), now).unwrap();
-    drain(&mut c);
-    c.handle(now, Event::Appended { offset: 5 }).unwrap();
-    assert_eq!(drain(&mut c), [read(0, None)]);
-    c.handle(UnixMillis(T0 + 10), stalled(5)).unwrap();
-    assert_eq!(drain(&mut c), []);
-    assert_eq!(
-        c.poll_timeout(),
-        Some(UnixMillis(T0 + 110)),
-        "read again after RECHECK, not at the turn a lease after registering (T0 + 3000)"
-    );
-    // Still stalled: again a RECHECK later.
-    c.handle(UnixMillis(T0 + 110), Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [read(5, None)]);
-    c.handle(UnixMillis(T0 + 120), stalled(5)).unwrap();
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 220)));
-    // The stall ends: its registration shows an unleased role, and it checks at once.
-    c.handle(UnixMillis(T0 + 220), Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [read(5, None)]);
-    c.handle(UnixMillis(T0 + 230), records(vec![reg_record(5, "a")], 6))
-        .unwrap();
-    assert_eq!(drain(&mut c), [describe()]);
-}
-
-#[test]
 fn a_claim_that_finishes_late_keeps_the_phase_of_the_renewals_after_it() {
     // A process claiming thousands of roles at once finishes some claims seconds late. Their
     // renewals keep the role's phase (600 ms: due at T0 + 400, + 1400, + 2400, ...) instead

@@ -242,11 +242,6 @@ struct Term {
 ///
 /// # Before a challenge
 ///
-/// Until its reads reach its own registration, a member counts its turn from a lease duration
-/// after it registered (a lease it has not read yet may exist); it reads again every
-/// [`RECHECK`] meanwhile, so that a read stalled short of its registration costs it
-/// milliseconds, not that lease duration.
-///
 /// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
 /// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
 /// one, since the holder may have renewed meanwhile under the same pair), it does not
@@ -994,28 +989,10 @@ impl Candidate {
                         wait_until: Some(until),
                     });
                 } else {
-                    self.wait_until(now, until);
+                    self.timer = Some((until, Io::Read { wait_until: None }));
                 }
             }
         }
-    }
-
-    /// Waits for this member's turn at `until` with nothing to long-poll on, then reads. While
-    /// the reads have not reached its own registration yet (a partition whose reads stall
-    /// behind another role's open transaction, common when a process claims thousands of roles
-    /// at once), the turn counts a whole lease duration from the registration: the member reads
-    /// again every [`RECHECK`] instead, so that it learns its real turn as soon as the stall
-    /// ends, not a lease later.
-    fn wait_until(&mut self, now: UnixMillis, until: UnixMillis) {
-        let unseen = self
-            .join_offset
-            .is_some_and(|join| self.state.next_offset() <= join);
-        let at = if unseen {
-            until.min(now + self.recheck_interval())
-        } else {
-            until
-        };
-        self.timer = Some((at, Io::Read { wait_until: None }));
     }
 
     /// Whether `record`, a registration tombstone just applied, announces another member's
@@ -1207,7 +1184,7 @@ impl Candidate {
             Step::NotRegistered => self.issue(Io::Register),
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
-                self.wait_until(now, until);
+                self.timer = Some((until, Io::Read { wait_until: None }));
             }
             // Not reachable with a contest window in the future; look again shortly.
             Step::Challenge { .. } => self.recheck(now),
