@@ -359,8 +359,9 @@ fn burst(
             (busiest, busiest_at) = (last + 1 - first, sorted[first]);
         }
     }
-    // Where the busiest second's roles got there: when they were claimed, and the gaps between
-    // the starts of their lease writes (a renew interval each, on schedule).
+    // Where the busiest second's roles got there: when their terms were granted (InitProducerId;
+    // each claim's lease write may finish long after), and the gaps between the starts of their
+    // lease writes (a renew interval each, on schedule).
     let lease_ms = args.lease.as_millis() as i64;
     let renew_ms = args.renew.as_millis() as i64;
     let describe = |roles: Vec<&Vec<(i64, i64)>>| -> String {
@@ -374,7 +375,8 @@ fn burst(
         let mut first_late: Option<i64> = None;
         for h in &roles {
             for w in h.windows(2) {
-                let gap = (w[1].1 - lease_ms) - (w[0].1 - lease_ms);
+                // A lease's deadline is its write's start plus the lease duration.
+                let gap = w[1].1 - w[0].1;
                 if gap < renew_ms - 500 {
                     early += 1;
                 } else if gap <= renew_ms + 500 {
@@ -387,7 +389,7 @@ fn burst(
             }
         }
         format!(
-            "{n} roles claimed {:.1} s to {:.1} s before the kill; gaps between their lease \
+            "{n} roles granted their terms {:.1} s to {:.1} s before the kill; gaps between their lease \
              writes: {early} shorter than the renew interval, {on} within 0.5 s of it, {late} \
              longer{}",
             granted.iter().max().map_or(0, |g| killed_at - g) as f64 / 1000.0,
