@@ -333,6 +333,84 @@ fn a_resign_is_seen_by_the_standby_host_at_once_on_every_flavour() {
     }
 }
 
+/// A process that claims many roles at once, as a host does at its start: a role's
+/// registration can land behind another role's open write on the same partition (here a write
+/// its dead holder never ended), so the candidacy's first read stops short of its own
+/// registration. Until it reads it, it must assume a lease may hide behind the stall, but it
+/// keeps reading: it is elected as soon as the coordinator aborts that write at its timeout,
+/// not a lease after it registered. On a transport that tails and on one that does not.
+fn a_registration_behind_another_roles_open_write_is_read_once_it_ends(
+    flavour: Flavour,
+    tailing: bool,
+) {
+    use kafka_coordination::core::partition::role_partition;
+    use kafka_coordination::core::record::Key;
+    use kafka_coordination::Coordinator;
+    let w = World::new();
+    let partitions = w.broker.partitions();
+    let role = Role::new("shard-0").unwrap();
+    let partition = role_partition(&role, partitions).unwrap();
+    let other = (0..)
+        .map(|i| Role::new(format!("other-{i}")).unwrap())
+        .find(|r| role_partition(r, partitions).unwrap() == partition)
+        .unwrap();
+    // The other role's holder dies in the middle of a lease write; the write stays open until
+    // its transaction timeout, half a lease from now.
+    let abort_at = w.now().saturating_add(LEASE / 2);
+    w.broker
+        .transport("other-holder")
+        .acquire_epoch(&other, LEASE / 2)
+        .expect("acquire the other role");
+    w.broker
+        .open_transaction(
+            &other,
+            partition,
+            &Key::lease(other.clone()).encode(),
+            Some(b"half-written"),
+        )
+        .expect("open a transaction");
+    let host = start_host(
+        flavour,
+        Arc::new(w.broker.transport("a").tailing(tailing)),
+        w.host_options(0),
+    );
+    let registered = w.now();
+    let c = host.start(role.as_str(), "a", w.options()).expect("starts");
+    w.settle();
+    assert!(c.snapshot().join_offset.is_some(), "{:?}", c.snapshot());
+    w.advance(LEASE / 2 - Duration::from_millis(200));
+    assert_eq!(
+        c.snapshot().token,
+        None,
+        "elected while its registration was unreadable"
+    );
+    let mut elected = None;
+    while w.now().since(registered) < LEASE * 2 {
+        w.advance(Duration::from_millis(100));
+        if c.snapshot().token.is_some() {
+            elected = Some(w.now());
+            break;
+        }
+    }
+    let elected = elected.unwrap_or_else(|| panic!("never elected: {:?}", c.snapshot()));
+    assert!(
+        elected.since(abort_at) <= Duration::from_millis(500),
+        "{flavour:?}, tailing {tailing}: elected {:?} after registering, {:?} after the stall \
+         ended: it waited for a lease after registering ({LEASE:?}) instead of reading again",
+        elected.since(registered),
+        elected.since(abort_at)
+    );
+}
+
+#[test]
+fn a_registration_behind_another_roles_open_write_is_read_once_it_ends_on_every_flavour() {
+    for flavour in flavours() {
+        for tailing in [true, false] {
+            a_registration_behind_another_roles_open_write_is_read_once_it_ends(flavour, tailing);
+        }
+    }
+}
+
 /// On a transport that tails its partitions (the memory broker's `tailing`, as the Kafka
 /// transport does), the reads of a standby host that only long polls wait on are served from
 /// the tail on the loop: no broker read, no I/O thread. A candidacy's first read still goes to

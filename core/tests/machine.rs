@@ -312,6 +312,43 @@ fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
 }
 
 #[test]
+fn a_member_whose_first_read_stops_short_of_its_registration_keeps_reading() {
+    // A process that claims thousands of roles at once: the partition's reads stall behind
+    // another role's open transaction, short of this member's registration (offset 5). Until
+    // it reads its registration it must assume a lease may exist (its turn is a lease after it
+    // registered, T0 + 3000), but it keeps reading and takes its real turn once the stall ends.
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("a"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 5 }).unwrap();
+    assert_eq!(drain(&mut c), [read(0, None)]);
+    // The first read stops short: a long poll follows at once, until the turn.
+    c.handle(UnixMillis(T0 + 10), stalled(5)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(5, Some(T0 + 3000))],
+        "long-poll for the registration, not sleep until a lease after registering"
+    );
+    // A reader that answers long polls at once: read again a RECHECK later, no busy loop.
+    c.handle(UnixMillis(T0 + 20), stalled(5)).unwrap();
+    assert_eq!(drain(&mut c), []);
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 120)));
+    c.handle(UnixMillis(T0 + 120), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(5, None)]);
+    // Still stalled: a long poll again, and a RECHECK after its empty answer.
+    c.handle(UnixMillis(T0 + 130), stalled(5)).unwrap();
+    assert_eq!(drain(&mut c), [read(5, Some(T0 + 3000))]);
+    c.handle(UnixMillis(T0 + 140), stalled(5)).unwrap();
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 240)));
+    // The stall ends: its registration shows an unleased role, and it checks at once.
+    c.handle(UnixMillis(T0 + 240), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(5, None)]);
+    c.handle(UnixMillis(T0 + 250), records(vec![reg_record(5, "a")], 6))
+        .unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+}
+
+#[test]
 fn a_claim_that_finishes_late_keeps_the_phase_of_the_renewals_after_it() {
     // A process claiming thousands of roles at once finishes some claims seconds late. Their
     // renewals keep the role's phase (600 ms: due at T0 + 400, + 1400, + 2400, ...) instead

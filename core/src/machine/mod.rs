@@ -187,6 +187,15 @@ struct Term {
     number: i64,
 }
 
+/// What a read's answer says besides its records.
+#[derive(Clone, Copy, Debug)]
+struct Answered {
+    end_offset: i64,
+    stalled: bool,
+    /// The read was a long poll (it could wait for the partition to move).
+    long_poll: bool,
+}
+
 /// One member of one role, from registration to leadership and back, with no I/O, no clock
 /// and no async inside.
 ///
@@ -241,6 +250,11 @@ struct Term {
 /// retried with [`backoff`], capped below the renew interval for a leader.
 ///
 /// # Before a challenge
+///
+/// Until its reads reach its own registration, a member counts its turn from a lease duration
+/// after it registered (a lease it has not read yet may exist). Meanwhile it long-polls the
+/// partition, and reads again every [`RECHECK`] when the reader answers long polls at once, so
+/// that a read stalled short of its registration costs it milliseconds, not that lease.
 ///
 /// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
 /// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
@@ -800,14 +814,19 @@ impl Candidate {
                 }
             }
             (
-                Io::Read { .. },
+                Io::Read { wait_until },
                 Event::RecordsRead {
                     records,
                     end_offset,
                     stalled,
                 },
             ) => {
-                self.on_read(now, &records, end_offset, stalled);
+                let answered = Answered {
+                    end_offset,
+                    stalled,
+                    long_poll: wait_until.is_some(),
+                };
+                self.on_read(now, &records, answered);
             }
             (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Acquire, Event::EpochGranted { token }) => {
@@ -913,7 +932,12 @@ impl Candidate {
         Ok(())
     }
 
-    fn on_read(&mut self, now: UnixMillis, records: &[Record], end_offset: i64, stalled: bool) {
+    fn on_read(&mut self, now: UnixMillis, records: &[Record], answered: Answered) {
+        let Answered {
+            end_offset,
+            stalled,
+            long_poll,
+        } = answered;
         for r in records {
             match self.state.apply(r) {
                 Applied::Leased | Applied::LeaseCleared => {
@@ -981,18 +1005,41 @@ impl Candidate {
             }
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
-                if !records.is_empty() {
-                    // The partition moved: keep tailing, and let a reader that can long-poll
-                    // wait for the next record until our turn. A reader that answers at once
-                    // returns nothing and the timer takes over: no busy loop.
+                if !records.is_empty() || (self.registration_unseen() && !long_poll) {
+                    // The partition moved, or this member has not read its own registration
+                    // yet (its turn then counts from a lease after it registered, in case a
+                    // lease it has not read exists): keep tailing, and let a reader that can
+                    // long-poll wait for the next record until the turn. A reader that
+                    // answers at once returns nothing and the timer takes over: no busy loop.
                     self.issue(Io::Read {
                         wait_until: Some(until),
                     });
                 } else {
-                    self.timer = Some((until, Io::Read { wait_until: None }));
+                    self.wait_until(now, until);
                 }
             }
         }
+    }
+
+    /// Whether this member's reads have not reached its own registration yet.
+    fn registration_unseen(&self) -> bool {
+        self.join_offset
+            .is_some_and(|join| self.state.next_offset() <= join)
+    }
+
+    /// Waits for this member's turn at `until` with nothing to long-poll on, then reads. While
+    /// its reads have not reached its own registration (a partition whose reads stall behind
+    /// another role's open transaction, common when a process claims thousands of roles at
+    /// once), that turn is a whole lease after it registered: it reads again every
+    /// [`RECHECK`] instead, so that it learns its real turn once the stall ends, not a lease
+    /// later.
+    fn wait_until(&mut self, now: UnixMillis, until: UnixMillis) {
+        let at = if self.registration_unseen() {
+            until.min(now + self.recheck_interval())
+        } else {
+            until
+        };
+        self.timer = Some((at, Io::Read { wait_until: None }));
     }
 
     /// Whether `record`, a registration tombstone just applied, announces another member's
@@ -1184,7 +1231,7 @@ impl Candidate {
             Step::NotRegistered => self.issue(Io::Register),
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
-                self.timer = Some((until, Io::Read { wait_until: None }));
+                self.wait_until(now, until);
             }
             // Not reachable with a contest window in the future; look again shortly.
             Step::Challenge { .. } => self.recheck(now),
