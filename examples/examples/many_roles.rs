@@ -23,7 +23,8 @@
 //! `--burst` runs a failover burst instead: a child process (this program) leads half of the
 //! roles, this process leads the other half and stands by for the first; the child is
 //! SIGKILLed and each of its roles must move by its lease deadline + 250 ms (with
-//! `--stagger-ms`, 5000 by default).
+//! `--stagger-ms`, 5000 by default). This process then resigns every role it holds, so that
+//! no write cut by its exit stalls a partition for the next run.
 //!
 //! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
 //! serves long polls from the transport's tail and N to one that does not, alternating.
@@ -439,7 +440,7 @@ fn burst(
         }
     }
     // The new leaderships live until the figures are printed.
-    let (elected_at, _held) = elections.finish(runtime);
+    let (elected_at, held) = elections.finish(runtime);
     let (sent, stats) = (client.requests_sent(), host.stats());
     println!(
         "burst: from the kill to the last election: {} requests to the broker from this process; \
@@ -527,6 +528,28 @@ fn burst(
             / 1000.0,
         own.len(),
         own.iter().filter(|l| l.is_done()).count(),
+    );
+    // Leave every role clean before exiting: a renewal cut by the exit would stay open until
+    // its transaction timeout (a lease) and stall its partition for the next run's process.
+    let leaving = Instant::now();
+    let count = own.len() + held.len();
+    let clean = runtime.block_on(async {
+        let resigns: Vec<_> = own
+            .into_iter()
+            .chain(held)
+            .map(|l| tokio::spawn(async move { l.resign().await }))
+            .collect();
+        let mut clean = 0;
+        for r in resigns {
+            if matches!(r.await, Ok(Ok(()))) {
+                clean += 1;
+            }
+        }
+        clean
+    });
+    println!(
+        "burst: this process resigned its {count} roles in {:.1} s ({clean} clean)",
+        leaving.elapsed().as_secs_f64()
     );
     std::process::exit(0);
 }
