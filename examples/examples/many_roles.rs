@@ -531,25 +531,11 @@ fn burst(
     );
     // Leave every role clean before exiting: a renewal cut by the exit would stay open until
     // its transaction timeout (a lease) and stall its partition for the next run's process.
-    let leaving = Instant::now();
     let count = own.len() + held.len();
-    let clean = runtime.block_on(async {
-        let resigns: Vec<_> = own
-            .into_iter()
-            .chain(held)
-            .map(|l| tokio::spawn(async move { l.resign().await }))
-            .collect();
-        let mut clean = 0;
-        for r in resigns {
-            if matches!(r.await, Ok(Ok(()))) {
-                clean += 1;
-            }
-        }
-        clean
-    });
+    let (clean, took) = resign_all(runtime, own.into_iter().chain(held).collect());
     println!(
         "burst: this process resigned its {count} roles in {:.1} s ({clean} clean)",
-        leaving.elapsed().as_secs_f64()
+        took.as_secs_f64()
     );
     std::process::exit(0);
 }
@@ -851,8 +837,21 @@ fn main() {
         client.open_connections()
     );
     // Every role resigns at once: how long a process with this many roles takes to leave.
-    let leaving = Instant::now();
     let count = leaderships.len();
+    let (clean, took) = resign_all(&runtime, leaderships);
+    println!(
+        "all {count} roles resigned at once in {:.1} s ({clean} left the role clean)",
+        took.as_secs_f64()
+    );
+}
+
+/// Resigns every one of `leaderships` at once; returns how many left their role clean and how
+/// long that took.
+fn resign_all(
+    runtime: &tokio::runtime::Runtime,
+    leaderships: Vec<Leadership>,
+) -> (usize, Duration) {
+    let leaving = Instant::now();
     let clean = runtime.block_on(async {
         let resigns: Vec<_> = leaderships
             .into_iter()
@@ -866,10 +865,7 @@ fn main() {
         }
         clean
     });
-    println!(
-        "all {count} roles resigned at once in {:.1} s ({clean} left the role clean)",
-        leaving.elapsed().as_secs_f64()
-    );
+    (clean, leaving.elapsed())
 }
 
 /// The requests of each kind `client` sent since `before` (its earlier

@@ -187,15 +187,6 @@ struct Term {
     number: i64,
 }
 
-/// What a read's answer says besides its records.
-#[derive(Clone, Copy, Debug)]
-struct Answered {
-    end_offset: i64,
-    stalled: bool,
-    /// The read was a long poll (it could wait for the partition to move).
-    long_poll: bool,
-}
-
 /// One member of one role, from registration to leadership and back, with no I/O, no clock
 /// and no async inside.
 ///
@@ -821,12 +812,8 @@ impl Candidate {
                     stalled,
                 },
             ) => {
-                let answered = Answered {
-                    end_offset,
-                    stalled,
-                    long_poll: wait_until.is_some(),
-                };
-                self.on_read(now, &records, answered);
+                let long_poll = wait_until.is_some();
+                self.on_read(now, &records, end_offset, stalled, long_poll);
             }
             (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Acquire, Event::EpochGranted { token }) => {
@@ -932,12 +919,15 @@ impl Candidate {
         Ok(())
     }
 
-    fn on_read(&mut self, now: UnixMillis, records: &[Record], answered: Answered) {
-        let Answered {
-            end_offset,
-            stalled,
-            long_poll,
-        } = answered;
+    /// A read's answer; `long_poll` says whether the read could wait for the partition to move.
+    fn on_read(
+        &mut self,
+        now: UnixMillis,
+        records: &[Record],
+        end_offset: i64,
+        stalled: bool,
+        long_poll: bool,
+    ) {
         for r in records {
             match self.state.apply(r) {
                 Applied::Leased | Applied::LeaseCleared => {
