@@ -394,7 +394,7 @@ fn a_registration_behind_another_roles_open_write_is_read_once_it_ends(
     }
     let elected = elected.unwrap_or_else(|| panic!("never elected: {:?}", c.snapshot()));
     assert!(
-        elected.since(abort_at) <= Duration::from_millis(500),
+        elected.since(abort_at) <= Duration::from_millis(100),
         "{flavour:?}, tailing {tailing}: elected {:?} after registering, {:?} after the stall \
          ended: it waited for a lease after registering ({LEASE:?}) instead of reading again",
         elected.since(registered),
