@@ -38,7 +38,7 @@ use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Leadership, Options};
 use kafka_coordination_examples::elections;
-use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
+use kafka_coordination_examples::procfs::{cpu_seconds, own_resources, MachineCpu};
 
 struct Args {
     bootstrap: String,
@@ -296,12 +296,14 @@ fn burst(
         own.len()
     );
     let (sent0, stats0, t0) = (client.requests_sent(), host.stats(), Instant::now());
-    let by_api0 = client.requests_by_api();
+    let (by_api0, machine0) = (client.requests_by_api(), MachineCpu::now());
     std::thread::sleep(args.renew + Duration::from_millis(500));
     let (sent1, stats1) = (client.requests_sent(), host.stats());
     println!(
-        "burst: standing by, requests by kind: {}",
-        requests_since(&client, &by_api0)
+        "burst: standing by, requests by kind: {}; the host's queue {}; the machine {}",
+        requests_since(&client, &by_api0),
+        stats1.queued,
+        MachineCpu::now().since(&machine0),
     );
     println!(
         "burst: standing by for one renew interval: {:.0} requests/s to the broker from this \
@@ -320,7 +322,7 @@ fn burst(
         broker.as_deref().map(cpu_seconds),
         Instant::now(),
     );
-    let by_api_at_kill = client.requests_by_api();
+    let (by_api_at_kill, machine_at_kill) = (client.requests_by_api(), MachineCpu::now());
     let _ = child.wait();
     // Each role's deadline: the last lease the child committed, as the topic holds it; one
     // read of each partition, done well before the first deadline.
@@ -456,13 +458,14 @@ fn burst(
     let secs = cpu_at_kill.2.elapsed().as_secs_f64();
     println!(
         "burst: from the kill to the last election: this process {:.0} % of one core, the \
-         broker {}",
+         broker {}, the machine {}",
         (cpu_seconds("self") - cpu_at_kill.0) / secs * 100.0,
         match (broker.as_deref(), cpu_at_kill.1) {
             (Some(pid), Some(before)) =>
                 format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
             _ => "unknown (--broker-pid)".to_owned(),
-        }
+        },
+        MachineCpu::now().since(&machine_at_kill),
     );
     let mut late: Vec<i64> = elected_at
         .iter()
@@ -741,11 +744,12 @@ fn main() {
         rss1 / 1024
     );
     let broker = args.broker_pid.map(|p| p.to_string());
-    let (cpu0, broker0, t0, requests0) = (
+    let (cpu0, broker0, t0, requests0, machine0) = (
         cpu_seconds("self"),
         broker.as_deref().map(cpu_seconds),
         Instant::now(),
         client.requests_sent(),
+        MachineCpu::now(),
     );
     let mut max_threads = threads1;
     let mut max_rss = rss1;
@@ -823,12 +827,13 @@ fn main() {
     println!(
         "\nmany_roles: {} roles; elected in {:.1} s (target <= 60 s); lost {lost} (target 0); \
          threads max {max_threads} (target <= 32); RSS max {} MiB (target <= 1 GiB); CPU {cpu:.1} \
-         % of one core in steady state; broker CPU {}; requests to the broker {:.0}/s (native \
-         connections; registrations aside)",
+         % of one core in steady state; broker CPU {}; the machine {}; requests to the broker \
+         {:.0}/s (native connections; registrations aside)",
         args.roles,
         elected_in.as_secs_f64(),
         max_rss / 1024,
         bcpu.map_or("n/a".to_owned(), |b| format!("{b:.1} % of one core")),
+        MachineCpu::now().since(&machine0),
         (client.requests_sent() - requests0) as f64 / secs
     );
     println!(
