@@ -291,23 +291,63 @@ fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
         Some(UnixMillis(wake.0 + 1000)),
         "a renew interval after the late renewal was due, not after it was issued"
     );
-    // Late again, and finished only after the next one was due: the next counts from this
-    // one's start.
+    // Late again, and finished only after the next one was due (wake + 2000): that renewal
+    // is due at once.
     c.handle(UnixMillis(wake.0 + 1300), Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 4300)]);
     c.handle(UnixMillis(wake.0 + 2100), Event::LeaseWritten { offset: 3 })
         .unwrap();
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 2300)));
-    // That one renewal was off the schedule, on time: the next is back on it (a renew
-    // interval after its start would be wake + 3300).
-    c.handle(UnixMillis(wake.0 + 2300), Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 5300)]);
-    c.handle(UnixMillis(wake.0 + 2320), Event::LeaseWritten { offset: 4 })
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 2000)));
+    c.handle(UnixMillis(wake.0 + 2100), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 5100)]);
+    c.handle(UnixMillis(wake.0 + 2120), Event::LeaseWritten { offset: 4 })
         .unwrap();
+    // One renewal off the schedule: the next is back on it (a renew interval after its start
+    // would be wake + 3100).
     assert_eq!(
         c.poll_timeout(),
         Some(UnixMillis(wake.0 + 3000)),
         "the schedule outlives a renewal that missed its slot"
+    );
+}
+
+#[test]
+fn a_role_whose_writes_keep_finishing_after_its_point_gets_back_on_its_schedule() {
+    // A process whose calls wait in a queue: every lease write takes 700 ms. The role's phase
+    // (600 ms) puts its renewals at T0 + 400, + 1400, + 2400, ...; the claim, issued at T0,
+    // finishes after the first of them. A rule that waited a renew interval after each missed
+    // write's start would renew at T0 + 1000, + 2000, + 3000, ... for as long as the writes
+    // stay slow, in step with every role claimed at T0. Renewing at once after a write that
+    // missed its point brings the role back to its own points.
+    let token = FencingToken::new(7, 0);
+    let took = 700;
+    let mut c = elected_when(
+        "a",
+        |c| c.set_renewal_phase(Duration::from_millis(600)),
+        UnixMillis(T0 + took),
+    );
+    let mut issued = vec![];
+    let mut last_start = T0;
+    for offset in 2..8 {
+        let due = c.poll_timeout().unwrap().0;
+        // The loop acts when it can: not before the write in flight finished.
+        let at = due.max(last_start + took);
+        assert!(
+            at <= last_start + 1000,
+            "a renewal {} ms after the last write's start: later than a renew interval",
+            at - last_start
+        );
+        c.handle(UnixMillis(at), Event::Tick).unwrap();
+        assert_eq!(drain(&mut c), [lease_write("a", token, T0, at + 3000)]);
+        c.handle(UnixMillis(at + took), Event::LeaseWritten { offset })
+            .unwrap();
+        issued.push(at - T0);
+        last_start = at;
+    }
+    assert_eq!(
+        issued,
+        [700, 1400, 2400, 3400, 4400, 5400],
+        "two early renewals, then the role's own points"
     );
 }
 
@@ -358,7 +398,11 @@ fn a_claim_that_finishes_late_keeps_the_phase_of_the_renewals_after_it() {
     // Finished 2.5 renew intervals after it was issued: renew at once (a renew interval after
     // the claim's start has passed), then back on the schedule.
     let mut c = elected_when("a", |c| c.set_renewal_phase(phase), UnixMillis(T0 + 2500));
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 400)),
+        "due since T0 + 400"
+    );
     c.handle(UnixMillis(T0 + 2500), Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 5500)]);
     c.handle(UnixMillis(T0 + 2520), Event::LeaseWritten { offset: 2 })
@@ -369,13 +413,13 @@ fn a_claim_that_finishes_late_keeps_the_phase_of_the_renewals_after_it() {
         "the phase's slot, not a renew interval after the late renewal (T0 + 3500)"
     );
     // Finished after the phase's first slot but within a renew interval: the first renewal
-    // comes a renew interval after the claim (the slot after is later than that), and the
-    // second is on the schedule again.
+    // is due at once (not a renew interval after the claim, T0 + 1000), and the second is on
+    // the schedule again.
     let mut c = elected_when("a", |c| c.set_renewal_phase(phase), UnixMillis(T0 + 700));
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1000)));
-    c.handle(UnixMillis(T0 + 1000), Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 4000)]);
-    c.handle(UnixMillis(T0 + 1010), Event::LeaseWritten { offset: 2 })
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 400)));
+    c.handle(UnixMillis(T0 + 700), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, T0 + 3700)]);
+    c.handle(UnixMillis(T0 + 710), Event::LeaseWritten { offset: 2 })
         .unwrap();
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 1400)));
 }

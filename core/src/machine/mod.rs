@@ -458,9 +458,9 @@ impl Candidate {
 
     /// Brings the first renewal of each term `phase` earlier than a renew interval after the
     /// claim; the renewals after it follow every renew interval, as always, on the schedule
-    /// the first one set (a write that finishes late costs at most one renewal off it). A
-    /// `phase` of a renew interval or more counts modulo the interval; zero (the default)
-    /// changes nothing.
+    /// the first one set (a write that finishes after its point is followed by a renewal at
+    /// once, and the ones after it keep to the schedule). A `phase` of a renew interval or
+    /// more counts modulo the interval; zero (the default) changes nothing.
     ///
     /// For a process that leads many roles: roles it won together would otherwise renew
     /// together for as long as it leads them, so their leases would run out together if it
@@ -861,7 +861,7 @@ impl Candidate {
                         Duration::ZERO
                     };
                     self.renew_grid = self.issued_at + (self.timing.renew_interval - phase);
-                    self.renew_at = self.next_renewal(now);
+                    self.renew_at = self.next_renewal();
                     self.lead_on(token);
                 }
             }
@@ -871,7 +871,7 @@ impl Candidate {
                 if self.resigning {
                     self.start_cleanup();
                 } else {
-                    self.renew_at = self.next_renewal(now);
+                    self.renew_at = self.next_renewal();
                     self.lead_on(token);
                 }
             }
@@ -1243,9 +1243,9 @@ impl Candidate {
             .collect()
     }
 
-    /// When the renewal after the lease write issued at `issued_at` and finished at `now` is
-    /// due: the term's next scheduled renewal after `now`, unless that is later than a renew
-    /// interval after the write was issued (then that instant, as without a schedule).
+    /// When the renewal after the lease write issued at `issued_at` is due: the term's one
+    /// scheduled point in (`issued_at`, `issued_at` + renew interval]. When the write finished
+    /// after that point, it is already due: the next renewal goes out at once.
     ///
     /// Keeping the schedule matters to a process that leads many roles. A write that finished
     /// late (a loop that fell behind, a claim that waited behind thousands of others, a retry)
@@ -1253,17 +1253,27 @@ impl Candidate {
     /// finish. A process whose loop was slow once (typically while it claimed its roles)
     /// would keep the renewals, and so the lease deadlines, of all the roles delayed together
     /// bunched for as long as it held them; if it died, their standbys would all have to take
-    /// over in the same second. The cap keeps every lease's margin at least what it was
-    /// before: a renewal only ever comes earlier than a renew interval after the last write's
-    /// start, never later, so a write that missed its slot costs at most one early renewal,
-    /// and the one after it is back on the schedule.
-    fn next_renewal(&self, now: UnixMillis) -> UnixMillis {
+    /// over in the same second.
+    ///
+    /// No renewal ever comes later than a renew interval after the last write's start, so no
+    /// lease is held to a thinner margin than without a schedule. A write that missed its
+    /// point is followed by one at once, and that one's point is a renew interval on: while
+    /// the writes take less than a renew interval, a role is back on its schedule after a few
+    /// early renewals. Waiting instead until a renew interval after the missed write's start
+    /// (the rule before) kept a role off its schedule for as long as its writes took longer
+    /// than its phase left them: in a process whose calls waited seconds in a queue, every
+    /// role with a phase that close to the renew interval renewed in step with its claim, and
+    /// roles claimed together stayed bunched for good.
+    fn next_renewal(&self) -> UnixMillis {
         let interval = duration_millis(self.timing.renew_interval).max(1);
         let grid = self.renew_grid.as_millis();
-        let next = if now.as_millis() < grid {
+        let issued = self.issued_at.as_millis();
+        // The first point after `issued` (the grid's points are `grid + k * interval`); the
+        // claim's own point, the first renewal, is within a renew interval of it.
+        let next = if issued < grid {
             grid
         } else {
-            let passed = (now.as_millis() - grid) / interval + 1;
+            let passed = (issued - grid) / interval + 1;
             grid.saturating_add(passed.saturating_mul(interval))
         };
         UnixMillis(next).min(self.issued_at + self.timing.renew_interval)
