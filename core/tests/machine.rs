@@ -291,19 +291,19 @@ fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
         Some(UnixMillis(wake.0 + 1000)),
         "a renew interval after the late renewal was due, not after it was issued"
     );
-    // Late again, and finished only after the next one was due (wake + 2000): that renewal
-    // is due at once.
+    // Late again, and finished only after the next one was due: the next counts from this
+    // one's start.
     c.handle(UnixMillis(wake.0 + 1300), Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 4300)]);
     c.handle(UnixMillis(wake.0 + 2100), Event::LeaseWritten { offset: 3 })
         .unwrap();
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 2000)));
-    c.handle(UnixMillis(wake.0 + 2100), Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 5100)]);
-    c.handle(UnixMillis(wake.0 + 2120), Event::LeaseWritten { offset: 4 })
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(wake.0 + 2300)));
+    // That one renewal was off the schedule, on time: the next is back on it (a renew
+    // interval after its start would be wake + 3300).
+    c.handle(UnixMillis(wake.0 + 2300), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [lease_write("a", token, T0, wake.0 + 5300)]);
+    c.handle(UnixMillis(wake.0 + 2320), Event::LeaseWritten { offset: 4 })
         .unwrap();
-    // One renewal off the schedule: the next is back on it (a renew interval after its start
-    // would be wake + 3100).
     assert_eq!(
         c.poll_timeout(),
         Some(UnixMillis(wake.0 + 3000)),

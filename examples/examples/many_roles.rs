@@ -24,7 +24,10 @@
 //! roles, this process leads the other half and stands by for the first; the child is
 //! SIGKILLed and each of its roles must move by its lease deadline + 250 ms (with
 //! `--stagger-ms`, 5000 by default). This process then resigns every role it holds, so that
-//! no write cut by its exit stalls a partition for the next run.
+//! no write cut by its exit stalls a partition for the next run. With `--steady`, the renew
+//! interval before the kill starts only once this process's host has had no call waiting for
+//! a thread for a whole renew interval (at most 5 minutes): a burst in the steady state rather
+//! than in the backlog that the two processes' starts leave on a slow machine.
 //!
 //! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
 //! serves long polls from the transport's tail and N to one that does not, alternating.
@@ -60,6 +63,8 @@ struct Args {
     no_spread: bool,
     /// `--no-tail`: `HostOptions::tail_reads(false)`.
     no_tail: bool,
+    /// `--steady`: the burst's kill waits until this process's host has kept up.
+    steady: bool,
     /// `--handover N`: N resigns to a standby host with the tail, N to one without.
     handover: Option<usize>,
 }
@@ -87,6 +92,7 @@ fn parse_args() -> Args {
         burst_child: None,
         no_spread: false,
         no_tail: false,
+        steady: false,
         handover: None,
     };
     let mut it = std::env::args().skip(1);
@@ -97,6 +103,10 @@ fn parse_args() -> Args {
         }
         if flag == "--no-tail" {
             a.no_tail = true;
+            continue;
+        }
+        if flag == "--steady" {
+            a.steady = true;
             continue;
         }
         if flag == "--burst" {
@@ -295,6 +305,28 @@ fn burst(
          child (SIGKILL) after one more renew interval",
         own.len()
     );
+    if args.steady {
+        // Start the stand-by interval only once this process's host has kept up (no call
+        // waiting for a thread) for a whole renew interval: a burst in the steady state, not
+        // in the backlog that both processes' starts leave on a slow machine.
+        let (began, limit) = (Instant::now(), Duration::from_secs(300));
+        let mut quiet_since = Instant::now();
+        while quiet_since.elapsed() < args.renew && began.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(250));
+            if host.stats().queued > 0 {
+                quiet_since = Instant::now();
+            }
+        }
+        println!(
+            "burst: --steady: the host's queue {} a renew interval after {:.1} s",
+            if quiet_since.elapsed() >= args.renew {
+                "was empty for"
+            } else {
+                "was still not empty for"
+            },
+            began.elapsed().as_secs_f64()
+        );
+    }
     let (sent0, stats0, t0) = (client.requests_sent(), host.stats(), Instant::now());
     let (by_api0, machine0) = (client.requests_by_api(), MachineCpu::now());
     std::thread::sleep(args.renew + Duration::from_millis(500));

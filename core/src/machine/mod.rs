@@ -381,6 +381,9 @@ pub struct Candidate {
     /// The term's renewal schedule: renewals are due at this instant plus whole renew
     /// intervals (a renew interval after the claim was issued, less the phase).
     renew_grid: UnixMillis,
+    /// Whether the term's schedule has a phase (its points are not a renew interval after
+    /// the claim's start): only then does a missed point bring the next renewal at once.
+    renew_phased: bool,
     /// How much earlier than a renew interval after its claim a term's first renewal comes.
     renewal_phase: Duration,
 }
@@ -443,6 +446,7 @@ impl Candidate {
             evictions: VecDeque::new(),
             renew_at: now,
             renew_grid: now,
+            renew_phased: false,
             renewal_phase: Duration::ZERO,
         };
         c.issue(Io::Register);
@@ -861,7 +865,8 @@ impl Candidate {
                         Duration::ZERO
                     };
                     self.renew_grid = self.issued_at + (self.timing.renew_interval - phase);
-                    self.renew_at = self.next_renewal();
+                    self.renew_phased = !phase.is_zero();
+                    self.renew_at = self.next_renewal(now);
                     self.lead_on(token);
                 }
             }
@@ -871,7 +876,7 @@ impl Candidate {
                 if self.resigning {
                     self.start_cleanup();
                 } else {
-                    self.renew_at = self.next_renewal();
+                    self.renew_at = self.next_renewal(now);
                     self.lead_on(token);
                 }
             }
@@ -1243,9 +1248,9 @@ impl Candidate {
             .collect()
     }
 
-    /// When the renewal after the lease write issued at `issued_at` is due: the term's one
-    /// scheduled point in (`issued_at`, `issued_at` + renew interval]. When the write finished
-    /// after that point, it is already due: the next renewal goes out at once.
+    /// When the renewal after the lease write issued at `issued_at` and finished at `now` is
+    /// due. Never later than a renew interval after the write's start, so no lease is held to
+    /// a thinner margin than without a schedule.
     ///
     /// Keeping the schedule matters to a process that leads many roles. A write that finished
     /// late (a loop that fell behind, a claim that waited behind thousands of others, a retry)
@@ -1255,26 +1260,34 @@ impl Candidate {
     /// bunched for as long as it held them; if it died, their standbys would all have to take
     /// over in the same second.
     ///
-    /// No renewal ever comes later than a renew interval after the last write's start, so no
-    /// lease is held to a thinner margin than without a schedule. A write that missed its
-    /// point is followed by one at once, and that one's point is a renew interval on: while
-    /// the writes take less than a renew interval, a role is back on its schedule after a few
-    /// early renewals. Waiting instead until a renew interval after the missed write's start
-    /// (the rule before) kept a role off its schedule for as long as its writes took longer
-    /// than its phase left them: in a process whose calls waited seconds in a queue, every
-    /// role with a phase that close to the renew interval renewed in step with its claim, and
-    /// roles claimed together stayed bunched for good.
-    fn next_renewal(&self) -> UnixMillis {
+    /// - **A term with a phase** (a host's spread): the term's one point in (`issued_at`,
+    ///   `issued_at` + renew interval], at once if the write finished after it. A role that
+    ///   missed its point is back on its points after one or a few early renewals (while
+    ///   writes take less than a renew interval). The rule before, below, kept every role
+    ///   whose writes finished later than its phase allowed on its claim's plain schedule for
+    ///   as long as its host's queue stayed that far behind, in step with every role claimed
+    ///   in the same second.
+    /// - **A term without one** (its points are a renew interval after the claim's start and
+    ///   every renew interval after that): the next point after `now`, capped at a renew
+    ///   interval after the write's start. A write issued on its point that finished before
+    ///   the next one keeps the schedule; one that finished later is followed a renew interval
+    ///   after its start, never back to back with it unless it took a whole renew interval.
+    fn next_renewal(&self, now: UnixMillis) -> UnixMillis {
         let interval = duration_millis(self.timing.renew_interval).max(1);
         let grid = self.renew_grid.as_millis();
-        let issued = self.issued_at.as_millis();
-        // The first point after `issued` (the grid's points are `grid + k * interval`); the
-        // claim's own point, the first renewal, is within a renew interval of it.
-        let next = if issued < grid {
-            grid
+        // The first point after `after` (the grid's points are `grid + k * interval`).
+        let point_after = |after: i64| {
+            if after < grid {
+                grid
+            } else {
+                let passed = (after - grid) / interval + 1;
+                grid.saturating_add(passed.saturating_mul(interval))
+            }
+        };
+        let next = if self.renew_phased {
+            point_after(self.issued_at.as_millis())
         } else {
-            let passed = (issued - grid) / interval + 1;
-            grid.saturating_add(passed.saturating_mul(interval))
+            point_after(now.as_millis())
         };
         UnixMillis(next).min(self.issued_at + self.timing.renew_interval)
     }
