@@ -465,17 +465,6 @@ fn a_second_live_process_with_the_same_member_id_is_detected(flavour: Flavour) {
     assert!(b2.is_leader());
 }
 
-/// Another role whose records share `ROLE`'s partition (of 16).
-fn role_sharing_the_partition() -> (Role, i32) {
-    use kafka_coordination::core::partition::role_partition;
-    let partition = role_partition(&Role::new(ROLE).unwrap(), 16).unwrap();
-    let other = (0..)
-        .map(|k| Role::new(format!("other-{k}")).unwrap())
-        .find(|r| role_partition(r, 16).ok() == Some(partition))
-        .expect("a role on the same partition");
-    (other, partition)
-}
-
 /// Issue 11, "challenge churn": a standby whose turn comes while another member's challenge is
 /// under way (its pair minted, its first lease not written yet) does not challenge too; when
 /// that challenger never writes (it died right after its acquire), the standby takes over a
@@ -519,26 +508,16 @@ fn a_challenge_under_way_is_not_challenged_again(flavour: Flavour) {
 /// to the same partition; the standby reads nothing past it (its read stalls) but does not take
 /// the healthy leader's lease for expired. Once the stall ends, a real death is still noticed.
 fn a_stalled_partition_does_not_depose_a_healthy_leader(flavour: Flavour) {
-    use kafka_coordination::core::record::Key;
-    use kafka_coordination::{Coordinator, StateReader};
+    use kafka_coordination::core::partition::role_partition;
+    use kafka_coordination::StateReader;
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
     let token = a.token().unwrap();
-    let (other, partition) = role_sharing_the_partition();
-    let stall = LEASE * 4;
+    let partition = role_partition(&Role::new(ROLE).unwrap(), 16).unwrap();
     w.broker()
-        .transport("other-holder")
-        .acquire_epoch(&other, stall)
-        .expect("acquire the other role");
-    w.broker()
-        .open_transaction(
-            &other,
-            partition,
-            &Key::lease(other.clone()).encode(),
-            Some(b"half-written"),
-        )
-        .expect("open a transaction");
+        .stall_partition(partition, LEASE * 4)
+        .expect("stall the partition");
     let stalled = || {
         w.observer()
             .read_partition(partition, 0, Duration::ZERO)

@@ -344,31 +344,15 @@ fn a_registration_behind_another_roles_open_write_is_read_once_it_ends(
     tailing: bool,
 ) {
     use kafka_coordination::core::partition::role_partition;
-    use kafka_coordination::core::record::Key;
-    use kafka_coordination::Coordinator;
     let w = World::new();
-    let partitions = w.broker.partitions();
     let role = Role::new("shard-0").unwrap();
-    let partition = role_partition(&role, partitions).unwrap();
-    let other = (0..)
-        .map(|i| Role::new(format!("other-{i}")).unwrap())
-        .find(|r| role_partition(r, partitions).unwrap() == partition)
-        .unwrap();
-    // The other role's holder dies in the middle of a lease write; the write stays open until
+    let partition = role_partition(&role, w.broker.partitions()).unwrap();
+    // Another role's holder dies in the middle of a lease write; the write stays open until
     // its transaction timeout, half a lease from now.
     let abort_at = w.now().saturating_add(LEASE / 2);
     w.broker
-        .transport("other-holder")
-        .acquire_epoch(&other, LEASE / 2)
-        .expect("acquire the other role");
-    w.broker
-        .open_transaction(
-            &other,
-            partition,
-            &Key::lease(other.clone()).encode(),
-            Some(b"half-written"),
-        )
-        .expect("open a transaction");
+        .stall_partition(partition, LEASE / 2)
+        .expect("stall the partition");
     let host = start_host(
         flavour,
         Arc::new(w.broker.transport("a").tailing(tailing)),

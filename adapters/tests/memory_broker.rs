@@ -834,3 +834,37 @@ fn long_poll_keeps_waiting_while_new_records_sit_behind_an_open_transaction() {
         "answered after {elapsed:?}"
     );
 }
+
+#[test]
+fn a_stalled_partition_hides_later_records_until_the_stalling_write_times_out() {
+    use kafka_coordination::core::partition::role_partition;
+    let (broker, clock) = setup();
+    for bad in [-1, 4] {
+        let err = broker.stall_partition(bad, TIMEOUT).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(
+            err.to_string().contains(&format!("partition {bad}")),
+            "{err}"
+        );
+    }
+    let other = broker.stall_partition(2, TIMEOUT).unwrap();
+    assert_eq!(role_partition(&other, 4).unwrap(), 2);
+    let t = broker.transport("a");
+    let reg = register(&t, 2, &role("orders"), "a", 1);
+    let read = || t.read_partition(2, 0, Duration::ZERO).unwrap();
+    assert!(read().stalled, "the open write stalls the partition");
+    assert!(read().records.is_empty(), "nothing past it is readable");
+    clock.advance(TIMEOUT - Duration::from_millis(1));
+    assert!(
+        read().stalled,
+        "still open a millisecond before its timeout"
+    );
+    clock.advance(Duration::from_millis(2));
+    let batch = read();
+    assert!(!batch.stalled, "aborted once open longer than its timeout");
+    assert_eq!(
+        offsets(&batch.records),
+        [reg],
+        "the aborted write stays unreadable"
+    );
+}

@@ -58,7 +58,8 @@
 //! of the oldest open transaction, else the log end), committed ones only, in offset order,
 //! tombstones included; `end_offset` is the LSO, and the read reports `stalled` while the LSO
 //! is below the log end (this model's high watermark). An open transaction (see
-//! [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`])
+//! [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`];
+//! [`MemoryBroker::stall_partition`] leaves one open for another role on a given partition)
 //! therefore hides every later record, registrations included, until it is aborted by a
 //! takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below
 //! the LSO, offsets unchanged.
@@ -469,6 +470,45 @@ impl MemoryBroker {
             now,
             false,
         )
+    }
+
+    /// Models another role's holder dying in the middle of a lease write on `partition`: takes
+    /// the first role named `other-0`, `other-1`, ... whose partition that is, with a
+    /// transaction timeout of `timeout`, and leaves a lease write of it open (see
+    /// [`open_transaction`](Self::open_transaction)). Reads of the partition stall short of
+    /// every record after it until the transaction is aborted: once it has been open longer
+    /// than `timeout` by the clock, or by the next `acquire_epoch` of that role. Returns that
+    /// role. Fails with a
+    /// `Config` error for a partition out of range or a timeout above the broker's maximum.
+    pub fn stall_partition(
+        &self,
+        partition: i32,
+        timeout: Duration,
+    ) -> Result<Role, TransportError> {
+        use crate::transport::Coordinator;
+        use kafka_coordination_core::partition::role_partition;
+        use kafka_coordination_core::record::Key;
+        let partitions = self.partitions();
+        if !(0..partitions).contains(&partition) {
+            return Err(TransportError::config(format!(
+                "stall_partition: partition {partition} is out of range (the topic has \
+                 {partitions})"
+            )));
+        }
+        // Murmur2 spreads the names over every partition, so the search ends.
+        let role = (0u64..)
+            .filter_map(|k| Role::new(format!("other-{k}")).ok())
+            .find(|r| role_partition(r, partitions).ok() == Some(partition))
+            .ok_or_else(|| TransportError::fatal("no role name found for the partition"))?;
+        self.transport("other-holder")
+            .acquire_epoch(&role, timeout)?;
+        self.open_transaction(
+            &role,
+            partition,
+            &Key::lease(role.clone()).encode(),
+            Some(b"half-written"),
+        )?;
+        Ok(role)
     }
 
     /// Runs the lazy timeout check now: aborts, with an epoch bump, every transaction open
