@@ -714,6 +714,12 @@ impl Leadership {
     /// read_committed readers, and the term ends at once (`done` fires now, not at the next
     /// renewal). After the term ended, writes are refused without contacting the broker.
     ///
+    /// The write and the lease renewals take turns on the role's transactional producer
+    /// (Kafka runs one transaction at a time per transactional id). On Kafka the write first
+    /// waits, off the producer, until every partition it names has a leader, so a missing
+    /// topic or partition (a [`Transport`](Error::Transport) error of kind
+    /// [`Config`](crate::ErrorKind::Config)) never holds back a renewal.
+    ///
     /// Runs the transport call off the async threads (the driver's runtime's blocking pool),
     /// so it can be awaited on tokio, smol and async-std alike.
     pub async fn guarded_write(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {

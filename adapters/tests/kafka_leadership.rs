@@ -27,8 +27,8 @@ use kafka_coordination::core::record::{Key, Lease, MemberId, Registration, Role}
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport, STATE_TOPIC};
 use kafka_coordination::{
     describe_leadership, describe_role_state, Candidacy, Clock, Coordinator, Error, ErrorKind,
-    FencingToken, Leadership, LeadershipStatus, LeaseWriter, Options, ReadBatch, Registrar,
-    RoleState, StateReader, SystemClock, TransportError,
+    FencingToken, GuardedRecord, Leadership, LeadershipStatus, LeaseWriter, Options, ReadBatch,
+    Registrar, RoleState, StateReader, SystemClock, TransportError,
 };
 
 /// Short timings: the transport needs a transaction timeout (the lease) of at least 1 s.
@@ -1071,6 +1071,82 @@ fn a_member_configured_with_another_partition_count_is_refused() {
             "nothing was written for the role"
         );
     }
+}
+
+/// A guarded write to a partition or a topic that does not exist is a configuration error
+/// naming it, and it costs the leader nothing: the write waits for its partitions' leaders
+/// before it takes the role's transactional session, so the lease renewals go on. Before, the
+/// write held the session while it retried for the whole operation timeout (30 s), no renewal
+/// got through, and the standby took the role from a healthy leader after one lease. A record
+/// the broker refuses (no key, for a compacted topic) is a configuration error too, and the
+/// next write ends the transaction it left open.
+#[test]
+fn a_guarded_write_to_a_partition_that_does_not_exist_leaves_the_leader_in_charge() {
+    let Some(b) = bootstrap() else { return };
+    let role = unique("missing-partition");
+    drop(data_reader(&b)); // DATA_TOPIC exists, with 1 partition
+    let missing_topic = unique("missing-data");
+    // A lease far shorter than the 30 s the write used to hold the session.
+    let options = || {
+        options()
+            .lease_duration(Duration::from_secs(6))
+            .renew_interval(Duration::from_secs(1))
+    };
+    let observer = transport(&b);
+    let kafka = Arc::new(transport(&b));
+    let a = blocking::acquire_leadership(kafka.clone(), &role, "a", options()).expect("elected");
+    let token = a.token();
+    eventually_lease(&observer, &role, "a", token);
+    let standby = blocking::start(transport(&b), &role, "b", options()).expect("start");
+    standing_by(&standby, 0);
+
+    for (topic, partition, named) in [
+        (
+            DATA_TOPIC,
+            7,
+            format!("partition 7 of topic {DATA_TOPIC} does not exist"),
+        ),
+        (
+            missing_topic.as_str(),
+            0,
+            format!("topic {missing_topic} does not exist"),
+        ),
+        // The partition exists, but the compacted topic refuses a record without a key.
+        (DATA_TOPIC, 0, "INVALID_RECORD".to_owned()),
+    ] {
+        let started = Instant::now();
+        let err = a
+            .guarded_write_blocking(&[GuardedRecord {
+                topic,
+                partition,
+                key: None,
+                value: Some(b"lost"),
+            }])
+            .expect_err("a partition that does not exist");
+        eprintln!("{topic}/{partition}: {:?}: {err}", started.elapsed());
+        match &err {
+            Error::Transport(e) => assert_eq!(e.kind(), ErrorKind::Config, "{e}"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+        assert!(err.to_string().contains(&named), "{err}");
+        assert!(!a.is_done(), "the leader's term ended: {:?}", a.err());
+    }
+
+    // Still in charge: the coordinator holds a's pair, a's write with it goes through, and the
+    // standby still stands by.
+    let status = describe_leadership(&observer, &role).expect("describe");
+    assert!(status.authoritative(&token), "{status:?}");
+    a.guarded_write_blocking(&[GuardedRecord {
+        topic: DATA_TOPIC,
+        partition: 0,
+        key: Some(format!("{role}/0").as_bytes()),
+        value: Some(token.to_string().as_bytes()),
+    }])
+    .expect("the leader still writes");
+    assert!(!a.is_done(), "{:?}", a.err());
+    assert_eq!(standby.snapshot().status, Status::Standby);
+    drop(standby);
+    a.resign_blocking().expect("resign");
 }
 
 // ---- 7. every driver once -------------------------------------------------------------------

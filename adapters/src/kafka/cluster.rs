@@ -53,6 +53,8 @@ pub(crate) mod code {
     pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
     pub const TRANSACTION_ABORTABLE: i16 = 120;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const INVALID_RECORD: i16 = 87;
 
     /// The name of a code, for messages.
     pub fn name(code: i16) -> &'static str {
@@ -89,6 +91,8 @@ pub(crate) mod code {
             TRANSACTIONAL_ID_NOT_FOUND => "TRANSACTIONAL_ID_NOT_FOUND",
             TRANSACTION_ABORTABLE => "TRANSACTION_ABORTABLE",
             UNKNOWN_TOPIC_ID => "UNKNOWN_TOPIC_ID",
+            MESSAGE_TOO_LARGE => "MESSAGE_TOO_LARGE",
+            INVALID_RECORD => "INVALID_RECORD",
             _ => "an error code this client does not name",
         }
     }
@@ -650,6 +654,56 @@ impl Cluster {
                     format!("{what}: error {other} ({})", code::name(other)),
                 )),
             }
+        })
+    }
+
+    /// Returns once `partition` of `topic` has a leader this client knows (cached, or from a
+    /// Metadata answer), retrying until `deadline` while the partition has none. A topic that
+    /// is missing, a partition out of its range, or (with `expected`) another partition count
+    /// is a configuration error as soon as two metadata answers agree on it
+    /// ([`confirm`](Self::confirm)).
+    ///
+    /// A guarded write calls this before it takes its role's session, which a transaction
+    /// holds across its round trips: a write to a partition that does not exist, or that is
+    /// between leaders, then waits here, and the role's lease renewals go on meanwhile.
+    pub(crate) fn leader_ready(
+        &self,
+        topic: &str,
+        partition: i32,
+        expected: Option<i32>,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let key = (topic.to_owned(), partition);
+        let known = |cluster: &Cluster| lock(&cluster.leaders).contains_key(&key);
+        if known(self) {
+            return Ok(());
+        }
+        let what = format!("finding the leader of partition {partition} of topic '{topic}'");
+        self.retry(&what, deadline, |cluster| {
+            let why = match cluster.refresh_leaders(topic, deadline) {
+                Ok(()) if known(cluster) => return Ok(()),
+                Ok(()) => format!(
+                    "the metadata of topic '{topic}' names no leader for partition {partition}"
+                ),
+                Err(Attempt::Again {
+                    why,
+                    code: Some(code::UNKNOWN_TOPIC_OR_PARTITION),
+                    ..
+                }) => why,
+                Err(other) => return Err(other),
+            };
+            // Missing, out of range, or only between leaders: two answers decide.
+            let unknown = TransportError::retriable(why.clone())
+                .with_kafka_code(code::UNKNOWN_TOPIC_OR_PARTITION);
+            let decided = cluster.confirm(unknown, topic, partition, expected, deadline);
+            if decided.kind() == crate::error::ErrorKind::Config {
+                return Err(Attempt::Stop(decided));
+            }
+            Err(Attempt::Again {
+                relookup: false,
+                why,
+                code: Some(code::LEADER_NOT_AVAILABLE),
+            })
         })
     }
 

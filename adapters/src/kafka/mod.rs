@@ -278,7 +278,11 @@ impl KafkaTransport {
     /// Writes `records` (to any topics, each to an explicit partition) in **one transaction of
     /// the role's producer**, which must hold `token`. The broker fences the transaction if a
     /// newer epoch exists, so a deposed leader's writes never become visible to read_committed
-    /// readers. Serialised with lease renewals. Returns the records' offsets (`-1` where the
+    /// readers. Serialised with lease renewals (one transaction at a time per transactional
+    /// id), but only once every partition it names has a leader: the wait for one (and the
+    /// check that the topic and partition exist, a [`Config`](crate::ErrorKind::Config) error
+    /// when two metadata answers agree they do not) happens before the role's session is
+    /// taken, so the renewals go on meanwhile. Returns the records' offsets (`-1` where the
     /// delivery report did not arrive in time after a successful commit).
     ///
     /// Errors as for [`write_lease`](LeaseWriter::write_lease): [`Fenced`](crate::ErrorKind::Fenced)
@@ -296,6 +300,18 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
+        // Every partition written must have a leader before the role's session is taken: a
+        // transaction holds the session across its round trips, and a write that waited in
+        // there for a missing or leaderless partition would hold back the lease renewals.
+        let deadline = std::time::Instant::now() + self.config.operation_timeout();
+        let mut seen = std::collections::BTreeSet::new();
+        for r in records {
+            if seen.insert((r.topic, r.partition)) {
+                let expected = (r.topic == self.config.topic()).then(|| self.config.partitions());
+                self.cluster
+                    .leader_ready(r.topic, r.partition, expected, deadline)?;
+            }
+        }
         let written = self.sessions.write(token, records);
         let written = self.fenced_if_superseded(token, written);
         written.map_err(|e| self.confirm_records(e, records))

@@ -577,6 +577,16 @@ impl Sessions {
                         "WRITE",
                         topic,
                     ))),
+                    code::INVALID_RECORD => Err(Attempt::Stop(
+                        TransportError::config(format!(
+                            "{what}: {addr} refused the records (INVALID_RECORD: {}); a \
+                             compacted topic takes only records with a key",
+                            p.error_message
+                                .as_ref()
+                                .map_or("no reason given", |m| m.as_str())
+                        ))
+                        .with_kafka_code(code::INVALID_RECORD),
+                    )),
                     err => Err(self.txn_error(session, "Produce", &addr, err)),
                 }
             })
