@@ -29,6 +29,12 @@
 //! a thread for a whole renew interval (at most 5 minutes): a burst in the steady state rather
 //! than in the backlog that the two processes' starts leave on a slow machine.
 //!
+//! `--kill-pid PID --kill-at S` SIGKILLs a process (a broker of a three-broker cluster, say) S
+//! seconds (60) into the steady state, and prints each partition's worst renewal lag after it
+//! and its roles lost: the partitions the dead broker led wait for a new leader, and the others
+//! show whether their renewals waited too. `--replication N` (1) is the state topic's
+//! replication factor when the run creates it (with `min.insync.replicas` 2 above 1).
+//!
 //! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
 //! serves long polls from the transport's tail and N to one that does not, alternating.
 //!
@@ -67,6 +73,12 @@ struct Args {
     steady: bool,
     /// `--handover N`: N resigns to a standby host with the tail, N to one without.
     handover: Option<usize>,
+    /// `--kill-pid PID --kill-at S`: SIGKILL a process (a broker of the cluster) S seconds into
+    /// the steady state, and report the renewals after it by partition.
+    kill_pid: Option<u32>,
+    kill_at: u64,
+    /// `--replication N`: the state topic's replication factor when this run creates it (1).
+    replication: i32,
 }
 
 fn fail(message: String) -> ! {
@@ -94,6 +106,9 @@ fn parse_args() -> Args {
         no_tail: false,
         steady: false,
         handover: None,
+        kill_pid: None,
+        kill_at: 60,
+        replication: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -137,6 +152,9 @@ fn parse_args() -> Args {
             "--burst-child" => a.burst_child = Some(value.clone()),
             "--stagger-ms" => a.stagger = Duration::from_millis(n()),
             "--handover" => a.handover = Some(n() as usize),
+            "--kill-pid" => a.kill_pid = Some(n() as u32),
+            "--kill-at" => a.kill_at = n(),
+            "--replication" => a.replication = n() as i32,
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -695,7 +713,7 @@ fn main() {
         .with_connections_per_broker(args.connections);
     let client = Arc::new(KafkaTransport::new(config).unwrap_or_else(|e| fail(e.to_string())));
     client
-        .create_topic(1, None)
+        .create_topic(args.replication, (args.replication > 1).then_some(2))
         .unwrap_or_else(|e| fail(e.to_string()));
     let options = Options::new()
         .lease_duration(args.lease)
@@ -796,13 +814,31 @@ fn main() {
     let mut lags: Vec<i64> = Vec::new();
     let renew_ms = args.renew.as_millis() as i64;
     let mut next_print = Instant::now() + Duration::from_secs(5);
+    // `--kill-pid`: when the process was killed, and each role's worst lag after it.
+    let mut killed_at: Option<kafka_coordination::UnixMillis> = None;
+    let mut lag_after_kill: Vec<i64> = vec![0; leaderships.len()];
     while t0.elapsed() < steady {
         std::thread::sleep(Duration::from_millis(250).min(steady.saturating_sub(t0.elapsed())));
-        for (l, last) in leaderships.iter().zip(last_renewal.iter_mut()) {
+        if let (Some(pid), None) = (args.kill_pid, killed_at) {
+            if t0.elapsed() >= Duration::from_secs(args.kill_at) {
+                let status = std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status();
+                killed_at = Some(kafka_coordination::Clock::now(
+                    &kafka_coordination::SystemClock,
+                ));
+                println!("  killed process {pid} (SIGKILL): {status:?}");
+            }
+        }
+        for (i, (l, last)) in leaderships.iter().zip(last_renewal.iter_mut()).enumerate() {
             let now = l.health().last_renewal;
             if let (Some(prev), Some(new)) = (*last, now) {
                 if new > prev {
-                    lags.push((new.0 - prev.0 - renew_ms).max(0));
+                    let lag = (new.0 - prev.0 - renew_ms).max(0);
+                    lags.push(lag);
+                    if killed_at.is_some_and(|k| new > k) {
+                        lag_after_kill[i] = lag_after_kill[i].max(lag);
+                    }
                 }
             }
             *last = now;
@@ -853,6 +889,28 @@ fn main() {
         q(0.99),
         lags.last().copied().unwrap_or(0)
     );
+    if killed_at.is_some() {
+        // By partition: the worst renewal lag after the kill, and the roles lost. Partitions
+        // the killed broker led wait for a new leader; the others show what else waited.
+        let mut by_partition: std::collections::BTreeMap<i32, (usize, i64, Vec<i64>, usize)> =
+            std::collections::BTreeMap::new();
+        for (l, lag) in leaderships.iter().zip(&lag_after_kill) {
+            let p = client.role_partition(l.role()).unwrap_or(-1);
+            let e = by_partition.entry(p).or_insert((0, 0, Vec::new(), 0));
+            e.0 += 1;
+            e.1 = e.1.max(*lag);
+            e.2.push(*lag);
+            e.3 += usize::from(l.is_done());
+        }
+        println!("after the kill, by partition: roles, renewal lag p50 / max, lost");
+        for (p, (n, max, mut all, lost)) in by_partition {
+            all.sort_unstable();
+            println!(
+                "  partition {p:>2}: {n:>5} roles, lag p50 {:>6} ms, max {max:>6} ms, lost {lost}",
+                all[all.len() / 2]
+            );
+        }
+    }
     let per_role_threads = (threads1 as f64 - threads0 as f64) / args.roles as f64;
     let per_role_sockets = (sockets1 as f64 - sockets0 as f64) / args.roles as f64;
     let per_role_kib = (rss1 as f64 - rss0 as f64) / args.roles as f64;
