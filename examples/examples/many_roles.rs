@@ -32,7 +32,8 @@
 //! `--kill-pid PID --kill-at S` SIGKILLs a process (a broker of a three-broker cluster, say) S
 //! seconds (60) into the steady state, and prints each partition's worst renewal lag after it
 //! and its roles lost: the partitions the dead broker led wait for a new leader, and the others
-//! show whether their renewals waited too. `--replication N` (1) is the state topic's
+//! show whether their renewals waited too. `--kill-signal STOP` freezes the process instead
+//! (SIGSTOP; it stays frozen). `--replication N` (1) is the state topic's
 //! replication factor when the run creates it (with `min.insync.replicas` 2 above 1).
 //!
 //! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
@@ -77,6 +78,8 @@ struct Args {
     /// the steady state, and report the renewals after it by partition.
     kill_pid: Option<u32>,
     kill_at: u64,
+    /// `--kill-signal KILL|STOP` (KILL): STOP freezes the broker instead of killing it.
+    kill_signal: String,
     /// `--replication N`: the state topic's replication factor when this run creates it (1).
     replication: i32,
 }
@@ -108,6 +111,7 @@ fn parse_args() -> Args {
         handover: None,
         kill_pid: None,
         kill_at: 60,
+        kill_signal: "KILL".to_owned(),
         replication: 1,
     };
     let mut it = std::env::args().skip(1);
@@ -154,6 +158,8 @@ fn parse_args() -> Args {
             "--handover" => a.handover = Some(n() as usize),
             "--kill-pid" => a.kill_pid = Some(n() as u32),
             "--kill-at" => a.kill_at = n(),
+            "--kill-signal" if value == "KILL" || value == "STOP" => a.kill_signal = value.clone(),
+            "--kill-signal" => fail(format!("--kill-signal: KILL or STOP, not {value}")),
             "--replication" => a.replication = n() as i32,
             other => fail(format!("unknown argument {other}")),
         }
@@ -822,12 +828,15 @@ fn main() {
         if let (Some(pid), None) = (args.kill_pid, killed_at) {
             if t0.elapsed() >= Duration::from_secs(args.kill_at) {
                 let status = std::process::Command::new("kill")
-                    .args(["-9", &pid.to_string()])
+                    .args([format!("-{}", args.kill_signal), pid.to_string()])
                     .status();
                 killed_at = Some(kafka_coordination::Clock::now(
                     &kafka_coordination::SystemClock,
                 ));
-                println!("  killed process {pid} (SIGKILL): {status:?}");
+                println!(
+                    "  sent SIG{} to process {pid}: {status:?}",
+                    args.kill_signal
+                );
             }
         }
         for (i, (l, last)) in leaderships.iter().zip(last_renewal.iter_mut()).enumerate() {
@@ -890,6 +899,13 @@ fn main() {
         lags.last().copied().unwrap_or(0)
     );
     if killed_at.is_some() {
+        // A role that has not renewed since lags too: the gap from its last renewal to now.
+        let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
+        for (l, lag) in leaderships.iter().zip(lag_after_kill.iter_mut()) {
+            if let Some(last) = l.health().last_renewal {
+                *lag = (*lag).max(now.0 - last.0 - renew_ms);
+            }
+        }
         // By partition: the worst renewal lag after the kill, and the roles lost. Partitions
         // the killed broker led wait for a new leader; the others show what else waited.
         let mut by_partition: std::collections::BTreeMap<i32, (usize, i64, Vec<i64>, usize)> =
@@ -902,6 +918,16 @@ fn main() {
             e.2.push(*lag);
             e.3 += usize::from(l.is_done());
         }
+        let lease_ms = args.lease.as_millis() as i64;
+        let ran_out = lag_after_kill
+            .iter()
+            .filter(|lag| **lag + renew_ms > lease_ms)
+            .count();
+        println!(
+            "after the kill: {ran_out} of {} roles went longer than a lease without a renewal \
+             (standbys would have taken them over)",
+            lag_after_kill.len()
+        );
         println!("after the kill, by partition: roles, renewal lag p50 / max, lost");
         for (p, (n, max, mut all, lost)) in by_partition {
             all.sort_unstable();

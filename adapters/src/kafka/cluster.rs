@@ -201,7 +201,12 @@ impl Cluster {
             bootstrap,
             // A later override of the same address wins.
             overrides: config.address_overrides().iter().cloned().collect(),
-            pool: Pool::new(security, client_id, config.connections_per_broker()),
+            pool: Pool::new(
+                security,
+                client_id,
+                config.connections_per_broker(),
+                config.request_timeout(),
+            ),
             coordinators: Mutex::new(HashMap::new()),
             wanted: Mutex::new(std::collections::BTreeSet::new()),
             answered: std::sync::atomic::AtomicBool::new(false),

@@ -15,6 +15,12 @@
 //!   ([`describe_epochs`](crate::Coordinator::describe_epochs)) looks up the coordinators it
 //!   lacks in one request, then sends one DescribeTransactions per coordinator and 256 roles.
 //!   [`KafkaTransport::requests_by_api`] counts what was sent;
+//! - **silent brokers left alone**: a broker that refused a connection or left a request
+//!   unanswered for a whole request timeout (frozen, or behind a network cut) gets no request
+//!   for a second, then one call at a time probes it; the other calls for it fail at once
+//!   (retriable) and look up the new leader or coordinator, instead of each waiting out a
+//!   request timeout in turn on its connections while the threads that run them wait too (a
+//!   broker that answers only after a whole request timeout is treated the same);
 //! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
 //!   connections of its own, tailing each partition some candidate reads and serving every
 //!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;

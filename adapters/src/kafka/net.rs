@@ -58,6 +58,8 @@ pub(crate) struct Conn {
     client_id: StrBytes,
     /// Where this connection counts its requests (its pool's table).
     counts: Arc<ApiCounts>,
+    /// The longest any one request waits for its answer, whatever the caller's deadline.
+    request_cap: Option<Duration>,
 }
 
 impl Conn {
@@ -78,6 +80,7 @@ impl Conn {
             correlation: 0,
             client_id: client_id.clone(),
             counts,
+            request_cap: None,
         };
         conn.negotiate(deadline)?;
         security.authenticate(&mut conn, deadline)?;
@@ -179,6 +182,9 @@ impl Conn {
         version: i16,
         deadline: Instant,
     ) -> Result<Bytes, NetError> {
+        let deadline = self
+            .request_cap
+            .map_or(deadline, |cap| deadline.min(Instant::now() + cap));
         self.correlation = self.correlation.wrapping_add(1);
         let correlation_id = self.correlation;
         self.counts.count(R::KEY);
@@ -329,6 +335,7 @@ impl Conn {
             correlation: 0,
             client_id: StrBytes::from_static_str("kafka-coordination-test"),
             counts: Arc::default(),
+            request_cap: None,
         }
     }
 
@@ -392,7 +399,31 @@ impl ApiCounts {
 
 type Slot = Arc<Mutex<Option<Conn>>>;
 
+/// Marks, inside the pool, an I/O error that makes its broker silent.
+const SILENT: &str = "\u{0}silent: ";
+
+/// How long the pool sends nothing to a broker that went silent, but for one probe at a time.
+pub(crate) const QUIET_PERIOD: Duration = Duration::from_secs(1);
+
+/// A broker that went silent: it refused a connection, or left a request unanswered for a
+/// whole request timeout.
+struct Silent {
+    /// Why, for the errors of the calls turned away.
+    why: String,
+    /// Until when calls are turned away without a probe.
+    until: Instant,
+    /// A call is probing the broker now: the others are turned away until it is done.
+    probing: bool,
+}
+
 /// The process's connections: up to `per_broker` per broker address, opened on demand.
+///
+/// A broker that goes silent (frozen, or behind a network cut: its requests wait out the
+/// request timeout, and so does every call queued for its connections) is left alone for
+/// [`QUIET_PERIOD`], then probed by one call at a time until it answers: the other calls for
+/// it fail at once, as retriable I/O errors, and look for the partition's or the role's new
+/// leader or coordinator instead of each waiting out a request timeout of its own while the
+/// threads that run them wait too.
 pub(crate) struct Pool {
     security: Security,
     client_id: StrBytes,
@@ -403,10 +434,28 @@ pub(crate) struct Pool {
     requests: std::sync::atomic::AtomicU64,
     /// Requests sent, by API.
     counts: Arc<ApiCounts>,
+    /// The longest a request waits for its answer; a broker that leaves one unanswered that
+    /// long is silent.
+    request_timeout: Duration,
+    quiet_period: Duration,
+    silent: Mutex<HashMap<String, Silent>>,
+}
+
+/// What [`Pool::admit`] decided for a call.
+enum Admission {
+    /// The broker is not silent.
+    Send,
+    /// The broker is silent and this call probes it.
+    Probe,
 }
 
 impl Pool {
-    pub(crate) fn new(security: Security, client_id: impl Into<String>, per_broker: usize) -> Pool {
+    pub(crate) fn new(
+        security: Security,
+        client_id: impl Into<String>,
+        per_broker: usize,
+        request_timeout: Duration,
+    ) -> Pool {
         Pool {
             security,
             client_id: StrBytes::from_string(client_id.into()),
@@ -415,12 +464,85 @@ impl Pool {
             next: std::sync::atomic::AtomicUsize::new(0),
             requests: std::sync::atomic::AtomicU64::new(0),
             counts: Arc::default(),
+            request_timeout,
+            quiet_period: QUIET_PERIOD,
+            silent: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether a call may go to `addr` now: an error that says why not when the broker is
+    /// silent and it is not this call's turn to probe it.
+    fn admit(&self, addr: &str) -> Result<Admission, NetError> {
+        let mut silent = lock(&self.silent);
+        let Some(s) = silent.get_mut(addr) else {
+            return Ok(Admission::Send);
+        };
+        if s.probing || Instant::now() < s.until {
+            return Err(NetError::Io(format!(
+                "not sending to {addr}, which went silent ({}); one call at a time probes it",
+                s.why
+            )));
+        }
+        s.probing = true;
+        Ok(Admission::Probe)
+    }
+
+    /// Notes how a call to `addr` ended: `silent_why` when the broker refused the connection
+    /// or left the request unanswered for a request timeout, `None` when it answered.
+    /// `answered` is false for a call that ended for another reason (its own deadline, a
+    /// malformed answer), which decides nothing.
+    fn note(&self, addr: &str, answered: bool, silent_why: Option<String>) {
+        let mut silent = lock(&self.silent);
+        match silent_why {
+            Some(why) => {
+                silent.insert(
+                    addr.to_owned(),
+                    Silent {
+                        why,
+                        until: Instant::now() + self.quiet_period,
+                        probing: false,
+                    },
+                );
+            }
+            None if answered => {
+                silent.remove(addr);
+            }
+            None => {
+                if let Some(s) = silent.get_mut(addr) {
+                    s.probing = false;
+                }
+            }
         }
     }
 
     /// Runs `f` with the connection to `addr`, opening it when needed. An `Io` failure drops
-    /// the connection (the next call opens a new one).
+    /// the connection (the next call opens a new one). A silent broker's calls fail at once
+    /// (see [`Pool`]).
     pub(crate) fn with<T>(
+        &self,
+        addr: &str,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
+    ) -> Result<T, NetError> {
+        let admission = self.admit(addr)?;
+        let result = self.send(addr, deadline, f);
+        match &result {
+            Err(NetError::Io(why)) => {
+                let silent = why.starts_with(SILENT);
+                if silent || matches!(admission, Admission::Probe) {
+                    self.note(addr, false, silent.then(|| why.clone()));
+                }
+            }
+            // The broker answered (a `Stop` is a decision about its answer, or a setting).
+            _ => self.note(addr, true, None),
+        }
+        result.map_err(|e| match e {
+            NetError::Io(why) => NetError::Io(why.strip_prefix(SILENT).unwrap_or(&why).to_owned()),
+            other => other,
+        })
+    }
+
+    fn send<T>(
         &self,
         addr: &str,
         deadline: Instant,
@@ -449,22 +571,44 @@ impl Pool {
             }
         };
         if guard.is_none() {
-            *guard = Some(Conn::open(
+            // Connecting and the handshake get a request timeout, not the whole call's.
+            let open_by = deadline.min(Instant::now() + self.request_timeout);
+            let started = Instant::now();
+            let opened = Conn::open(
                 addr,
                 &self.security,
                 &self.client_id,
                 Arc::clone(&self.counts),
-                deadline,
-            )?);
+                open_by,
+            );
+            *guard = Some(match opened {
+                Ok(mut conn) => {
+                    conn.request_cap = Some(self.request_timeout);
+                    conn
+                }
+                // Refused, or no answer within a request timeout: the broker is silent.
+                Err(NetError::Io(why))
+                    if why.starts_with("cannot connect")
+                        || started.elapsed() >= self.request_timeout =>
+                {
+                    return Err(NetError::Io(format!("{SILENT}{why}")));
+                }
+                Err(e) => return Err(e),
+            });
         }
         let Some(conn) = guard.as_mut() else {
             return Err(NetError::Io(format!("no connection to {addr}")));
         };
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let started = Instant::now();
         let result = f(conn);
-        if matches!(result, Err(NetError::Io(_))) {
+        if let Err(NetError::Io(why)) = &result {
             *guard = None;
+            // A request left unanswered for a whole request timeout.
+            if started.elapsed() >= self.request_timeout {
+                return Err(NetError::Io(format!("{SILENT}{why}")));
+            }
         }
         result
     }
@@ -508,6 +652,108 @@ mod tests {
             Err(NetError::Io(why)) => why,
             other => panic!("expected an I/O error, got {other:?}"),
         }
+    }
+
+    /// A listener that accepts connections and never answers: a frozen broker. Counts the
+    /// connections it accepted.
+    fn frozen_broker() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = listener.local_addr().expect("address").to_string();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().flatten() {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        (addr, accepted)
+    }
+
+    fn call_through(pool: &Pool, addr: &str) -> Result<(), NetError> {
+        pool.with(addr, Instant::now() + Duration::from_secs(30), |_| Ok(()))
+    }
+
+    /// A broker that leaves the handshake unanswered for a request timeout is silent: the
+    /// next calls fail at once without connecting, naming it, until the quiet period is over;
+    /// then one call at a time probes it. A broker that answers is no longer silent.
+    #[test]
+    fn a_silent_broker_is_left_alone_and_probed_by_one_call_at_a_time() {
+        let (addr, accepted) = frozen_broker();
+        let timeout = Duration::from_millis(200);
+        let mut pool = Pool::new(Security::plaintext(), "test", 4, timeout);
+        pool.quiet_period = Duration::from_secs(3600);
+        let first = io_message(call_through(&pool, &addr));
+        assert!(
+            !first.starts_with(SILENT),
+            "the marker stays inside: {first:?}"
+        );
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        for _ in 0..3 {
+            let why = io_message(call_through(&pool, &addr));
+            assert!(why.contains(&format!("not sending to {addr}")), "{why}");
+        }
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "no connection while the broker is silent"
+        );
+
+        // The quiet period is over: one call probes (and waits a request timeout), the others
+        // are turned away meanwhile.
+        lock(&pool.silent).get_mut(&addr).expect("silent").until = Instant::now();
+        let probe = std::thread::scope(|scope| {
+            let probe = scope.spawn(|| call_through(&pool, &addr));
+            while accepted.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+                std::thread::yield_now();
+            }
+            let why = io_message(call_through(&pool, &addr));
+            assert!(why.contains("one call at a time probes it"), "{why}");
+            probe.join().expect("the probe")
+        });
+        io_message(probe);
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!(
+            io_message(call_through(&pool, &addr)).contains("not sending"),
+            "silent again after a probe that got no answer"
+        );
+
+        // An answer (here: a call whose connection works) ends the silence.
+        let mut live = Pool::new(Security::plaintext(), "test", 1, timeout);
+        live.quiet_period = Duration::ZERO;
+        live.note(&addr, false, Some("test".to_owned()));
+        live.note(&addr, true, None);
+        assert!(lock(&live.silent).is_empty());
+    }
+
+    /// A call that fails for its own reasons (a short deadline of its own) does not make the
+    /// broker silent, and a probe that fails that way lets the next call probe.
+    #[test]
+    fn only_a_whole_request_timeout_without_an_answer_makes_a_broker_silent() {
+        let (addr, accepted) = frozen_broker();
+        let pool = Pool::new(Security::plaintext(), "test", 1, Duration::from_secs(3600));
+        let short = pool.with(&addr, Instant::now() + Duration::from_millis(100), |_| {
+            Ok(())
+        });
+        io_message(short);
+        assert!(
+            lock(&pool.silent).is_empty(),
+            "the call's own deadline ran out"
+        );
+        let refused = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+            let a = l.local_addr().expect("address").to_string();
+            drop(l);
+            a
+        };
+        let why = io_message(call_through(&pool, &refused));
+        assert!(why.contains("cannot connect"), "{why}");
+        assert!(
+            lock(&pool.silent).contains_key(&refused),
+            "a refused connection makes the broker silent"
+        );
+        assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     }
 
     /// The frame lengths that once cost memory up front (a 64 MiB buffer for a length the
