@@ -528,9 +528,9 @@ impl Pool {
         let result = self.send(addr, deadline, f);
         match &result {
             Err(NetError::Io(why)) => {
-                let silent = why.starts_with(SILENT);
-                if silent || matches!(admission, Admission::Probe) {
-                    self.note(addr, false, silent.then(|| why.clone()));
+                let silent = why.strip_prefix(SILENT);
+                if silent.is_some() || matches!(admission, Admission::Probe) {
+                    self.note(addr, false, silent.map(str::to_owned));
                 }
             }
             // The broker answered (a `Stop` is a decision about its answer, or a setting).
@@ -693,6 +693,10 @@ mod tests {
         for _ in 0..3 {
             let why = io_message(call_through(&pool, &addr));
             assert!(why.contains(&format!("not sending to {addr}")), "{why}");
+            assert!(
+                why.contains(&first) && !why.contains('\0'),
+                "names the cause: {why:?}"
+            );
         }
         assert_eq!(
             accepted.load(std::sync::atomic::Ordering::SeqCst),
