@@ -313,7 +313,7 @@ impl KafkaTransport {
         let mut seen = std::collections::BTreeSet::new();
         for r in records {
             if seen.insert((r.topic, r.partition)) {
-                let expected = (r.topic == self.config.topic()).then(|| self.config.partitions());
+                let expected = self.expected_partitions(r.topic);
                 self.cluster
                     .leader_ready(r.topic, r.partition, expected, deadline)?;
             }
@@ -346,10 +346,16 @@ impl KafkaTransport {
         err
     }
 
+    /// The partition count `topic` must have: the configured one for the state topic; any
+    /// for another topic.
+    fn expected_partitions(&self, topic: &str) -> Option<i32> {
+        (topic == self.config.topic()).then(|| self.config.partitions())
+    }
+
     /// [`Cluster::confirm`] for `partition` of `topic`, with the configured partition count
     /// when `topic` is the state topic.
     fn confirm(&self, err: TransportError, topic: &str, partition: i32) -> TransportError {
-        let expected = (topic == self.config.topic()).then(|| self.config.partitions());
+        let expected = self.expected_partitions(topic);
         let deadline = std::time::Instant::now() + self.config.request_timeout();
         self.cluster
             .confirm(err, topic, partition, expected, deadline)

@@ -362,7 +362,7 @@ fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
                 let _ = stream.set_nodelay(true);
                 return Ok(stream);
             }
-            Err(e) => last = format!("cannot connect to {addr} ({sa}): {e}"),
+            Err(e) => last = format!("{CANNOT_CONNECT} {addr} ({sa}): {e}"),
         }
     }
     Err(NetError::Io(last))
@@ -399,8 +399,9 @@ impl ApiCounts {
 
 type Slot = Arc<Mutex<Option<Conn>>>;
 
-/// Marks, inside the pool, an I/O error that makes its broker silent.
-const SILENT: &str = "\u{0}silent: ";
+/// How [`connect_tcp`] begins the error of a connection the broker refused or left
+/// unanswered (not one whose name did not resolve).
+const CANNOT_CONNECT: &str = "cannot connect to";
 
 /// How long the pool sends nothing to a broker that went silent, but for one probe at a time.
 pub(crate) const QUIET_PERIOD: Duration = Duration::from_secs(1);
@@ -449,6 +450,18 @@ enum Admission {
     Probe,
 }
 
+/// What a call learned of its broker's silence.
+enum Heard {
+    /// The broker answered (a `Stop` is a decision about its answer, or a setting).
+    Answered,
+    /// The broker refused the connection, or left the request unanswered for a whole
+    /// request timeout: why.
+    Silent(String),
+    /// The call ended for a reason of its own (its deadline, a malformed answer): nothing
+    /// is decided.
+    Undecided,
+}
+
 impl Pool {
     pub(crate) fn new(
         security: Security,
@@ -487,14 +500,13 @@ impl Pool {
         Ok(Admission::Probe)
     }
 
-    /// Notes how a call to `addr` ended: `silent_why` when the broker refused the connection
-    /// or left the request unanswered for a request timeout, `None` when it answered.
-    /// `answered` is false for a call that ended for another reason (its own deadline, a
-    /// malformed answer), which decides nothing.
-    fn note(&self, addr: &str, answered: bool, silent_why: Option<String>) {
+    /// Notes what a call admitted as `admission` heard of `addr`: silence starts (again) a
+    /// quiet period, an answer ends it, and a probe that decided nothing lets the next call
+    /// probe.
+    fn note(&self, addr: &str, admission: &Admission, heard: Heard) {
         let mut silent = lock(&self.silent);
-        match silent_why {
-            Some(why) => {
+        match heard {
+            Heard::Silent(why) => {
                 silent.insert(
                     addr.to_owned(),
                     Silent {
@@ -504,11 +516,11 @@ impl Pool {
                     },
                 );
             }
-            None if answered => {
+            Heard::Answered => {
                 silent.remove(addr);
             }
-            None => {
-                if let Some(s) = silent.get_mut(addr) {
+            Heard::Undecided => {
+                if let (Admission::Probe, Some(s)) = (admission, silent.get_mut(addr)) {
                     s.probing = false;
                 }
             }
@@ -525,29 +537,18 @@ impl Pool {
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
         let admission = self.admit(addr)?;
-        let result = self.send(addr, deadline, f);
-        match &result {
-            Err(NetError::Io(why)) => {
-                let silent = why.strip_prefix(SILENT);
-                if silent.is_some() || matches!(admission, Admission::Probe) {
-                    self.note(addr, false, silent.map(str::to_owned));
-                }
-            }
-            // The broker answered (a `Stop` is a decision about its answer, or a setting).
-            _ => self.note(addr, true, None),
-        }
-        result.map_err(|e| match e {
-            NetError::Io(why) => NetError::Io(why.strip_prefix(SILENT).unwrap_or(&why).to_owned()),
-            other => other,
-        })
+        let (result, heard) = self.send(addr, deadline, f);
+        self.note(addr, &admission, heard);
+        result
     }
 
+    /// [`with`](Self::with) once the call is admitted; also what it heard of the broker.
     fn send<T>(
         &self,
         addr: &str,
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
-    ) -> Result<T, NetError> {
+    ) -> (Result<T, NetError>, Heard) {
         let slots = {
             let mut conns = lock(&self.conns);
             Arc::clone(
@@ -588,29 +589,38 @@ impl Pool {
                 }
                 // Refused, or no answer within a request timeout: the broker is silent.
                 Err(NetError::Io(why))
-                    if why.starts_with("cannot connect")
+                    if why.starts_with(CANNOT_CONNECT)
                         || started.elapsed() >= self.request_timeout =>
                 {
-                    return Err(NetError::Io(format!("{SILENT}{why}")));
+                    return (Err(NetError::Io(why.clone())), Heard::Silent(why));
                 }
-                Err(e) => return Err(e),
+                Err(e @ NetError::Io(_)) => return (Err(e), Heard::Undecided),
+                Err(e @ NetError::Stop(_)) => return (Err(e), Heard::Answered),
             });
         }
         let Some(conn) = guard.as_mut() else {
-            return Err(NetError::Io(format!("no connection to {addr}")));
+            return (
+                Err(NetError::Io(format!("no connection to {addr}"))),
+                Heard::Undecided,
+            );
         };
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let started = Instant::now();
         let result = f(conn);
-        if let Err(NetError::Io(why)) = &result {
-            *guard = None;
-            // A request left unanswered for a whole request timeout.
-            if started.elapsed() >= self.request_timeout {
-                return Err(NetError::Io(format!("{SILENT}{why}")));
+        let heard = match &result {
+            Err(NetError::Io(why)) => {
+                *guard = None;
+                // A request left unanswered for a whole request timeout.
+                if started.elapsed() >= self.request_timeout {
+                    Heard::Silent(why.clone())
+                } else {
+                    Heard::Undecided
+                }
             }
-        }
-        result
+            _ => Heard::Answered,
+        };
+        (result, heard)
     }
 
     /// How many requests were sent on the pool's connections.
@@ -685,10 +695,7 @@ mod tests {
         let mut pool = Pool::new(Security::plaintext(), "test", 4, timeout);
         pool.quiet_period = Duration::from_secs(3600);
         let first = io_message(call_through(&pool, &addr));
-        assert!(
-            !first.starts_with(SILENT),
-            "the marker stays inside: {first:?}"
-        );
+        assert!(!first.contains('\0'), "a clean message: {first:?}");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
         for _ in 0..3 {
             let why = io_message(call_through(&pool, &addr));
@@ -726,8 +733,9 @@ mod tests {
         // An answer (here: a call whose connection works) ends the silence.
         let mut live = Pool::new(Security::plaintext(), "test", 1, timeout);
         live.quiet_period = Duration::ZERO;
-        live.note(&addr, false, Some("test".to_owned()));
-        live.note(&addr, true, None);
+        live.note(&addr, &Admission::Send, Heard::Silent("test".to_owned()));
+        assert!(lock(&live.silent).contains_key(&addr));
+        live.note(&addr, &Admission::Send, Heard::Answered);
         assert!(lock(&live.silent).is_empty());
     }
 
