@@ -11,6 +11,7 @@ mod support;
 
 use support::{transport_with, unique, PARTITIONS};
 
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -281,6 +282,177 @@ fn appends_return_increasing_offsets_on_the_pinned_partition() {
         .read_partition(p, offsets[2], Duration::ZERO)
         .expect("read");
     assert_eq!(back.records.first().map(|r| r.offset), Some(offsets[2]));
+}
+
+#[test]
+fn concurrent_appends_to_one_partition_each_get_their_own_record() {
+    // Appends to one partition travel together (one batch in flight per partition): every
+    // caller must still get the offset of its own record.
+    let Some(b) = bootstrap() else { return };
+    let t = Arc::new(transport(&b));
+    let role = role("append-together");
+    let p = t.role_partition(&role).expect("partition");
+    let produces_before = sent(&t, "Produce");
+    let callers: Vec<_> = (0..64u32)
+        .map(|i| {
+            let t = Arc::clone(&t);
+            let key = role.as_str().as_bytes().to_vec();
+            thread::spawn(move || {
+                let value = format!("caller-{i}").into_bytes();
+                (
+                    value.clone(),
+                    t.append(p, &key, Some(&value)).expect("append"),
+                )
+            })
+        })
+        .collect();
+    let written: Vec<(Vec<u8>, i64)> = callers
+        .into_iter()
+        .map(|h| h.join().expect("caller"))
+        .collect();
+    let produces = sent(&t, "Produce") - produces_before;
+    eprintln!("64 appends to one partition: {produces} Produce requests");
+    let mut offsets: Vec<i64> = written.iter().map(|(_, o)| *o).collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    assert_eq!(offsets.len(), 64, "every append has an offset of its own");
+    let last = *offsets.last().expect("offsets");
+    let batch = read_until(&t, p, offsets[0], |b| b.end_offset > last);
+    for (value, offset) in &written {
+        let record = batch
+            .records
+            .iter()
+            .find(|r| r.offset == *offset)
+            .unwrap_or_else(|| panic!("no record at offset {offset}"));
+        assert_eq!(record.key, role.as_str().as_bytes());
+        assert_eq!(record.value.as_deref(), Some(&value[..]), "offset {offset}");
+    }
+    assert!(produces <= 64, "{produces} Produce requests for 64 appends");
+}
+
+/// A transport whose every connection goes through a proxy in front of `broker`, with a
+/// 700 ms request timeout and `operation_timeout`.
+fn behind_a_proxy(broker: &str, operation_timeout: Duration) -> (proxy::Proxy, KafkaTransport) {
+    // The topic exists before the proxy stands in front of the broker.
+    drop(transport(broker));
+    let proxy = proxy::Proxy::start(broker);
+    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.to_owned(), proxy.addr.clone())
+        .with_request_timeout(Duration::from_millis(700))
+        .with_operation_timeout(operation_timeout);
+    let t = KafkaTransport::connect(config).expect("transport");
+    (proxy, t)
+}
+
+#[test]
+fn an_append_whose_answer_is_lost_is_written_once() {
+    // The broker writes the batch but the connection breaks before its answer arrives: the
+    // append sends it again with the same producer id and sequence, and the broker, taking it
+    // for the duplicate it is, answers with the offset it wrote it at. (An answer that does not
+    // come within the request timeout makes the broker silent instead, and the append fails
+    // at once when no other broker took over: see
+    // `a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout`.)
+    let Some(broker) = bootstrap() else { return };
+    let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(15));
+    let role = role("append-lost");
+    let p = t.role_partition(&role).expect("partition");
+    // A first append, so that the producer id is granted before the answers are held.
+    let first = t
+        .append(p, role.as_str().as_bytes(), Some(b"first"))
+        .expect("first append");
+    let produces_before = proxy.forwarded(proxy::PRODUCE);
+    // Held for no time, then the connection is cut: the answer is lost.
+    proxy.hold_next(proxy::PRODUCE, 1, Duration::ZERO);
+    let offset = t
+        .append(p, role.as_str().as_bytes(), Some(b"answer lost"))
+        .expect("the append whose first answer was lost");
+    assert_eq!(proxy.held(), 1, "the first answer was lost");
+    assert!(
+        proxy.forwarded(proxy::PRODUCE) - produces_before >= 2,
+        "the batch was sent again"
+    );
+    let batch = read_until(&t, p, first, |b| b.end_offset > offset);
+    let ours: Vec<(i64, Option<Vec<u8>>)> = batch
+        .records
+        .iter()
+        .filter(|r| r.key == role.as_str().as_bytes())
+        .map(|r| (r.offset, r.value.clone()))
+        .collect();
+    assert_eq!(
+        ours,
+        vec![
+            (first, Some(b"first".to_vec())),
+            (offset, Some(b"answer lost".to_vec()))
+        ],
+        "the record whose answer was lost is in the log once, at the offset the append returned"
+    );
+}
+
+#[test]
+fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() {
+    // A broker that stops answering (a SIGSTOP) and that no other broker replaces: a call
+    // waits out one request timeout, finds the broker silent, looks it up again, finds the
+    // same broker, and fails at once with a retriable error that says so, instead of holding
+    // its thread (a host's I/O thread) until the operation timeout. The leader it failed for
+    // is still the leader once the broker answers again.
+    let Some(broker) = bootstrap() else { return };
+    let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(120));
+    let role = role("frozen");
+    let p = t.role_partition(&role).expect("partition");
+    let key = role.as_str().as_bytes();
+    let token = t.acquire_epoch(&role, LEASE).expect("acquire");
+    let first = t
+        .write_lease(p, key, Some(b"lease 1"), token)
+        .expect("a lease before the freeze");
+
+    proxy.freeze();
+    type Call<'a> = &'a dyn Fn() -> Result<(), kafka_coordination::TransportError>;
+    let calls: [(&str, Call<'_>); 3] = [
+        ("a lease write", &|| {
+            t.write_lease(p, key, Some(b"lease 2"), token).map(drop)
+        }),
+        ("a registration", &|| {
+            t.append(p, key, Some(b"member")).map(drop)
+        }),
+        ("a check", &|| t.describe_epoch(&role).map(drop)),
+    ];
+    for (call, run) in calls {
+        let started = Instant::now();
+        let e = run().expect_err("the broker is frozen");
+        eprintln!(
+            "{call} while the broker is frozen failed after {:?}: {e}",
+            started.elapsed()
+        );
+        assert_eq!(e.kind(), ErrorKind::Retriable, "{call}: {e}");
+        assert!(
+            e.message().contains("not answering"),
+            "{call} should say the broker is not answering: {e}"
+        );
+    }
+
+    proxy.thaw();
+    // Calls are turned away for the pool's quiet period (a second), then one probes the
+    // broker, which answers.
+    let mut turned_away = 0;
+    let offset = loop {
+        match t.write_lease(p, key, Some(b"lease 3"), token) {
+            Ok(offset) => break offset,
+            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
+                turned_away += 1;
+                thread::sleep(Duration::from_millis(25));
+            }
+            Err(e) => panic!("the leader's write after the thaw: {e}"),
+        }
+    };
+    assert!(
+        offset > first,
+        "the same pair writes on: {offset} after {first}"
+    );
+    assert_eq!(
+        t.describe_epoch(&role).expect("describe").token,
+        token,
+        "nobody took the role meanwhile"
+    );
 }
 
 #[test]

@@ -34,7 +34,9 @@
 //! and its roles lost: the partitions the dead broker led wait for a new leader, and the others
 //! show whether their renewals waited too. `--kill-signal STOP` freezes the process instead
 //! (SIGSTOP; it stays frozen). `--replication N` (1) is the state topic's
-//! replication factor when the run creates it (with `min.insync.replicas` 2 above 1).
+//! replication factor when the run creates it (with `min.insync.replicas` 2 above 1). `--join
+//! N` starts N more roles on the host 2 s after the kill (a deploy that meets the dead broker:
+//! their registrations go to its partitions too) and prints when they were elected.
 //!
 //! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
 //! serves long polls from the transport's tail and N to one that does not, alternating.
@@ -82,6 +84,8 @@ struct Args {
     kill_signal: String,
     /// `--replication N`: the state topic's replication factor when this run creates it (1).
     replication: i32,
+    /// `--join N`: N more roles start on the host 2 s after the kill.
+    join: usize,
 }
 
 fn fail(message: String) -> ! {
@@ -113,6 +117,7 @@ fn parse_args() -> Args {
         kill_at: 60,
         kill_signal: "KILL".to_owned(),
         replication: 1,
+        join: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -161,6 +166,7 @@ fn parse_args() -> Args {
             "--kill-signal" if value == "KILL" || value == "STOP" => a.kill_signal = value.clone(),
             "--kill-signal" => fail(format!("--kill-signal: KILL or STOP, not {value}")),
             "--replication" => a.replication = n() as i32,
+            "--join" => a.join = n() as usize,
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -823,6 +829,10 @@ fn main() {
     // `--kill-pid`: when the process was killed, and each role's worst lag after it.
     let mut killed_at: Option<kafka_coordination::UnixMillis> = None;
     let mut lag_after_kill: Vec<i64> = vec![0; leaderships.len()];
+    // `--join N`: the candidacies started after the kill, when, and when all were elected.
+    let mut joined: Vec<kafka_coordination::Candidacy> = Vec::new();
+    let mut joined_at: Option<Instant> = None;
+    let mut all_joined: Option<Duration> = None;
     while t0.elapsed() < steady {
         std::thread::sleep(Duration::from_millis(250).min(steady.saturating_sub(t0.elapsed())));
         if let (Some(pid), None) = (args.kill_pid, killed_at) {
@@ -836,6 +846,29 @@ fn main() {
                 println!(
                     "  sent SIG{} to process {pid}: {status:?}",
                     args.kill_signal
+                );
+            }
+        }
+        if let (Some(k), Some(host)) = (killed_at, &host) {
+            let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
+            if args.join > 0 && joined.is_empty() && now.0 - k.0 >= 2_000 {
+                joined = (0..args.join)
+                    .map(|i| {
+                        host.start(&format!("join-{stamp:x}-{i}"), "solo", options.clone())
+                            .unwrap_or_else(|e| fail(e.to_string()))
+                    })
+                    .collect();
+                joined_at = Some(Instant::now());
+                println!("  started {} more roles", args.join);
+            }
+        }
+        if let (Some(at), None) = (joined_at, all_joined) {
+            if joined.iter().all(|c| c.snapshot().token.is_some()) {
+                all_joined = Some(at.elapsed());
+                println!(
+                    "  the {} roles started after the kill were all elected in {:.1} s",
+                    joined.len(),
+                    at.elapsed().as_secs_f64()
                 );
             }
         }
@@ -898,6 +931,17 @@ fn main() {
         q(0.99),
         lags.last().copied().unwrap_or(0)
     );
+    if let (Some(at), None) = (joined_at, all_joined) {
+        let elected = joined
+            .iter()
+            .filter(|c| c.snapshot().token.is_some())
+            .count();
+        println!(
+            "the {} roles started after the kill: {elected} elected in {:.1} s",
+            joined.len(),
+            at.elapsed().as_secs_f64()
+        );
+    }
     if killed_at.is_some() {
         // A role that has not renewed since lags too: the gap from its last renewal to now.
         let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
@@ -944,7 +988,7 @@ fn main() {
         "\nmany_roles: {} roles; elected in {:.1} s (target <= 60 s); lost {lost} (target 0); \
          threads max {max_threads} (target <= 32); RSS max {} MiB (target <= 1 GiB); CPU {cpu:.1} \
          % of one core in steady state; broker CPU {}; the machine {}; requests to the broker \
-         {:.0}/s (native connections; registrations aside)",
+         {:.0}/s (native connections, registrations included)",
         args.roles,
         elected_in.as_secs_f64(),
         max_rss / 1024,

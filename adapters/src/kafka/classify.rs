@@ -194,27 +194,6 @@ pub(crate) fn acl_hint(
     }
 }
 
-/// An authorization failure of the registration producer (`code`) on `topic`, the state topic:
-/// it writes there, and its producer id (the producer is idempotent) needs WRITE on some topic
-/// (Kafka 2.8 and newer) or IDEMPOTENT_WRITE on the cluster.
-pub(crate) fn registration_unauthorized(
-    what: &str,
-    code: RDKafkaErrorCode,
-    detail: &str,
-    topic: &str,
-) -> TransportError {
-    let why = match code {
-        RDKafkaErrorCode::ClusterAuthorizationFailed => {
-            " (the idempotent producer's producer id needs WRITE on a topic, or IDEMPOTENT_WRITE \
-             on the Cluster before Kafka 2.8)"
-        }
-        _ => "",
-    };
-    TransportError::unauthorized(format!(
-        "{what}: {detail}: the principal needs the WRITE ACL on Topic '{topic}'{why}"
-    ))
-}
-
 /// A [`TransportError`] for `error`, met while doing `what`.
 pub(crate) fn from_kafka(what: &str, error: &KafkaError, bootstrap: &str) -> TransportError {
     match error {

@@ -117,6 +117,10 @@ pub(crate) enum Attempt {
     /// The connection broke (or answered out of step): it is dropped; try again after a
     /// pause, looking the broker up again.
     Broken(String),
+    /// The broker is silent (see `net::Pool`): the call was turned away, or it waited out a
+    /// whole request timeout. Look the broker up again; if the lookup names a silent broker
+    /// again, the call gives up at once (see [`Cluster::retry`]).
+    Silent(String),
     /// Give up with this error.
     Stop(TransportError),
 }
@@ -244,12 +248,14 @@ impl Cluster {
         mut attempt: impl FnMut(&Cluster) -> Result<T, Attempt>,
     ) -> Result<T, TransportError> {
         let mut tries: u32 = 0;
+        let mut silent_before = false;
         loop {
-            let (why, code) = match attempt(self) {
+            let (why, code, silent) = match attempt(self) {
                 Ok(v) => return Ok(v),
                 Err(Attempt::Stop(e)) => return Err(e),
-                Err(Attempt::Again { why, code, .. }) => (why, code),
-                Err(Attempt::Broken(why)) => (why, None),
+                Err(Attempt::Again { why, code, .. }) => (why, code, false),
+                Err(Attempt::Broken(why)) => (why, None, false),
+                Err(Attempt::Silent(why)) => (why, None, true),
             };
             tries += 1;
             let pause = Duration::from_millis(20u64 << tries.min(4));
@@ -261,6 +267,17 @@ impl Cluster {
                     self.bootstrap()
                 )));
             }
+            if silent && silent_before && !never_answered {
+                // Looked up again, and still a silent broker: the leader or coordinator has
+                // not moved yet. Waiting for it here would hold the caller's thread (a host's
+                // I/O thread) for as long as the cluster takes to move it; the caller retries
+                // on its own schedule instead.
+                return Err(TransportError::retriable(format!(
+                    "{what}: the broker for it is not answering, and no other broker has taken \
+                     over yet: {why}"
+                )));
+            }
+            silent_before = silent;
             if Instant::now() + pause >= deadline {
                 let e = TransportError::retriable(format!(
                     "{what}: no usable answer from the Kafka cluster at {} in time ({tries} \
@@ -330,7 +347,7 @@ impl Cluster {
             }
         };
         let result = self.on(&addr, deadline, f);
-        if let Err(Attempt::Again { relookup: true, .. }) = &result {
+        if let Err(Attempt::Again { relookup: true, .. } | Attempt::Silent(_)) = &result {
             lock(&self.coordinators).remove(transactional_id);
         }
         result
@@ -359,7 +376,7 @@ impl Cluster {
             }
         };
         let result = self.on(&addr, deadline, f);
-        if let Err(Attempt::Again { relookup: true, .. }) = &result {
+        if let Err(Attempt::Again { relookup: true, .. } | Attempt::Silent(_)) = &result {
             lock(&self.leaders).remove(&key);
         }
         result
@@ -388,6 +405,9 @@ impl Cluster {
         });
         match (net, outcome) {
             (_, Some(r)) => r,
+            (Err(NetError::Io(why)), None) if self.pool.is_silent(addr) => {
+                Err(Attempt::Silent(why))
+            }
             (Err(NetError::Io(why)), None) => Err(Attempt::relookup(why)),
             (Err(NetError::Stop(e)), None) => Err(Attempt::Stop(e)),
             (Ok(()), None) => Err(Attempt::relookup(format!("no answer from {addr}"))),
@@ -450,6 +470,7 @@ impl Cluster {
         deadline: Instant,
     ) -> Result<String, Attempt> {
         let mut last = String::from("no bootstrap server configured");
+        let mut all_silent = true;
         for server in &self.bootstrap {
             let outcome = self.on(server, deadline, |conn| {
                 let Some(version) = conn.version::<FindCoordinatorRequest>().filter(|v| *v >= 1)
@@ -523,11 +544,16 @@ impl Cluster {
             });
             match outcome {
                 Ok(addr) => return Ok(addr),
+                Err(Attempt::Silent(why)) => last = format!("{server}: {why}"),
                 Err(Attempt::Again { why, .. } | Attempt::Broken(why)) => {
+                    all_silent = false;
                     last = format!("{server}: {why}")
                 }
                 Err(stop) => return Err(stop),
             }
+        }
+        if all_silent && !self.bootstrap.is_empty() {
+            return Err(Attempt::Silent(last));
         }
         Err(Attempt::relookup(last))
     }
@@ -538,6 +564,7 @@ impl Cluster {
     fn metadata(&self, topic: &str, deadline: Instant) -> Result<TopicMetadata, Attempt> {
         let mut last = String::from("no bootstrap server configured");
         let mut last_code = None;
+        let mut all_silent = true;
         for server in &self.bootstrap {
             let outcome = self.on(server, deadline, |conn| {
                 let Some(version) = conn.version_at_most::<MetadataRequest>(12) else {
@@ -594,12 +621,21 @@ impl Cluster {
             match outcome {
                 Ok(m) => return Ok(m),
                 Err(Attempt::Again { why, code, .. }) => {
+                    all_silent = false;
                     last = format!("{server}: {why}");
                     last_code = code;
                 }
-                Err(Attempt::Broken(why)) => last = format!("{server}: {why}"),
+                Err(Attempt::Broken(why)) => {
+                    all_silent = false;
+                    last = format!("{server}: {why}")
+                }
+                Err(Attempt::Silent(why)) => last = format!("{server}: {why}"),
                 Err(stop) => return Err(stop),
             }
+        }
+        if all_silent && !self.bootstrap.is_empty() {
+            // Every server is silent: nothing to wait for here (see `retry`).
+            return Err(Attempt::Silent(last));
         }
         Err(Attempt::Again {
             relookup: false,

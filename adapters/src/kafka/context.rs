@@ -1,54 +1,16 @@
-//! librdkafka client contexts: delivery reports and the last global error (for messages about
+//! The librdkafka client context of the topic checks: the last global error (for messages about
 //! an unreachable cluster).
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
-use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The outcome of one produced record: its offset, or why it failed.
-#[derive(Default)]
-pub(crate) struct DeliverySlot {
-    outcome: Mutex<Option<Result<i64, KafkaError>>>,
-    ready: Condvar,
-}
-
-impl DeliverySlot {
-    fn fill(&self, outcome: Result<i64, KafkaError>) {
-        *lock(&self.outcome) = Some(outcome);
-        self.ready.notify_all();
-    }
-
-    /// Waits up to `timeout` for the delivery report.
-    pub fn wait(&self, timeout: Duration) -> Option<Result<i64, KafkaError>> {
-        let deadline = Instant::now() + timeout;
-        let mut guard = lock(&self.outcome);
-        loop {
-            if let Some(outcome) = guard.as_ref() {
-                return Some(outcome.clone());
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            guard = self
-                .ready
-                .wait_timeout(guard, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-    }
-}
-
-/// The context of every librdkafka client: the registration producer and the short-lived admin
-/// clients of the topic check.
+/// The context of the short-lived librdkafka admin clients of the topic check.
 #[derive(Default)]
 pub(crate) struct ClientCtx {
     last_error: Mutex<Option<String>>,
@@ -68,17 +30,6 @@ impl ClientContext for ClientCtx {
 
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         log_librdkafka(level, fac, message);
-    }
-}
-
-impl ProducerContext for ClientCtx {
-    type DeliveryOpaque = Arc<DeliverySlot>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, slot: Arc<DeliverySlot>) {
-        match result {
-            Ok(message) => slot.fill(Ok(message.offset())),
-            Err((error, _)) => slot.fill(Err(error.clone())),
-        }
     }
 }
 

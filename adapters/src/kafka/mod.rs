@@ -20,11 +20,22 @@
 //!   for a second, then one call at a time probes it; the other calls for it fail at once
 //!   (retriable) and look up the new leader or coordinator, instead of each waiting out a
 //!   request timeout in turn on its connections while the threads that run them wait too (a
-//!   broker that answers only after a whole request timeout is treated the same);
+//!   broker that answers only after a whole request timeout is treated the same). A call
+//!   that finds its broker silent again after looking it up again (no other broker has taken
+//!   over the partition or the coordinator yet) fails at once, retriable: the candidacy
+//!   retries on its own timer rather than in a thread. A call that waited for a connection
+//!   to a broker that went silent meanwhile is not sent;
 //! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
 //!   connections of its own, tailing each partition some candidate reads and serving every
 //!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;
-//! - **one plain idempotent producer** (librdkafka, `acks=all`) for the registrations;
+//! - **one plain idempotent producer** for the registrations, on the same connections
+//!   (`acks=all`, one producer id per client): the appends queued for a partition travel in
+//!   one Produce, one batch in flight per partition, and a batch whose answer was lost is sent
+//!   again with its sequence, so the broker writes it once (see `registrar.rs`);
+//! - **librdkafka's admin client** only for the topic check and creation
+//!   ([`ensure_topic`](KafkaTransport::ensure_topic),
+//!   [`create_topic`](KafkaTransport::create_topic),
+//!   [`describe_topic`](KafkaTransport::describe_topic));
 //! - **security on every connection** from the same properties
 //!   ([`KafkaConfig::with_property`]): `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT,
 //!   SASL_SSL; `sasl.mechanism` PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 with `sasl.username` and
@@ -164,10 +175,10 @@ impl KafkaTransport {
             sessions: Sessions::new(Arc::clone(&cluster), &config),
             reader: SharedReader::new(&config, Arc::clone(&cluster))?,
             claims: Default::default(),
+            appender: Appender::new(Arc::clone(&cluster), &config),
             cluster,
             config,
             topic_checked: AtomicBool::new(false),
-            appender: Appender::default(),
         })
     }
 
@@ -553,7 +564,7 @@ impl Registrar for KafkaTransport {
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
         self.appender
-            .append(&self.config, partition, key, value)
+            .append(partition, key, value)
             .map_err(|e| self.confirm(e, self.config.topic(), partition))
     }
 }

@@ -440,6 +440,9 @@ pub(crate) struct Pool {
     request_timeout: Duration,
     quiet_period: Duration,
     silent: Mutex<HashMap<String, Silent>>,
+    /// Tests: told of every call admitted.
+    #[cfg(test)]
+    admitted: Mutex<Option<std::sync::mpsc::Sender<()>>>,
 }
 
 /// What [`Pool::admit`] decided for a call.
@@ -480,6 +483,8 @@ impl Pool {
             request_timeout,
             quiet_period: QUIET_PERIOD,
             silent: Mutex::new(HashMap::new()),
+            #[cfg(test)]
+            admitted: Mutex::new(None),
         }
     }
 
@@ -498,6 +503,17 @@ impl Pool {
         }
         s.probing = true;
         Ok(Admission::Probe)
+    }
+
+    /// Why `addr` is silent, if it is.
+    fn silent_why(&self, addr: &str) -> Option<String> {
+        lock(&self.silent).get(addr).map(|s| s.why.clone())
+    }
+
+    /// Whether `addr` is silent now (it refused a connection or left a request unanswered for
+    /// a whole request timeout, and has not answered since).
+    pub(crate) fn is_silent(&self, addr: &str) -> bool {
+        lock(&self.silent).contains_key(addr)
     }
 
     /// Notes what a call admitted as `admission` heard of `addr`: silence starts (again) a
@@ -537,7 +553,11 @@ impl Pool {
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
         let admission = self.admit(addr)?;
-        let (result, heard) = self.send(addr, deadline, f);
+        #[cfg(test)]
+        if let Some(tx) = lock(&self.admitted).as_ref() {
+            let _ = tx.send(());
+        }
+        let (result, heard) = self.send(addr, &admission, deadline, f);
         self.note(addr, &admission, heard);
         result
     }
@@ -546,6 +566,7 @@ impl Pool {
     fn send<T>(
         &self,
         addr: &str,
+        admission: &Admission,
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
     ) -> (Result<T, NetError>, Heard) {
@@ -571,6 +592,17 @@ impl Pool {
                 lock(&slots[i % slots.len()])
             }
         };
+        // The broker may have gone silent since this call was admitted (the call ahead of it
+        // on the connection waited out a request timeout): it is not sent into the silence.
+        if let (Admission::Send, Some(why)) = (admission, self.silent_why(addr)) {
+            return (
+                Err(NetError::Io(format!(
+                    "not sending to {addr}, which went silent while this call waited for a \
+                     connection ({why})"
+                ))),
+                Heard::Undecided,
+            );
+        }
         if guard.is_none() {
             // Connecting and the handshake get a request timeout, not the whole call's.
             let open_by = deadline.min(Instant::now() + self.request_timeout);
@@ -737,6 +769,45 @@ mod tests {
         assert!(lock(&live.silent).contains_key(&addr));
         live.note(&addr, &Admission::Send, Heard::Answered);
         assert!(lock(&live.silent).is_empty());
+    }
+
+    /// A call admitted while the broker still answered, that then waited for a connection
+    /// while the call ahead of it found the broker silent, is not sent into the silence.
+    #[test]
+    fn a_call_that_waited_for_a_connection_to_a_broker_gone_silent_is_not_sent() {
+        let (addr, accepted) = frozen_broker();
+        let pool = Pool::new(Security::plaintext(), "test", 1, Duration::from_secs(3600));
+        // The broker's one connection is busy with the call ahead.
+        let slots: Arc<[Slot]> = (0..1).map(|_| Slot::default()).collect();
+        lock(&pool.conns).insert(addr.clone(), Arc::clone(&slots));
+        let busy = lock(&slots[0]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        *lock(&pool.admitted) = Some(tx);
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| call_through(&pool, &addr));
+            rx.recv().expect("the call was admitted");
+            // The call ahead waited out a request timeout: the broker is silent.
+            pool.note(
+                &addr,
+                &Admission::Send,
+                Heard::Silent("no answer within the request timeout".to_owned()),
+            );
+            drop(busy);
+            let why = io_message(waiting.join().expect("the call"));
+            assert!(
+                why.contains("went silent while this call waited for a connection"),
+                "{why}"
+            );
+            assert!(
+                why.contains("no answer within the request timeout"),
+                "{why}"
+            );
+        });
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "nothing was sent to the silent broker"
+        );
     }
 
     /// A call that fails for its own reasons (a short deadline of its own) does not make the

@@ -26,15 +26,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, DescribeProducersRequest, EndTxnRequest, InitProducerIdRequest,
-    ProduceRequest, ProducerId, TopicName, TransactionalId,
+    ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -491,39 +492,17 @@ impl Sessions {
         let base_sequence = *s.sequences.get(tp).unwrap_or(&0);
         let count = i32::try_from(records.len())
             .map_err(|_| TransportError::config("too many records in one guarded write"))?;
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let batch: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Record {
-                transactional: true,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: s.token.producer_id,
-                producer_epoch: s.token.producer_epoch,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: base_sequence.wrapping_add(i as i32),
-                timestamp: now_ms,
-                key: r.key.map(bytes::Bytes::copy_from_slice),
-                value: r.value.map(bytes::Bytes::copy_from_slice),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut encoded = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut encoded,
-            batch.iter(),
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| TransportError::fatal(format!("encoding a record batch: {e}")))?;
-        let encoded = encoded.freeze();
+        let encoded = encode_batch(
+            s.token,
+            true,
+            base_sequence,
+            records.iter().map(|r| {
+                (
+                    r.key.map(bytes::Bytes::copy_from_slice),
+                    r.value.map(bytes::Bytes::copy_from_slice),
+                )
+            }),
+        )?;
         let (topic, partition) = (tp.0.as_str(), tp.1);
         let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
         let what = format!("Produce to {topic}/{partition} for role '{}'", s.role);
@@ -538,25 +517,16 @@ impl Sessions {
                         conn.addr()
                     ))));
                 };
-                let req = ProduceRequest::default()
-                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
-                        session.role.as_str().to_owned(),
-                    ))))
-                    .with_acks(-1)
-                    .with_timeout_ms(timeout_ms)
-                    .with_topic_data(vec![TopicProduceData::default()
-                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                        .with_partition_data(vec![PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(encoded.clone()))])]);
+                let req = produce_request(
+                    Some(session.role.as_str()),
+                    topic,
+                    partition,
+                    timeout_ms,
+                    encoded.clone(),
+                );
                 let resp = conn.call(&req, version, self.request_deadline(deadline))?;
                 let addr = conn.addr().to_owned();
-                let Some(p) = resp
-                    .responses
-                    .iter()
-                    .flat_map(|t| t.partition_responses.iter())
-                    .find(|p| p.index == partition)
-                else {
+                let Some(p) = partition_answer(&resp, partition) else {
                     return Err(Attempt::again(format!(
                         "the Produce answer from {addr} did not mention {topic}/{partition}"
                     )));
@@ -714,6 +684,80 @@ impl Sessions {
         }
         Ok(())
     }
+}
+
+/// One record batch (magic v2, uncompressed) of `records` (key, value) by `producer` from
+/// `base_sequence`, transactional or not.
+pub(crate) fn encode_batch(
+    producer: FencingToken,
+    transactional: bool,
+    base_sequence: i32,
+    records: impl Iterator<Item = (Option<Bytes>, Option<Bytes>)>,
+) -> Result<Bytes, TransportError> {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let batch: Vec<Record> = records
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: producer.producer_id,
+            producer_epoch: producer.producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: base_sequence.wrapping_add(i as i32),
+            timestamp: now_ms,
+            key,
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut encoded = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut encoded,
+        batch.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| TransportError::fatal(format!("encoding a record batch: {e}")))?;
+    Ok(encoded.freeze())
+}
+
+/// A Produce (`acks=all`) of one batch to `topic`/`partition`.
+pub(crate) fn produce_request(
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    timeout_ms: i32,
+    batch: Bytes,
+) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_owned()))),
+        )
+        .with_acks(-1)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])])
+}
+
+/// The answer of a Produce for `partition`, if the broker gave one.
+pub(crate) fn partition_answer(
+    resp: &ProduceResponse,
+    partition: i32,
+) -> Option<&PartitionProduceResponse> {
+    resp.responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .find(|p| p.index == partition)
 }
 
 /// TOPIC_AUTHORIZATION_FAILED on `topic` in `request` for `role`: the ACL the principal lacks.

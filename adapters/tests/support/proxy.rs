@@ -2,13 +2,13 @@
 //! request (by API key) for longer than the client's request timeout: the request reaches the
 //! broker and takes effect, and the client does not learn it in time. It can also turn the
 //! broker's Fetch answers into answers with an error code on every partition, as a broker
-//! under load or one that has not caught up with a new topic answers.
+//! under load or one that has not caught up with a new topic answers, and freeze the broker.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -21,6 +21,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 pub const END_TXN: i16 = 26;
 /// Fetch's API key.
 pub const FETCH: i16 = 1;
+/// Produce's API key.
+pub const PRODUCE: i16 = 0;
 
 #[derive(Default)]
 struct Hold {
@@ -45,6 +47,7 @@ pub struct Proxy {
     fail: Arc<Mutex<Fail>>,
     failed: Arc<AtomicUsize>,
     forwarded: Arc<Mutex<Vec<i16>>>,
+    frozen: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -59,13 +62,15 @@ impl Proxy {
             fail: Arc::default(),
             failed: Arc::default(),
             forwarded: Arc::default(),
+            frozen: Arc::default(),
         };
-        let (hold, held, fail, failed, forwarded) = (
+        let (hold, held, fail, failed, forwarded, frozen) = (
             proxy.hold.clone(),
             proxy.held.clone(),
             proxy.fail.clone(),
             proxy.failed.clone(),
             proxy.forwarded.clone(),
+            proxy.frozen.clone(),
         );
         let target = target.to_owned();
         thread::spawn(move || {
@@ -81,10 +86,11 @@ impl Proxy {
                     server.try_clone().expect("clone"),
                 );
                 let (p1, p2, f1) = (pending.clone(), pending, forwarded.clone());
-                thread::spawn(move || requests(client, server, p1, f1));
+                let (z1, z2) = (frozen.clone(), frozen.clone());
+                thread::spawn(move || requests(client, server, p1, f1, z1));
                 let (h, n) = (hold.clone(), held.clone());
                 let (f, fd) = (fail.clone(), failed.clone());
-                thread::spawn(move || responses(s2, c2, p2, h, n, f, fd));
+                thread::spawn(move || responses(s2, c2, p2, h, n, f, fd, z2));
             }
         });
         proxy
@@ -98,6 +104,18 @@ impl Proxy {
             remaining: count,
             delay,
         };
+    }
+
+    /// Freezes the broker as a SIGSTOP would: connections are still accepted, and nothing that
+    /// arrives is answered (requests are dropped, and so are the answers to requests sent
+    /// before) until [`Proxy::thaw`].
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends [`Proxy::freeze`]: what arrives from now on is forwarded again.
+    pub fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
     }
 
     /// Turns the broker's next `count` Fetch answers into answers that carry `code` on every
@@ -150,8 +168,12 @@ fn requests(
     mut server: TcpStream,
     pending: Arc<Mutex<VecDeque<(i16, i16)>>>,
     forwarded: Arc<Mutex<Vec<i16>>>,
+    frozen: Arc<AtomicBool>,
 ) {
     while let Some(frame) = read_frame(&mut client) {
+        if frozen.load(Ordering::SeqCst) {
+            continue;
+        }
         let api_key = i16::from_be_bytes([frame[4], frame[5]]);
         let version = i16::from_be_bytes([frame[6], frame[7]]);
         pending
@@ -166,6 +188,7 @@ fn requests(
     let _ = server.shutdown(Shutdown::Both);
 }
 
+#[allow(clippy::too_many_arguments)]
 fn responses(
     mut server: TcpStream,
     mut client: TcpStream,
@@ -174,10 +197,14 @@ fn responses(
     held: Arc<AtomicUsize>,
     fail: Arc<Mutex<Fail>>,
     failed: Arc<AtomicUsize>,
+    frozen: Arc<AtomicBool>,
 ) {
     // Answers come back in request order on one connection.
     while let Some(mut frame) = read_frame(&mut server) {
         let request = pending.lock().expect("pending").pop_front();
+        if frozen.load(Ordering::SeqCst) {
+            continue;
+        }
         let api_key = request.map(|(key, _)| key);
         if let Some((FETCH, version)) = request {
             let code = {
