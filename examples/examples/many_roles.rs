@@ -824,6 +824,15 @@ fn main() {
         .map(|l| l.health().last_renewal)
         .collect();
     let mut lags: Vec<i64> = Vec::new();
+    // Leases that ran out before the renewal after them was seen committed: each role's lease
+    // deadline as last seen, and the gaps (the sample that saw the renewal, less that
+    // deadline). A renewal issued on time that commits late shows here, not in the lag above.
+    let mut deadlines: Vec<Option<kafka_coordination::UnixMillis>> = leaderships
+        .iter()
+        .map(|l| l.health().lease_deadline)
+        .collect();
+    let mut gaps: Vec<i64> = Vec::new();
+    let mut gapped_roles = std::collections::BTreeSet::new();
     let renew_ms = args.renew.as_millis() as i64;
     let mut next_print = Instant::now() + Duration::from_secs(5);
     // `--kill-pid`: when the process was killed, and each role's worst lag after it.
@@ -873,9 +882,15 @@ fn main() {
             }
         }
         for (i, (l, last)) in leaderships.iter().zip(last_renewal.iter_mut()).enumerate() {
-            let now = l.health().last_renewal;
+            let health = l.health();
+            let now = health.last_renewal;
             if let (Some(prev), Some(new)) = (*last, now) {
                 if new > prev {
+                    if let Some(deadline) = deadlines[i].filter(|d| health.now > *d) {
+                        gaps.push(health.now.0 - deadline.0);
+                        gapped_roles.insert(i);
+                    }
+                    deadlines[i] = health.lease_deadline;
                     let lag = (new.0 - prev.0 - renew_ms).max(0);
                     lags.push(lag);
                     if killed_at.is_some_and(|k| new > k) {
@@ -930,6 +945,21 @@ fn main() {
         q(0.5),
         q(0.99),
         lags.last().copied().unwrap_or(0)
+    );
+    // Roles whose last lease has run out with no renewal seen since count too.
+    let end = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
+    for (i, l) in leaderships.iter().enumerate() {
+        if let Some(d) = deadlines[i].filter(|d| end > *d && !l.is_done()) {
+            gaps.push(end.0 - d.0);
+            gapped_roles.insert(i);
+        }
+    }
+    println!(
+        "leases that ran out before the next renewal was seen committed (sampled every 250 ms): \
+         {} in {} roles, longest gap {} ms",
+        gaps.len(),
+        gapped_roles.len(),
+        gaps.iter().max().copied().unwrap_or(0)
     );
     if let (Some(at), None) = (joined_at, all_joined) {
         let elected = joined

@@ -24,7 +24,9 @@
 //!   that finds its broker silent again after looking it up again (no other broker has taken
 //!   over the partition or the coordinator yet) fails at once, retriable: the candidacy
 //!   retries on its own timer rather than in a thread. A call that waited for a connection
-//!   to a broker that went silent meanwhile is not sent;
+//!   to a broker that went silent meanwhile is not sent, and one that has waited while every
+//!   connection of the broker has had its request unanswered for a quarter of the request
+//!   timeout finds the broker silent;
 //! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
 //!   connections of its own, tailing each partition some candidate reads and serving every
 //!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;

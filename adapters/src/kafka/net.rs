@@ -234,32 +234,47 @@ impl Conn {
         super::security::io_error(&self.addr, what, e)
     }
 
-    fn arm(&mut self, deadline: Instant) -> Result<(), NetError> {
+    /// Sets the socket's timeouts to what is left until `deadline`, and returns that.
+    fn arm(&mut self, deadline: Instant) -> Result<Duration, NetError> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Err(NetError::Io(format!("timed out talking to {}", self.addr)));
         }
         self.stream
             .set_timeouts(remaining)
-            .map_err(|e| self.io_error("setting timeouts for", &e))
+            .map_err(|e| self.io_error("setting timeouts for", &e))?;
+        Ok(remaining)
+    }
+
+    /// [`io_error`](Self::io_error), except that a socket timeout says what it was: no answer
+    /// (or no room to write) within `waited`.
+    fn timed_out(&self, what: &str, waited: Duration, e: &io::Error) -> NetError {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NetError::Io(format!(
+                "{what} {}: nothing within {waited:?} (the request timeout, or what was left of \
+                 the call's time)",
+                self.addr
+            )),
+            _ => self.io_error(what, e),
+        }
     }
 
     /// Writes one size-prefixed frame (the size already in `frame`).
     pub(crate) fn write_frame(&mut self, frame: &[u8], deadline: Instant) -> Result<(), NetError> {
-        self.arm(deadline)?;
+        let waited = self.arm(deadline)?;
         let written = self
             .stream
             .write_all(frame)
             .and_then(|()| self.stream.flush());
-        written.map_err(|e| self.io_error("writing to", &e))
+        written.map_err(|e| self.timed_out("writing to", waited, &e))
     }
 
     /// Reads one size-prefixed frame and returns its body.
     pub(crate) fn read_frame(&mut self, deadline: Instant) -> Result<Bytes, NetError> {
-        self.arm(deadline)?;
+        let waited = self.arm(deadline)?;
         let mut len = [0u8; 4];
         if let Err(e) = self.stream.read_exact(&mut len) {
-            return Err(self.io_error("reading from", &e));
+            return Err(self.timed_out("reading from", waited, &e));
         }
         let len = i32::from_be_bytes(len);
         let len = usize::try_from(len)
@@ -275,7 +290,7 @@ impl Conn {
         let mut body = Vec::with_capacity(len.min(64 * 1024));
         let read = (&mut self.stream).take(len as u64).read_to_end(&mut body);
         if let Err(e) = read {
-            return Err(self.io_error("reading from", &e));
+            return Err(self.timed_out("reading from", waited, &e));
         }
         if body.len() < len {
             return Err(NetError::Io(format!(
@@ -397,7 +412,38 @@ impl ApiCounts {
     }
 }
 
-type Slot = Arc<Mutex<Option<Conn>>>;
+/// The connections to one broker: up to `per_broker` of them, and which are taken by a call
+/// since when.
+struct Broker {
+    slots: Box<[Mutex<Option<Conn>>]>,
+    /// When each slot's current call took it; `None`: free.
+    taken: Mutex<Vec<Option<Instant>>>,
+    /// Signalled when a slot is given back.
+    freed: std::sync::Condvar,
+}
+
+impl Broker {
+    fn new(per_broker: usize) -> Broker {
+        Broker {
+            slots: (0..per_broker).map(|_| Mutex::new(None)).collect(),
+            taken: Mutex::new(vec![None; per_broker]),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+}
+
+/// Gives a taken slot back when the call is done with it.
+struct Taken<'a> {
+    broker: &'a Broker,
+    index: usize,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        lock(&self.broker.taken)[self.index] = None;
+        self.broker.freed.notify_one();
+    }
+}
 
 /// How [`connect_tcp`] begins the error of a connection the broker refused or left
 /// unanswered (not one whose name did not resolve).
@@ -405,6 +451,11 @@ const CANNOT_CONNECT: &str = "cannot connect to";
 
 /// How long the pool sends nothing to a broker that went silent, but for one probe at a time.
 pub(crate) const QUIET_PERIOD: Duration = Duration::from_secs(1);
+
+/// The shortest wait for a connection after which a broker whose every connection has had a
+/// request in flight that long is taken for silent (a quarter of the request timeout, at
+/// least this).
+pub(crate) const MIN_PILE_UP: Duration = Duration::from_secs(1);
 
 /// A broker that went silent: it refused a connection, or left a request unanswered for a
 /// whole request timeout.
@@ -424,13 +475,15 @@ struct Silent {
 /// [`QUIET_PERIOD`], then probed by one call at a time until it answers: the other calls for
 /// it fail at once, as retriable I/O errors, and look for the partition's or the role's new
 /// leader or coordinator instead of each waiting out a request timeout of its own while the
-/// threads that run them wait too.
+/// threads that run them wait too. A broker is silent when it refused a connection, left a
+/// request unanswered for a whole request timeout, or left every one of its connections
+/// unanswered for the pile-up time (a quarter of the request timeout) while another call
+/// waited for one.
 pub(crate) struct Pool {
     security: Security,
     client_id: StrBytes,
-    conns: Mutex<HashMap<String, Arc<[Slot]>>>,
+    conns: Mutex<HashMap<String, Arc<Broker>>>,
     per_broker: usize,
-    next: std::sync::atomic::AtomicUsize,
     /// Requests sent (each use of a connection).
     requests: std::sync::atomic::AtomicU64,
     /// Requests sent, by API.
@@ -439,6 +492,9 @@ pub(crate) struct Pool {
     /// long is silent.
     request_timeout: Duration,
     quiet_period: Duration,
+    /// How long a call waits for one of a broker's connections while every one of them has
+    /// had its request in flight at least that long: then the broker is silent.
+    pile_up: Duration,
     silent: Mutex<HashMap<String, Silent>>,
     /// Tests: told of every call admitted.
     #[cfg(test)]
@@ -477,11 +533,11 @@ impl Pool {
             client_id: StrBytes::from_string(client_id.into()),
             conns: Mutex::new(HashMap::new()),
             per_broker: per_broker.max(1),
-            next: std::sync::atomic::AtomicUsize::new(0),
             requests: std::sync::atomic::AtomicU64::new(0),
             counts: Arc::default(),
             request_timeout,
             quiet_period: QUIET_PERIOD,
+            pile_up: (request_timeout / 4).max(MIN_PILE_UP),
             silent: Mutex::new(HashMap::new()),
             #[cfg(test)]
             admitted: Mutex::new(None),
@@ -570,28 +626,16 @@ impl Pool {
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
     ) -> (Result<T, NetError>, Heard) {
-        let slots = {
-            let mut conns = lock(&self.conns);
-            Arc::clone(
-                conns
-                    .entry(addr.to_owned())
-                    .or_insert_with(|| (0..self.per_broker).map(|_| Slot::default()).collect()),
-            )
+        let broker = Arc::clone(
+            lock(&self.conns)
+                .entry(addr.to_owned())
+                .or_insert_with(|| Arc::new(Broker::new(self.per_broker))),
+        );
+        let taken = match self.take(&broker, addr, deadline) {
+            Ok(taken) => taken,
+            Err((e, heard)) => return (Err(e), heard),
         };
-        // A free connection if there is one (opening it if needed); else wait for one, taken
-        // in turn.
-        let free = slots.iter().find_map(|s| match s.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        });
-        let mut guard = match free {
-            Some(guard) => guard,
-            None => {
-                let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                lock(&slots[i % slots.len()])
-            }
-        };
+        let mut guard = lock(&broker.slots[taken.index]);
         // The broker may have gone silent since this call was admitted (the call ahead of it
         // on the connection waited out a request timeout): it is not sent into the silence.
         if let (Admission::Send, Some(why)) = (admission, self.silent_why(addr)) {
@@ -655,6 +699,56 @@ impl Pool {
         (result, heard)
     }
 
+    /// Takes a free connection slot of `broker` (at `addr`), waiting for one until `deadline`.
+    /// A call that has waited while every slot's request has been in flight for the pile-up
+    /// time finds the broker silent: a broker that answers gives a slot back within
+    /// milliseconds, one that stopped answering holds them until the request timeout, and the
+    /// calls queued meanwhile would hold their threads that long too.
+    fn take<'b>(
+        &self,
+        broker: &'b Broker,
+        addr: &str,
+        deadline: Instant,
+    ) -> Result<Taken<'b>, (NetError, Heard)> {
+        let mut taken = lock(&broker.taken);
+        loop {
+            let now = Instant::now();
+            if let Some(index) = taken.iter().position(Option::is_none) {
+                taken[index] = Some(now);
+                return Ok(Taken { broker, index });
+            }
+            // Every slot is taken; the youngest request on them started at `youngest`.
+            let youngest = taken.iter().flatten().max().copied().unwrap_or(now);
+            let stuck_at = youngest + self.pile_up;
+            if now >= stuck_at {
+                let why = format!(
+                    "every connection to {addr} has had a request unanswered for over {:?} \
+                     while other calls waited for one",
+                    self.pile_up
+                );
+                return Err((
+                    NetError::Io(format!("not sending to {addr}: {why}")),
+                    Heard::Silent(why),
+                ));
+            }
+            if now >= deadline {
+                return Err((
+                    NetError::Io(format!(
+                        "timed out waiting for a connection to {addr} (all {} in use)",
+                        taken.len()
+                    )),
+                    Heard::Undecided,
+                ));
+            }
+            let wait = stuck_at.min(deadline) - now;
+            taken = broker
+                .freed
+                .wait_timeout(taken, wait)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
     /// How many requests were sent on the pool's connections.
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
@@ -669,7 +763,7 @@ impl Pool {
     pub(crate) fn open_connections(&self) -> usize {
         let all: Vec<_> = lock(&self.conns).values().cloned().collect();
         all.iter()
-            .flat_map(|slots| slots.iter())
+            .flat_map(|broker| broker.slots.iter())
             .filter(|s| lock(s).is_some())
             .count()
     }
@@ -728,6 +822,10 @@ mod tests {
         pool.quiet_period = Duration::from_secs(3600);
         let first = io_message(call_through(&pool, &addr));
         assert!(!first.contains('\0'), "a clean message: {first:?}");
+        assert!(
+            first.contains(&format!("reading from {addr}: nothing within")),
+            "a socket timeout says what it was: {first}"
+        );
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
         for _ in 0..3 {
             let why = io_message(call_through(&pool, &addr));
@@ -778,9 +876,13 @@ mod tests {
         let (addr, accepted) = frozen_broker();
         let pool = Pool::new(Security::plaintext(), "test", 1, Duration::from_secs(3600));
         // The broker's one connection is busy with the call ahead.
-        let slots: Arc<[Slot]> = (0..1).map(|_| Slot::default()).collect();
-        lock(&pool.conns).insert(addr.clone(), Arc::clone(&slots));
-        let busy = lock(&slots[0]);
+        let broker = Arc::new(Broker::new(1));
+        lock(&pool.conns).insert(addr.clone(), Arc::clone(&broker));
+        let busy = Taken {
+            broker: &broker,
+            index: 0,
+        };
+        lock(&broker.taken)[0] = Some(Instant::now());
         let (tx, rx) = std::sync::mpsc::channel();
         *lock(&pool.admitted) = Some(tx);
         std::thread::scope(|scope| {
@@ -807,6 +909,49 @@ mod tests {
             accepted.load(std::sync::atomic::Ordering::SeqCst),
             0,
             "nothing was sent to the silent broker"
+        );
+    }
+
+    /// A call that waits for a connection while every connection of the broker has had its
+    /// request unanswered for the pile-up time finds the broker silent, sends nothing, and
+    /// the calls after it are turned away. A wait that ends with the call's own deadline
+    /// decides nothing.
+    #[test]
+    fn calls_piling_up_behind_unanswered_requests_find_the_broker_silent() {
+        let (addr, accepted) = frozen_broker();
+        let mut pool = Pool::new(Security::plaintext(), "test", 2, Duration::from_secs(3600));
+        pool.quiet_period = Duration::from_secs(3600);
+        let broker = Arc::new(Broker::new(2));
+        lock(&pool.conns).insert(addr.clone(), Arc::clone(&broker));
+
+        // Both connections busy since just now, the pile-up time an hour: the call's own
+        // deadline ends its wait, and the broker is not silent.
+        *lock(&broker.taken) = vec![Some(Instant::now()); 2];
+        let short = pool.with(
+            &addr,
+            Instant::now() + Duration::from_millis(50),
+            |_| Ok(()),
+        );
+        let why = io_message(short);
+        assert!(why.contains("timed out waiting for a connection"), "{why}");
+        assert!(!pool.is_silent(&addr));
+
+        // Both busy for longer than the pile-up time: silent at once.
+        pool.pile_up = Duration::from_millis(200);
+        let long_ago = Instant::now() - Duration::from_secs(1);
+        *lock(&broker.taken) = vec![Some(long_ago); 2];
+        let why = io_message(call_through(&pool, &addr));
+        assert!(
+            why.contains("every connection to") && why.contains("unanswered for over 200ms"),
+            "{why}"
+        );
+        assert!(pool.is_silent(&addr));
+        let next = io_message(call_through(&pool, &addr));
+        assert!(next.contains("which went silent"), "{next}");
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "nothing was sent"
         );
     }
 
