@@ -841,7 +841,7 @@ fn main() {
     // `--join N`: the candidacies started after the kill, when, and when all were elected.
     let mut joined: Vec<kafka_coordination::Candidacy> = Vec::new();
     let mut joined_at: Option<Instant> = None;
-    let mut all_joined: Option<Duration> = None;
+    let mut all_joined = false;
     while t0.elapsed() < steady {
         std::thread::sleep(Duration::from_millis(250).min(steady.saturating_sub(t0.elapsed())));
         if let (Some(pid), None) = (args.kill_pid, killed_at) {
@@ -871,9 +871,9 @@ fn main() {
                 println!("  started {} more roles", args.join);
             }
         }
-        if let (Some(at), None) = (joined_at, all_joined) {
+        if let (Some(at), false) = (joined_at, all_joined) {
             if joined.iter().all(|c| c.snapshot().token.is_some()) {
-                all_joined = Some(at.elapsed());
+                all_joined = true;
                 println!(
                     "  the {} roles started after the kill were all elected in {:.1} s",
                     joined.len(),
@@ -961,7 +961,7 @@ fn main() {
         gapped_roles.len(),
         gaps.iter().max().copied().unwrap_or(0)
     );
-    if let (Some(at), None) = (joined_at, all_joined) {
+    if let (Some(at), false) = (joined_at, all_joined) {
         let elected = joined
             .iter()
             .filter(|c| c.snapshot().token.is_some())

@@ -455,7 +455,7 @@ pub(crate) const QUIET_PERIOD: Duration = Duration::from_secs(1);
 /// The shortest wait for a connection after which a broker whose every connection has had a
 /// request in flight that long is taken for silent (a quarter of the request timeout, at
 /// least this).
-pub(crate) const MIN_PILE_UP: Duration = Duration::from_secs(1);
+const MIN_PILE_UP: Duration = Duration::from_secs(1);
 
 /// A broker that went silent: it refused a connection, or left a request unanswered for a
 /// whole request timeout.
@@ -566,8 +566,7 @@ impl Pool {
         lock(&self.silent).get(addr).map(|s| s.why.clone())
     }
 
-    /// Whether `addr` is silent now (it refused a connection or left a request unanswered for
-    /// a whole request timeout, and has not answered since).
+    /// Whether `addr` is silent now (see [`Pool`]) and has not answered since.
     pub(crate) fn is_silent(&self, addr: &str) -> bool {
         lock(&self.silent).contains_key(addr)
     }

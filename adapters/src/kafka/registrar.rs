@@ -26,12 +26,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_coordination_core::token::FencingToken;
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId};
+use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
-use super::txn::{encode_batch, partition_answer, produce_request};
+use super::txn::{
+    encode_batch, partition_answer, produce_request, produce_version, MAX_INIT_PRODUCER_ID,
+};
 use crate::error::TransportError;
 
 /// The most records one Produce of registrations carries.
@@ -39,10 +41,6 @@ pub(crate) const MAX_BATCH_RECORDS: usize = 500;
 /// The most record bytes (keys and values) one Produce carries, well below the brokers'
 /// default `message.max.bytes` (1 MiB).
 const MAX_BATCH_BYTES: usize = 256 * 1024;
-/// The highest InitProducerId and Produce versions sent (the same as the transactional
-/// sessions').
-const MAX_INIT_PRODUCER_ID: i16 = 4;
-const MAX_PRODUCE: i16 = 9;
 /// How many producer ids one batch may go through (after sequence errors) before it fails.
 const PRODUCER_GENERATIONS: usize = 3;
 
@@ -50,8 +48,7 @@ const PRODUCER_GENERATIONS: usize = 3;
 /// retires only the grant it saw fail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Grant {
-    id: i64,
-    epoch: i16,
+    producer: FencingToken,
     generation: u64,
 }
 
@@ -134,15 +131,19 @@ impl Appender {
             },
         ));
         loop {
-            let at = state.pending.iter().position(|(t, _)| *t == ticket);
-            if let Some(i) = at {
-                if state.pending[i].1.outcome.is_some() {
-                    let (_, p) = state
-                        .pending
-                        .remove(i)
-                        .expect("the position was just found");
-                    return p.outcome.expect("checked above");
-                }
+            let done = state
+                .pending
+                .iter()
+                .position(|(t, p)| *t == ticket && p.outcome.is_some());
+            if let Some((
+                _,
+                Pending {
+                    outcome: Some(outcome),
+                    ..
+                },
+            )) = done.and_then(|i| state.pending.remove(i))
+            {
+                return outcome;
             }
             if !state.sending {
                 // Nobody is sending: this caller sends the next batch (its own record is in it
@@ -207,7 +208,8 @@ impl Appender {
         for (n, ticket) in batch.iter().enumerate() {
             if let Some((_, p)) = state.pending.iter_mut().find(|(t, _)| t == ticket) {
                 p.outcome = Some(match &result {
-                    Ok(base) => Ok(base + n as i64),
+                    // A bogus offset from the broker must not overflow.
+                    Ok(base) => Ok(base.saturating_add(n as i64)),
                     Err(e) => Err(e.clone()),
                 });
             }
@@ -269,7 +271,7 @@ impl Appender {
         }
         // Asked under the lock: callers of every partition wait for the same answer.
         let topic = self.topic.as_str();
-        let (id, epoch) = self.cluster.retry(
+        let producer = self.cluster.retry(
             "InitProducerId for the registration producer",
             deadline,
             |cluster| {
@@ -291,7 +293,9 @@ impl Appender {
                         .with_producer_epoch(-1);
                     let resp = conn.call(&req, version, self.request_deadline(deadline))?;
                     match resp.error_code {
-                        code::NONE => Ok((resp.producer_id.0, resp.producer_epoch)),
+                        code::NONE => {
+                            Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch))
+                        }
                         code::CLUSTER_AUTHORIZATION_FAILED => Err(Attempt::Stop(
                             TransportError::unauthorized(format!(
                                 "InitProducerId for the registration producer: the principal \
@@ -316,8 +320,7 @@ impl Appender {
         )?;
         g.1 += 1;
         let grant = Grant {
-            id,
-            epoch,
+            producer,
             generation: g.1,
         };
         g.0 = Some(grant);
@@ -346,9 +349,8 @@ impl Appender {
         base_sequence: i32,
         deadline: Instant,
     ) -> Result<Sent, TransportError> {
-        let producer = FencingToken::new(grant.id, grant.epoch);
         let encoded = encode_batch(
-            producer,
+            grant.producer,
             false,
             base_sequence,
             records.iter().map(|(k, v)| (Some(k.clone()), v.clone())),
@@ -361,12 +363,7 @@ impl Appender {
         );
         self.cluster.retry(&what, deadline, |cluster| {
             cluster.at_leader(topic, partition, deadline, |conn| {
-                let Some(version) = conn.version_at_most::<ProduceRequest>(MAX_PRODUCE) else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} supports no Produce version up to v{MAX_PRODUCE}",
-                        conn.addr()
-                    ))));
-                };
+                let version = produce_version(conn)?;
                 let req = produce_request(None, topic, partition, timeout_ms, encoded.clone());
                 let resp = conn.call(&req, version, self.request_deadline(deadline))?;
                 let addr = conn.addr().to_owned();
@@ -397,8 +394,8 @@ impl Appender {
                     | code::INVALID_PRODUCER_EPOCH
                     | code::PRODUCER_FENCED => Ok(Sent::Resequence(format!(
                         "{addr} refused producer {} epoch {} at sequence {base_sequence} ({})",
-                        grant.id,
-                        grant.epoch,
+                        grant.producer.producer_id,
+                        grant.producer.producer_epoch,
                         code::name(p.error_code)
                     ))),
                     code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(

@@ -45,11 +45,12 @@ use kafka_protocol::records::{
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
+use super::net::Conn;
 use crate::error::TransportError;
 use crate::transport::GuardedRecord;
 
 /// The highest request versions this client sends (all below transaction version 2).
-const MAX_INIT_PRODUCER_ID: i16 = 4;
+pub(crate) const MAX_INIT_PRODUCER_ID: i16 = 4;
 const MAX_ADD_PARTITIONS: i16 = 3;
 const MAX_PRODUCE: i16 = 9;
 const MAX_END_TXN: i16 = 3;
@@ -367,7 +368,7 @@ impl Sessions {
             let batch: Vec<&GuardedRecord<'_>> = indexes.iter().map(|&i| &records[i]).collect();
             let base = self.produce(s, tp, &batch, deadline)?;
             for (n, &i) in indexes.iter().enumerate() {
-                offsets[i] = base + n as i64;
+                offsets[i] = base.saturating_add(n as i64);
             }
         }
         s.unfinished.committing = true;
@@ -511,12 +512,7 @@ impl Sessions {
         let session: &Session = s;
         let base = self.cluster.retry(&what, deadline, |cluster| {
             cluster.at_leader(topic, partition, deadline, |conn| {
-                let Some(version) = conn.version_at_most::<ProduceRequest>(MAX_PRODUCE) else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} supports no Produce version up to v{MAX_PRODUCE}",
-                        conn.addr()
-                    ))));
-                };
+                let version = produce_version(conn)?;
                 let req = produce_request(
                     Some(session.role.as_str()),
                     topic,
@@ -726,6 +722,18 @@ pub(crate) fn encode_batch(
     )
     .map_err(|e| TransportError::fatal(format!("encoding a record batch: {e}")))?;
     Ok(encoded.freeze())
+}
+
+/// The Produce version to send on `conn` (the highest both sides support, at most
+/// `MAX_PRODUCE`, below transaction version 2).
+pub(crate) fn produce_version(conn: &Conn) -> Result<i16, Attempt> {
+    conn.version_at_most::<ProduceRequest>(MAX_PRODUCE)
+        .ok_or_else(|| {
+            Attempt::Stop(TransportError::config(format!(
+                "the broker at {} supports no Produce version up to v{MAX_PRODUCE}",
+                conn.addr()
+            )))
+        })
 }
 
 /// A Produce (`acks=all`) of one batch to `topic`/`partition`.
