@@ -388,6 +388,50 @@ fn an_append_whose_answer_is_lost_is_written_once() {
     );
 }
 
+/// A new role named after `name`, led through `t`: its pair and the offset of its first lease.
+fn leading(t: &KafkaTransport, name: &str) -> (Role, FencingToken, i64) {
+    let role = role(name);
+    let p = t.role_partition(&role).expect("partition");
+    let token = t.acquire_epoch(&role, LEASE).expect("acquire");
+    let first = t
+        .write_lease(p, role.as_str().as_bytes(), Some(b"lease 1"), token)
+        .expect("a lease before the freeze");
+    (role, token, first)
+}
+
+/// After a freeze: the leader holding `token` for `role` writes its next lease with the same
+/// pair, past `first`, and nobody took the role. Calls are turned away for the pool's quiet
+/// period (a second), then one probes the broker, which answers.
+fn the_leader_writes_on_after_the_thaw(
+    t: &KafkaTransport,
+    role: &Role,
+    token: FencingToken,
+    first: i64,
+) {
+    let p = t.role_partition(role).expect("partition");
+    let key = role.as_str().as_bytes();
+    let mut turned_away = 0;
+    let offset = loop {
+        match t.write_lease(p, key, Some(b"lease 3"), token) {
+            Ok(offset) => break offset,
+            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
+                turned_away += 1;
+                thread::sleep(Duration::from_millis(25));
+            }
+            Err(e) => panic!("the leader's write after the thaw: {e}"),
+        }
+    };
+    assert!(
+        offset > first,
+        "the same pair writes on: {offset} after {first}"
+    );
+    assert_eq!(
+        t.describe_epoch(role).expect("describe").token,
+        token,
+        "nobody took the role meanwhile"
+    );
+}
+
 #[test]
 fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() {
     // A broker that stops answering (a SIGSTOP) and that no other broker replaces: a call
@@ -397,13 +441,9 @@ fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() 
     // is still the leader once the broker answers again.
     let Some(broker) = bootstrap() else { return };
     let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(120));
-    let role = role("frozen");
+    let (role, token, first) = leading(&t, "frozen");
     let p = t.role_partition(&role).expect("partition");
     let key = role.as_str().as_bytes();
-    let token = t.acquire_epoch(&role, LEASE).expect("acquire");
-    let first = t
-        .write_lease(p, key, Some(b"lease 1"), token)
-        .expect("a lease before the freeze");
 
     proxy.freeze();
     type Call<'a> = &'a dyn Fn() -> Result<(), kafka_coordination::TransportError>;
@@ -431,28 +471,72 @@ fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() 
     }
 
     proxy.thaw();
-    // Calls are turned away for the pool's quiet period (a second), then one probes the
-    // broker, which answers.
-    let mut turned_away = 0;
-    let offset = loop {
-        match t.write_lease(p, key, Some(b"lease 3"), token) {
-            Ok(offset) => break offset,
-            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
-                turned_away += 1;
-                thread::sleep(Duration::from_millis(25));
-            }
-            Err(e) => panic!("the leader's write after the thaw: {e}"),
-        }
-    };
+    the_leader_writes_on_after_the_thaw(&t, &role, token, first);
+}
+
+#[test]
+fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_timeout() {
+    // A broker freezes with requests in flight on both of the transport's connections to it,
+    // and more calls wait for those connections. Once they have waited a quarter of the
+    // request timeout (5 s of 20 s here) behind requests that got no answer, the broker is
+    // taken for silent, and the transport gives up on the requests in flight: it closes their
+    // connections, so that the calls waiting for their answers fail then, as retriable
+    // errors, instead of holding their threads (a host's I/O threads) until the request
+    // timeout. Nothing is lost: the leader is still the leader once the broker answers again.
+    let Some(broker) = bootstrap() else { return };
+    drop(transport(&broker));
+    let proxy = proxy::Proxy::start(&broker);
+    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.clone(), proxy.addr.clone())
+        .with_connections_per_broker(2)
+        .with_request_timeout(Duration::from_secs(20))
+        .with_operation_timeout(Duration::from_secs(120));
+    let t = KafkaTransport::connect(config).expect("transport");
+    let (role, token, first) = leading(&t, "frozen-in-flight");
+    let p = t.role_partition(&role).expect("partition");
+    let key = role.as_str().as_bytes();
+    assert_eq!(t.requests_abandoned(), 0);
+
+    proxy.freeze();
+    let started = Instant::now();
+    let errors: Vec<kafka_coordination::TransportError> = thread::scope(|scope| {
+        let calls: Vec<_> = (0..6)
+            .map(|i| {
+                let (t, role) = (&t, &role);
+                scope.spawn(move || match i % 3 {
+                    0 => t.describe_epoch(role).map(drop),
+                    1 => t.write_lease(p, key, Some(b"lease 2"), token).map(drop),
+                    _ => t.append(p, key, Some(b"member")).map(drop),
+                })
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|c| c.join().expect("call").expect_err("the broker is frozen"))
+            .collect()
+    });
+    eprintln!(
+        "6 calls on a frozen broker with a 20 s request timeout all failed after {:?}; \
+         requests given up on: {}",
+        started.elapsed(),
+        t.requests_abandoned()
+    );
+    for e in &errors {
+        assert_eq!(e.kind(), ErrorKind::Retriable, "{e}");
+        assert!(e.message().contains("not answering"), "{e}");
+        assert!(
+            !e.message().contains("nothing within"),
+            "no call waited out a request timeout: {e}"
+        );
+    }
     assert!(
-        offset > first,
-        "the same pair writes on: {offset} after {first}"
+        t.requests_abandoned() >= 2,
+        "the requests in flight on both connections were given up on: {}",
+        t.requests_abandoned()
     );
-    assert_eq!(
-        t.describe_epoch(&role).expect("describe").token,
-        token,
-        "nobody took the role meanwhile"
-    );
+
+    proxy.thaw();
+    the_leader_writes_on_after_the_thaw(&t, &role, token, first);
 }
 
 #[test]

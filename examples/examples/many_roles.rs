@@ -961,6 +961,10 @@ fn main() {
         gapped_roles.len(),
         gaps.iter().max().copied().unwrap_or(0)
     );
+    println!(
+        "requests given up on when their broker went silent: {}",
+        client.requests_abandoned()
+    );
     if let (Some(at), false) = (joined_at, all_joined) {
         let elected = joined
             .iter()

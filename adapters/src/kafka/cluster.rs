@@ -233,6 +233,11 @@ impl Cluster {
         self.pool.requests()
     }
 
+    /// How many requests this cluster view gave up on when their broker went silent.
+    pub(crate) fn requests_abandoned(&self) -> u64 {
+        self.pool.requests_abandoned()
+    }
+
     /// How many requests of each API this cluster view sent.
     pub(crate) fn requests_by_api(&self) -> Vec<(i16, u64)> {
         self.pool.requests_by_api()

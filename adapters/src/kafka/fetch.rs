@@ -106,6 +106,11 @@ impl SharedReader {
         self.inner.fetch.requests()
     }
 
+    /// How many requests of the Fetch loops were given up on when their broker went silent.
+    pub(crate) fn requests_abandoned(&self) -> u64 {
+        self.inner.fetch.requests_abandoned()
+    }
+
     /// How many requests of each API the Fetch loops sent.
     pub(crate) fn requests_by_api(&self) -> Vec<(i16, u64)> {
         self.inner.fetch.requests_by_api()

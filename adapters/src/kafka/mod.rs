@@ -26,7 +26,11 @@
 //!   retries on its own timer rather than in a thread. A call that waited for a connection
 //!   to a broker that went silent meanwhile is not sent, and one that has waited while every
 //!   connection of the broker has had its request unanswered for a quarter of the request
-//!   timeout finds the broker silent;
+//!   timeout finds the broker silent. Once a broker is silent, the requests it has left
+//!   unanswered that long are given up on: their connections are shut down, so the calls
+//!   waiting for their answers fail then (retriable, outcome unknown, as after a timeout)
+//!   instead of holding their threads until the request timeout
+//!   ([`KafkaTransport::requests_abandoned`] counts them);
 //! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
 //!   connections of its own, tailing each partition some candidate reads and serving every
 //!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;
@@ -263,10 +267,20 @@ impl KafkaTransport {
     }
 
     /// How many requests this transport sent on its native connections so far: transactional
-    /// calls, checks, lookups, and the shared reader's Fetch long polls (not the registrations,
-    /// which go through librdkafka). For request rates in benchmarks.
+    /// calls, registrations, checks, lookups, and the shared reader's Fetch long polls. For
+    /// request rates in benchmarks.
     pub fn requests_sent(&self) -> u64 {
         self.cluster.requests() + self.reader.requests()
+    }
+
+    /// How many requests this transport gave up on because their broker went silent (a
+    /// frozen or cut-off broker that left every connection's request unanswered for a
+    /// quarter of the request timeout, or one request for the whole of it): their
+    /// connections were closed so that the calls waiting for them failed then, as retriable
+    /// errors, instead of at the request timeout. Their outcome is unknown, as after a
+    /// timeout. A figure to watch next to [`requests_sent`](Self::requests_sent).
+    pub fn requests_abandoned(&self) -> u64 {
+        self.cluster.requests_abandoned() + self.reader.requests_abandoned()
     }
 
     /// How many requests of each kind this transport sent on its native connections so far,

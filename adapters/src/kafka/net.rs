@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,18 +60,32 @@ pub(crate) struct Conn {
     counts: Arc<ApiCounts>,
     /// The longest any one request waits for its answer, whatever the caller's deadline.
     request_cap: Option<Duration>,
+    /// The socket, for the pool to shut down when it gives up on the request in flight.
+    socket: Option<Arc<TcpStream>>,
 }
 
 impl Conn {
-    /// Connects to `addr` (`host:port`), sets up security and negotiates versions.
+    /// Connects to `addr` (`host:port`), sets up security and negotiates versions. Once
+    /// connected, and before the handshake, `on_socket` is given the socket (to shut it down
+    /// from another thread if the broker turns out silent); an `Err` from it (why) ends the
+    /// attempt there.
     pub(crate) fn open(
         addr: &str,
         security: &Security,
         client_id: &StrBytes,
         counts: Arc<ApiCounts>,
         deadline: Instant,
+        on_socket: impl FnOnce(&Arc<TcpStream>) -> Result<(), String>,
     ) -> Result<Conn, NetError> {
         let tcp = connect_tcp(addr, deadline)?;
+        let socket = tcp.try_clone().ok().map(Arc::new);
+        if let Some(socket) = &socket {
+            on_socket(socket).map_err(|why| {
+                NetError::Io(format!(
+                    "not connecting to {addr}, which went silent ({why})"
+                ))
+            })?;
+        }
         let stream = security.wrap(addr, tcp, deadline)?;
         let mut conn = Conn {
             addr: addr.to_owned(),
@@ -81,6 +95,7 @@ impl Conn {
             client_id: client_id.clone(),
             counts,
             request_cap: None,
+            socket,
         };
         conn.negotiate(deadline)?;
         security.authenticate(&mut conn, deadline)?;
@@ -345,6 +360,7 @@ impl Conn {
     pub(crate) fn over(addr: &str, stream: Box<dyn Stream>) -> Conn {
         Conn {
             addr: addr.to_owned(),
+            socket: None,
             stream,
             versions: HashMap::new(),
             correlation: 0,
@@ -412,23 +428,77 @@ impl ApiCounts {
     }
 }
 
-/// The connections to one broker: up to `per_broker` of them, and which are taken by a call
-/// since when.
+/// The connections to one broker: up to `per_broker` of them, and the calls that hold them.
 struct Broker {
     slots: Box<[Mutex<Option<Conn>>]>,
-    /// When each slot's current call took it; `None`: free.
-    taken: Mutex<Vec<Option<Instant>>>,
+    /// The call holding each slot; `None`: free.
+    calls: Mutex<Vec<Option<Call>>>,
     /// Signalled when a slot is given back.
     freed: std::sync::Condvar,
+}
+
+/// A call holding one of a broker's connection slots.
+struct Call {
+    /// When it took the slot.
+    since: Instant,
+    /// The socket its request is in flight on, once sent.
+    socket: Option<Arc<TcpStream>>,
+    /// Why the pool gave up on its request: the broker went silent while it was unanswered.
+    abandoned: Option<String>,
 }
 
 impl Broker {
     fn new(per_broker: usize) -> Broker {
         Broker {
             slots: (0..per_broker).map(|_| Mutex::new(None)).collect(),
-            taken: Mutex::new(vec![None; per_broker]),
+            calls: Mutex::new((0..per_broker).map(|_| None).collect()),
             freed: std::sync::Condvar::new(),
         }
+    }
+
+    /// Notes that the call holding slot `index` sends its request on `socket`; `Err(why)`
+    /// when the pool has already given up on it.
+    fn sending(&self, index: usize, socket: Option<&Arc<TcpStream>>) -> Result<(), String> {
+        let mut calls = lock(&self.calls);
+        let Some(call) = calls[index].as_mut() else {
+            return Ok(());
+        };
+        if let Some(why) = &call.abandoned {
+            return Err(why.clone());
+        }
+        call.socket = socket.cloned();
+        Ok(())
+    }
+
+    /// Notes that the call holding slot `index` is done with its request: why the pool gave
+    /// up on it, if it did.
+    fn sent(&self, index: usize) -> Option<String> {
+        let mut calls = lock(&self.calls);
+        let call = calls[index].as_mut()?;
+        call.socket = None;
+        call.abandoned.take()
+    }
+
+    /// Gives up on every request unanswered for at least `unanswered` (the broker went
+    /// silent: `why`): each call is marked, and its socket shut down, so that the thread
+    /// waiting for its answer is free at once instead of at the request timeout. Returns how
+    /// many requests in flight were cut.
+    fn abandon(&self, unanswered: Duration, why: &str) -> usize {
+        let now = Instant::now();
+        let mut cut = 0;
+        for call in lock(&self.calls).iter_mut().flatten() {
+            if call.abandoned.is_some() || now.saturating_duration_since(call.since) < unanswered {
+                continue;
+            }
+            call.abandoned = Some(why.to_owned());
+            if let Some(socket) = &call.socket {
+                // Ends the read (or write) under way in the call's thread; an error here means
+                // the socket is closed already, which ends it as well.
+                let _ = socket.shutdown(Shutdown::Both);
+                cut += 1;
+            }
+        }
+        cut
     }
 }
 
@@ -440,7 +510,7 @@ struct Taken<'a> {
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
-        lock(&self.broker.taken)[self.index] = None;
+        lock(&self.broker.calls)[self.index] = None;
         self.broker.freed.notify_one();
     }
 }
@@ -478,7 +548,10 @@ struct Silent {
 /// threads that run them wait too. A broker is silent when it refused a connection, left a
 /// request unanswered for a whole request timeout, or left every one of its connections
 /// unanswered for the pile-up time (a quarter of the request timeout) while another call
-/// waited for one.
+/// waited for one. When it goes silent, the pool also gives up on its requests that have been
+/// unanswered for the pile-up time: their sockets are shut down, and the calls that wait for
+/// them fail at once (retriable, their outcome unknown, as after a request timeout) instead
+/// of holding their threads until the request timeout.
 pub(crate) struct Pool {
     security: Security,
     client_id: StrBytes,
@@ -496,6 +569,8 @@ pub(crate) struct Pool {
     /// had its request in flight at least that long: then the broker is silent.
     pile_up: Duration,
     silent: Mutex<HashMap<String, Silent>>,
+    /// Requests given up on when their broker went silent.
+    abandoned: std::sync::atomic::AtomicU64,
     /// Tests: told of every call admitted.
     #[cfg(test)]
     admitted: Mutex<Option<std::sync::mpsc::Sender<()>>>,
@@ -539,6 +614,7 @@ impl Pool {
             quiet_period: QUIET_PERIOD,
             pile_up: (request_timeout / 4).max(MIN_PILE_UP),
             silent: Mutex::new(HashMap::new()),
+            abandoned: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             admitted: Mutex::new(None),
         }
@@ -572,8 +648,8 @@ impl Pool {
     }
 
     /// Notes what a call admitted as `admission` heard of `addr`: silence starts (again) a
-    /// quiet period, an answer ends it, and a probe that decided nothing lets the next call
-    /// probe.
+    /// quiet period and gives up on the broker's requests unanswered for the pile-up time, an
+    /// answer ends it, and a probe that decided nothing lets the next call probe.
     fn note(&self, addr: &str, admission: &Admission, heard: Heard) {
         let mut silent = lock(&self.silent);
         match heard {
@@ -581,11 +657,16 @@ impl Pool {
                 silent.insert(
                     addr.to_owned(),
                     Silent {
-                        why,
+                        why: why.clone(),
                         until: Instant::now() + self.quiet_period,
                         probing: false,
                     },
                 );
+                drop(silent);
+                let broker = lock(&self.conns).get(addr).cloned();
+                if let Some(broker) = broker {
+                    broker.abandon(self.pile_up, &why);
+                }
             }
             Heard::Answered => {
                 silent.remove(addr);
@@ -656,7 +737,21 @@ impl Pool {
                 &self.client_id,
                 Arc::clone(&self.counts),
                 open_by,
+                |socket| broker.sending(taken.index, Some(socket)),
             );
+            if let Some(why) = broker.sent(taken.index) {
+                // Given up on while connecting: whatever came of it, the socket is shut down.
+                self.abandoned
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let e = match opened {
+                    Err(NetError::Stop(e)) => NetError::Stop(e),
+                    _ => NetError::Io(format!(
+                        "gave up connecting to {addr} after {:?}: it went silent ({why})",
+                        started.elapsed()
+                    )),
+                };
+                return (Err(e), Heard::Undecided);
+            }
             *guard = Some(match opened {
                 Ok(mut conn) => {
                     conn.request_cap = Some(self.request_timeout);
@@ -679,12 +774,36 @@ impl Pool {
                 Heard::Undecided,
             );
         };
+        if let Err(why) = broker.sending(taken.index, conn.socket.as_ref()) {
+            return (
+                Err(NetError::Io(format!(
+                    "not sending to {addr}, which went silent while this call connected to it \
+                     ({why})"
+                ))),
+                Heard::Undecided,
+            );
+        }
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let started = Instant::now();
-        let result = f(conn);
-        let heard = match &result {
-            Err(NetError::Io(why)) => {
+        let mut result = f(conn);
+        let abandoned = broker.sent(taken.index);
+        if abandoned.is_some() {
+            // Its socket was shut down: the connection cannot serve another request.
+            *guard = None;
+        }
+        let heard = match (&result, abandoned) {
+            (Err(NetError::Io(_)), Some(why)) => {
+                self.abandoned
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                result = Err(NetError::Io(format!(
+                    "gave up waiting for an answer from {addr} after {:?}: it went silent \
+                     ({why})",
+                    started.elapsed()
+                )));
+                Heard::Undecided
+            }
+            (Err(NetError::Io(why)), None) => {
                 *guard = None;
                 // A request left unanswered for a whole request timeout.
                 if started.elapsed() >= self.request_timeout {
@@ -709,15 +828,19 @@ impl Pool {
         addr: &str,
         deadline: Instant,
     ) -> Result<Taken<'b>, (NetError, Heard)> {
-        let mut taken = lock(&broker.taken);
+        let mut calls = lock(&broker.calls);
         loop {
             let now = Instant::now();
-            if let Some(index) = taken.iter().position(Option::is_none) {
-                taken[index] = Some(now);
+            if let Some(index) = calls.iter().position(Option::is_none) {
+                calls[index] = Some(Call {
+                    since: now,
+                    socket: None,
+                    abandoned: None,
+                });
                 return Ok(Taken { broker, index });
             }
             // Every slot is taken; the youngest request on them started at `youngest`.
-            let youngest = taken.iter().flatten().max().copied().unwrap_or(now);
+            let youngest = calls.iter().flatten().map(|c| c.since).max().unwrap_or(now);
             let stuck_at = youngest + self.pile_up;
             if now >= stuck_at {
                 let why = format!(
@@ -734,15 +857,15 @@ impl Pool {
                 return Err((
                     NetError::Io(format!(
                         "timed out waiting for a connection to {addr} (all {} in use)",
-                        taken.len()
+                        calls.len()
                     )),
                     Heard::Undecided,
                 ));
             }
             let wait = stuck_at.min(deadline) - now;
-            taken = broker
+            calls = broker
                 .freed
-                .wait_timeout(taken, wait)
+                .wait_timeout(calls, wait)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
         }
@@ -751,6 +874,11 @@ impl Pool {
     /// How many requests were sent on the pool's connections.
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many requests the pool gave up on because their broker went silent.
+    pub(crate) fn requests_abandoned(&self) -> u64 {
+        self.abandoned.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many requests of each API were sent on the pool's connections.
@@ -804,6 +932,15 @@ mod tests {
             }
         });
         (addr, accepted)
+    }
+
+    /// A slot held since `since` by a call that has sent nothing yet.
+    fn held_since(since: Instant) -> Option<Call> {
+        Some(Call {
+            since,
+            socket: None,
+            abandoned: None,
+        })
     }
 
     fn call_through(pool: &Pool, addr: &str) -> Result<(), NetError> {
@@ -881,7 +1018,7 @@ mod tests {
             broker: &broker,
             index: 0,
         };
-        lock(&broker.taken)[0] = Some(Instant::now());
+        lock(&broker.calls)[0] = held_since(Instant::now());
         let (tx, rx) = std::sync::mpsc::channel();
         *lock(&pool.admitted) = Some(tx);
         std::thread::scope(|scope| {
@@ -925,7 +1062,7 @@ mod tests {
 
         // Both connections busy since just now, the pile-up time an hour: the call's own
         // deadline ends its wait, and the broker is not silent.
-        *lock(&broker.taken) = vec![Some(Instant::now()); 2];
+        *lock(&broker.calls) = vec![held_since(Instant::now()), held_since(Instant::now())];
         let short = pool.with(
             &addr,
             Instant::now() + Duration::from_millis(50),
@@ -938,7 +1075,7 @@ mod tests {
         // Both busy for longer than the pile-up time: silent at once.
         pool.pile_up = Duration::from_millis(200);
         let long_ago = Instant::now() - Duration::from_secs(1);
-        *lock(&broker.taken) = vec![Some(long_ago); 2];
+        *lock(&broker.calls) = vec![held_since(long_ago), held_since(long_ago)];
         let why = io_message(call_through(&pool, &addr));
         assert!(
             why.contains("every connection to") && why.contains("unanswered for over 200ms"),
@@ -952,6 +1089,72 @@ mod tests {
             0,
             "nothing was sent"
         );
+    }
+
+    /// When a broker goes silent, the requests it has left unanswered for the pile-up time are
+    /// given up on: their sockets are shut down, and the calls waiting for their answers fail
+    /// then, saying why, instead of at the request timeout (an hour here). A call that had
+    /// not sent its request yet when the pool gave up on it does not send it.
+    #[test]
+    fn a_broker_gone_silent_frees_the_calls_waiting_for_its_answers() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = listener.local_addr().expect("address").to_string();
+        let client = TcpStream::connect(&addr).expect("connect");
+        // The broker end: accepted, never written to (a frozen broker).
+        let (_frozen, _) = listener.accept().expect("accept");
+        let mut pool = Pool::new(Security::plaintext(), "test", 1, Duration::from_secs(3600));
+        pool.quiet_period = Duration::from_secs(3600);
+        pool.pile_up = Duration::from_millis(200);
+        let broker = Arc::new(Broker::new(1));
+        let mut conn = Conn::over(&addr, Box::new(client.try_clone().expect("socket")));
+        conn.socket = Some(Arc::new(client));
+        *lock(&broker.slots[0]) = Some(conn);
+        lock(&pool.conns).insert(addr.clone(), Arc::clone(&broker));
+
+        let (waiting, turned_away) = std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                pool.with(&addr, deadline, |conn| conn.read_frame(deadline).map(drop))
+            });
+            // Until the request is in flight on the socket (a wait, not a verdict).
+            while lock(&broker.calls)[0]
+                .as_ref()
+                .is_none_or(|c| c.socket.is_none())
+            {
+                std::thread::yield_now();
+            }
+            // This call waits for the one connection, finds every request on it unanswered
+            // for the pile-up time, and the broker silent.
+            let turned_away = io_message(call_through(&pool, &addr));
+            (io_message(waiting.join().expect("the call")), turned_away)
+        });
+        assert!(
+            turned_away.contains("unanswered for over 200ms"),
+            "{turned_away}"
+        );
+        assert!(
+            waiting.contains(&format!("gave up waiting for an answer from {addr}"))
+                && waiting.contains("went silent")
+                && waiting.contains("unanswered for over 200ms"),
+            "the waiting call is freed and says why: {waiting}"
+        );
+        assert_eq!(pool.requests_abandoned(), 1);
+        assert!(
+            lock(&broker.slots[0]).is_none(),
+            "the connection whose socket was shut down is not used again"
+        );
+
+        // A call that took a slot but had not sent its request when the broker went silent
+        // does not send it.
+        let broker = Broker::new(1);
+        lock(&broker.calls)[0] = held_since(Instant::now() - Duration::from_secs(1));
+        assert_eq!(broker.abandon(Duration::from_millis(200), "frozen"), 0);
+        assert_eq!(broker.sending(0, None), Err("frozen".to_owned()));
+        // A call younger than the pile-up time is left alone.
+        lock(&broker.calls)[0] = held_since(Instant::now());
+        broker.abandon(Duration::from_secs(60), "frozen");
+        assert_eq!(broker.sending(0, None), Ok(()));
+        assert_eq!(broker.sent(0), None);
     }
 
     /// A call that fails for its own reasons (a short deadline of its own) does not make the

@@ -1495,6 +1495,7 @@ mod live {
             &StrBytes::from_static_str("kc-security-test"),
             Arc::default(),
             deadline,
+            |_| Ok(()),
         )
     }
 
