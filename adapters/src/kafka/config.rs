@@ -98,6 +98,10 @@ impl KafkaConfig {
 
     /// How long one broker round trip may take: metadata, offsets, DescribeTransactions, topic
     /// checks; also how long a read may take to catch up to the last stable offset. Default 10 s.
+    /// A broker that leaves a request unanswered this long is taken for silent, and so is one
+    /// that leaves every connection's request unanswered for a quarter of it while other calls
+    /// wait for a connection; its requests unanswered for that quarter are then given up on
+    /// (see [`KafkaTransport::requests_abandoned`](super::KafkaTransport::requests_abandoned)).
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
