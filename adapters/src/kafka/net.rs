@@ -154,7 +154,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Sends `req` at `version` and reads its response, by `deadline`.
+    /// Sends `req` at `version` and reads its response, by `deadline` (and, on a pool's
+    /// connection, within the request timeout, whatever the deadline).
     pub(crate) fn call<R: Request>(
         &mut self,
         req: &R,
@@ -445,6 +446,17 @@ struct Call {
     socket: Option<Arc<TcpStream>>,
     /// Why the pool gave up on its request: the broker went silent while it was unanswered.
     abandoned: Option<String>,
+}
+
+impl Call {
+    /// A call that took its slot at `since` and has sent nothing yet.
+    fn new(since: Instant) -> Call {
+        Call {
+            since,
+            socket: None,
+            abandoned: None,
+        }
+    }
 }
 
 impl Broker {
@@ -832,11 +844,7 @@ impl Pool {
         loop {
             let now = Instant::now();
             if let Some(index) = calls.iter().position(Option::is_none) {
-                calls[index] = Some(Call {
-                    since: now,
-                    socket: None,
-                    abandoned: None,
-                });
+                calls[index] = Some(Call::new(now));
                 return Ok(Taken { broker, index });
             }
             // Every slot is taken; the youngest request on them started at `youngest`.
@@ -936,11 +944,7 @@ mod tests {
 
     /// A slot held since `since` by a call that has sent nothing yet.
     fn held_since(since: Instant) -> Option<Call> {
-        Some(Call {
-            since,
-            socket: None,
-            abandoned: None,
-        })
+        Some(Call::new(since))
     }
 
     fn call_through(pool: &Pool, addr: &str) -> Result<(), NetError> {

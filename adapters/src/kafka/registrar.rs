@@ -291,7 +291,7 @@ impl Appender {
                         .with_transaction_timeout_ms(i32::MAX)
                         .with_producer_id(ProducerId(-1))
                         .with_producer_epoch(-1);
-                    let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                    let resp = conn.call(&req, version, deadline)?;
                     match resp.error_code {
                         code::NONE => {
                             Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch))
@@ -335,10 +335,6 @@ impl Appender {
         }
     }
 
-    fn request_deadline(&self, deadline: Instant) -> Instant {
-        deadline.min(Instant::now() + self.request_timeout)
-    }
-
     /// One Produce of `records` under `grant` from `base_sequence`, sent again (same sequence)
     /// until a definite answer or `deadline`.
     fn produce(
@@ -365,7 +361,7 @@ impl Appender {
             cluster.at_leader(topic, partition, deadline, |conn| {
                 let version = produce_version(conn)?;
                 let req = produce_request(None, topic, partition, timeout_ms, encoded.clone());
-                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let resp = conn.call(&req, version, deadline)?;
                 let addr = conn.addr().to_owned();
                 let Some(p) = partition_answer(&resp, partition) else {
                     return Err(Attempt::again(format!(

@@ -218,7 +218,7 @@ impl Sessions {
                     .with_transaction_timeout_ms(timeout_ms)
                     .with_producer_id(ProducerId(-1))
                     .with_producer_epoch(-1);
-                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let resp = conn.call(&req, version, deadline)?;
                 match resp.error_code {
                     code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
                     // The coordinator is aborting the previous holder's open transaction (with
@@ -333,10 +333,6 @@ impl Sessions {
             }
         }
         result
-    }
-
-    fn request_deadline(&self, deadline: Instant) -> Instant {
-        deadline.min(Instant::now() + self.request_timeout)
     }
 
     fn transact(
@@ -458,7 +454,7 @@ impl Sessions {
                     .with_v3_and_below_producer_id(ProducerId(s.token.producer_id))
                     .with_v3_and_below_producer_epoch(s.token.producer_epoch)
                     .with_v3_and_below_topics(topics.clone());
-                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let resp = conn.call(&req, version, deadline)?;
                 let addr = conn.addr().to_owned();
                 // Every partition answers the same code, or OPERATION_NOT_ATTEMPTED (55)
                 // beside the one that failed.
@@ -520,7 +516,7 @@ impl Sessions {
                     timeout_ms,
                     encoded.clone(),
                 );
-                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let resp = conn.call(&req, version, deadline)?;
                 let addr = conn.addr().to_owned();
                 let Some(p) = partition_answer(&resp, partition) else {
                     return Err(Attempt::again(format!(
@@ -585,7 +581,7 @@ impl Sessions {
                     DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
                         .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
                         .with_partition_indexes(vec![partition])]);
-                let resp = conn.call(&req, 0, self.request_deadline(deadline))?;
+                let resp = conn.call(&req, 0, deadline)?;
                 let Some(p) = resp
                     .topics
                     .iter()
@@ -655,7 +651,7 @@ impl Sessions {
                     .with_producer_id(ProducerId(session.token.producer_id))
                     .with_producer_epoch(session.token.producer_epoch)
                     .with_committed(commit);
-                let resp = conn.call(&req, version, self.request_deadline(deadline))?;
+                let resp = conn.call(&req, version, deadline)?;
                 let addr = conn.addr().to_owned();
                 match resp.error_code {
                     // `true`: ended as asked.
