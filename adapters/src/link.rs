@@ -138,6 +138,17 @@ impl<T: Registrar> Registrar for Link<T> {
         self.check()?;
         self.inner.append(partition, key, value)
     }
+
+    fn append_all(&self, appends: Vec<crate::transport::Append>) {
+        match self.check() {
+            Ok(()) => self.inner.append_all(appends),
+            Err(e) => {
+                for a in appends {
+                    (a.done)(Err(e.clone()));
+                }
+            }
+        }
+    }
 }
 
 impl<T: LeaseWriter> LeaseWriter for Link<T> {

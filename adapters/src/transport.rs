@@ -177,6 +177,49 @@ impl TailHooks {
     }
 }
 
+/// What an [`Append`] hands its outcome to: called once, on whichever thread finishes the
+/// append.
+pub type AppendDone = Box<dyn FnOnce(Result<i64, TransportError>) + Send>;
+
+/// One append handed to [`Registrar::append_all`]: its record, and who hears how it went.
+pub struct Append {
+    /// The partition written (no partitioner).
+    pub partition: i32,
+    /// The record's key.
+    pub key: Vec<u8>,
+    /// The record's value; `None` writes a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// Called exactly once with the record's offset or the error.
+    pub done: AppendDone,
+}
+
+impl Append {
+    /// An append of `key`/`value` to `partition` whose outcome goes to `done`.
+    pub fn new(
+        partition: i32,
+        key: impl Into<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        done: impl FnOnce(Result<i64, TransportError>) + Send + 'static,
+    ) -> Append {
+        Append {
+            partition,
+            key: key.into(),
+            value,
+            done: Box::new(done),
+        }
+    }
+}
+
+impl std::fmt::Debug for Append {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Append")
+            .field("partition", &self.partition)
+            .field("key_len", &self.key.len())
+            .field("value_len", &self.value.as_ref().map(Vec::len))
+            .finish_non_exhaustive()
+    }
+}
+
 /// Appends registration records with a plain (non-transactional) idempotent producer.
 pub trait Registrar {
     /// Appends one record to `partition` (no partitioner) with `acks=all` and returns its
@@ -187,6 +230,26 @@ pub trait Registrar {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<i64, TransportError>;
+
+    /// Starts every append of `appends`, each as [`append`](Self::append) would, and hands
+    /// each its outcome through its [`done`](Append::done) instead of returning it. Each `done`
+    /// is called exactly once, on whichever thread finishes that append: before this returns,
+    /// or later on another thread. (A transport that drops a `done` uncalled has lost that
+    /// append; a [host](crate::host) then fails that call with a retriable error.)
+    ///
+    /// The default runs [`append`](Self::append) for each in turn and calls its `done` at once.
+    /// A transport whose appends travel in batches overrides it: the Kafka transport queues
+    /// all of them first, so that they travel together (up to 500 records to a Produce per
+    /// partition), sends the batches of the partitions nobody else is sending on this thread,
+    /// and returns the appends queued behind a batch in flight at once: the caller sending that
+    /// batch sends them next and calls their `done`. A [host](crate::host) hands its
+    /// candidacies' registrations over this way, so a registration waiting for its partition's
+    /// batch holds none of the host's I/O threads.
+    fn append_all(&self, appends: Vec<Append>) {
+        for a in appends {
+            (a.done)(self.append(a.partition, &a.key, a.value.as_deref()));
+        }
+    }
 }
 
 /// Writes lease records through the producer that holds the role's epoch.
@@ -283,6 +346,9 @@ impl<T: Registrar + ?Sized> Registrar for std::sync::Arc<T> {
         value: Option<&[u8]>,
     ) -> Result<i64, TransportError> {
         (**self).append(partition, key, value)
+    }
+    fn append_all(&self, appends: Vec<Append>) {
+        (**self).append_all(appends)
     }
 }
 

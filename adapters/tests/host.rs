@@ -466,6 +466,182 @@ fn parked_long_polls_are_served_from_the_transports_tail() {
 /// Candidacies of roles on one partition share its reads: a renewal round of 200 roles on 4
 /// partitions reads each partition a few times, where 200 candidacies on drivers of their own
 /// read it 200 times.
+/// A transport that holds every registration until the test lets them through: an append
+/// handed over with a completion is queued and answered at [`HeldAppends::release`]; a
+/// blocking append waits for it.
+struct HeldAppends<T> {
+    inner: T,
+    held: std::sync::Mutex<HeldState>,
+    moved: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct HeldState {
+    queued: Vec<kafka_coordination::Append>,
+    /// Appends started so far, queued or blocking.
+    started: usize,
+    released: bool,
+}
+
+impl<T: Transport> HeldAppends<T> {
+    fn new(inner: T) -> HeldAppends<T> {
+        HeldAppends {
+            inner,
+            held: Default::default(),
+            moved: Default::default(),
+        }
+    }
+
+    /// Waits (at most a minute of real time) until `n` appends have started; how many did.
+    fn wait_started(&self, n: usize) -> usize {
+        let guard = std::time::Instant::now() + Duration::from_secs(60);
+        let mut st = self.held.lock().unwrap();
+        while st.started < n && std::time::Instant::now() < guard {
+            st = self
+                .moved
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap()
+                .0;
+        }
+        st.started
+    }
+
+    /// Lets every append through: the queued ones are written and answered now.
+    fn release(&self) {
+        let queued = {
+            let mut st = self.held.lock().unwrap();
+            st.released = true;
+            std::mem::take(&mut st.queued)
+        };
+        self.moved.notify_all();
+        for a in queued {
+            (a.done)(self.inner.append(a.partition, &a.key, a.value.as_deref()));
+        }
+    }
+}
+
+impl<T: Transport> kafka_coordination::Coordinator for HeldAppends<T> {
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        timeout: Duration,
+    ) -> Result<kafka_coordination::FencingToken, kafka_coordination::TransportError> {
+        self.inner.acquire_epoch(role, timeout)
+    }
+    fn describe_epoch(
+        &self,
+        role: &Role,
+    ) -> Result<kafka_coordination::LeadershipStatus, kafka_coordination::TransportError> {
+        self.inner.describe_epoch(role)
+    }
+    fn claim_role(&self, role: &Role) -> Result<(), kafka_coordination::TransportError> {
+        self.inner.claim_role(role)
+    }
+    fn release_role(&self, role: &Role) {
+        self.inner.release_role(role)
+    }
+}
+
+impl<T: Transport> kafka_coordination::StateReader for HeldAppends<T> {
+    fn partitions(&self) -> i32 {
+        self.inner.partitions()
+    }
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<kafka_coordination::ReadBatch, kafka_coordination::TransportError> {
+        self.inner.read_partition(partition, from_offset, max_wait)
+    }
+}
+
+impl<T: Transport> kafka_coordination::Registrar for HeldAppends<T> {
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, kafka_coordination::TransportError> {
+        let mut st = self.held.lock().unwrap();
+        st.started += 1;
+        self.moved.notify_all();
+        while !st.released {
+            st = self.moved.wait(st).unwrap();
+        }
+        drop(st);
+        self.inner.append(partition, key, value)
+    }
+
+    fn append_all(&self, appends: Vec<kafka_coordination::Append>) {
+        let mut st = self.held.lock().unwrap();
+        st.started += appends.len();
+        self.moved.notify_all();
+        if st.released {
+            drop(st);
+            for a in appends {
+                (a.done)(self.inner.append(a.partition, &a.key, a.value.as_deref()));
+            }
+            return;
+        }
+        st.queued.extend(appends);
+    }
+}
+
+impl<T: Transport> kafka_coordination::LeaseWriter for HeldAppends<T> {
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: kafka_coordination::FencingToken,
+    ) -> Result<i64, kafka_coordination::TransportError> {
+        self.inner.write_lease(partition, key, value, token)
+    }
+}
+
+fn registrations_waiting_for_their_batch_hold_no_io_thread(flavour: Flavour) {
+    // One I/O thread and registrations that the transport holds back: had a registration kept
+    // its thread while it waited, the second would never start. All 100 start, none answered.
+    let w = World::new();
+    let held = Arc::new(HeldAppends::new(w.broker.transport("a")));
+    let host = start_host(flavour, held.clone(), w.host_options(1));
+    let names = roles(100);
+    let candidacies: Vec<Candidacy> = names
+        .iter()
+        .map(|r| host.start(r, "a", w.options()).expect("starts"))
+        .collect();
+    let started = held.wait_started(100);
+    if started < 100 {
+        held.release();
+        panic!("{flavour:?}: {started} of 100 registrations started on one I/O thread");
+    }
+    let stats = host.stats();
+    assert!(
+        candidacies.iter().all(|c| c.snapshot().token.is_none()),
+        "{flavour:?}: nobody leads before its registration is written"
+    );
+    held.release();
+    let leaderships = elect_all(&w, candidacies);
+    assert_eq!(
+        leaderships.len(),
+        100,
+        "{flavour:?}, before release: {stats:?}"
+    );
+    for l in leaderships {
+        let done = std::thread::spawn(move || l.resign_blocking());
+        w.settle();
+        done.join().expect("resign thread").expect("clean resign");
+    }
+}
+
+#[test]
+fn registrations_waiting_for_their_batch_hold_no_io_thread_on_every_flavour() {
+    for flavour in flavours() {
+        registrations_waiting_for_their_batch_hold_no_io_thread(flavour);
+    }
+}
+
 #[test]
 fn roles_on_one_partition_share_its_reads() {
     let w = World::new();

@@ -11,7 +11,7 @@ mod support;
 
 use support::{transport_with, unique, PARTITIONS};
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use kafka_coordination::core::describe::LeadershipStatus;
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::token::FencingToken;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader};
+use kafka_coordination::{Append, Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -316,18 +316,136 @@ fn concurrent_appends_to_one_partition_each_get_their_own_record() {
     offsets.sort_unstable();
     offsets.dedup();
     assert_eq!(offsets.len(), 64, "every append has an offset of its own");
-    let last = *offsets.last().expect("offsets");
-    let batch = read_until(&t, p, offsets[0], |b| b.end_offset > last);
-    for (value, offset) in &written {
+    read_back(&t, p, role.as_str().as_bytes(), &written);
+    assert!(produces <= 64, "{produces} Produce requests for 64 appends");
+}
+
+type Answers = Arc<Mutex<Vec<(Vec<u8>, Result<i64, kafka_coordination::TransportError>)>>>;
+
+/// An append of `value` under `key` whose outcome `answers` collects.
+fn collected(partition: i32, key: &[u8], value: Vec<u8>, answers: &Answers) -> Append {
+    let answers = Arc::clone(answers);
+    Append::new(partition, key, Some(value.clone()), move |outcome| {
+        answers.lock().unwrap().push((value, outcome))
+    })
+}
+
+/// Checks that every answer is an offset, that the offsets follow each other, and that each
+/// record reads back at its offset; returns the offsets.
+fn written_in_order(
+    t: &KafkaTransport,
+    partition: i32,
+    key: &[u8],
+    answers: &Answers,
+    n: usize,
+) -> Vec<i64> {
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    assert_eq!(answers.len(), n, "every append answered");
+    let mut written: Vec<(Vec<u8>, i64)> = answers
+        .into_iter()
+        .map(|(v, o)| (v, o.expect("append")))
+        .collect();
+    written.sort_by_key(|(_, o)| *o);
+    let offsets: Vec<i64> = written.iter().map(|(_, o)| *o).collect();
+    assert!(
+        offsets.windows(2).all(|w| w[1] == w[0] + 1),
+        "the records follow each other: {offsets:?}"
+    );
+    read_back(t, partition, key, &written);
+    offsets
+}
+
+/// Checks that each `(value, offset)` of `written` reads back at its offset under `key`.
+fn read_back(t: &KafkaTransport, partition: i32, key: &[u8], written: &[(Vec<u8>, i64)]) {
+    let first = written.iter().map(|(_, o)| *o).min().expect("records");
+    let last = written.iter().map(|(_, o)| *o).max().expect("records");
+    let batch = read_until(t, partition, first, |b| b.end_offset > last);
+    for (value, offset) in written {
         let record = batch
             .records
             .iter()
             .find(|r| r.offset == *offset)
             .unwrap_or_else(|| panic!("no record at offset {offset}"));
-        assert_eq!(record.key, role.as_str().as_bytes());
+        assert_eq!(record.key, key, "offset {offset}");
         assert_eq!(record.value.as_deref(), Some(&value[..]), "offset {offset}");
     }
-    assert!(produces <= 64, "{produces} Produce requests for 64 appends");
+}
+
+#[test]
+fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batch() {
+    let Some(b) = bootstrap() else { return };
+    let t = Arc::new(transport(&b));
+    let role = role("append-all");
+    let p = t.role_partition(&role).expect("partition");
+    let key = role.as_str().as_bytes().to_vec();
+    t.append(p, &key, Some(b"warm-up")).expect("warm-up append");
+
+    // 1,000 appends handed over at once are queued before the first batch goes: 500 to a
+    // Produce, every one answered before append_all returns (this caller sent them).
+    let answers = Answers::default();
+    let before = sent(&t, "Produce");
+    t.append_all(
+        (0..1000)
+            .map(|i| collected(p, &key, format!("together-{i}").into_bytes(), &answers))
+            .collect(),
+    );
+    let produces = sent(&t, "Produce") - before;
+    eprintln!("1,000 appends handed over together: {produces} Produce requests");
+    written_in_order(&t, p, &key, &answers, 1000);
+    assert_eq!(produces, 2, "{produces} Produce requests for 1,000 appends");
+
+    // Appends queued behind a batch in flight return at once: the first append's answer runs
+    // on its sender while the partition's batch is still its to send, and hands over 999 more
+    // one at a time from there. None of them is answered before the answer returns (nobody
+    // else sends), and the sender sends them all, 500 to a Produce, before it returns.
+    let queued_unanswered = Arc::new(Mutex::new(None::<usize>));
+    let before = sent(&t, "Produce");
+    let first = {
+        let (t, key, answers, queued) = (
+            Arc::clone(&t),
+            key.clone(),
+            Arc::clone(&answers),
+            Arc::clone(&queued_unanswered),
+        );
+        Append::new(p, key.clone(), Some(b"first".to_vec()), move |outcome| {
+            answers.lock().unwrap().push((b"first".to_vec(), outcome));
+            for i in 1..1000 {
+                let value = format!("queued-{i}").into_bytes();
+                t.append_all(vec![collected(p, &key, value, &answers)]);
+            }
+            *queued.lock().unwrap() = Some(answers.lock().unwrap().len());
+        })
+    };
+    t.append_all(vec![first]);
+    let produces = sent(&t, "Produce") - before;
+    eprintln!("1,000 appends queued behind one in flight: {produces} Produce requests");
+    assert_eq!(
+        *queued_unanswered.lock().unwrap(),
+        Some(1),
+        "999 appends queued behind the batch in flight returned before any was answered"
+    );
+    written_in_order(&t, p, &key, &answers, 1000);
+    // The first batch carried the first append alone; the queue went in two more.
+    assert_eq!(produces, 3, "{produces} Produce requests for 1,000 appends");
+
+    // The checks come before the queue: an append to a partition outside the topic is
+    // answered at once, on the caller, and the others of its call are written.
+    let bad = Arc::new(Mutex::new(None));
+    let seen = Arc::clone(&bad);
+    t.append_all(vec![
+        Append::new(PARTITIONS + 3, key.clone(), Some(b"x".to_vec()), move |o| {
+            *seen.lock().unwrap() = Some(o)
+        }),
+        collected(p, &key, b"beside a bad one".to_vec(), &answers),
+    ]);
+    let err = bad
+        .lock()
+        .unwrap()
+        .take()
+        .expect("answered before returning");
+    let err = err.expect_err("a partition outside the topic");
+    assert!(err.message().contains("outside the"), "{err}");
+    written_in_order(&t, p, &key, &answers, 1);
 }
 
 /// A transport whose every connection goes through a proxy in front of `broker`, with a

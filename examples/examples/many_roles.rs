@@ -760,6 +760,7 @@ fn main() {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let started = Instant::now();
+    let by_api_before = client.requests_by_api();
     let host = (args.driver == "host").then(|| host_on(&args, &runtime, &client));
     let leaderships: Vec<Leadership> = runtime.block_on(async {
         if let Some(host) = &host {
@@ -804,6 +805,10 @@ fn main() {
         leaderships.len(),
         elected_in.as_secs_f64(),
         rss1 / 1024
+    );
+    println!(
+        "  requests by kind to elect them: {}",
+        requests_since(&client, &by_api_before)
     );
     let broker = args.broker_pid.map(|p| p.to_string());
     let (cpu0, broker0, t0, requests0, machine0) = (

@@ -22,6 +22,12 @@
 //!   [`MemoryBroker`](crate::memory::MemoryBroker)'s. A call in flight holds a thread; a Kafka
 //!   broker answers the requests of one connection one at a time, so what one client has in
 //!   flight at once is bounded by its connections (`with_connections_per_broker`) in any case.
+//!   Registrations are the exception: those of one turn are handed over together, each with
+//!   a completion ([`append_all`](crate::Registrar::append_all)); the Kafka transport queues
+//!   them all before it sends, sends each partition's batches on one thread, and gives back at
+//!   once the thread of any that it queued behind a batch in flight. So the registrations of
+//!   thousands of candidacies started together travel in a few Produce requests per
+//!   partition, and a registration waiting for its partition's batch holds no thread;
 //!
 //! What the host does so that a burst of failovers stays fair when the cluster is the limit:
 //! - **takeovers pass renewals.** A free I/O thread takes the queued call that is due first:
@@ -473,6 +479,7 @@ impl Host {
 /// were queued.
 struct Pool {
     queue: Arc<(Mutex<PoolQueue>, Condvar)>,
+    threads: usize,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -556,7 +563,7 @@ impl Pool {
                     )))
                 })?;
         }
-        Ok(Pool { queue })
+        Ok(Pool { queue, threads })
     }
 
     fn submit(&self, due: Due, job: Job) {
@@ -590,7 +597,52 @@ struct Outgoing {
     call: Arc<InFlight>,
     shared: Arc<crate::leadership::Shared>,
     describe: bool,
+    /// A registration: the partition it appends to.
+    append: Option<i32>,
     due: Due,
+}
+
+/// The completion of a call handed to the transport with a callback
+/// ([`Registrar::append_all`](crate::Registrar::append_all)): gives the loop the outcome, or
+/// an error if the transport drops it without an answer.
+struct Answer<T: Transport + Send + Sync + ?Sized + 'static> {
+    inbox: Arc<Inbox<T>>,
+    call: Arc<InFlight>,
+    slot: usize,
+    gen: u64,
+    answered: bool,
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Answer<T> {
+    fn give(mut self, outcome: Result<MachineEvent, TransportError>) {
+        self.answered = true;
+        self.call.put(outcome);
+        self.finished();
+    }
+
+    /// Counts the call finished with no outcome: its driver took the command to run it.
+    fn skip(mut self) {
+        self.answered = true;
+        self.finished();
+    }
+
+    fn finished(&self) {
+        self.inbox.finished(vec![Done::Call {
+            slot: self.slot,
+            gen: self.gen,
+        }]);
+    }
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Answer<T> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.call.put(Err(TransportError::retriable(
+                "the transport dropped a registration without answering it",
+            )));
+            self.finished();
+        }
+    }
 }
 
 /// The most checks one `describe_epochs` call carries.
@@ -1022,6 +1074,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                     s.gen += 1;
                     s.at = At::Calling;
                     let describe = matches!(cmd, Command::DescribeRole { .. });
+                    let append = match &cmd {
+                        Command::Append { partition, .. } => Some(*partition),
+                        _ => None,
+                    };
                     let due = due(&cmd, s.driver.lease_deadline(), s.since.unwrap_or(now), now);
                     let call = Arc::new(InFlight::new(cmd));
                     s.driver.in_flight = Some(call.clone());
@@ -1031,6 +1087,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         call,
                         shared: s.driver.shared.clone(),
                         describe,
+                        append,
                         due,
                     });
                     return;
@@ -1055,9 +1112,73 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         }
     }
 
+    /// The registrations of this turn as jobs of [`append_all`](crate::Registrar::append_all),
+    /// each partition's in one job, the partitions dealt over as many jobs as the pool has
+    /// threads: the appends of one partition are queued together before its first batch is
+    /// sent, and the partitions' batches go out on several threads at once.
+    fn append_jobs(&self, appends: Vec<Outgoing>) -> Vec<(Due, Job)> {
+        if appends.is_empty() {
+            return Vec::new();
+        }
+        let mut partitions: Vec<i32> = appends.iter().filter_map(|c| c.append).collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        let threads = self.pool.as_ref().map_or(1, |p| p.threads).max(1);
+        let jobs = partitions.len().min(threads);
+        let mut chunks: Vec<Vec<Outgoing>> = (0..jobs).map(|_| Vec::new()).collect();
+        for c in appends {
+            let p = c.append.unwrap_or_default();
+            let at = partitions.binary_search(&p).unwrap_or_default();
+            chunks[at % jobs].push(c);
+        }
+        chunks
+            .into_iter()
+            .map(|chunk| {
+                let inbox = self.inbox.clone();
+                let due = chunk.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
+                let job: Job = Box::new(move || {
+                    let mut appends = Vec::with_capacity(chunk.len());
+                    for c in chunk {
+                        let answer = Answer {
+                            inbox: inbox.clone(),
+                            call: c.call.clone(),
+                            slot: c.slot,
+                            gen: c.gen,
+                            answered: false,
+                        };
+                        match c.call.start() {
+                            Some(Command::Append {
+                                partition,
+                                key,
+                                value,
+                            }) => appends.push(crate::transport::Append {
+                                partition,
+                                key,
+                                value,
+                                done: Box::new(move |outcome| {
+                                    answer.give(
+                                        outcome.map(|offset| MachineEvent::Appended { offset }),
+                                    )
+                                }),
+                            }),
+                            Some(_) => answer
+                                .give(Err(TransportError::fatal("driver bug: not a registration"))),
+                            // Taken by a driver exiting on the spot: it runs it itself.
+                            None => answer.skip(),
+                        }
+                    }
+                    inbox.transport.append_all(appends);
+                });
+                (due, job)
+            })
+            .collect()
+    }
+
     /// Hands the calls of this turn to the pool: the checks (DescribeRole) of up to
     /// [`DESCRIBE_BATCH`] candidacies in one call of
-    /// [`describe_epochs`](crate::Coordinator::describe_epochs), every other call alone.
+    /// [`describe_epochs`](crate::Coordinator::describe_epochs), the registrations in a few
+    /// calls of [`append_all`](crate::Registrar::append_all) (see [`Core::append_jobs`]), every
+    /// other call alone.
     fn flush_calls(&mut self) {
         let calls = std::mem::take(&mut self.outgoing);
         // One completion per call, whether alone or in a batch.
@@ -1065,6 +1186,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let (describes, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             calls.into_iter().partition(|c| c.describe);
         let mut jobs: Vec<(Due, Job)> = Vec::new();
+        let (appends, singles): (Vec<Outgoing>, Vec<Outgoing>) =
+            singles.into_iter().partition(|c| c.append.is_some());
+        jobs.extend(self.append_jobs(appends));
         for c in singles {
             let inbox = self.inbox.clone();
             jobs.push((

@@ -579,9 +579,27 @@ impl Registrar for KafkaTransport {
         self.check_partition(partition)?;
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
-        self.appender
-            .append(partition, key, value)
-            .map_err(|e| self.confirm(e, self.config.topic(), partition))
+        self.appender.append(partition, key, value)
+    }
+
+    /// Queues every append before any is sent, so that the appends to one partition travel
+    /// together; sends the batches of the partitions that nobody else is sending on this
+    /// thread, and leaves the appends queued behind a batch in flight to that batch's sender
+    /// (see [`Registrar::append_all`]).
+    fn append_all(&self, appends: Vec<crate::transport::Append>) {
+        let topic = self.check_topic();
+        let mut queued = Vec::with_capacity(appends.len());
+        for a in appends {
+            let checked = topic
+                .clone()
+                .and_then(|()| self.check_partition(a.partition))
+                .and_then(|()| self.check_key_partition(a.partition, &a.key));
+            match checked {
+                Ok(()) => queued.push(a),
+                Err(e) => (a.done)(Err(e)),
+            }
+        }
+        self.appender.append_all(queued);
     }
 }
 

@@ -7,9 +7,14 @@
 //!   for at the first append and again after any answer the sequences cannot account for.
 //! * **One batch in flight per partition.** Appends to one partition queue up; the caller that
 //!   finds nobody sending becomes the sender and sends every record queued (up to
-//!   [`MAX_BATCH_RECORDS`]) in one Produce, with the partition's next base sequence, and hands
-//!   each waiting caller its offset. A host that registers thousands of roles at once sends a
-//!   few Produce requests per partition, not one per role.
+//!   [`MAX_BATCH_RECORDS`] per Produce, with the partition's next base sequence) until the
+//!   queue is empty, and hands each append its offset.
+//! * **A queued append holds no thread.** [`Appender::append_all`] queues all its appends
+//!   before it sends, and leaves those queued behind a batch in flight to that batch's sender,
+//!   which calls their completions; the blocking [`Appender::append`] waits for its own. A
+//!   host hands its candidacies' registrations over this way, so a host that registers
+//!   thousands of roles at once keeps its I/O threads for other calls and sends a few Produce
+//!   requests per partition, not one per role.
 //! * **A lost answer is resolved, never guessed.** The batch goes again with the same sequence
 //!   (to the partition's leader, looked up again): the broker answers a duplicate of its last
 //!   batches with the offset it wrote it at. A batch whose outcome stays unknown at its deadline
@@ -21,7 +26,7 @@
 //!   caller's thread for longer than the operation timeout.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -35,6 +40,7 @@ use super::txn::{
     encode_batch, partition_answer, produce_request, produce_version, MAX_INIT_PRODUCER_ID,
 };
 use crate::error::TransportError;
+use crate::transport::{Append, AppendDone};
 
 /// The most records one Produce of registrations carries.
 pub(crate) const MAX_BATCH_RECORDS: usize = 500;
@@ -52,30 +58,45 @@ struct Grant {
     generation: u64,
 }
 
-/// One queued append.
+/// One queued append: its record, by when it must be written, and who hears how it went.
 struct Pending {
     key: Bytes,
     value: Option<Bytes>,
     deadline: Instant,
-    outcome: Option<Result<i64, TransportError>>,
+    done: AppendDone,
 }
 
 /// The appends of one partition.
 #[derive(Default)]
 struct Lane {
     state: Mutex<LaneState>,
-    done: Condvar,
 }
 
 #[derive(Default)]
 struct LaneState {
-    /// Appends by ticket, in arrival order; an entry leaves when its caller takes its outcome.
-    pending: VecDeque<(u64, Pending)>,
-    next_ticket: u64,
+    /// Appends not sent yet, in arrival order.
+    queue: VecDeque<Pending>,
     /// Whether a caller is sending this partition's batches.
     sending: bool,
     /// The grant the next sequence belongs to, and that sequence.
     sequence: Option<(Grant, i32)>,
+}
+
+/// If a lane's sender unwinds: clears the lane's `sending` mark, so that the next append
+/// sends, and drops the appends queued behind it, so that none waits for an answer that
+/// would never come (a blocking caller's channel closes; a host fails a dropped call).
+struct Sending<'a>(&'a Lane);
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut state = lock(&self.0.state);
+            state.sending = false;
+            let queued = std::mem::take(&mut state.queue);
+            drop(state);
+            drop(queued);
+        }
+    }
 }
 
 /// What a batch came to.
@@ -91,8 +112,10 @@ enum Sent {
 pub(crate) struct Appender {
     cluster: Arc<Cluster>,
     topic: String,
-    request_timeout: Duration,
+    /// The state topic's partition count, as configured.
+    partitions: i32,
     operation_timeout: Duration,
+    request_timeout: Duration,
     grant: Mutex<(Option<Grant>, u64)>,
     lanes: Mutex<HashMap<i32, Arc<Lane>>>,
 }
@@ -102,6 +125,7 @@ impl Appender {
         Appender {
             cluster,
             topic: config.topic().to_owned(),
+            partitions: config.partitions(),
             request_timeout: config.request_timeout(),
             operation_timeout: config.operation_timeout(),
             grant: Mutex::new((None, 0)),
@@ -116,98 +140,109 @@ impl Appender {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<i64, TransportError> {
-        let lane = Arc::clone(lock(&self.lanes).entry(partition).or_default());
-        let deadline = Instant::now() + self.operation_timeout;
-        let mut state = lock(&lane.state);
-        let ticket = state.next_ticket;
-        state.next_ticket += 1;
-        state.pending.push_back((
-            ticket,
-            Pending {
-                key: Bytes::copy_from_slice(key),
-                value: value.map(Bytes::copy_from_slice),
-                deadline,
-                outcome: None,
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.append_all(vec![Append::new(
+            partition,
+            key,
+            value.map(<[u8]>::to_vec),
+            move |outcome| {
+                let _ = tx.send(outcome);
             },
-        ));
-        loop {
-            let done = state
-                .pending
-                .iter()
-                .position(|(t, p)| *t == ticket && p.outcome.is_some());
-            if let Some((
-                _,
-                Pending {
-                    outcome: Some(outcome),
-                    ..
-                },
-            )) = done.and_then(|i| state.pending.remove(i))
-            {
-                return outcome;
-            }
+        )]);
+        // Every queued append is answered (a sender that unwound drops its batch's answers,
+        // and with them the channel).
+        rx.recv().unwrap_or_else(|_| {
+            Err(TransportError::retriable(format!(
+                "appending a record to {}/{partition}: the append was dropped unanswered \
+                 (its sender failed)",
+                self.topic
+            )))
+        })
+    }
+
+    /// Queues every append, then sends the batches of the partitions that had nobody sending
+    /// (one partition after another, each until its queue is empty). An append queued behind
+    /// a batch in flight is left to that batch's sender, which calls its `done`.
+    pub(crate) fn append_all(&self, appends: Vec<Append>) {
+        let deadline = Instant::now() + self.operation_timeout;
+        let mut to_send: Vec<(i32, Arc<Lane>)> = Vec::new();
+        let mut lanes = lock(&self.lanes);
+        for a in appends {
+            let lane = lanes.entry(a.partition).or_default();
+            let mut state = lock(&lane.state);
+            state.queue.push_back(Pending {
+                key: Bytes::from(a.key),
+                value: a.value.map(Bytes::from),
+                deadline,
+                done: a.done,
+            });
             if !state.sending {
-                // Nobody is sending: this caller sends the next batch (its own record is in it
-                // unless a full batch is queued ahead of it), then hands over.
                 state.sending = true;
-                drop(state);
-                self.send_round(partition, &lane);
-                state = lock(&lane.state);
-                state.sending = false;
-                lane.done.notify_all();
-                continue;
+                to_send.push((a.partition, Arc::clone(lane)));
             }
-            // The sender answers its batch by the batch's deadline; the wait is bounded anyway.
-            state = lane
-                .done
-                .wait_timeout(state, self.request_timeout)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+        }
+        drop(lanes);
+        for (partition, lane) in to_send {
+            self.send_rounds(partition, &lane);
         }
     }
 
-    /// Sends one batch of the partition's queued appends (those whose deadline has passed are
-    /// answered with an error instead) and answers its callers.
-    fn send_round(&self, partition: i32, lane: &Lane) {
-        let mut state = lock(&lane.state);
-        let now = Instant::now();
-        let mut batch: Vec<u64> = Vec::new();
-        let mut records: Vec<(Bytes, Option<Bytes>)> = Vec::new();
-        let mut bytes = 0;
-        let mut deadline: Option<Instant> = None;
-        for (ticket, p) in state.pending.iter_mut() {
-            if p.outcome.is_some() {
-                continue;
+    /// Sends the partition's queued appends, one batch at a time (those whose deadline has
+    /// passed are answered with an error instead), and answers them, until the queue is empty.
+    /// The answers are given outside the lane's lock: an answer may queue the next append.
+    fn send_rounds(&self, partition: i32, lane: &Lane) {
+        let _sending = Sending(lane);
+        loop {
+            let mut state = lock(&lane.state);
+            let now = Instant::now();
+            let mut expired: Vec<Pending> = Vec::new();
+            let mut batch: Vec<Pending> = Vec::new();
+            let mut bytes = 0;
+            while let Some(p) = state.queue.front() {
+                if p.deadline <= now {
+                    expired.extend(state.queue.pop_front());
+                    continue;
+                }
+                let size = p.key.len() + p.value.as_ref().map_or(0, Bytes::len);
+                if !batch.is_empty()
+                    && (batch.len() >= MAX_BATCH_RECORDS || bytes + size > MAX_BATCH_BYTES)
+                {
+                    break;
+                }
+                bytes += size;
+                batch.extend(state.queue.pop_front());
             }
-            if p.deadline <= now {
-                p.outcome = Some(Err(TransportError::retriable(format!(
+            if batch.is_empty() && expired.is_empty() {
+                state.sending = false;
+                return;
+            }
+            let sequence = state.sequence;
+            drop(state);
+            for p in expired {
+                (p.done)(Err(TransportError::retriable(format!(
                     "appending a record to {}/{partition}: the partition's earlier appends took \
                      the whole operation timeout ({:?})",
                     self.topic, self.operation_timeout
                 ))));
+            }
+            let Some(deadline) = batch.iter().map(|p| p.deadline).min() else {
                 continue;
-            }
-            let size = p.key.len() + p.value.as_ref().map_or(0, Bytes::len);
-            if !batch.is_empty()
-                && (batch.len() >= MAX_BATCH_RECORDS || bytes + size > MAX_BATCH_BYTES)
-            {
-                break;
-            }
-            bytes += size;
-            batch.push(*ticket);
-            records.push((p.key.clone(), p.value.clone()));
-            deadline = Some(deadline.map_or(p.deadline, |d| d.min(p.deadline)));
-        }
-        let Some(deadline) = deadline else {
-            return;
-        };
-        let sequence = state.sequence;
-        drop(state);
-        let (result, next) = self.send_batch(partition, &records, sequence, deadline);
-        let mut state = lock(&lane.state);
-        state.sequence = next;
-        for (n, ticket) in batch.iter().enumerate() {
-            if let Some((_, p)) = state.pending.iter_mut().find(|(t, _)| t == ticket) {
-                p.outcome = Some(match &result {
+            };
+            let records: Vec<(Bytes, Option<Bytes>)> = batch
+                .iter()
+                .map(|p| (p.key.clone(), p.value.clone()))
+                .collect();
+            let (result, next) = self.send_batch(partition, &records, sequence, deadline);
+            lock(&lane.state).sequence = next;
+            // An unknown partition may mean a topic deleted or recreated with another count:
+            // asked once for the whole batch.
+            let result = result.map_err(|e| {
+                let deadline = Instant::now() + self.request_timeout;
+                self.cluster
+                    .confirm(e, &self.topic, partition, Some(self.partitions), deadline)
+            });
+            for (n, p) in batch.into_iter().enumerate() {
+                (p.done)(match &result {
                     // A bogus offset from the broker must not overflow.
                     Ok(base) => Ok(base.saturating_add(n as i64)),
                     Err(e) => Err(e.clone()),
