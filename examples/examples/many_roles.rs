@@ -19,6 +19,9 @@
 //! host renews each role a renew interval after its claim, without a phase:
 //! `HostOptions::spread_renewals(false)`), `--no-tail` (every read of the host's standbys goes
 //! to the broker, the refreshes of their long polls included: `HostOptions::tail_reads(false)`).
+//! Every 5 s of the steady state it prints the host's queue (`HostStats::queued`), with
+//! `--verbose` also the requests of those 5 s by kind; at the end, the renewal lag by window
+//! after the last election (the first 30 s, the next 30 s, then each minute).
 //!
 //! `--burst` runs a failover burst instead: a child process (this program) leads half of the
 //! roles, this process leads the other half and stands by for the first; the child is
@@ -72,6 +75,8 @@ struct Args {
     no_spread: bool,
     /// `--no-tail`: `HostOptions::tail_reads(false)`.
     no_tail: bool,
+    /// Print the requests by kind of every 5 s of the steady state.
+    verbose: bool,
     /// `--steady`: the burst's kill waits until this process's host has kept up.
     steady: bool,
     /// `--handover N`: N resigns to a standby host with the tail, N to one without.
@@ -111,6 +116,7 @@ fn parse_args() -> Args {
         burst_child: None,
         no_spread: false,
         no_tail: false,
+        verbose: false,
         steady: false,
         handover: None,
         kill_pid: None,
@@ -127,6 +133,10 @@ fn parse_args() -> Args {
         }
         if flag == "--no-tail" {
             a.no_tail = true;
+            continue;
+        }
+        if flag == "--verbose" {
+            a.verbose = true;
             continue;
         }
         if flag == "--steady" {
@@ -829,6 +839,8 @@ fn main() {
         .map(|l| l.health().last_renewal)
         .collect();
     let mut lags: Vec<i64> = Vec::new();
+    // The same lags by when they were seen (seconds after the last election), for the windows.
+    let mut lags_seen: Vec<(u64, i64)> = Vec::new();
     // Leases that ran out before the renewal after them was seen committed: each role's lease
     // deadline as last seen, and the gaps (the sample that saw the renewal, less that
     // deadline). A renewal issued on time that commits late shows here, not in the lag above.
@@ -840,6 +852,7 @@ fn main() {
     let mut gapped_roles = std::collections::BTreeSet::new();
     let renew_ms = args.renew.as_millis() as i64;
     let mut next_print = Instant::now() + Duration::from_secs(5);
+    let mut by_api_last = client.requests_by_api();
     // `--kill-pid`: when the process was killed, and each role's worst lag after it.
     let mut killed_at: Option<kafka_coordination::UnixMillis> = None;
     let mut lag_after_kill: Vec<i64> = vec![0; leaderships.len()];
@@ -898,6 +911,7 @@ fn main() {
                     deadlines[i] = health.lease_deadline;
                     let lag = (new.0 - prev.0 - renew_ms).max(0);
                     lags.push(lag);
+                    lags_seen.push((t0.elapsed().as_secs(), lag));
                     if killed_at.is_some_and(|k| new > k) {
                         lag_after_kill[i] = lag_after_kill[i].max(lag);
                     }
@@ -922,9 +936,19 @@ fn main() {
             .unwrap_or_else(|| "n/a".to_owned());
         println!(
             "  +{secs:>5.0} s: {threads} threads, {} MiB RSS, {sockets} sockets, CPU {cpu:.1} % \
-             of one core (broker {bcpu}), roles lost {lost}",
-            rss / 1024
+             of one core (broker {bcpu}), roles lost {lost}{}",
+            rss / 1024,
+            host.as_ref()
+                .map(|h| format!(", host queue {}", h.stats().queued))
+                .unwrap_or_default()
         );
+        if args.verbose {
+            println!(
+                "      requests in the last 5 s: {}",
+                requests_since(&client, &by_api_last)
+            );
+            by_api_last = client.requests_by_api();
+        }
         if lost > 0 {
             for l in leaderships.iter().filter(|l| l.is_done()).take(3) {
                 println!("    lost {}: {:?}", l.role(), l.err());
@@ -951,6 +975,7 @@ fn main() {
         q(0.99),
         lags.last().copied().unwrap_or(0)
     );
+    print_lag_windows(&lags_seen);
     // Roles whose last lease has run out with no renewal seen since count too.
     let end = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
     for (i, l) in leaderships.iter().enumerate() {
@@ -1089,4 +1114,37 @@ fn requests_since(client: &KafkaTransport, before: &[(String, u64)]) -> String {
         .map(|(api, n)| format!("{api} {n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The renewal lag by window of the steady state: the first 30 s after the last election,
+/// the next 30 s, then each further minute. Renewals that waited behind the election show in
+/// the first.
+fn print_lag_windows(seen: &[(u64, i64)]) {
+    let mut windows: Vec<(u64, u64, Vec<i64>)> = vec![(0, 30, Vec::new()), (30, 60, Vec::new())];
+    for (at, lag) in seen {
+        while *at >= windows[windows.len() - 1].1 {
+            let from = windows[windows.len() - 1].1;
+            windows.push((from, from + 60, Vec::new()));
+        }
+        if let Some(w) = windows.iter_mut().find(|w| *at >= w.0 && *at < w.1) {
+            w.2.push(*lag);
+        }
+    }
+    let parts: Vec<String> = windows
+        .into_iter()
+        .filter(|w| !w.2.is_empty())
+        .map(|(from, to, mut lags)| {
+            lags.sort_unstable();
+            let p99 = lags[((lags.len() - 1) as f64 * 0.99).round() as usize];
+            format!(
+                "{from}-{to} s: {} renewals, p99 {p99} ms, max {} ms",
+                lags.len(),
+                lags[lags.len() - 1]
+            )
+        })
+        .collect();
+    println!(
+        "  renewal lag by window after the last election: {}",
+        parts.join("; ")
+    );
 }
