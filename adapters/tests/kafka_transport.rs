@@ -1139,7 +1139,14 @@ fn coordinators_are_looked_up_together() {
     for r in &claimed {
         t.acquire_epoch(r, LEASE).expect("acquire");
     }
-    assert_eq!(sent(&t, "InitProducerId"), 300);
+    // One each, more only on retries (a coordinator still loading, moved, or slow to answer
+    // on a broker busy with earlier runs).
+    let inits = sent(&t, "InitProducerId");
+    assert!(
+        (300..=310).contains(&inits),
+        "300 acquires took {inits} InitProducerId requests: {:?}",
+        t.requests_by_api()
+    );
     let lookups = sent(&t, "FindCoordinator");
     assert!(
         (2..=4).contains(&lookups),
