@@ -1315,10 +1315,21 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
         .map(|c| elected(c, LEASE + SLACK))
         .collect();
     let moved_in = now_ms() - cut_at;
-    for (l, r) in b_leads.iter().zip(&roles) {
+    for ((l, r), old) in b_leads.iter().zip(&roles).zip(&a_leads) {
         let state = describe_role_state(&observer, r).expect("state");
         let lease = state.lease().expect("a lease");
-        assert_eq!(lease.lease.member.as_str(), "b", "{r}");
+        // Everything the read saw, should the lease name another member than b.
+        assert_eq!(
+            lease.lease.member.as_str(),
+            "b",
+            "{r}: the lease read {lease:?} (read to offset {}), b leads with {} ({:?}), a led \
+             with {}; roster {:?}",
+            state.next_offset(),
+            l.token(),
+            l.health(),
+            old.token(),
+            state.roster().collect::<Vec<_>>()
+        );
         assert!(describe_leadership(&observer, r)
             .expect("describe")
             .authoritative(&l.token()));
