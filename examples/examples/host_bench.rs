@@ -26,6 +26,7 @@ use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{Candidacy, Leadership, Link, Options, SystemClock, UnixMillis};
 use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
+use kafka_coordination_examples::stats::quantile;
 
 struct Args {
     roles: usize,
@@ -104,14 +105,6 @@ fn wall_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-fn quantile(sorted: &[i64], q: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn options(a: &Args) -> Options {

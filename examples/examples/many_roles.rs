@@ -54,6 +54,7 @@ use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Leadership, Options};
 use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources, MachineCpu};
+use kafka_coordination_examples::stats::quantile;
 
 struct Args {
     bootstrap: String,
@@ -579,11 +580,7 @@ fn burst(
     );
     let unknown = deadlines.iter().filter(|d| d.is_none()).count();
     let missing = elected_at.iter().filter(|e| e.is_none()).count();
-    let q = |p: f64| {
-        late.get(((late.len().max(1) - 1) as f64 * p).round() as usize)
-            .copied()
-            .unwrap_or(0)
-    };
+    let q = |p: f64| quantile(&late, p);
     let within = late.iter().filter(|&&l| l <= 250).count();
     println!(
         "burst: {half} roles of the killed process: elected here after their deadline by p50 {} \
@@ -962,12 +959,7 @@ fn main() {
         .zip(broker0)
         .map(|(p, b0)| (cpu_seconds(p) - b0) / secs * 100.0);
     lags.sort_unstable();
-    let q = |p: f64| -> i64 {
-        if lags.is_empty() {
-            return 0;
-        }
-        lags[((lags.len() - 1) as f64 * p).round() as usize]
-    };
+    let q = |p: f64| quantile(&lags, p);
     println!(
         "renewals: {} seen; lag p50 {} ms, p99 {} ms (target <= 100 ms), max {} ms",
         lags.len(),
@@ -1135,7 +1127,7 @@ fn print_lag_windows(seen: &[(u64, i64)]) {
         .filter(|w| !w.2.is_empty())
         .map(|(from, to, mut lags)| {
             lags.sort_unstable();
-            let p99 = lags[((lags.len() - 1) as f64 * 0.99).round() as usize];
+            let p99 = quantile(&lags, 0.99);
             format!(
                 "{from}-{to} s: {} renewals, p99 {p99} ms, max {} ms",
                 lags.len(),

@@ -32,6 +32,7 @@ pub mod manual_clock;
 pub mod procfs;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
+pub mod stats;
 pub mod time;
 pub mod timeline;
 pub mod tokio_service;

@@ -372,14 +372,7 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
     }
 }
 
-/// The value at quantile `q` (nearest rank) of sorted `v`.
-pub fn quantile(v: &[i64], q: f64) -> i64 {
-    if v.is_empty() {
-        return 0;
-    }
-    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-    v[i.min(v.len() - 1)]
-}
+pub use kafka_coordination_examples::stats::quantile;
 
 /// `median / p90 / max` of `values`, in ms.
 pub fn spread(values: impl IntoIterator<Item = i64>) -> String {
