@@ -1315,21 +1315,11 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
         .map(|c| elected(c, LEASE + SLACK))
         .collect();
     let moved_in = now_ms() - cut_at;
-    for ((l, r), old) in b_leads.iter().zip(&roles).zip(&a_leads) {
-        let state = describe_role_state(&observer, r).expect("state");
-        let lease = state.lease().expect("a lease");
-        // Everything the read saw, should the lease name another member than b.
-        assert_eq!(
-            lease.lease.member.as_str(),
-            "b",
-            "{r}: the lease read {lease:?} (read to offset {}), b leads with {} ({:?}), a led \
-             with {}; roster {:?}",
-            state.next_offset(),
-            l.token(),
-            l.health(),
-            old.token(),
-            state.roster().collect::<Vec<_>>()
-        );
+    for (l, r) in b_leads.iter().zip(&roles) {
+        // b's first lease is committed when b reports its election, but the coordinator
+        // answers a commit before its marker reaches the partition: the observer's read may
+        // end a moment before the lease (it once named a's lease right after the move).
+        eventually_lease(&observer, r, "b", l.token());
         assert!(describe_leadership(&observer, r)
             .expect("describe")
             .authoritative(&l.token()));

@@ -20,8 +20,9 @@
 //! - **Reads.** A read that may not wait (and the first read of a partition, or one whose leader
 //!   was lost) catches up first: quick Fetches (no wait) through the transport's shared
 //!   cluster from the view's end until the view reaches the last stable offset that the first of
-//!   them reported, so a read always covers what was committed before it began (a member reads
-//!   its own registration). It also looks the leader up and hands the partition to that
+//!   them reported, so a read always covers what was readable when it began (a member reads
+//!   its own registration; a transaction's records become readable only once the coordinator's
+//!   commit marker lands, a moment after the commit was answered). It also looks the leader up and hands the partition to that
 //!   leader's fetch thread. A read that may wait returns as soon as the view holds records at
 //!   or past `from`, or after `max_wait`.
 //! - **Tailed reads.** [`SharedReader::read_tailed`] answers from a live view (tailed and caught
