@@ -122,7 +122,7 @@ pub trait StateReader {
     ///
     /// The answer may lag the broker by what the tail has not brought yet, so it suits a reader
     /// that waits for news (a [`Host`](crate::host::Host)'s parked standbys), not one that must
-    /// see what was committed before it asked. Default: `None`.
+    /// see everything readable when it asked. Default: `None`.
     fn read_tailed(&self, partition: i32, from_offset: i64) -> Option<ReadBatch> {
         let _ = (partition, from_offset);
         None

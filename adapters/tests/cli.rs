@@ -497,6 +497,26 @@ fn describe(bootstrap: &str, role: &str) -> Value {
     json(&o)
 }
 
+/// `describe` until `expected` holds (bounded), for a check right after a write: a lease
+/// write shows a moment after it is acknowledged (its commit marker lands after the answer),
+/// and the records written after it wait for that marker too.
+fn describe_until(
+    bootstrap: &str,
+    role: &str,
+    what: &str,
+    expected: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let d = describe(bootstrap, role);
+        if expected(&d) || Instant::now() >= deadline {
+            return d;
+        }
+        eprintln!("not yet {what}: {d}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn roster(v: &Value) -> BTreeMap<String, (Option<u64>, bool)> {
     v["roster"]
         .as_array()
@@ -715,7 +735,9 @@ fn a_supervisor_exits_with_its_childs_code_and_resigns() {
         "{}",
         text(&o.stderr)
     );
-    let d = describe(&bootstrap, &role);
+    let d = describe_until(&bootstrap, &role, "resigned", |d| {
+        d["vacancy"]["reason"] == "resigned" && roster(d).is_empty()
+    });
     assert_eq!(d["leader"], Value::Null, "{d}");
     assert_eq!(d["vacancy"]["reason"], "resigned", "{d}");
     assert!(roster(&d).is_empty(), "{d}");

@@ -81,7 +81,7 @@ pub(crate) struct Fetch {
     pub(crate) partition: i32,
     pub(crate) from: i64,
     /// Only long polls wait on it (parked ones, or new ones still inside their wait): none
-    /// needs a read that covers what was committed before it was asked, so the transport's
+    /// needs a read that covers everything readable when it was asked, so the transport's
     /// tail may serve it, as a transport serves a long poll of its own. A long poll whose wait
     /// ends before records come is read again as any other request.
     pub(crate) may_lag: bool,
