@@ -1369,7 +1369,12 @@ fn describe_epochs_agrees_with_describe_epoch_role_by_role() {
         let batched = t.describe_epochs(&all);
         let sent = t.requests_sent() - before;
         if round == 1 {
-            assert_eq!(sent, 1, "{sent} requests for {} checks", all.len());
+            // One; two only on a retry (a coordinator slow to answer); one each would be six.
+            assert!(
+                (1..=2).contains(&sent),
+                "{sent} requests for {} checks (1 expected)",
+                all.len()
+            );
         }
         assert_eq!(batched.len(), all.len());
         for (role, answer) in all.iter().zip(batched) {

@@ -436,7 +436,12 @@ fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batc
     let produces = sent(&t, "Produce") - before;
     eprintln!("1,000 appends handed over together: {produces} Produce requests");
     written_in_order(&t, p, &key, &answers, 1000);
-    assert_eq!(produces, 2, "{produces} Produce requests for 1,000 appends");
+    // Two, more only on retries (a broker slow to answer, a leader moving): one each went
+    // 1,000.
+    assert!(
+        (2..=4).contains(&produces),
+        "{produces} Produce requests for 1,000 appends (2 expected)"
+    );
 
     // Appends queued behind a batch in flight return at once: the first append's answer runs
     // on its sender while the partition's batch is still its to send, and hands over 999 more
@@ -470,7 +475,10 @@ fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batc
     );
     written_in_order(&t, p, &key, &answers, 1000);
     // The first batch carried the first append alone; the queue went in two more.
-    assert_eq!(produces, 3, "{produces} Produce requests for 1,000 appends");
+    assert!(
+        (3..=5).contains(&produces),
+        "{produces} Produce requests for 1,000 appends (3 expected, more only on retries)"
+    );
 
     // The checks come before the queue: an append to a partition outside the topic is
     // answered at once, on the caller, and the others of its call are written.
