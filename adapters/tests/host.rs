@@ -481,6 +481,10 @@ struct HeldState {
     /// Appends started so far, queued or blocking.
     started: usize,
     released: bool,
+    /// Whether the next lease write (a record, not a tombstone) is to be held.
+    hold_lease: bool,
+    /// The key of the lease write held, once one began.
+    held_lease: Option<Vec<u8>>,
 }
 
 impl<T: Transport> HeldAppends<T> {
@@ -504,6 +508,31 @@ impl<T: Transport> HeldAppends<T> {
                 .0;
         }
         st.started
+    }
+
+    /// Holds the next lease write until [`release_lease`](Self::release_lease).
+    fn hold_next_lease(&self) {
+        self.held.lock().unwrap().hold_lease = true;
+    }
+
+    /// Waits (at most a minute of real time) until a lease write is held; its key.
+    fn wait_lease_held(&self) -> Option<Vec<u8>> {
+        let guard = std::time::Instant::now() + Duration::from_secs(60);
+        let mut st = self.held.lock().unwrap();
+        while st.held_lease.is_none() && std::time::Instant::now() < guard {
+            st = self
+                .moved
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap()
+                .0;
+        }
+        st.held_lease.clone()
+    }
+
+    /// Lets the held lease write through.
+    fn release_lease(&self) {
+        self.held.lock().unwrap().hold_lease = false;
+        self.moved.notify_all();
     }
 
     /// Lets every append through: the queued ones are written and answered now.
@@ -596,7 +625,93 @@ impl<T: Transport> kafka_coordination::LeaseWriter for HeldAppends<T> {
         value: Option<&[u8]>,
         token: kafka_coordination::FencingToken,
     ) -> Result<i64, kafka_coordination::TransportError> {
+        let mut st = self.held.lock().unwrap();
+        if st.hold_lease && st.held_lease.is_none() && value.is_some() {
+            st.held_lease = Some(key.to_vec());
+            self.moved.notify_all();
+            while st.hold_lease {
+                st = self.moved.wait(st).unwrap();
+            }
+        }
+        drop(st);
         self.inner.write_lease(partition, key, value, token)
+    }
+}
+
+/// A renewal that waits in the host's queue for an I/O thread writes its lease's deadline from
+/// when the write begins, not from when it was due: the wait is not taken out of the lease.
+/// One I/O thread; one role's renewal is held on it while the manual clock moves 700 ms, so the
+/// other role's renewal, due at the same instant, waits behind it.
+fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour: Flavour) {
+    const WAIT: Duration = Duration::from_millis(700);
+    let w = World::new();
+    let held = Arc::new(HeldAppends::new(w.broker.transport("a")));
+    held.release();
+    let host = start_host(
+        flavour,
+        held.clone(),
+        w.host_options(1).spread_renewals(false),
+    );
+    let names = roles(2);
+    let leaderships = elect_all(
+        &w,
+        names
+            .iter()
+            .map(|r| host.start(r, "a", w.options()).expect("starts"))
+            .collect(),
+    );
+    let due = w.now() + RENEW;
+    held.hold_next_lease();
+    // Both renewals come due together; one takes the only I/O thread and is held there.
+    w.clock.advance(RENEW);
+    let key = held
+        .wait_lease_held()
+        .unwrap_or_else(|| panic!("{flavour:?}: no renewal began"));
+    let first = kafka_coordination::core::record::Key::decode(&key).expect("a lease key");
+    let first = first.role().as_str().to_owned();
+    let queued_by = std::time::Instant::now() + Duration::from_secs(60);
+    while host.stats().queued == 0 {
+        assert!(
+            std::time::Instant::now() < queued_by,
+            "{flavour:?}: the second renewal is not queued: {:?}",
+            host.stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    w.clock.advance(WAIT);
+    held.release_lease();
+    w.settle();
+    let observer = w.broker.transport("observer");
+    for (name, l) in names.iter().zip(&leaderships) {
+        let lease = kafka_coordination::describe_role_state(&observer, name)
+            .expect("state")
+            .lease()
+            .expect("a lease")
+            .lease
+            .clone();
+        let began = if *name == first { due } else { due + WAIT };
+        assert_eq!(
+            lease.deadline,
+            began + LEASE,
+            "{flavour:?}: {name}'s renewal (the held one: {first}) began at {began:?}"
+        );
+        assert_eq!(
+            l.health().lease_deadline,
+            Some(lease.deadline),
+            "{flavour:?}: {name}: the leader's account names the record's deadline"
+        );
+    }
+    for l in leaderships {
+        let done = std::thread::spawn(move || l.resign_blocking());
+        w.settle();
+        done.join().expect("resign thread").expect("clean resign");
+    }
+}
+
+#[test]
+fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease_on_every_flavour() {
+    for flavour in flavours() {
+        a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour);
     }
 }
 

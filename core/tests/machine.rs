@@ -312,6 +312,62 @@ fn a_renewal_issued_late_keeps_the_next_one_on_schedule() {
 }
 
 #[test]
+fn a_lease_write_that_began_late_is_accounted_with_the_deadline_its_record_carries() {
+    let token = FencingToken::new(7, 0);
+    let mut c = elected("a");
+    assert_eq!(
+        c.last_lease(),
+        Some((UnixMillis(T0), UnixMillis(T0 + 3000))),
+        "the claim began when it was issued"
+    );
+    let wake = c.poll_timeout().unwrap();
+    c.handle(wake, Event::Tick).unwrap();
+    let issued = lease_write("a", token, T0, wake.0 + 3000);
+    assert_eq!(drain(&mut c), std::slice::from_ref(&issued));
+    // The driver queued the write for 700 ms and moved its record's deadline as much.
+    let Command::WriteLease {
+        value: Some(value), ..
+    } = &issued
+    else {
+        unreachable!()
+    };
+    let moved = Lease::decode(&Lease::delayed(value, Duration::from_millis(700)).unwrap()).unwrap();
+    assert_eq!(moved.deadline, UnixMillis(wake.0 + 3700));
+    assert_eq!(
+        Lease {
+            deadline: UnixMillis(wake.0 + 3000),
+            ..moved.clone()
+        },
+        Lease::decode(value).unwrap(),
+        "only the deadline moves"
+    );
+    c.lease_write_delayed(Duration::from_millis(700));
+    c.handle(UnixMillis(wake.0 + 750), Event::LeaseWritten { offset: 2 })
+        .unwrap();
+    assert_eq!(
+        c.last_lease(),
+        Some((wake, moved.deadline)),
+        "the machine names the deadline the record carries"
+    );
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(wake.0 + 1000)),
+        "the renewal schedule does not move"
+    );
+    // The next write starts from nothing: a delay reported earlier does not carry over, and
+    // one reported with no lease write outstanding changes nothing.
+    c.lease_write_delayed(Duration::from_millis(5000));
+    c.handle(UnixMillis(wake.0 + 1000), Event::Tick).unwrap();
+    drain(&mut c);
+    c.handle(UnixMillis(wake.0 + 1010), Event::LeaseWritten { offset: 3 })
+        .unwrap();
+    assert_eq!(
+        c.last_lease(),
+        Some((UnixMillis(wake.0 + 1000), UnixMillis(wake.0 + 4000)))
+    );
+}
+
+#[test]
 fn a_role_whose_writes_keep_finishing_after_its_point_gets_back_on_its_schedule() {
     // A process whose calls wait in a queue: every lease write takes 700 ms. The role's phase
     // (600 ms) puts its renewals at T0 + 400, + 1400, + 2400, ...; the claim, issued at T0,

@@ -161,6 +161,11 @@ fn long_poll_manual(
 )]
 pub(crate) struct InFlight {
     command: std::sync::Mutex<Option<Command>>,
+    /// When the machine issued the command (the driver's clock).
+    issued: UnixMillis,
+    /// How much later than issued a lease write began, when its record's deadline was moved
+    /// that much (see [`InFlight::start`]).
+    delayed: std::sync::Mutex<Option<Duration>>,
     result: std::sync::Mutex<Option<Result<Event, TransportError>>>,
     done: event_listener::Event,
 }
@@ -174,17 +179,44 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     allow(dead_code)
 )]
 impl InFlight {
-    pub(crate) fn new(command: Command) -> InFlight {
+    /// A call of `command`, which the machine issued at `issued`.
+    pub(crate) fn new(command: Command, issued: UnixMillis) -> InFlight {
         InFlight {
             command: std::sync::Mutex::new(Some(command)),
+            issued,
+            delayed: std::sync::Mutex::new(None),
             result: std::sync::Mutex::new(None),
             done: event_listener::Event::new(),
         }
     }
 
-    /// Takes the command to run it (`None`: someone else took it).
-    pub(crate) fn start(&self) -> Option<Command> {
-        lock(&self.command).take()
+    /// Takes the command to run it at `now` (`None`: someone else took it). A lease write
+    /// that waited since it was issued (in a host's queue, or a runtime's blocking pool) has
+    /// its record's deadline moved as much later, so that it promises a lease duration from
+    /// when the write begins, as a write made at once does; [`Driver::take_in_flight`] tells
+    /// the machine.
+    pub(crate) fn start(&self, now: UnixMillis) -> Option<Command> {
+        let mut command = lock(&self.command).take()?;
+        let waited = now.since(self.issued);
+        if let Command::WriteLease {
+            value: Some(value), ..
+        } = &mut command
+        {
+            // Whole milliseconds only: the deadline is kept in milliseconds.
+            if waited >= Duration::from_millis(1) {
+                // The machine encoded it; a value that does not decode is sent as it is.
+                if let Ok(moved) = kafka_coordination_core::record::Lease::delayed(value, waited) {
+                    *value = moved;
+                    *lock(&self.delayed) = Some(waited);
+                }
+            }
+        }
+        Some(command)
+    }
+
+    /// How much later than issued the lease write began, if its deadline was moved.
+    fn delayed(&self) -> Option<Duration> {
+        *lock(&self.delayed)
     }
 
     pub(crate) fn put(&self, result: Result<Event, TransportError>) {
@@ -320,6 +352,17 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         self.candidate
             .handle(self.clock.now(), event)
             .map_err(Error::Internal)
+    }
+
+    /// Takes the result of the call in flight, if it finished, and tells the machine how much
+    /// later than issued a lease write began ([`InFlight::start`]), before the result is
+    /// handed over with [`complete`](Self::complete).
+    pub(crate) fn take_in_flight(&mut self) -> Option<Result<Event, TransportError>> {
+        let call = self.in_flight.take()?;
+        if let Some(waited) = call.delayed() {
+            self.candidate.lease_write_delayed(waited);
+        }
+        call.take()
     }
 
     /// The deadline of the last lease this candidacy wrote, while it leads (the machine's own
@@ -525,7 +568,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             if let Some(call) = self.in_flight.take() {
                 // Never started: run it here. Under way: wait for it (within the bound), else
                 // it counts as failed and a resigning member goes on with its exit.
-                let outcome = match call.start() {
+                let outcome = match call.start(self.clock.now()) {
                     Some(cmd) => execute(
                         &*self.transport,
                         cmd,
@@ -539,6 +582,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                         ))
                     }),
                 };
+                if let Some(waited) = call.delayed() {
+                    self.candidate.lease_write_delayed(waited);
+                }
                 let _ = self.complete(outcome);
             }
         }

@@ -112,10 +112,10 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
                 let (transport, clock, shared) =
                     (d.transport.clone(), d.clock.clone(), d.shared.clone());
                 let long_poll = d.long_poll;
-                let call = Arc::new(InFlight::new(cmd));
+                let call = Arc::new(InFlight::new(cmd, d.clock.now()));
                 d.in_flight = Some(call.clone());
                 let mut io = R::unblock(move || {
-                    if let Some(cmd) = call.start() {
+                    if let Some(cmd) = call.start(clock.now()) {
                         call.put(execute(&*transport, cmd, &*clock, long_poll, &shared));
                     }
                 });
@@ -131,7 +131,7 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
                     match finished {
                         // The pool ran it.
                         Some(Some(())) => {
-                            let result = d.in_flight.as_ref().and_then(|c| c.take());
+                            let result = d.take_in_flight();
                             break result.unwrap_or_else(|| {
                                 Err(TransportError::fatal("a transport call left no result"))
                             });

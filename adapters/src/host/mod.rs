@@ -939,14 +939,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                     if s.gen != gen || s.at != At::Calling {
                         continue;
                     }
-                    let outcome = s
-                        .driver
-                        .in_flight
-                        .take()
-                        .and_then(|c| c.take())
-                        .unwrap_or_else(|| {
-                            Err(TransportError::fatal("a transport call left no result"))
-                        });
+                    let outcome = s.driver.take_in_flight().unwrap_or_else(|| {
+                        Err(TransportError::fatal("a transport call left no result"))
+                    });
                     self.feed(slot, outcome);
                 }
                 Done::Read { partition, outcome } => {
@@ -1079,7 +1074,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         _ => None,
                     };
                     let due = due(&cmd, s.driver.lease_deadline(), s.since.unwrap_or(now), now);
-                    let call = Arc::new(InFlight::new(cmd));
+                    let call = Arc::new(InFlight::new(cmd, now));
                     s.driver.in_flight = Some(call.clone());
                     self.outgoing.push(Outgoing {
                         slot: i,
@@ -1146,7 +1141,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                             gen: c.gen,
                             answered: false,
                         };
-                        match c.call.start() {
+                        match c.call.start(inbox.clock.now()) {
                             Some(Command::Append {
                                 partition,
                                 key,
@@ -1194,7 +1189,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             jobs.push((
                 c.due,
                 Box::new(move || {
-                    if let Some(cmd) = c.call.start() {
+                    if let Some(cmd) = c.call.start(inbox.clock.now()) {
                         c.call.put(execute(
                             &*inbox.transport,
                             cmd,
@@ -1221,7 +1216,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                     let mut roles = Vec::with_capacity(batch.len());
                     let mut asked = Vec::with_capacity(batch.len());
                     for c in &batch {
-                        match c.call.start() {
+                        match c.call.start(inbox.clock.now()) {
                             Some(Command::DescribeRole { transactional_id }) => {
                                 roles.push(transactional_id);
                                 asked.push(c);

@@ -386,6 +386,10 @@ pub struct Candidate {
     renew_phased: bool,
     /// How much earlier than a renew interval after its claim a term's first renewal comes.
     renewal_phase: Duration,
+    /// How much later than issued the outstanding lease write began, as its driver reported
+    /// ([`lease_write_delayed`](Candidate::lease_write_delayed)); the record's deadline moved
+    /// as much.
+    lease_delay: Duration,
 }
 
 impl Candidate {
@@ -448,6 +452,7 @@ impl Candidate {
             renew_grid: now,
             renew_phased: false,
             renewal_phase: Duration::ZERO,
+            lease_delay: Duration::ZERO,
         };
         c.issue(Io::Register);
         Ok(c)
@@ -477,6 +482,28 @@ impl Candidate {
         let interval = self.timing.renew_interval.as_nanos().max(1);
         let nanos = phase.as_nanos() % interval;
         self.renewal_phase = Duration::from_nanos(u64::try_from(nanos).unwrap_or(0));
+    }
+
+    /// Tells the machine that its outstanding lease write (a claim or a renewal) began
+    /// `waited` after the machine issued it, and that the driver moved the deadline in its
+    /// record as much later ([`Lease::delayed`](crate::record::Lease::delayed)). Call it
+    /// before handing over the write's outcome; without a lease write outstanding it does
+    /// nothing.
+    ///
+    /// A driver that queues calls (a host whose I/O threads are all busy) does this, so that
+    /// the wait in its queue is not taken out of the lease: the record promises a lease
+    /// duration from when the write began, as a write made at once would. The machine's own
+    /// account of the lease ([`last_lease`](Self::last_lease)) then names the deadline the
+    /// record carries. The renewal schedule does not move.
+    pub fn lease_write_delayed(&mut self, waited: Duration) {
+        if matches!(self.io, Some(Io::Claim(_) | Io::Renew(_))) {
+            self.lease_delay = waited;
+        }
+    }
+
+    /// The deadline the outstanding lease write's record carries.
+    fn written_deadline(&self) -> UnixMillis {
+        self.issued_at + self.timing.lease_duration + self.lease_delay
     }
 
     /// [`set_renewal_phase`](Self::set_renewal_phase) with the phase [`renewal_phase`] gives
@@ -841,8 +868,7 @@ impl Candidate {
                 self.issue(Io::ClearLease(token));
             }
             (Io::Claim(token), Event::LeaseWritten { offset }) => {
-                self.last_lease =
-                    Some((self.issued_at, self.issued_at + self.timing.lease_duration));
+                self.last_lease = Some((self.issued_at, self.written_deadline()));
                 if let Some(t) = self.term.as_mut() {
                     t.elected = true;
                     t.number = offset;
@@ -871,8 +897,7 @@ impl Candidate {
                 }
             }
             (Io::Renew(token), Event::LeaseWritten { .. }) => {
-                self.last_lease =
-                    Some((self.issued_at, self.issued_at + self.timing.lease_duration));
+                self.last_lease = Some((self.issued_at, self.written_deadline()));
                 if self.resigning {
                     self.start_cleanup();
                 } else {
@@ -1405,6 +1430,7 @@ impl Candidate {
         let now = self.now;
         self.io = Some(io);
         self.issued_at = now;
+        self.lease_delay = Duration::ZERO;
         let cmd = match io {
             Io::Register => Command::Append {
                 partition: self.partition,

@@ -56,6 +56,17 @@ impl Lease {
         LeaseRef::decode(bytes).map(LeaseRef::to_owned)
     }
 
+    /// The encoded lease `value` with its deadline `by` later (saturating), everything else
+    /// unchanged: what a driver that queued a lease write sends when the write begins `by`
+    /// after it was issued (see
+    /// [`Candidate::lease_write_delayed`](crate::machine::Candidate::lease_write_delayed)).
+    /// Fails as [`decode`](Self::decode) fails.
+    pub fn delayed(value: &[u8], by: core::time::Duration) -> Result<Vec<u8>, FormatError> {
+        let mut lease = Lease::decode(value)?;
+        lease.deadline = lease.deadline + by;
+        Ok(lease.encode())
+    }
+
     /// The value as a [`LeaseRef`] borrowing its member.
     pub fn as_borrowed(&self) -> LeaseRef<'_> {
         LeaseRef {
