@@ -118,6 +118,19 @@ fn roles(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("shard-{i}")).collect()
 }
 
+/// Resigns each of `leaderships` in turn (the resign waits on a thread while the clock
+/// settles), each cleanly.
+fn resign_each(w: &World, leaderships: Vec<Leadership>) {
+    for l in leaderships {
+        let role = l.role().to_owned();
+        let done = std::thread::spawn(move || l.resign_blocking());
+        w.settle();
+        done.join()
+            .expect("resign thread")
+            .unwrap_or_else(|e| panic!("{role}: not a clean resign: {e}"));
+    }
+}
+
 fn elect_all(w: &World, candidacies: Vec<Candidacy>) -> Vec<Leadership> {
     w.settle();
     candidacies
@@ -178,14 +191,7 @@ fn one_host_elects_and_renews_every_role(flavour: Flavour, io_threads: usize) {
         assert!(health.leading, "{health:?}");
     }
     // A clean resign of every role; the host then runs nothing.
-    for l in leaderships {
-        let role = l.role().to_owned();
-        let done = std::thread::spawn(move || l.resign_blocking());
-        w.settle();
-        done.join()
-            .expect("resign thread")
-            .unwrap_or_else(|e| panic!("{role}: {e}"));
-    }
+    resign_each(&w, leaderships);
     w.settle();
     assert_eq!(host.len(), 0);
 }
@@ -316,11 +322,7 @@ fn a_resign_is_seen_by_the_standby_host_at_once(flavour: Flavour) {
 fn resign_all_and_elect(w: &World, leads: Vec<Leadership>, waits: Vec<Candidacy>) {
     let before = w.now();
     let n = waits.len();
-    for l in leads {
-        let done = std::thread::spawn(move || l.resign_blocking());
-        w.settle();
-        done.join().expect("resign").expect("a clean resign");
-    }
+    resign_each(w, leads);
     w.settle();
     assert_eq!(w.now(), before, "the clock did not move");
     assert_eq!(elect_all(w, waits).len(), n);
@@ -701,11 +703,7 @@ fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour: Flavour) {
             "{flavour:?}: {name}: the leader's account names the record's deadline"
         );
     }
-    for l in leaderships {
-        let done = std::thread::spawn(move || l.resign_blocking());
-        w.settle();
-        done.join().expect("resign thread").expect("clean resign");
-    }
+    resign_each(&w, leaderships);
 }
 
 #[test]
@@ -743,11 +741,7 @@ fn registrations_waiting_for_their_batch_hold_no_io_thread(flavour: Flavour) {
         100,
         "{flavour:?}, before release: {stats:?}"
     );
-    for l in leaderships {
-        let done = std::thread::spawn(move || l.resign_blocking());
-        w.settle();
-        done.join().expect("resign thread").expect("clean resign");
-    }
+    resign_each(&w, leaderships);
 }
 
 #[test]
