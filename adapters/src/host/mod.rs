@@ -1074,7 +1074,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         _ => None,
                     };
                     let due = due(&cmd, s.driver.lease_deadline(), s.since.unwrap_or(now), now);
-                    let call = Arc::new(InFlight::new(cmd, now));
+                    // Issued at or before this instant (the turn's `now` can be earlier than
+                    // the machine's own): a lease write's deadline moves by no more than the
+                    // wait for a thread.
+                    let call = Arc::new(InFlight::new(cmd, s.driver.clock.now()));
                     s.driver.in_flight = Some(call.clone());
                     self.outgoing.push(Outgoing {
                         slot: i,
