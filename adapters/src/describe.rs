@@ -43,9 +43,10 @@ pub fn leader<R: StateReader + ?Sized>(reader: &R, role: &str) -> Result<RoleLea
 /// election (its first lease committed), this read may still show the previous holder's lease.
 /// On a local broker a read sent the instant the commit was answered missed the record about
 /// two times in three (the transport suite's
-/// `a_committed_lease_becomes_readable_once_its_marker_lands` prints the count). Registrations are not transactional and show at once, unless another
-/// member's open transaction holds the partition back. To learn which pair is current without
-/// that lag, ask the coordinator: [`describe_leadership`].
+/// `a_committed_lease_becomes_readable_once_its_marker_lands` prints the count).
+/// Registrations are not transactional and show at once, unless another member's open
+/// transaction holds the partition back. To learn which pair is current without that lag,
+/// ask the coordinator: [`describe_leadership`].
 pub fn describe_role_state<R: StateReader + ?Sized>(
     reader: &R,
     role: &str,

@@ -905,11 +905,12 @@ fn main() {
             if let (Some(prev), Some(new)) = (*last, now) {
                 if new > prev {
                     if let Some(deadline) = deadlines[i] {
-                        margins.push(deadline.0 - health.now.0);
-                    }
-                    if let Some(deadline) = deadlines[i].filter(|d| health.now > *d) {
-                        gaps.push(health.now.0 - deadline.0);
-                        gapped_roles.insert(i);
+                        let left = deadline.0 - health.now.0;
+                        margins.push(left);
+                        if left < 0 {
+                            gaps.push(-left);
+                            gapped_roles.insert(i);
+                        }
                     }
                     deadlines[i] = health.lease_deadline;
                     let lag = (new.0 - prev.0 - renew_ms).max(0);

@@ -359,10 +359,16 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
     /// handed over with [`complete`](Self::complete).
     pub(crate) fn take_in_flight(&mut self) -> Option<Result<Event, TransportError>> {
         let call = self.in_flight.take()?;
+        self.note_delay(&call);
+        call.take()
+    }
+
+    /// Tells the machine how much later than issued `call`'s lease write began, if its
+    /// deadline was moved ([`InFlight::start`]).
+    fn note_delay(&mut self, call: &InFlight) {
         if let Some(waited) = call.delayed() {
             self.candidate.lease_write_delayed(waited);
         }
-        call.take()
     }
 
     /// The deadline of the last lease this candidacy wrote, while it leads (the machine's own
@@ -582,9 +588,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                         ))
                     }),
                 };
-                if let Some(waited) = call.delayed() {
-                    self.candidate.lease_write_delayed(waited);
-                }
+                self.note_delay(&call);
                 let _ = self.complete(outcome);
             }
         }

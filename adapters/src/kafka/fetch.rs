@@ -22,9 +22,9 @@
 //!   was lost) catches up first: quick Fetches (no wait) through the transport's shared
 //!   cluster from the view's end until the view reaches the last stable offset that the first of
 //!   them reported, so a read always covers what was readable when it began (a member reads
-//!   its own registration; a transaction's records become readable only once the coordinator's
-//!   commit marker lands, a moment after the commit was answered). It also looks the leader up and hands the partition to that
-//!   leader's fetch thread. A read that may wait returns as soon as the view holds records at
+//!   its own registration; a transaction's records become readable only once the
+//!   coordinator's commit marker lands, a moment after the commit was answered). It also
+//!   looks the leader up and hands the partition to that leader's fetch thread. A read that may wait returns as soon as the view holds records at
 //!   or past `from`, or after `max_wait`.
 //! - **Tailed reads.** [`SharedReader::read_tailed`] answers from a live view (tailed and caught
 //!   up once) with no request and no wait, and the fetch threads call the hooks given to
@@ -60,8 +60,8 @@ const MAX_LIST_OFFSETS_VERSION: i16 = 7;
 const LONG_POLL: Duration = Duration::from_millis(500);
 /// The least time between the starts of two Fetches of one fetch thread. While the partitions
 /// are written without pause (thousands of renewals a second), every long poll comes back at
-/// once, and an unpaced thread sent about 450 Fetches a second, more than a quarter of what a
-/// process asked of the broker in a burst of failovers; paced, at most 100. A long poll that
+/// once, and an unpaced thread sent about 400 Fetches a second, more than a quarter of what a
+/// process standing by for 5,000 roles asked of the broker; paced, at most 100. A long poll that
 /// waits longer than this for its records is not delayed at all: news of a quiet partition (a
 /// resign) arrives as before, and news of a busy one at most this much later.
 const TAIL_PACE: Duration = Duration::from_millis(10);
