@@ -68,6 +68,29 @@ pub trait Coordinator {
         roles.iter().map(|role| self.describe_epoch(role)).collect()
     }
 
+    /// [`describe_epochs`](Coordinator::describe_epochs), handing the answers (one per role,
+    /// in order) to `done` instead of returning them. `done` is called exactly once, on
+    /// whichever thread has the answers: before this returns, or later on a thread of the
+    /// transport's.
+    ///
+    /// The default calls [`describe_epochs`](Coordinator::describe_epochs) and then `done`,
+    /// on the caller's thread. A transport whose checks wait on a network without holding a
+    /// thread overrides it to return at once, and says so with
+    /// [`describes_without_a_thread`](Coordinator::describes_without_a_thread): the Kafka
+    /// transport queues the requests for its connection threads, and the answers resume the
+    /// check there. A [host](crate::host) then starts its checks on its loop, and a check in
+    /// flight holds none of its I/O threads; a custom event loop can do the same, with `done`
+    /// posting to its own queue.
+    fn start_describe_epochs(&self, roles: Vec<Role>, done: DescribeDone) {
+        done(self.describe_epochs(&roles));
+    }
+
+    /// Whether [`start_describe_epochs`](Coordinator::start_describe_epochs) returns at once,
+    /// without waiting on a network, so a loop may call it itself. The default: `false`.
+    fn describes_without_a_thread(&self) -> bool {
+        false
+    }
+
     /// Reserves `role` for one candidacy on this transport. A transport shared by many
     /// candidacies (one client per process) refuses a second candidacy for a role it already
     /// holds or contests, with a [`Config`](crate::ErrorKind::Config) error: two candidacies of
@@ -85,6 +108,10 @@ pub trait Coordinator {
         let _ = role;
     }
 }
+
+/// What [`Coordinator::start_describe_epochs`] hands its answers to: one per role, in the
+/// order asked.
+pub type DescribeDone = Box<dyn FnOnce(Vec<Result<LeadershipStatus, TransportError>>) + Send>;
 
 /// Reads a partition of `__coordination_state` with read_committed isolation.
 pub trait StateReader {
@@ -306,6 +333,12 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
     }
     fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
         (**self).describe_epochs(roles)
+    }
+    fn start_describe_epochs(&self, roles: Vec<Role>, done: DescribeDone) {
+        (**self).start_describe_epochs(roles, done)
+    }
+    fn describes_without_a_thread(&self) -> bool {
+        (**self).describes_without_a_thread()
     }
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
         (**self).claim_role(role)

@@ -912,3 +912,136 @@ fn a_candidacy_on_another_clock_is_refused() {
         .expect_err("manual on system");
     assert!(e.to_string().contains("system clock"), "{e}");
 }
+
+/// A transport that notes on which thread each batch of checks was started, and may say its
+/// checks hold no thread (answering them on the spot, as the memory broker's would be).
+struct ChecksSeen<T> {
+    inner: T,
+    on_its_own: bool,
+    started_on: std::sync::Mutex<Vec<String>>,
+}
+
+impl<T: Transport> kafka_coordination::Coordinator for ChecksSeen<T> {
+    fn acquire_epoch(
+        &self,
+        role: &Role,
+        timeout: Duration,
+    ) -> Result<kafka_coordination::FencingToken, kafka_coordination::TransportError> {
+        self.inner.acquire_epoch(role, timeout)
+    }
+    fn describe_epoch(
+        &self,
+        role: &Role,
+    ) -> Result<kafka_coordination::LeadershipStatus, kafka_coordination::TransportError> {
+        self.inner.describe_epoch(role)
+    }
+    fn start_describe_epochs(&self, roles: Vec<Role>, done: kafka_coordination::DescribeDone) {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("(unnamed)")
+            .to_owned();
+        self.started_on.lock().unwrap().push(name);
+        done(self.inner.describe_epochs(&roles));
+    }
+    fn describes_without_a_thread(&self) -> bool {
+        self.on_its_own
+    }
+    fn claim_role(&self, role: &Role) -> Result<(), kafka_coordination::TransportError> {
+        self.inner.claim_role(role)
+    }
+    fn release_role(&self, role: &Role) {
+        self.inner.release_role(role)
+    }
+}
+
+impl<T: Transport> kafka_coordination::StateReader for ChecksSeen<T> {
+    fn partitions(&self) -> i32 {
+        self.inner.partitions()
+    }
+    fn read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+    ) -> Result<kafka_coordination::ReadBatch, kafka_coordination::TransportError> {
+        self.inner.read_partition(partition, from_offset, max_wait)
+    }
+}
+
+impl<T: Transport> kafka_coordination::Registrar for ChecksSeen<T> {
+    fn append(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<i64, kafka_coordination::TransportError> {
+        self.inner.append(partition, key, value)
+    }
+}
+
+impl<T: Transport> kafka_coordination::LeaseWriter for ChecksSeen<T> {
+    fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: kafka_coordination::FencingToken,
+    ) -> Result<i64, kafka_coordination::TransportError> {
+        self.inner.write_lease(partition, key, value, token)
+    }
+}
+
+/// A host starts its standbys' checks on its loop when the transport says they hold no thread
+/// (`describes_without_a_thread`), and on its I/O threads otherwise; either way the checks
+/// are answered and every role moves to the standby host when the leading one dies.
+fn checks_start_on_the_loop_when_they_hold_no_thread(flavour: Flavour, on_its_own: bool) {
+    let w = World::new();
+    let a_link = Link::new(w.broker.transport("a"));
+    let a = start_host(flavour, Arc::new(a_link.clone()), w.host_options(2));
+    let seen = Arc::new(ChecksSeen {
+        inner: w.broker.transport("b"),
+        on_its_own,
+        started_on: Default::default(),
+    });
+    let b = start_host(flavour, seen.clone(), w.host_options(2));
+    let names = roles(6);
+    let a_leads = elect_all(
+        &w,
+        names
+            .iter()
+            .map(|r| a.start(r, "a", w.options()).expect("a starts"))
+            .collect(),
+    );
+    let b_waits: Vec<Candidacy> = names
+        .iter()
+        .map(|r| b.start(r, "b", w.options()).expect("b starts"))
+        .collect();
+    w.settle();
+    a_link.cut();
+    w.advance(LEASE + STAGGER * 2);
+    let b_leads = elect_all(&w, b_waits);
+    let started_on = seen.started_on.lock().unwrap().clone();
+    assert!(
+        !started_on.is_empty(),
+        "{flavour:?}: the standby host checked nothing before taking over"
+    );
+    for name in &started_on {
+        assert_eq!(
+            name.starts_with("kc-host-io"),
+            !on_its_own,
+            "{flavour:?}, checks on their own: {on_its_own}: a batch of checks started on \
+             thread {name:?}"
+        );
+    }
+    drop(a_leads);
+    resign_each(&w, b_leads);
+}
+
+#[test]
+fn checks_start_on_the_loop_when_they_hold_no_thread_on_every_flavour() {
+    for flavour in flavours() {
+        for on_its_own in [true, false] {
+            checks_start_on_the_loop_when_they_hold_no_thread(flavour, on_its_own);
+        }
+    }
+}

@@ -1387,6 +1387,65 @@ fn describe_epochs_agrees_with_describe_epoch_role_by_role() {
     }
 }
 
+/// Checks started with `start_describe_epochs` hold no thread: the call returns with its
+/// requests queued, and the answers (the same as `describe_epochs`') arrive on one of the
+/// client's connection threads. One thread starts 40 batches of checks without waiting for
+/// any; with a blocking check each would have held it until answered.
+#[test]
+fn checks_started_on_the_client_hold_no_thread_and_answer_as_describe_epochs() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    assert!(t.describes_without_a_thread());
+    let taken: Vec<Role> = (0..3)
+        .map(|i| Role::new(unique(&format!("started-{i}"))).unwrap())
+        .collect();
+    for role in &taken {
+        t.acquire_epoch(role, LEASE).expect("acquire");
+    }
+    let mut all = taken.clone();
+    all.push(Role::new(unique("started-never")).unwrap());
+    let expected = t.describe_epochs(&all);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let caller = std::thread::current().id();
+    const BATCHES: usize = 40;
+    for batch in 0..BATCHES {
+        let tx = tx.clone();
+        t.start_describe_epochs(
+            all.clone(),
+            Box::new(move |answers| {
+                let on = std::thread::current();
+                let _ = tx.send((batch, answers, on.id(), on.name().map(str::to_owned)));
+            }),
+        );
+    }
+    drop(tx);
+    let mut seen = [false; BATCHES];
+    for _ in 0..BATCHES {
+        let (batch, answers, on, name) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every batch of checks is answered");
+        assert!(!seen[batch], "batch {batch} answered twice");
+        seen[batch] = true;
+        assert_ne!(
+            on, caller,
+            "batch {batch} was answered on the caller's thread"
+        );
+        assert_eq!(
+            name.as_deref(),
+            Some("kc-conn"),
+            "batch {batch} was answered elsewhere than on a connection thread"
+        );
+        assert_eq!(answers.len(), all.len());
+        for ((role, got), want) in all.iter().zip(answers).zip(&expected) {
+            let want = want.as_ref().expect("describe_epochs");
+            assert_eq!(&got.expect("started check"), want, "{role}");
+        }
+    }
+    for role in &taken {
+        t.release_role(role);
+    }
+}
+
 // ---- 8. three brokers: the role's partition leader crashes ----------------------------------
 
 /// The run dir of the cluster (`KAFKA_RUN_DIR`, exported by scripts/kafka/with-broker.sh).

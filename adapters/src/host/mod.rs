@@ -1209,50 +1209,17 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             ));
         }
         let mut describes = describes.into_iter().peekable();
+        // A transport whose checks hold no thread gets them from the loop itself.
+        let on_loop = self.inbox.transport.describes_without_a_thread();
         while describes.peek().is_some() {
             let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
-            let inbox = self.inbox.clone();
             let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
-            jobs.push((
-                due,
-                Box::new(move || {
-                    let mut roles = Vec::with_capacity(batch.len());
-                    let mut asked = Vec::with_capacity(batch.len());
-                    for c in &batch {
-                        match c.call.start(inbox.clock.now()) {
-                            Some(Command::DescribeRole { transactional_id }) => {
-                                roles.push(transactional_id);
-                                asked.push(c);
-                            }
-                            Some(_) => c
-                                .call
-                                .put(Err(TransportError::fatal("driver bug: not a check"))),
-                            // Taken by a driver exiting on the spot.
-                            None => {}
-                        }
-                    }
-                    let answers = inbox.transport.describe_epochs(&roles);
-                    let mut answers = answers.into_iter();
-                    for c in asked {
-                        let answer = answers.next().unwrap_or_else(|| {
-                            Err(TransportError::fatal(
-                                "describe_epochs answered fewer roles than it was asked for",
-                            ))
-                        });
-                        c.call
-                            .put(answer.map(|status| MachineEvent::Described { status }));
-                    }
-                    inbox.finished(
-                        batch
-                            .iter()
-                            .map(|c| Done::Call {
-                                slot: c.slot,
-                                gen: c.gen,
-                            })
-                            .collect(),
-                    );
-                }),
-            ));
+            let check = self.check_job(batch);
+            if on_loop {
+                check();
+            } else {
+                jobs.push((due, check));
+            }
         }
         for (due, job) in jobs {
             match &self.pool {
@@ -1260,6 +1227,54 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 None => job(),
             }
         }
+    }
+
+    /// The checks (DescribeRole) of `batch`, in one
+    /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs): the answers are
+    /// handed to each call, and the loop is told, from whichever thread has them.
+    fn check_job(&self, batch: Vec<Outgoing>) -> Job {
+        let inbox = self.inbox.clone();
+        Box::new(move || {
+            let mut roles = Vec::with_capacity(batch.len());
+            let mut asked = Vec::with_capacity(batch.len());
+            for c in &batch {
+                match c.call.start(inbox.clock.now()) {
+                    Some(Command::DescribeRole { transactional_id }) => {
+                        roles.push(transactional_id);
+                        asked.push(Arc::clone(&c.call));
+                    }
+                    Some(_) => c
+                        .call
+                        .put(Err(TransportError::fatal("driver bug: not a check"))),
+                    // Taken by a driver exiting on the spot.
+                    None => {}
+                }
+            }
+            let finished: Vec<Done> = batch
+                .iter()
+                .map(|c| Done::Call {
+                    slot: c.slot,
+                    gen: c.gen,
+                })
+                .collect();
+            drop(batch);
+            let transport = Arc::clone(&inbox.transport);
+            transport.start_describe_epochs(
+                roles,
+                Box::new(move |answers| {
+                    let mut answers = answers.into_iter();
+                    for call in asked {
+                        let answer = answers.next().unwrap_or_else(|| {
+                            Err(TransportError::fatal(
+                                "describe_epochs answered fewer roles than it was asked for",
+                            ))
+                        });
+                        call.put(answer.map(|status| MachineEvent::Described { status }));
+                    }
+                    inbox.finished(finished);
+                }),
+            );
+        })
     }
 
     /// Partitions the transport's tail moved: their parked long polls are refreshed now.

@@ -4,7 +4,7 @@
 //! retries what Kafka calls retriable until a deadline and stops on everything else.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -176,7 +176,7 @@ pub(crate) struct Cluster {
     bootstrap: Vec<String>,
     /// advertised address -> the address to connect to.
     overrides: HashMap<String, String>,
-    pool: Pool,
+    pool: Arc<Pool>,
     /// transactional id -> the coordinator's address.
     coordinators: Mutex<HashMap<String, String>>,
     /// Transactional ids whose coordinator this process will need (the roles it has a
@@ -185,7 +185,7 @@ pub(crate) struct Cluster {
     /// (topic, partition) -> the leader's address.
     leaders: Mutex<HashMap<(String, i32), String>>,
     /// Whether any broker of the cluster ever answered this client (a connection was made).
-    answered: std::sync::atomic::AtomicBool,
+    answered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// While no broker of the cluster has ever answered (nothing listens at the bootstrap address,
@@ -194,6 +194,66 @@ pub(crate) struct Cluster {
 /// shows the failure in its snapshot; a describe) learns of it within a second, not after the
 /// request timeout. Once the cluster answered, failures are retried until the deadline.
 const ATTEMPTS_BEFORE_FIRST_ANSWER: u32 = 3;
+
+/// What [`Cluster::retry`] remembers between attempts.
+#[derive(Default)]
+struct Retries {
+    tries: u32,
+    silent_before: bool,
+}
+
+impl Retries {
+    /// After a failed attempt: how long to pause before the next, or the error to give up
+    /// with (see [`Cluster::retry`]).
+    fn pause(
+        &mut self,
+        cluster: &Cluster,
+        what: &str,
+        deadline: Instant,
+        failed: Attempt,
+    ) -> Result<Duration, TransportError> {
+        let (why, code, silent) = match failed {
+            Attempt::Stop(e) => return Err(e),
+            Attempt::Again { why, code, .. } => (why, code, false),
+            Attempt::Broken(why) => (why, None, false),
+            Attempt::Silent(why) => (why, None, true),
+        };
+        self.tries += 1;
+        let tries = self.tries;
+        let pause = Duration::from_millis(20u64 << tries.min(4));
+        let never_answered = !cluster.answered.load(std::sync::atomic::Ordering::Acquire);
+        if never_answered && tries >= ATTEMPTS_BEFORE_FIRST_ANSWER {
+            return Err(TransportError::retriable(format!(
+                "{what}: no broker of the Kafka cluster at {} could be reached yet ({tries} \
+                 attempts; is the address right and the cluster up?): {why}",
+                cluster.bootstrap()
+            )));
+        }
+        if silent && self.silent_before && !never_answered {
+            // Looked up again, and still a silent broker: the leader or coordinator has not
+            // moved yet. Waiting for it here would hold the caller's thread (a host's I/O
+            // thread) for as long as the cluster takes to move it; the caller retries on its
+            // own schedule instead.
+            return Err(TransportError::retriable(format!(
+                "{what}: the broker for it is not answering, and no other broker has taken \
+                 over yet: {why}"
+            )));
+        }
+        self.silent_before = silent;
+        if Instant::now() + pause >= deadline {
+            let e = TransportError::retriable(format!(
+                "{what}: no usable answer from the Kafka cluster at {} in time ({tries} \
+                 attempts): {why}",
+                cluster.bootstrap()
+            ));
+            return Err(match code {
+                Some(c) => e.with_kafka_code(c),
+                None => e,
+            });
+        }
+        Ok(pause)
+    }
+}
 
 impl Cluster {
     /// Checks `config` (bootstrap syntax, security settings) and builds the cluster view.
@@ -205,15 +265,15 @@ impl Cluster {
             bootstrap,
             // A later override of the same address wins.
             overrides: config.address_overrides().iter().cloned().collect(),
-            pool: Pool::new(
+            pool: Arc::new(Pool::new(
                 security,
                 client_id,
                 config.connections_per_broker(),
                 config.request_timeout(),
-            ),
+            )),
             coordinators: Mutex::new(HashMap::new()),
             wanted: Mutex::new(std::collections::BTreeSet::new()),
-            answered: std::sync::atomic::AtomicBool::new(false),
+            answered: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             leaders: Mutex::new(HashMap::new()),
         })
     }
@@ -252,49 +312,34 @@ impl Cluster {
         deadline: Instant,
         mut attempt: impl FnMut(&Cluster) -> Result<T, Attempt>,
     ) -> Result<T, TransportError> {
-        let mut tries: u32 = 0;
-        let mut silent_before = false;
+        let mut retries = Retries::default();
         loop {
-            let (why, code, silent) = match attempt(self) {
+            match attempt(self) {
                 Ok(v) => return Ok(v),
-                Err(Attempt::Stop(e)) => return Err(e),
-                Err(Attempt::Again { why, code, .. }) => (why, code, false),
-                Err(Attempt::Broken(why)) => (why, None, false),
-                Err(Attempt::Silent(why)) => (why, None, true),
-            };
-            tries += 1;
-            let pause = Duration::from_millis(20u64 << tries.min(4));
-            let never_answered = !self.answered.load(std::sync::atomic::Ordering::Acquire);
-            if never_answered && tries >= ATTEMPTS_BEFORE_FIRST_ANSWER {
-                return Err(TransportError::retriable(format!(
-                    "{what}: no broker of the Kafka cluster at {} could be reached yet ({tries} \
-                     attempts; is the address right and the cluster up?): {why}",
-                    self.bootstrap()
-                )));
+                Err(failed) => thread::sleep(retries.pause(self, what, deadline, failed)?),
             }
-            if silent && silent_before && !never_answered {
-                // Looked up again, and still a silent broker: the leader or coordinator has
-                // not moved yet. Waiting for it here would hold the caller's thread (a host's
-                // I/O thread) for as long as the cluster takes to move it; the caller retries
-                // on its own schedule instead.
-                return Err(TransportError::retriable(format!(
-                    "{what}: the broker for it is not answering, and no other broker has taken \
-                     over yet: {why}"
-                )));
+        }
+    }
+
+    /// [`retry`](Self::retry) for an attempt that holds no thread: the pauses are the timer's.
+    pub(crate) async fn retry_async<T, F>(
+        &self,
+        what: &str,
+        deadline: Instant,
+        mut attempt: impl FnMut() -> F,
+    ) -> Result<T, TransportError>
+    where
+        F: std::future::Future<Output = Result<T, Attempt>>,
+    {
+        let mut retries = Retries::default();
+        loop {
+            match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(failed) => {
+                    let pause = retries.pause(self, what, deadline, failed)?;
+                    super::exec::sleep_until(Instant::now() + pause).await;
+                }
             }
-            silent_before = silent;
-            if Instant::now() + pause >= deadline {
-                let e = TransportError::retriable(format!(
-                    "{what}: no usable answer from the Kafka cluster at {} in time ({tries} \
-                     attempts): {why}",
-                    self.bootstrap()
-                ));
-                return Err(match code {
-                    Some(c) => e.with_kafka_code(c),
-                    None => e,
-                });
-            }
-            thread::sleep(pause);
         }
     }
 
@@ -341,21 +386,52 @@ impl Cluster {
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
     ) -> Result<T, Attempt> {
-        let cached = lock(&self.coordinators).get(transactional_id).cloned();
-        let addr = match cached {
+        let addr = match self.cached_coordinator(transactional_id) {
             Some(addr) => addr,
-            None => {
-                let others = self.wanted_unknown(&[transactional_id], LOOKUP_BATCH);
-                let addr = self.find_coordinator(transactional_id, &others, deadline)?;
-                lock(&self.coordinators).insert(transactional_id.to_owned(), addr.clone());
-                addr
-            }
+            None => super::exec::block_on(self.look_up_coordinator(transactional_id, deadline))?,
         };
         let result = self.on(&addr, deadline, f);
-        if let Err(Attempt::Again { relookup: true, .. } | Attempt::Silent(_)) = &result {
+        self.forget_coordinator_after(transactional_id, &result);
+        result
+    }
+
+    /// [`at_coordinator`](Self::at_coordinator) holding no thread.
+    pub(crate) async fn at_coordinator_async<T: Send + 'static>(
+        &self,
+        transactional_id: &str,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn) -> Result<T, Attempt> + Send + 'static,
+    ) -> Result<T, Attempt> {
+        let addr = match self.cached_coordinator(transactional_id) {
+            Some(addr) => addr,
+            None => self.look_up_coordinator(transactional_id, deadline).await?,
+        };
+        let result = self.on_async(&addr, deadline, f).await;
+        self.forget_coordinator_after(transactional_id, &result);
+        result
+    }
+
+    /// Finds the coordinator of `transactional_id` (with up to [`LOOKUP_BATCH`] wanted ids
+    /// not known yet) and caches it.
+    async fn look_up_coordinator(
+        &self,
+        transactional_id: &str,
+        deadline: Instant,
+    ) -> Result<String, Attempt> {
+        let others = self.wanted_unknown(&[transactional_id], LOOKUP_BATCH);
+        let addr = self
+            .find_coordinator(transactional_id, &others, deadline)
+            .await?;
+        lock(&self.coordinators).insert(transactional_id.to_owned(), addr.clone());
+        Ok(addr)
+    }
+
+    /// Forgets the coordinator of `transactional_id` after a `result` that says it may have
+    /// moved.
+    fn forget_coordinator_after<T>(&self, transactional_id: &str, result: &Result<T, Attempt>) {
+        if let Err(Attempt::Again { relookup: true, .. } | Attempt::Silent(_)) = result {
             lock(&self.coordinators).remove(transactional_id);
         }
-        result
     }
 
     /// Runs `f` on a connection to the leader of `topic`/`partition` (found with Metadata when
@@ -394,28 +470,48 @@ impl Cluster {
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
     ) -> Result<T, Attempt> {
-        let mut outcome: Option<Result<T, Attempt>> = None;
         let addr = self.overrides.get(addr).map_or(addr, String::as_str);
-        let net = self.pool.with(addr, deadline, |conn| {
-            self.answered
-                .store(true, std::sync::atomic::Ordering::Release);
-            match f(conn) {
-                // Returned as `Io`, so that the pool drops the connection.
-                Err(Attempt::Broken(why)) => Err(NetError::Io(why)),
-                other => {
-                    outcome = Some(other);
-                    Ok(())
-                }
-            }
-        });
-        match (net, outcome) {
-            (_, Some(r)) => r,
-            (Err(NetError::Io(why)), None) if self.pool.is_silent(addr) => {
-                Err(Attempt::Silent(why))
-            }
-            (Err(NetError::Io(why)), None) => Err(Attempt::relookup(why)),
-            (Err(NetError::Stop(e)), None) => Err(Attempt::Stop(e)),
-            (Ok(()), None) => Err(Attempt::relookup(format!("no answer from {addr}"))),
+        let answered = &self.answered;
+        let net = self
+            .pool
+            .with(addr, deadline, |conn| answer_on(answered, conn, f));
+        self.settle(addr, net)
+    }
+
+    /// [`on`](Self::on) holding no thread: `f` runs on a connection thread of `addr`'s (see
+    /// [`Pool::request`]).
+    pub(crate) async fn on_async<T: Send + 'static>(
+        &self,
+        addr: &str,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn) -> Result<T, Attempt> + Send + 'static,
+    ) -> Result<T, Attempt> {
+        let addr = self.overrides.get(addr).map_or(addr, String::as_str);
+        let answered = Arc::clone(&self.answered);
+        let net = self
+            .pool
+            .request(addr, deadline, move |conn| answer_on(&answered, conn, f))
+            .await
+            .unwrap_or_else(|| {
+                Err(NetError::Io(format!(
+                    "no answer from {addr}: its connection thread dropped the request"
+                )))
+            });
+        self.settle(addr, net)
+    }
+
+    /// What a call to `addr` came to: `f`'s own outcome, or what the connection's failure
+    /// means (a silent broker, or one to look up again).
+    fn settle<T>(
+        &self,
+        addr: &str,
+        net: Result<Result<T, Attempt>, NetError>,
+    ) -> Result<T, Attempt> {
+        match net {
+            Ok(outcome) => outcome,
+            Err(NetError::Io(why)) if self.pool.is_silent(addr) => Err(Attempt::Silent(why)),
+            Err(NetError::Io(why)) => Err(Attempt::relookup(why)),
+            Err(NetError::Stop(e)) => Err(Attempt::Stop(e)),
         }
     }
 
@@ -440,14 +536,15 @@ impl Cluster {
     /// answered. A request with room left also asks for wanted ids (see
     /// [`want_coordinator`](Self::want_coordinator)). Best effort: an id left unknown is
     /// looked up alone when it is used.
-    pub(crate) fn find_coordinators(&self, transactional_ids: &[&str], deadline: Instant) {
-        let known = lock(&self.coordinators);
-        let mut unknown: Vec<String> = transactional_ids
-            .iter()
-            .filter(|id| !known.contains_key(**id))
-            .map(|id| (*id).to_owned())
-            .collect();
-        drop(known);
+    pub(crate) async fn find_coordinators(&self, transactional_ids: &[&str], deadline: Instant) {
+        let mut unknown: Vec<String> = {
+            let known = lock(&self.coordinators);
+            transactional_ids
+                .iter()
+                .filter(|id| !known.contains_key(**id))
+                .map(|id| (*id).to_owned())
+                .collect()
+        };
         if unknown.is_empty() {
             return;
         }
@@ -457,7 +554,7 @@ impl Cluster {
         unknown.dedup();
         for chunk in unknown.chunks(LOOKUP_BATCH + 1) {
             if let Some((first, others)) = chunk.split_first() {
-                if let Ok(addr) = self.find_coordinator(first, others, deadline) {
+                if let Ok(addr) = self.find_coordinator(first, others, deadline).await {
                     lock(&self.coordinators).insert(first.clone(), addr);
                 }
             }
@@ -468,7 +565,7 @@ impl Cluster {
     /// FindCoordinator v4 on, the request also names `others` (each a wanted id whose
     /// coordinator is unknown, see [`want_coordinator`](Self::want_coordinator)); every one of
     /// them answered without an error is cached, the others are left for their own lookup.
-    fn find_coordinator(
+    async fn find_coordinator(
         &self,
         transactional_id: &str,
         others: &[String],
@@ -477,76 +574,19 @@ impl Cluster {
         let mut last = String::from("no bootstrap server configured");
         let mut all_silent = true;
         for server in &self.bootstrap {
-            let outcome = self.on(server, deadline, |conn| {
-                let Some(version) = conn.version::<FindCoordinatorRequest>().filter(|v| *v >= 1)
-                else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {server} does not support FindCoordinator for \
-                         transactional ids (Kafka 0.11 or newer is needed)"
-                    ))));
-                };
-                let id = StrBytes::from_string(transactional_id.to_owned());
-                let mut req = FindCoordinatorRequest::default().with_key_type(KEY_TYPE_TRANSACTION);
-                req = if version >= 4 {
-                    let keys = std::iter::once(id)
-                        .chain(others.iter().map(|o| StrBytes::from_string(o.clone())))
-                        .collect();
-                    req.with_coordinator_keys(keys)
-                } else {
-                    req.with_key(id)
-                };
-                let resp = conn.call(&req, version, deadline)?;
-                let (error, message, host, port) = if version >= 4 {
-                    let mut ours = None;
-                    for c in resp.coordinators {
-                        if c.key.as_str() == transactional_id {
-                            ours = Some((c.error_code, c.error_message, c.host, c.port));
-                        } else if c.error_code == code::NONE && c.port > 0 {
-                            lock(&self.coordinators)
-                                .insert(c.key.to_string(), format!("{}:{}", c.host, c.port));
-                        }
+            let (id, others, at) = (transactional_id.to_owned(), others.to_vec(), server.clone());
+            let outcome = self
+                .on_async(server, deadline, move |conn| {
+                    find_coordinator_on(conn, &at, &id, &others, deadline)
+                })
+                .await
+                .and_then(|found| {
+                    let mut cache = lock(&self.coordinators);
+                    for (id, addr) in found.others {
+                        cache.insert(id, addr);
                     }
-                    match ours {
-                        Some(answer) => answer,
-                        None => {
-                            return Err(Attempt::relookup(format!(
-                                "FindCoordinator did not answer for '{transactional_id}'"
-                            )))
-                        }
-                    }
-                } else {
-                    (resp.error_code, resp.error_message, resp.host, resp.port)
-                };
-                match error {
-                    code::NONE => Ok(format!("{host}:{port}")),
-                    code::COORDINATOR_LOAD_IN_PROGRESS
-                    | code::COORDINATOR_NOT_AVAILABLE
-                    | code::NOT_COORDINATOR => Err(Attempt::Again {
-                        relookup: true,
-                        why: format!(
-                            "FindCoordinator: {}",
-                            message.as_deref().unwrap_or(code::name(error))
-                        ),
-                        code: Some(error),
-                    }),
-                    code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
-                        Err(Attempt::Stop(TransportError::unauthorized(format!(
-                            "FindCoordinator for transactional id '{transactional_id}': the \
-                             principal needs the DESCRIBE ACL on TransactionalId \
-                             '{transactional_id}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a \
-                             member needs WRITE on it, which implies DESCRIBE"
-                        ))))
-                    }
-                    other => Err(Attempt::from_code(
-                        other,
-                        format!(
-                            "FindCoordinator for '{transactional_id}' failed with error {other} \
-                             ({})",
-                            message.as_deref().unwrap_or(code::name(other))
-                        ),
-                    )),
-                }
-            });
+                    found.ours
+                });
             match outcome {
                 Ok(addr) => return Ok(addr),
                 Err(Attempt::Silent(why)) => last = format!("{server}: {why}"),
@@ -790,6 +830,111 @@ impl Cluster {
                 .with_source(err),
             None => err,
         }
+    }
+}
+
+/// What one FindCoordinator answered: the coordinator asked for (or why not), and the
+/// others' it named without an error.
+struct Found {
+    ours: Result<String, Attempt>,
+    others: Vec<(String, String)>,
+}
+
+/// One FindCoordinator for `transactional_id` (and, from v4, `others`) on `conn`, a
+/// connection to the bootstrap server `server`.
+fn find_coordinator_on(
+    conn: &mut Conn,
+    server: &str,
+    transactional_id: &str,
+    others: &[String],
+    deadline: Instant,
+) -> Result<Found, Attempt> {
+    let Some(version) = conn.version::<FindCoordinatorRequest>().filter(|v| *v >= 1) else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {server} does not support FindCoordinator for transactional ids \
+             (Kafka 0.11 or newer is needed)"
+        ))));
+    };
+    let id = StrBytes::from_string(transactional_id.to_owned());
+    let mut req = FindCoordinatorRequest::default().with_key_type(KEY_TYPE_TRANSACTION);
+    req = if version >= 4 {
+        let keys = std::iter::once(id)
+            .chain(others.iter().map(|o| StrBytes::from_string(o.clone())))
+            .collect();
+        req.with_coordinator_keys(keys)
+    } else {
+        req.with_key(id)
+    };
+    let resp = conn.call(&req, version, deadline)?;
+    let mut found = Vec::new();
+    let (error, message, host, port) = if version >= 4 {
+        let mut ours = None;
+        for c in resp.coordinators {
+            if c.key.as_str() == transactional_id {
+                ours = Some((c.error_code, c.error_message, c.host, c.port));
+            } else if c.error_code == code::NONE && c.port > 0 {
+                found.push((c.key.to_string(), format!("{}:{}", c.host, c.port)));
+            }
+        }
+        match ours {
+            Some(answer) => answer,
+            None => {
+                return Ok(Found {
+                    ours: Err(Attempt::relookup(format!(
+                        "FindCoordinator did not answer for '{transactional_id}'"
+                    ))),
+                    others: found,
+                })
+            }
+        }
+    } else {
+        (resp.error_code, resp.error_message, resp.host, resp.port)
+    };
+    let ours = match error {
+        code::NONE => Ok(format!("{host}:{port}")),
+        code::COORDINATOR_LOAD_IN_PROGRESS
+        | code::COORDINATOR_NOT_AVAILABLE
+        | code::NOT_COORDINATOR => Err(Attempt::Again {
+            relookup: true,
+            why: format!(
+                "FindCoordinator: {}",
+                message.as_deref().unwrap_or(code::name(error))
+            ),
+            code: Some(error),
+        }),
+        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+            Err(Attempt::Stop(TransportError::unauthorized(format!(
+                "FindCoordinator for transactional id '{transactional_id}': the principal needs \
+                 the DESCRIBE ACL on TransactionalId '{transactional_id}' \
+                 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a member needs WRITE on it, which \
+                 implies DESCRIBE"
+            ))))
+        }
+        other => Err(Attempt::from_code(
+            other,
+            format!(
+                "FindCoordinator for '{transactional_id}' failed with error {other} ({})",
+                message.as_deref().unwrap_or(code::name(other))
+            ),
+        )),
+    };
+    Ok(Found {
+        ours,
+        others: found,
+    })
+}
+
+/// Runs `f` on a connection, noting that the cluster answered; a broken connection is
+/// returned as `Io`, so that the pool drops it.
+fn answer_on<T>(
+    answered: &std::sync::atomic::AtomicBool,
+    conn: &mut Conn,
+    f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
+) -> Result<Result<T, Attempt>, NetError> {
+    answered.store(true, std::sync::atomic::Ordering::Release);
+    match f(conn) {
+        Err(Attempt::Broken(why)) => Err(NetError::Io(why)),
+        other => Ok(other),
     }
 }
 

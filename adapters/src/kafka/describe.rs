@@ -13,9 +13,11 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
+use super::net::Conn;
 use crate::error::TransportError;
 
 /// The third-party check's client.
+#[derive(Clone)]
 pub(crate) struct DescribeClient {
     cluster: Arc<Cluster>,
     timeout: Duration,
@@ -39,60 +41,42 @@ impl DescribeClient {
 
     /// The role's current pair and transaction state, or `NOT_FOUND`.
     pub fn describe(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
+        super::exec::block_on(self.describe_async(role))
+    }
+
+    /// [`describe`](Self::describe) holding no thread while it waits.
+    pub async fn describe_async(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         let deadline = Instant::now() + self.timeout;
         let what = format!("describing role '{role}'");
-        self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_coordinator(role.as_str(), deadline, |conn| {
-                if conn.version::<DescribeTransactionsRequest>().is_none() {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} does not support DescribeTransactions (API key 65; \
-                         Kafka 3.0 or newer)",
-                        conn.addr()
-                    ))));
-                }
-                let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![
-                    TransactionalId(StrBytes::from_string(role.as_str().to_owned())),
-                ]);
-                let resp = conn.call(&req, 0, deadline)?;
-                let Some(state) = resp
-                    .transaction_states
-                    .into_iter()
-                    .find(|s| s.transactional_id.0.as_str() == role.as_str())
-                else {
-                    return Err(Attempt::Stop(TransportError::fatal(format!(
-                        "DescribeTransactions from {} did not mention role '{role}'",
-                        conn.addr()
-                    ))));
-                };
-                match state.error_code {
-                    code::NONE => Ok(status_of(&state)),
-                    code::TRANSACTIONAL_ID_NOT_FOUND => Ok(LeadershipStatus::NOT_FOUND),
-                    code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
-                        Err(Attempt::Stop(unauthorized(role)))
-                    }
-                    // COORDINATOR_LOAD_IN_PROGRESS: again; NOT_COORDINATOR and
-                    // COORDINATOR_NOT_AVAILABLE: look the coordinator up again (classify.rs).
-                    other => Err(Attempt::from_code(
-                        other,
-                        format!(
-                            "DescribeTransactions for role '{role}' at {} failed with error \
-                             {other} ({})",
-                            conn.addr(),
-                            code::name(other)
-                        ),
-                    )),
+        let cluster = &self.cluster;
+        cluster
+            .retry_async(&what, deadline, || {
+                let role = role.clone();
+                async move {
+                    let id = role.as_str().to_owned();
+                    cluster
+                        .at_coordinator_async(&id, deadline, move |conn| {
+                            describe_on(conn, &role, deadline)
+                        })
+                        .await
                 }
             })
-        })
+            .await
     }
-}
 
-impl DescribeClient {
     /// [`describe`](Self::describe) for many roles: one request per known coordinator, at
     /// most [`BATCH`] ids each. A role whose coordinator is not known yet, or that the batched
     /// request could not answer (a moved coordinator, a lost connection), is described alone,
     /// with the retries of [`describe`](Self::describe).
     pub fn describe_many(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
+        super::exec::block_on(self.describe_many_async(roles))
+    }
+
+    /// [`describe_many`](Self::describe_many) holding no thread while it waits.
+    pub async fn describe_many_async(
+        &self,
+        roles: &[Role],
+    ) -> Vec<Result<LeadershipStatus, TransportError>> {
         let mut out: Vec<Option<Result<LeadershipStatus, TransportError>>> =
             (0..roles.len()).map(|_| None).collect();
         let mut by_coordinator: std::collections::BTreeMap<String, Vec<usize>> =
@@ -101,7 +85,8 @@ impl DescribeClient {
         // supports it), not one FindCoordinator per role.
         let ids: Vec<&str> = roles.iter().map(Role::as_str).collect();
         self.cluster
-            .find_coordinators(&ids, Instant::now() + self.timeout);
+            .find_coordinators(&ids, Instant::now() + self.timeout)
+            .await;
         for (i, role) in roles.iter().enumerate() {
             if let Some(addr) = self.cluster.cached_coordinator(role.as_str()) {
                 by_coordinator.entry(addr).or_default().push(i);
@@ -110,19 +95,21 @@ impl DescribeClient {
         for (addr, indexes) in by_coordinator {
             for chunk in indexes.chunks(BATCH) {
                 let deadline = Instant::now() + self.timeout;
-                let answered = self.cluster.on(&addr, deadline, |conn| {
-                    if conn.version::<DescribeTransactionsRequest>().is_none() {
-                        return Err(Attempt::again("no DescribeTransactions"));
-                    }
-                    let ids = chunk
-                        .iter()
-                        .map(|&i| {
-                            TransactionalId(StrBytes::from_string(roles[i].as_str().to_owned()))
-                        })
-                        .collect();
-                    let req = DescribeTransactionsRequest::default().with_transactional_ids(ids);
-                    Ok(conn.call(&req, 0, deadline)?)
-                });
+                let ids: Vec<TransactionalId> = chunk
+                    .iter()
+                    .map(|&i| TransactionalId(StrBytes::from_string(roles[i].as_str().to_owned())))
+                    .collect();
+                let answered = self
+                    .cluster
+                    .on_async(&addr, deadline, move |conn| {
+                        if conn.version::<DescribeTransactionsRequest>().is_none() {
+                            return Err(Attempt::again("no DescribeTransactions"));
+                        }
+                        let req =
+                            DescribeTransactionsRequest::default().with_transactional_ids(ids);
+                        Ok(conn.call(&req, 0, deadline)?)
+                    })
+                    .await;
                 let Ok(resp) = answered else {
                     continue;
                 };
@@ -146,10 +133,58 @@ impl DescribeClient {
                 }
             }
         }
-        out.into_iter()
-            .zip(roles)
-            .map(|(answer, role)| answer.unwrap_or_else(|| self.describe(role)))
-            .collect()
+        let mut answers = Vec::with_capacity(roles.len());
+        for (answer, role) in out.into_iter().zip(roles) {
+            answers.push(match answer {
+                Some(answer) => answer,
+                None => self.describe_async(role).await,
+            });
+        }
+        answers
+    }
+}
+
+/// One DescribeTransactions for `role` on `conn`, a connection to its coordinator.
+fn describe_on(
+    conn: &mut Conn,
+    role: &Role,
+    deadline: Instant,
+) -> Result<LeadershipStatus, Attempt> {
+    if conn.version::<DescribeTransactionsRequest>().is_none() {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} does not support DescribeTransactions (API key 65; Kafka 3.0 or \
+             newer)",
+            conn.addr()
+        ))));
+    }
+    let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+        StrBytes::from_string(role.as_str().to_owned()),
+    )]);
+    let resp = conn.call(&req, 0, deadline)?;
+    let Some(state) = resp
+        .transaction_states
+        .into_iter()
+        .find(|s| s.transactional_id.0.as_str() == role.as_str())
+    else {
+        return Err(Attempt::Stop(TransportError::fatal(format!(
+            "DescribeTransactions from {} did not mention role '{role}'",
+            conn.addr()
+        ))));
+    };
+    match state.error_code {
+        code::NONE => Ok(status_of(&state)),
+        code::TRANSACTIONAL_ID_NOT_FOUND => Ok(LeadershipStatus::NOT_FOUND),
+        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Err(Attempt::Stop(unauthorized(role))),
+        // COORDINATOR_LOAD_IN_PROGRESS: again; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE:
+        // look the coordinator up again (classify.rs).
+        other => Err(Attempt::from_code(
+            other,
+            format!(
+                "DescribeTransactions for role '{role}' at {} failed with error {other} ({})",
+                conn.addr(),
+                code::name(other)
+            ),
+        )),
     }
 }
 

@@ -102,6 +102,7 @@ mod cluster;
 mod config;
 mod context;
 mod describe;
+mod exec;
 mod fetch;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -511,6 +512,21 @@ impl Coordinator for KafkaTransport {
     /// others (and any that request could not answer) one by one.
     fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
         self.describe.describe_many(roles)
+    }
+
+    /// Queues the checks' requests (lookups, then one DescribeTransactions per coordinator
+    /// and 256 roles) for the connection threads and returns: the check holds no thread while
+    /// it waits, and `done` is called on the connection thread that received the last answer.
+    fn start_describe_epochs(&self, roles: Vec<Role>, done: crate::transport::DescribeDone) {
+        let client = self.describe.clone();
+        exec::spawn(async move {
+            let answers = client.describe_many_async(&roles).await;
+            done(answers);
+        });
+    }
+
+    fn describes_without_a_thread(&self) -> bool {
+        true
     }
 
     /// Drops the role's transactional producer: this transport stops writing for the role.

@@ -436,7 +436,27 @@ struct Broker {
     calls: Mutex<Vec<Option<Call>>>,
     /// Signalled when a slot is given back.
     freed: std::sync::Condvar,
+    /// The requests handed over with [`Pool::request`], for the broker's connection threads.
+    queue: Mutex<Dispatch>,
+    /// Signalled when a request is queued.
+    queued: std::sync::Condvar,
 }
+
+/// A request handed over with [`Pool::request`]: it runs on one of its broker's connection
+/// threads and sends its own answer.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The queue of a broker's connection threads.
+#[derive(Default)]
+struct Dispatch {
+    jobs: std::collections::VecDeque<Job>,
+    /// Connection threads running, and how many of them wait for a job.
+    threads: usize,
+    idle: usize,
+}
+
+/// How long a connection thread with nothing to do waits for a request before it ends.
+const THREAD_IDLE: Duration = Duration::from_secs(30);
 
 /// A call holding one of a broker's connection slots.
 struct Call {
@@ -465,6 +485,24 @@ impl Broker {
             slots: (0..per_broker).map(|_| Mutex::new(None)).collect(),
             calls: Mutex::new((0..per_broker).map(|_| None).collect()),
             freed: std::sync::Condvar::new(),
+            queue: Mutex::new(Dispatch::default()),
+            queued: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Whether every slot has had its request in flight for at least `pile_up`, the rule by
+    /// which a broker that stopped answering is found silent (see [`Pool::take`]): `Ok` if
+    /// so, otherwise the earliest instant it could be.
+    fn stuck(calls: &[Option<Call>], now: Instant, pile_up: Duration) -> Result<(), Instant> {
+        if calls.iter().any(Option::is_none) {
+            return Err(now + pile_up);
+        }
+        let youngest = calls.iter().flatten().map(|c| c.since).max().unwrap_or(now);
+        let stuck_at = youngest + pile_up;
+        if now >= stuck_at {
+            Ok(())
+        } else {
+            Err(stuck_at)
         }
     }
 
@@ -524,6 +562,33 @@ impl Drop for Taken<'_> {
     fn drop(&mut self) {
         lock(&self.broker.calls)[self.index] = None;
         self.broker.freed.notify_one();
+    }
+}
+
+/// A connection thread of `broker`: runs its queued requests one at a time, and ends once
+/// none came for [`THREAD_IDLE`].
+fn connection_thread(broker: &Broker) {
+    loop {
+        let job = {
+            let mut queue = lock(&broker.queue);
+            loop {
+                if let Some(job) = queue.jobs.pop_front() {
+                    break job;
+                }
+                queue.idle += 1;
+                let (q, waited) = broker
+                    .queued
+                    .wait_timeout(queue, THREAD_IDLE)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                queue = q;
+                queue.idle -= 1;
+                if waited.timed_out() && queue.jobs.is_empty() {
+                    queue.threads -= 1;
+                    return;
+                }
+            }
+        };
+        job();
     }
 }
 
@@ -718,11 +783,7 @@ impl Pool {
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, NetError>,
     ) -> (Result<T, NetError>, Heard) {
-        let broker = Arc::clone(
-            lock(&self.conns)
-                .entry(addr.to_owned())
-                .or_insert_with(|| Arc::new(Broker::new(self.per_broker))),
-        );
+        let broker = self.broker(addr);
         let taken = match self.take(&broker, addr, deadline) {
             Ok(taken) => taken,
             Err((e, heard)) => return (Err(e), heard),
@@ -847,20 +908,17 @@ impl Pool {
                 calls[index] = Some(Call::new(now));
                 return Ok(Taken { broker, index });
             }
-            // Every slot is taken; the youngest request on them started at `youngest`.
-            let youngest = calls.iter().flatten().map(|c| c.since).max().unwrap_or(now);
-            let stuck_at = youngest + self.pile_up;
-            if now >= stuck_at {
-                let why = format!(
-                    "every connection to {addr} has had a request unanswered for over {:?} \
-                     while other calls waited for one",
-                    self.pile_up
-                );
-                return Err((
-                    NetError::Io(format!("not sending to {addr}: {why}")),
-                    Heard::Silent(why),
-                ));
-            }
+            // Every slot is taken: stuck once the youngest request on them is that old.
+            let stuck_at = match Broker::stuck(&calls, now, self.pile_up) {
+                Ok(()) => {
+                    let why = self.pile_up_why(addr);
+                    return Err((
+                        NetError::Io(format!("not sending to {addr}: {why}")),
+                        Heard::Silent(why),
+                    ));
+                }
+                Err(at) => at,
+            };
             if now >= deadline {
                 return Err((
                     NetError::Io(format!(
@@ -876,6 +934,126 @@ impl Pool {
                 .wait_timeout(calls, wait)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
+        }
+    }
+
+    /// The connections to `addr` (an entry made on first use).
+    fn broker(&self, addr: &str) -> Arc<Broker> {
+        Arc::clone(
+            lock(&self.conns)
+                .entry(addr.to_owned())
+                .or_insert_with(|| Arc::new(Broker::new(self.per_broker))),
+        )
+    }
+
+    /// Why a broker whose connections all had a request unanswered for the pile-up time is
+    /// taken for silent.
+    fn pile_up_why(&self, addr: &str) -> String {
+        format!(
+            "every connection to {addr} has had a request unanswered for over {:?} while other \
+             calls waited for one",
+            self.pile_up
+        )
+    }
+
+    /// [`with`](Self::with), run on one of `addr`'s connection threads instead of the
+    /// caller's: returns at once, and the answer arrives on the receiver. The caller holds no
+    /// thread while the request waits for a connection or for its answer.
+    ///
+    /// Each broker has up to `per_broker` connection threads, started when requests are queued
+    /// and none is free, ended after [`THREAD_IDLE`] without one. A request that waits in the
+    /// queue while every connection of its broker has had a request unanswered for the
+    /// pile-up time finds the broker silent, as a blocking call waiting for a connection
+    /// does. A request whose deadline passed while it was queued is not sent.
+    pub(crate) fn request<T: Send + 'static>(
+        self: &Arc<Self>,
+        addr: &str,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn) -> Result<T, NetError> + Send + 'static,
+    ) -> super::exec::Receiver<Result<T, NetError>> {
+        let (tx, rx) = super::exec::oneshot();
+        let pool = Arc::downgrade(self);
+        let owned = addr.to_owned();
+        let job: Job = Box::new(move || {
+            let Some(pool) = pool.upgrade() else {
+                tx.send(Err(NetError::Io(format!(
+                    "not sending to {owned}: the client was dropped"
+                ))));
+                return;
+            };
+            if Instant::now() >= deadline {
+                tx.send(Err(NetError::Io(format!(
+                    "timed out waiting for a connection to {owned}"
+                ))));
+                return;
+            }
+            tx.send(pool.with(&owned, deadline, f));
+        });
+        let broker = self.broker(addr);
+        let mut queue = lock(&broker.queue);
+        queue.jobs.push_back(job);
+        if queue.idle > 0 {
+            drop(queue);
+            broker.queued.notify_one();
+            return rx;
+        }
+        if queue.threads < self.per_broker {
+            queue.threads += 1;
+            drop(queue);
+            let spawned = {
+                let broker = Arc::clone(&broker);
+                std::thread::Builder::new()
+                    .name("kc-conn".into())
+                    .spawn(move || connection_thread(&broker))
+            };
+            if spawned.is_err() {
+                // No thread: the jobs queued run on the threads there are, or fail here.
+                let mut queue = lock(&broker.queue);
+                queue.threads -= 1;
+                if queue.threads == 0 {
+                    let jobs = std::mem::take(&mut queue.jobs);
+                    drop(queue);
+                    // Each job answers (the pool is alive: it fails on its deadline or runs).
+                    for job in jobs {
+                        job();
+                    }
+                }
+            }
+            return rx;
+        }
+        drop(queue);
+        // Every connection thread is busy: if they all stay stuck on unanswered requests,
+        // the broker is silent and what waits here should not wait for the request timeout.
+        Self::check_pile_up_at(Arc::downgrade(self), addr, Instant::now() + self.pile_up);
+        rx
+    }
+
+    /// Has [`check_pile_up`](Self::check_pile_up) run for `addr` at `when`.
+    fn check_pile_up_at(pool: std::sync::Weak<Pool>, addr: &str, when: Instant) {
+        let addr = addr.to_owned();
+        super::exec::at(when, move || {
+            if let Some(live) = pool.upgrade() {
+                live.check_pile_up(pool, &addr);
+            }
+        });
+    }
+
+    /// Finds `addr` silent when requests wait in its queue while every one of its
+    /// connections has had a request unanswered for the pile-up time; looks again when that
+    /// could first be, for as long as requests wait and the broker is not silent.
+    fn check_pile_up(&self, weak: std::sync::Weak<Pool>, addr: &str) {
+        let broker = self.broker(addr);
+        if lock(&broker.queue).jobs.is_empty() || self.is_silent(addr) {
+            return;
+        }
+        let stuck = Broker::stuck(&lock(&broker.calls), Instant::now(), self.pile_up);
+        match stuck {
+            Ok(()) => self.note(
+                addr,
+                &Admission::Send,
+                Heard::Silent(self.pile_up_why(addr)),
+            ),
+            Err(next) => Self::check_pile_up_at(weak, addr, next),
         }
     }
 
@@ -1093,6 +1271,52 @@ mod tests {
             0,
             "nothing was sent"
         );
+    }
+
+    /// A request handed over with `request` runs on a connection thread of its broker, and
+    /// the task waiting for it resumes there: the caller's thread is free at once.
+    #[test]
+    fn a_request_runs_on_a_connection_thread_and_resumes_its_task_there() {
+        let pool = Arc::new(Pool::new(
+            Security::plaintext(),
+            "test",
+            2,
+            Duration::from_secs(5),
+        ));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let answer = pool.request("127.0.0.1:1", soon(), |_| Ok(()));
+        super::super::exec::spawn(async move {
+            let outcome = answer.await;
+            let on = std::thread::current().name().map(str::to_owned);
+            let _ = tx.send((outcome.map(io_message), on));
+        });
+        let (why, on) = rx.recv_timeout(Duration::from_secs(60)).expect("answered");
+        let why = why.expect("the connection thread answered");
+        assert!(why.contains("127.0.0.1:1"), "{why}");
+        assert_eq!(on.as_deref(), Some("kc-conn"));
+    }
+
+    /// Requests queued for a broker whose every connection has a request unanswered for the
+    /// pile-up time find the broker silent then, as a blocking call waiting for a connection
+    /// does, not at the request timeout (an hour here): the request in flight is given up on,
+    /// and the one queued behind it is not sent.
+    #[test]
+    fn requests_queued_behind_unanswered_ones_find_the_broker_silent() {
+        let (addr, accepted) = frozen_broker();
+        let mut pool = Pool::new(Security::plaintext(), "test", 1, Duration::from_secs(3600));
+        pool.quiet_period = Duration::from_secs(3600);
+        pool.pile_up = Duration::from_millis(200);
+        let pool = Arc::new(pool);
+        // Without the pile-up rule, both would wait out this deadline and fail saying so.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let first = pool.request(&addr, deadline, |_| Ok(()));
+        let queued = pool.request(&addr, deadline, |_| Ok(()));
+        let first = io_message(super::super::exec::block_on(first).expect("answered"));
+        assert!(first.contains("went silent"), "{first}");
+        let queued = io_message(super::super::exec::block_on(queued).expect("answered"));
+        assert!(queued.contains("which went silent"), "{queued}");
+        assert!(pool.is_silent(&addr));
+        assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) <= 1);
     }
 
     /// When a broker goes silent, the requests it has left unanswered for the pile-up time are

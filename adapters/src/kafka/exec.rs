@@ -1,0 +1,389 @@
+//! What the transport's calls that hold no thread run on: a task that is polled by whichever
+//! thread wakes it, a one-shot answer, one timer thread per process, and `block_on` for the
+//! blocking API.
+//!
+//! A call started with [`spawn`] is polled once on the caller's thread, up to its first
+//! request. The request goes to its broker's connection thread (see `net.rs`); when the answer
+//! arrives, that thread wakes the task and polls it on the spot, up to the next request, and
+//! so on. Between two requests (and during a retry's pause, which the timer thread ends) the
+//! call is only memory: it holds no thread.
+//!
+//! Rules for code that runs in such a task: never block (no `block_on`, no sleep, no blocking
+//! call of the cluster), since it runs on a connection thread that others wait for.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::Instant;
+
+use super::context::lock;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A spawned future: polled by the thread that wakes it.
+struct Task {
+    future: Mutex<Option<BoxFuture>>,
+    /// Woken since the last poll began: poll again.
+    woken: AtomicBool,
+}
+
+impl Wake for Task {
+    fn wake(self: Arc<Self>) {
+        run(&self);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        run(self);
+    }
+}
+
+/// Polls `task` on this thread until it is pending and not woken meanwhile. A thread that
+/// finds it being polled elsewhere only marks it woken: the poller polls it again.
+fn run(task: &Arc<Task>) {
+    task.woken.store(true, Ordering::SeqCst);
+    loop {
+        let Ok(mut slot) = task.future.try_lock() else {
+            return;
+        };
+        if !task.woken.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(future) = slot.as_mut() {
+            let waker = Waker::from(Arc::clone(task));
+            if future
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready()
+            {
+                *slot = None;
+            }
+        }
+        drop(slot);
+        if !task.woken.load(Ordering::SeqCst) {
+            return;
+        }
+    }
+}
+
+/// Runs `future` to its end without a thread of its own: polled here until its first wait,
+/// then by the threads that end its waits.
+pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
+    let task = Arc::new(Task {
+        future: Mutex::new(Some(Box::pin(future))),
+        woken: AtomicBool::new(false),
+    });
+    run(&task);
+}
+
+/// Wakes a parked thread.
+struct Unpark {
+    thread: Thread,
+    woken: AtomicBool,
+}
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// Runs `future` on this thread, parking it while the future waits. For the blocking API;
+/// never inside a spawned task.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    let unpark = Arc::new(Unpark {
+        thread: std::thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = Waker::from(Arc::clone(&unpark));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        while !unpark.woken.swap(false, Ordering::SeqCst) {
+            std::thread::park();
+        }
+    }
+}
+
+/// The sending half of a one-shot answer. Dropped unsent, the receiver gets `None`.
+pub(crate) struct Sender<T> {
+    shared: Arc<Mutex<Slot<T>>>,
+}
+
+/// The receiving half: a future of the answer (`None` if the sender was dropped unsent).
+pub(crate) struct Receiver<T> {
+    shared: Arc<Mutex<Slot<T>>>,
+}
+
+struct Slot<T> {
+    value: Option<T>,
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+/// A one-shot answer: one value from one thread to one waiting task.
+pub(crate) fn oneshot<T>() -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Mutex::new(Slot {
+        value: None,
+        closed: false,
+        waker: None,
+    }));
+    (
+        Sender {
+            shared: Arc::clone(&shared),
+        },
+        Receiver { shared },
+    )
+}
+
+impl<T> Sender<T> {
+    pub(crate) fn send(self, value: T) {
+        lock(&self.shared).value = Some(value);
+        // Drop closes and wakes.
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut slot = lock(&self.shared);
+            slot.closed = true;
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl<T> Future for Receiver<T> {
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut slot = lock(&self.shared);
+        if let Some(value) = slot.value.take() {
+            return Poll::Ready(Some(value));
+        }
+        if slot.closed {
+            return Poll::Ready(None);
+        }
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+type Alarm = Box<dyn FnOnce() + Send>;
+
+/// The process's timer: one thread, started on first use, that runs alarms when they are due.
+struct Timer {
+    state: Mutex<Alarms>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Alarms {
+    due: BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
+    alarms: HashMap<u64, Alarm>,
+}
+
+static NEXT_ALARM: AtomicU64 = AtomicU64::new(0);
+
+fn timer() -> &'static Timer {
+    static TIMER: OnceLock<&'static Timer> = OnceLock::new();
+    TIMER.get_or_init(|| {
+        let timer: &'static Timer = Box::leak(Box::new(Timer {
+            state: Mutex::new(Alarms::default()),
+            changed: Condvar::new(),
+        }));
+        // Without the thread no alarm would ever run; failing to start one is as fatal as
+        // failing to allocate.
+        std::thread::Builder::new()
+            .name("kc-timer".into())
+            .spawn(move || timer.run())
+            .expect("starting the Kafka transport's timer thread");
+        timer
+    })
+}
+
+impl Timer {
+    fn run(&self) {
+        let mut state = lock(&self.state);
+        loop {
+            let now = Instant::now();
+            let next = state.due.peek().map(|std::cmp::Reverse((at, _))| *at);
+            match next {
+                Some(at) if at <= now => {
+                    let Some(std::cmp::Reverse((_, id))) = state.due.pop() else {
+                        continue;
+                    };
+                    if let Some(alarm) = state.alarms.remove(&id) {
+                        drop(state);
+                        alarm();
+                        state = lock(&self.state);
+                    }
+                }
+                Some(at) => {
+                    state = self
+                        .changed
+                        .wait_timeout(state, at - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                None => {
+                    state = self
+                        .changed
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+}
+
+/// Runs `alarm` on the timer thread at `at` (at once if that has passed). An alarm must not
+/// block.
+pub(crate) fn at(when: Instant, alarm: impl FnOnce() + Send + 'static) {
+    let timer = timer();
+    let id = NEXT_ALARM.fetch_add(1, Ordering::Relaxed);
+    let mut state = lock(&timer.state);
+    state.due.push(std::cmp::Reverse((when, id)));
+    state.alarms.insert(id, Box::new(alarm));
+    drop(state);
+    timer.changed.notify_one();
+}
+
+/// A future that is ready at `when`.
+pub(crate) fn sleep_until(when: Instant) -> Sleep {
+    Sleep { when, armed: None }
+}
+
+pub(crate) struct Sleep {
+    when: Instant,
+    /// Where the alarm looks for the waker to wake, once armed.
+    armed: Option<Arc<Mutex<Option<Waker>>>>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.when {
+            return Poll::Ready(());
+        }
+        match &self.armed {
+            Some(waker) => *lock(waker) = Some(cx.waker().clone()),
+            None => {
+                let waker = Arc::new(Mutex::new(Some(cx.waker().clone())));
+                let theirs = Arc::clone(&waker);
+                at(self.when, move || {
+                    let waker = lock(&theirs).take();
+                    if let Some(waker) = waker {
+                        waker.wake();
+                    }
+                });
+                self.armed = Some(waker);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_spawned_task_runs_on_the_thread_that_answers_it() {
+        let (tx, rx) = oneshot::<u32>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        spawn(async move {
+            let got = rx.await;
+            let _ = done_tx.send((got, std::thread::current().id()));
+        });
+        // Pending: nothing answered yet, and spawn returned.
+        assert!(done_rx.try_recv().is_err());
+        let answerer = std::thread::spawn(move || {
+            tx.send(7);
+            std::thread::current().id()
+        });
+        let answerer = answerer.join().expect("answerer");
+        let (got, ran_on) = done_rx.recv().expect("the task finished");
+        assert_eq!(got, Some(7));
+        assert_eq!(ran_on, answerer, "polled by the thread that woke it");
+    }
+
+    #[test]
+    fn a_dropped_sender_ends_the_wait_with_none() {
+        let (tx, rx) = oneshot::<u32>();
+        drop(tx);
+        assert_eq!(block_on(rx), None);
+    }
+
+    #[test]
+    fn block_on_waits_for_an_answer_from_another_thread() {
+        let (tx, rx) = oneshot::<&'static str>();
+        let t = std::thread::spawn(move || tx.send("answer"));
+        assert_eq!(block_on(rx), Some("answer"));
+        t.join().expect("sender");
+    }
+
+    #[test]
+    fn sleeps_end_in_the_order_of_their_instants() {
+        let start = Instant::now();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = oneshot::<()>();
+        let tx = Arc::new(Mutex::new(Some(tx)));
+        for (i, ms) in [(0u32, 30u64), (1, 10), (2, 20)] {
+            let order = Arc::clone(&order);
+            let tx = Arc::clone(&tx);
+            spawn(async move {
+                sleep_until(start + Duration::from_millis(ms)).await;
+                let mut order = lock(&order);
+                order.push(i);
+                if order.len() == 3 {
+                    if let Some(tx) = lock(&tx).take() {
+                        tx.send(());
+                    }
+                }
+            });
+        }
+        block_on(rx);
+        assert_eq!(*lock(&order), vec![1, 2, 0]);
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_wake_during_a_poll_polls_again_instead_of_being_lost() {
+        // A future that wakes itself while being polled, twice, then finishes.
+        struct SelfWaking(u32);
+        impl Future for SelfWaking {
+            type Output = ();
+            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+                if self.0 == 0 {
+                    return Poll::Ready(());
+                }
+                self.0 -= 1;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+        let (tx, rx) = oneshot::<()>();
+        spawn(async move {
+            SelfWaking(2).await;
+            tx.send(());
+        });
+        assert_eq!(block_on(rx), Some(()));
+    }
+}
