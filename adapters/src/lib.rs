@@ -154,7 +154,7 @@ pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
 pub use transport::{
-    Append, AppendDone, Coordinator, DescribeDone, GuardedRecord, LeaseWriter, ReadBatch, Record,
-    Registrar, StateReader, TailHook, Transport,
+    AcquireDone, Append, AppendDone, Coordinator, DescribeDone, GuardedRecord, LeaseDone,
+    LeaseWriter, ReadBatch, Record, Registrar, StateReader, TailHook, Transport,
 };
 pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};

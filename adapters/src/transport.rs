@@ -91,6 +91,22 @@ pub trait Coordinator {
         false
     }
 
+    /// [`acquire_epoch`](Coordinator::acquire_epoch), handing the outcome to `done` instead
+    /// of returning it; `done` is called exactly once, as for
+    /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default calls
+    /// [`acquire_epoch`](Coordinator::acquire_epoch) and then `done` on the caller's thread;
+    /// a transport whose acquires hold no thread returns at once and says so with
+    /// [`acquires_without_a_thread`](Coordinator::acquires_without_a_thread).
+    fn start_acquire_epoch(&self, role: Role, transaction_timeout: Duration, done: AcquireDone) {
+        done(self.acquire_epoch(&role, transaction_timeout));
+    }
+
+    /// Whether [`start_acquire_epoch`](Coordinator::start_acquire_epoch) returns at once,
+    /// without waiting on a network. The default: `false`.
+    fn acquires_without_a_thread(&self) -> bool {
+        false
+    }
+
     /// Reserves `role` for one candidacy on this transport. A transport shared by many
     /// candidacies (one client per process) refuses a second candidacy for a role it already
     /// holds or contests, with a [`Config`](crate::ErrorKind::Config) error: two candidacies of
@@ -112,6 +128,13 @@ pub trait Coordinator {
 /// What [`Coordinator::start_describe_epochs`] hands its answers to: one per role, in the
 /// order asked.
 pub type DescribeDone = Box<dyn FnOnce(Vec<Result<LeadershipStatus, TransportError>>) + Send>;
+
+/// What [`Coordinator::start_acquire_epoch`] hands its outcome to.
+pub type AcquireDone = Box<dyn FnOnce(Result<FencingToken, TransportError>) + Send>;
+
+/// What [`LeaseWriter::start_write_lease`] hands its outcome to: the record's offset, or the
+/// error.
+pub type LeaseDone = Box<dyn FnOnce(Result<i64, TransportError>) + Send>;
 
 /// Reads a partition of `__coordination_state` with read_committed isolation.
 pub trait StateReader {
@@ -311,6 +334,29 @@ pub trait LeaseWriter {
             "this transport does not support guarded writes",
         ))
     }
+
+    /// [`write_lease`](LeaseWriter::write_lease), handing the outcome to `done` instead of
+    /// returning it; `done` is called exactly once, as for
+    /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default calls
+    /// [`write_lease`](LeaseWriter::write_lease) and then `done` on the caller's thread; a
+    /// transport whose lease writes hold no thread returns at once and says so with
+    /// [`writes_without_a_thread`](LeaseWriter::writes_without_a_thread).
+    fn start_write_lease(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        token: FencingToken,
+        done: LeaseDone,
+    ) {
+        done(self.write_lease(partition, &key, value.as_deref(), token));
+    }
+
+    /// Whether [`start_write_lease`](LeaseWriter::start_write_lease) returns at once, without
+    /// waiting on a network. The default: `false`.
+    fn writes_without_a_thread(&self) -> bool {
+        false
+    }
 }
 
 /// All four traits: what a member needs.
@@ -339,6 +385,12 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
     }
     fn describes_without_a_thread(&self) -> bool {
         (**self).describes_without_a_thread()
+    }
+    fn start_acquire_epoch(&self, role: Role, transaction_timeout: Duration, done: AcquireDone) {
+        (**self).start_acquire_epoch(role, transaction_timeout, done)
+    }
+    fn acquires_without_a_thread(&self) -> bool {
+        (**self).acquires_without_a_thread()
     }
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
         (**self).claim_role(role)
@@ -401,5 +453,18 @@ impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
         (**self).guarded_write(token, records)
+    }
+    fn start_write_lease(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        token: FencingToken,
+        done: LeaseDone,
+    ) {
+        (**self).start_write_lease(partition, key, value, token, done)
+    }
+    fn writes_without_a_thread(&self) -> bool {
+        (**self).writes_without_a_thread()
     }
 }

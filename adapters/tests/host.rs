@@ -475,6 +475,9 @@ struct HeldAppends<T> {
     inner: T,
     held: std::sync::Mutex<HeldState>,
     moved: std::sync::Condvar,
+    /// Its lease writes hold no thread (`writes_without_a_thread`): a held one keeps only its
+    /// completion, answered by the thread that releases it.
+    on_its_own: bool,
 }
 
 #[derive(Default)]
@@ -487,7 +490,19 @@ struct HeldState {
     hold_lease: bool,
     /// The key of the lease write held, once one began.
     held_lease: Option<Vec<u8>>,
+    /// A lease write held without a thread: what to write, and who hears of it.
+    held_write: Option<HeldWrite>,
+    /// The threads lease writes were started on, when they hold no thread.
+    started_on: Vec<String>,
 }
+
+type HeldWrite = (
+    i32,
+    Vec<u8>,
+    Option<Vec<u8>>,
+    kafka_coordination::FencingToken,
+    kafka_coordination::LeaseDone,
+);
 
 impl<T: Transport> HeldAppends<T> {
     fn new(inner: T) -> HeldAppends<T> {
@@ -495,6 +510,15 @@ impl<T: Transport> HeldAppends<T> {
             inner,
             held: Default::default(),
             moved: Default::default(),
+            on_its_own: false,
+        }
+    }
+
+    /// As [`new`](Self::new), with lease writes that hold no thread.
+    fn on_its_own(inner: T) -> HeldAppends<T> {
+        HeldAppends {
+            on_its_own: true,
+            ..HeldAppends::new(inner)
         }
     }
 
@@ -531,10 +555,21 @@ impl<T: Transport> HeldAppends<T> {
         st.held_lease.clone()
     }
 
-    /// Lets the held lease write through.
+    /// Lets the held lease write through (one held without a thread is written and answered
+    /// on this thread).
     fn release_lease(&self) {
-        self.held.lock().unwrap().hold_lease = false;
+        let write = {
+            let mut st = self.held.lock().unwrap();
+            st.hold_lease = false;
+            st.held_write.take()
+        };
         self.moved.notify_all();
+        if let Some((partition, key, value, token, done)) = write {
+            done(
+                self.inner
+                    .write_lease(partition, &key, value.as_deref(), token),
+            );
+        }
     }
 
     /// Lets every append through: the queued ones are written and answered now.
@@ -638,16 +673,52 @@ impl<T: Transport> kafka_coordination::LeaseWriter for HeldAppends<T> {
         drop(st);
         self.inner.write_lease(partition, key, value, token)
     }
+
+    fn start_write_lease(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        token: kafka_coordination::FencingToken,
+        done: kafka_coordination::LeaseDone,
+    ) {
+        let mut st = self.held.lock().unwrap();
+        if self.on_its_own {
+            let name = std::thread::current()
+                .name()
+                .unwrap_or("(unnamed)")
+                .to_owned();
+            st.started_on.push(name);
+            if st.hold_lease && st.held_lease.is_none() && value.is_some() {
+                st.held_lease = Some(key.clone());
+                st.held_write = Some((partition, key, value, token, done));
+                self.moved.notify_all();
+                return;
+            }
+        }
+        drop(st);
+        done(self.write_lease(partition, &key, value.as_deref(), token));
+    }
+
+    fn writes_without_a_thread(&self) -> bool {
+        self.on_its_own
+    }
 }
 
 /// A renewal that waits in the host's queue for an I/O thread writes its lease's deadline from
 /// when the write begins, not from when it was due: the wait is not taken out of the lease.
 /// One I/O thread; one role's renewal is held on it while the manual clock moves 700 ms, so the
-/// other role's renewal, due at the same instant, waits behind it.
-fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour: Flavour) {
+/// other role's renewal, due at the same instant, waits behind it. With lease writes that hold
+/// no thread (`on_its_own`), the host keeps as many in flight as it has I/O threads, and the
+/// second waits for the first in the same way, holding nothing.
+fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour: Flavour, on_its_own: bool) {
     const WAIT: Duration = Duration::from_millis(700);
     let w = World::new();
-    let held = Arc::new(HeldAppends::new(w.broker.transport("a")));
+    let held = Arc::new(if on_its_own {
+        HeldAppends::on_its_own(w.broker.transport("a"))
+    } else {
+        HeldAppends::new(w.broker.transport("a"))
+    });
     held.release();
     let host = start_host(
         flavour,
@@ -704,12 +775,27 @@ fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour: Flavour) {
         );
     }
     resign_each(&w, leaderships);
+    let started_on = held.held.lock().unwrap().started_on.clone();
+    if on_its_own {
+        assert!(
+            !started_on.is_empty(),
+            "{flavour:?}: no lease write started"
+        );
+    }
+    for name in started_on {
+        assert!(
+            !name.starts_with("kc-host-io"),
+            "{flavour:?}: a lease write that holds no thread was started on I/O thread {name}"
+        );
+    }
 }
 
 #[test]
 fn a_renewal_that_waited_for_a_thread_keeps_its_whole_lease_on_every_flavour() {
     for flavour in flavours() {
-        a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour);
+        for on_its_own in [false, true] {
+            a_renewal_that_waited_for_a_thread_keeps_its_whole_lease(flavour, on_its_own);
+        }
     }
 }
 

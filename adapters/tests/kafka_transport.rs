@@ -114,6 +114,112 @@ fn renewals_keep_the_token_and_describe_agrees() {
     assert!(batch.end_offset > start);
 }
 
+/// Acquires and lease writes started with `start_acquire_epoch` and `start_write_lease` hold
+/// no thread: each call returns with its requests queued, and its outcome arrives on one of
+/// the client's connection threads, never the caller's. Ten roles are acquired and written
+/// from one thread that waits for none of them; the pairs are the coordinator's, the records
+/// become readable, and a superseded pair is fenced as with the blocking calls.
+#[test]
+fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    t.ensure_topic().expect("the state topic");
+    assert!(t.acquires_without_a_thread());
+    assert!(t.writes_without_a_thread());
+    let caller = thread::current().id();
+    let on_a_connection_thread = move |what: &str| {
+        let on = thread::current();
+        assert_ne!(
+            on.id(),
+            caller,
+            "{what} was answered on the caller's thread"
+        );
+        assert_eq!(on.name(), Some("kc-conn"), "{what} was answered elsewhere");
+    };
+    let roles: Vec<Role> = (0..10).map(|i| role(&format!("started-{i}"))).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, r) in roles.iter().enumerate() {
+        let tx = tx.clone();
+        t.start_acquire_epoch(
+            r.clone(),
+            LEASE,
+            Box::new(move |granted| {
+                on_a_connection_thread("an acquire");
+                let _ = tx.send((i, granted));
+            }),
+        );
+    }
+    let mut tokens = vec![None; roles.len()];
+    for _ in 0..roles.len() {
+        let (i, granted) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every acquire is answered");
+        tokens[i] = Some(granted.unwrap_or_else(|e| panic!("acquire {i}: {e}")));
+    }
+    let tokens: Vec<FencingToken> = tokens.into_iter().map(Option::unwrap).collect();
+    for (r, token) in roles.iter().zip(&tokens) {
+        assert_eq!(t.describe_epoch(r).expect("describe").token, *token, "{r}");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, (r, token)) in roles.iter().zip(&tokens).enumerate() {
+        let tx = tx.clone();
+        let p = t.role_partition(r).expect("partition");
+        t.start_write_lease(
+            p,
+            r.as_str().as_bytes().to_vec(),
+            Some(format!("lease {i}").into_bytes()),
+            *token,
+            Box::new(move |written| {
+                on_a_connection_thread("a lease write");
+                let _ = tx.send((i, written));
+            }),
+        );
+    }
+    let mut offsets = vec![-1i64; roles.len()];
+    for _ in 0..roles.len() {
+        let (i, written) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every lease write is answered");
+        offsets[i] = written.unwrap_or_else(|e| panic!("lease write {i}: {e}"));
+    }
+    for (i, r) in roles.iter().enumerate() {
+        let p = t.role_partition(r).expect("partition");
+        let key = r.as_str().as_bytes();
+        let batch = read_until(&t, p, offsets[i], |b| {
+            b.records.iter().any(|x| x.key == key)
+        });
+        let ours = batch
+            .records
+            .iter()
+            .find(|x| x.key == key)
+            .expect("readable");
+        assert_eq!(ours.offset, offsets[i], "{r}");
+        assert_eq!(ours.value.as_deref(), Some(format!("lease {i}").as_bytes()));
+    }
+    // A newer acquire fences the first pair: a write started with it is refused as fenced.
+    let r = &roles[0];
+    let newer = t.acquire_epoch(r, LEASE).expect("a second acquire");
+    assert_ne!(newer, tokens[0]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    t.start_write_lease(
+        t.role_partition(r).expect("partition"),
+        r.as_str().as_bytes().to_vec(),
+        Some(b"stale".to_vec()),
+        tokens[0],
+        Box::new(move |written| {
+            let _ = tx.send(written);
+        }),
+    );
+    let stale = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("answered")
+        .expect_err("a superseded pair");
+    assert_eq!(stale.kind(), ErrorKind::Fenced, "{stale}");
+    for r in &roles {
+        t.release_role(r);
+    }
+}
+
 /// A lease write is readable a moment after its commit is answered, not at once: the
 /// coordinator answers EndTxn once it has logged the commit and writes the marker to the
 /// partition after that, and read_committed reads stop at the last stable offset until the

@@ -82,14 +82,70 @@ pub(crate) fn execute<T: Transport + ?Sized>(
             key,
             value,
             token,
-        } => match transport.write_lease(partition, &key, value.as_deref(), token) {
-            Ok(offset) => Ok(Event::LeaseWritten { offset }),
-            Err(e) if e.is_fenced() => Ok(Event::Fenced),
-            Err(e) => Err(e),
-        },
+        } => lease_written(transport.write_lease(partition, &key, value.as_deref(), token)),
         Command::Elected { .. } | Command::Deposed { .. } | Command::Ended { .. } => Err(
             TransportError::fatal("driver bug: a notification was sent to the transport"),
         ),
+    }
+}
+
+/// What a lease write's outcome is to the machine: a fence is an event, not an error.
+fn lease_written(written: Result<i64, TransportError>) -> Result<Event, TransportError> {
+    match written {
+        Ok(offset) => Ok(Event::LeaseWritten { offset }),
+        Err(e) if e.is_fenced() => Ok(Event::Fenced),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a call started with [`start_execute`] hands its outcome to.
+pub(crate) type ExecuteDone = Box<dyn FnOnce(Result<Event, TransportError>) + Send>;
+
+/// [`execute`] for the calls a transport can run without holding the caller's thread (an
+/// acquire, a lease write, a check), through its `start_*` methods: `done` gets the outcome,
+/// now or later on a thread of the transport's. Whether those hold a thread is the
+/// transport's to say (its `*_without_a_thread` methods); their defaults run the blocking call
+/// here. Any other command is a driver bug, answered as such.
+pub(crate) fn start_execute<T: Transport + ?Sized>(
+    transport: &T,
+    command: Command,
+    done: ExecuteDone,
+) {
+    match command {
+        Command::AcquireEpoch {
+            transactional_id,
+            transaction_timeout,
+        } => transport.start_acquire_epoch(
+            transactional_id,
+            transaction_timeout,
+            Box::new(move |granted| done(granted.map(|token| Event::EpochGranted { token }))),
+        ),
+        Command::WriteLease {
+            partition,
+            key,
+            value,
+            token,
+        } => transport.start_write_lease(
+            partition,
+            key,
+            value,
+            token,
+            Box::new(move |written| done(lease_written(written))),
+        ),
+        Command::DescribeRole { transactional_id } => transport.start_describe_epochs(
+            vec![transactional_id],
+            Box::new(move |mut answers| {
+                done(match answers.pop() {
+                    Some(answer) => answer.map(|status| Event::Described { status }),
+                    None => Err(TransportError::fatal(
+                        "describe_epochs answered fewer roles than it was asked for",
+                    )),
+                })
+            }),
+        ),
+        other => done(Err(TransportError::fatal(format!(
+            "driver bug: {other:?} cannot be started without a thread"
+        )))),
     }
 }
 

@@ -82,7 +82,7 @@ use kafka_coordination_core::machine::{Command, Event as MachineEvent};
 use kafka_coordination_core::time::UnixMillis;
 
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::driver::{execute, Driver, InFlight, Next};
+use crate::driver::{execute, start_execute, Driver, InFlight, Next};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Spawner};
 use crate::options::Options;
@@ -497,24 +497,24 @@ type Job = Box<dyn FnOnce() + Send>;
 ///   waits behind takeovers no longer than it can afford.
 type Due = i64;
 
-struct Queued {
+struct Queued<J = Job> {
     due: Due,
     seq: u64,
-    job: Job,
+    job: J,
 }
 
-impl PartialEq for Queued {
+impl<J> PartialEq for Queued<J> {
     fn eq(&self, other: &Self) -> bool {
         (self.due, self.seq) == (other.due, other.seq)
     }
 }
-impl Eq for Queued {}
-impl PartialOrd for Queued {
+impl<J> Eq for Queued<J> {}
+impl<J> PartialOrd for Queued<J> {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Queued {
+impl<J> Ord for Queued<J> {
     /// Reversed, so that the `BinaryHeap` (a max-heap) pops the earliest due first.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (other.due, other.seq).cmp(&(self.due, self.seq))
@@ -590,6 +590,129 @@ impl Drop for Pool {
     }
 }
 
+/// The calls the transport runs without holding a thread (a lease write or an acquire on a
+/// transport that says so, see [`LeaseWriter::writes_without_a_thread`]): at most `limit` are
+/// in flight at once, as with the I/O threads, and the others wait in the same order (see
+/// [`Due`]) holding nothing. When one finishes, the thread that finished it starts the next.
+/// A lease write's deadline counts from when it starts here, as from when a thread takes it.
+///
+/// [`LeaseWriter::writes_without_a_thread`]: crate::LeaseWriter::writes_without_a_thread
+struct Window {
+    state: Mutex<WindowState>,
+    limit: usize,
+}
+
+struct WindowState {
+    queue: BinaryHeap<Queued<Start>>,
+    seq: u64,
+    in_flight: usize,
+    /// A thread is starting queued calls now: the others leave it to that thread.
+    starting: bool,
+}
+
+/// A call to start once the window has room; it holds the [`Permit`] until it finishes.
+type Start = Box<dyn FnOnce(Permit) + Send>;
+
+/// A place in the [`Window`]: given back when dropped, which starts the next queued call.
+struct Permit(Arc<Window>);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        lock(&self.0.state).in_flight -= 1;
+        self.0.pump();
+    }
+}
+
+impl Window {
+    fn new(limit: usize) -> Arc<Window> {
+        Arc::new(Window {
+            state: Mutex::new(WindowState {
+                queue: BinaryHeap::new(),
+                seq: 0,
+                in_flight: 0,
+                starting: false,
+            }),
+            limit: limit.max(1),
+        })
+    }
+
+    fn submit(self: &Arc<Self>, due: Due, job: Start) {
+        let mut st = lock(&self.state);
+        st.seq += 1;
+        let seq = st.seq;
+        st.queue.push(Queued { due, seq, job });
+        drop(st);
+        self.pump();
+    }
+
+    /// Starts queued calls, the earliest due first, while there is room. One thread at a time
+    /// does it; a call that finishes while it starts others only gives back its place, and
+    /// that thread starts the next.
+    fn pump(self: &Arc<Self>) {
+        let mut st = lock(&self.state);
+        if st.starting {
+            return;
+        }
+        st.starting = true;
+        while st.in_flight < self.limit {
+            let Some(next) = st.queue.pop() else {
+                break;
+            };
+            st.in_flight += 1;
+            drop(st);
+            (next.job)(Permit(Arc::clone(self)));
+            st = lock(&self.state);
+        }
+        st.starting = false;
+    }
+
+    /// Calls waiting for room.
+    fn queued(&self) -> usize {
+        lock(&self.state).queue.len()
+    }
+}
+
+/// The completion of a call started in the [`Window`]: gives the loop the outcome (or an
+/// error if the transport drops it unanswered), then gives back the place.
+struct Started<T: Transport + Send + Sync + ?Sized + 'static> {
+    inbox: Arc<Inbox<T>>,
+    call: Arc<InFlight>,
+    slot: usize,
+    gen: u64,
+    permit: Option<Permit>,
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Started<T> {
+    fn give(mut self, outcome: Result<MachineEvent, TransportError>) {
+        self.call.put(outcome);
+        self.finish();
+    }
+
+    /// Counts the call finished with no outcome: its driver took the command to run it.
+    fn skip(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        self.inbox.finished(vec![Done::Call {
+            slot: self.slot,
+            gen: self.gen,
+        }]);
+        self.permit = None;
+    }
+}
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Started<T> {
+    fn drop(&mut self) {
+        if self.permit.is_some() {
+            self.call.put(Err(TransportError::retriable(
+                "the transport dropped a call without answering it",
+            )));
+            self.finish();
+        }
+    }
+}
+
 /// A call a candidacy issued in this turn.
 struct Outgoing {
     slot: usize,
@@ -599,6 +722,8 @@ struct Outgoing {
     describe: bool,
     /// A registration: the partition it appends to.
     append: Option<i32>,
+    /// The transport runs it without holding a thread: it goes to the [`Window`].
+    on_its_own: bool,
     due: Due,
 }
 
@@ -680,6 +805,8 @@ pub(crate) struct Core<T: Transport + Send + Sync + ?Sized + 'static> {
     timers: BinaryHeap<Reverse<(UnixMillis, usize, u64)>>,
     views: Views,
     pool: Option<Pool>,
+    /// The calls that hold no thread.
+    window: Arc<Window>,
     /// Calls and reads handed to the pool (or run inline) whose completion was not taken yet.
     in_flight: usize,
     turns: u64,
@@ -779,6 +906,10 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         timers: BinaryHeap::new(),
         views: Views::new(options.refresh),
         pool,
+        window: Window::new(match options.io_threads {
+            0 => DEFAULT_IO_THREADS,
+            n => n,
+        }),
         in_flight: 0,
         turns: 0,
         published: None,
@@ -894,7 +1025,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let (_, partitions_reading, parked) = self.views.counts();
         st.parked = parked;
         st.partitions_reading = partitions_reading;
-        st.queued = self.pool.as_ref().map_or(0, Pool::queued);
+        st.queued = self.pool.as_ref().map_or(0, Pool::queued) + self.window.queued();
         *lock(&self.inbox.stats) = st;
     }
 
@@ -1073,6 +1204,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         Command::Append { partition, .. } => Some(*partition),
                         _ => None,
                     };
+                    let transport = &self.inbox.transport;
+                    let on_its_own = match &cmd {
+                        Command::AcquireEpoch { .. } => transport.acquires_without_a_thread(),
+                        Command::WriteLease { .. } => transport.writes_without_a_thread(),
+                        _ => false,
+                    };
                     let due = due(&cmd, s.driver.lease_deadline(), s.since.unwrap_or(now), now);
                     // Issued at or before this instant (the turn's `now` can be earlier than
                     // the machine's own): a lease write's deadline moves by no more than the
@@ -1086,6 +1223,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         shared: s.driver.shared.clone(),
                         describe,
                         append,
+                        on_its_own,
                         due,
                     });
                     return;
@@ -1187,6 +1325,32 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let (appends, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             singles.into_iter().partition(|c| c.append.is_some());
         jobs.extend(self.append_jobs(appends));
+        let (started, singles): (Vec<Outgoing>, Vec<Outgoing>) =
+            singles.into_iter().partition(|c| c.on_its_own);
+        for c in started {
+            let inbox = self.inbox.clone();
+            self.window.submit(
+                c.due,
+                Box::new(move |permit| {
+                    let started = Started {
+                        inbox: inbox.clone(),
+                        call: Arc::clone(&c.call),
+                        slot: c.slot,
+                        gen: c.gen,
+                        permit: Some(permit),
+                    };
+                    match c.call.start(inbox.clock.now()) {
+                        Some(cmd) => start_execute(
+                            &*inbox.transport,
+                            cmd,
+                            Box::new(move |outcome| started.give(outcome)),
+                        ),
+                        // Taken by a driver exiting on the spot: it runs it itself.
+                        None => started.skip(),
+                    }
+                }),
+            );
+        }
         for c in singles {
             let inbox = self.inbox.clone();
             jobs.push((

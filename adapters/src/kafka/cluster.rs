@@ -378,24 +378,8 @@ impl Cluster {
     }
 
     /// Runs `f` on a connection to the transaction coordinator of `transactional_id` (found
-    /// with FindCoordinator when not cached). An `Again { relookup: true }` forgets the cached
-    /// coordinator.
-    pub(crate) fn at_coordinator<T>(
-        &self,
-        transactional_id: &str,
-        deadline: Instant,
-        f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
-    ) -> Result<T, Attempt> {
-        let addr = match self.cached_coordinator(transactional_id) {
-            Some(addr) => addr,
-            None => super::exec::block_on(self.look_up_coordinator(transactional_id, deadline))?,
-        };
-        let result = self.on(&addr, deadline, f);
-        self.forget_coordinator_after(transactional_id, &result);
-        result
-    }
-
-    /// [`at_coordinator`](Self::at_coordinator) holding no thread.
+    /// with FindCoordinator when not cached), holding no thread. An `Again { relookup: true }`
+    /// forgets the cached coordinator.
     pub(crate) async fn at_coordinator_async<T: Send + 'static>(
         &self,
         transactional_id: &str,
@@ -443,24 +427,58 @@ impl Cluster {
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
     ) -> Result<T, Attempt> {
-        let key = (topic.to_owned(), partition);
-        let cached = lock(&self.leaders).get(&key).cloned();
-        let addr = match cached {
+        let addr = match self.cached_leader(topic, partition) {
             Some(addr) => addr,
-            None => {
-                self.refresh_leaders(topic, deadline)?;
-                lock(&self.leaders).get(&key).cloned().ok_or_else(|| {
-                    Attempt::relookup(format!(
-                        "no leader known for partition {partition} of topic '{topic}'"
-                    ))
-                })?
-            }
+            None => super::exec::block_on(self.look_up_leader(topic, partition, deadline))?,
         };
         let result = self.on(&addr, deadline, f);
-        if let Err(Attempt::Again { relookup: true, .. } | Attempt::Silent(_)) = &result {
-            lock(&self.leaders).remove(&key);
-        }
+        self.forget_leader_after(topic, partition, &result);
         result
+    }
+
+    /// [`at_leader`](Self::at_leader) holding no thread.
+    pub(crate) async fn at_leader_async<T: Send + 'static>(
+        &self,
+        topic: &str,
+        partition: i32,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn) -> Result<T, Attempt> + Send + 'static,
+    ) -> Result<T, Attempt> {
+        let addr = match self.cached_leader(topic, partition) {
+            Some(addr) => addr,
+            None => self.look_up_leader(topic, partition, deadline).await?,
+        };
+        let result = self.on_async(&addr, deadline, f).await;
+        self.forget_leader_after(topic, partition, &result);
+        result
+    }
+
+    fn cached_leader(&self, topic: &str, partition: i32) -> Option<String> {
+        lock(&self.leaders)
+            .get(&(topic.to_owned(), partition))
+            .cloned()
+    }
+
+    /// Reads the leaders of `topic` and returns that of `partition`.
+    async fn look_up_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        deadline: Instant,
+    ) -> Result<String, Attempt> {
+        self.refresh_leaders(topic, deadline).await?;
+        self.cached_leader(topic, partition).ok_or_else(|| {
+            Attempt::relookup(format!(
+                "no leader known for partition {partition} of topic '{topic}'"
+            ))
+        })
+    }
+
+    /// Forgets the leader of `topic`/`partition` after a `result` that says it may have moved.
+    fn forget_leader_after<T>(&self, topic: &str, partition: i32, result: &Result<T, Attempt>) {
+        if let Err(Attempt::Again { relookup: true, .. } | Attempt::Silent(_)) = result {
+            lock(&self.leaders).remove(&(topic.to_owned(), partition));
+        }
     }
 
     /// Runs `f` on the connection to `addr`.
@@ -606,75 +624,80 @@ impl Cluster {
     /// Asks the bootstrap servers in turn for the metadata of `topic`: the brokers' addresses
     /// by node id, and the topic's entry. A topic the broker does not know is an entry with
     /// UNKNOWN_TOPIC_OR_PARTITION.
-    fn metadata(&self, topic: &str, deadline: Instant) -> Result<TopicMetadata, Attempt> {
+    async fn metadata(&self, topic: &str, deadline: Instant) -> Result<TopicMetadata, Attempt> {
         let mut last = String::from("no bootstrap server configured");
         let mut last_code = None;
         let mut all_silent = true;
         for server in &self.bootstrap {
-            let outcome = self.on(server, deadline, |conn| {
-                let Some(version) = conn.version_at_most::<MetadataRequest>(12) else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {server} supports no Metadata version this client knows"
-                    ))));
-                };
-                let req = MetadataRequest::default()
-                    .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-                        TopicName(StrBytes::from_string(topic.to_owned())),
-                    ))]))
-                    .with_allow_auto_topic_creation(false);
-                let resp = conn.call(&req, version, deadline)?;
-                let brokers: HashMap<i32, String> = resp
-                    .brokers
-                    .iter()
-                    .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
-                    .collect();
-                let Some(t) = resp
-                    .topics
-                    .into_iter()
-                    .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
-                else {
-                    return Err(Attempt::again(format!(
-                        "Metadata did not mention topic '{topic}'"
-                    )));
-                };
-                if t.error_code == code::TOPIC_AUTHORIZATION_FAILED {
-                    return Err(Attempt::Stop(
-                        TransportError::unauthorized(format!(
-                            "reading the metadata of topic '{topic}': the principal needs the \
+            let (topic, server) = (topic.to_owned(), server.clone());
+            let at = server.clone();
+            let outcome = self
+                .on_async(&at, deadline, move |conn| {
+                    let (topic, server) = (topic.as_str(), &server);
+                    let Some(version) = conn.version_at_most::<MetadataRequest>(12) else {
+                        return Err(Attempt::Stop(TransportError::config(format!(
+                            "the broker at {server} supports no Metadata version this client knows"
+                        ))));
+                    };
+                    let req = MetadataRequest::default()
+                        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                            TopicName(StrBytes::from_string(topic.to_owned())),
+                        ))]))
+                        .with_allow_auto_topic_creation(false);
+                    let resp = conn.call(&req, version, deadline)?;
+                    let brokers: HashMap<i32, String> = resp
+                        .brokers
+                        .iter()
+                        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+                        .collect();
+                    let Some(t) = resp
+                        .topics
+                        .into_iter()
+                        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+                    else {
+                        return Err(Attempt::again(format!(
+                            "Metadata did not mention topic '{topic}'"
+                        )));
+                    };
+                    if t.error_code == code::TOPIC_AUTHORIZATION_FAILED {
+                        return Err(Attempt::Stop(
+                            TransportError::unauthorized(format!(
+                                "reading the metadata of topic '{topic}': the principal needs the \
                              DESCRIBE ACL on Topic '{topic}' (TOPIC_AUTHORIZATION_FAILED), which \
                              READ or WRITE implies: writing to the topic needs WRITE, reading it \
                              READ"
-                        ))
-                        .with_kafka_code(t.error_code),
-                    ));
-                }
-                Ok(TopicMetadata {
-                    server: server.clone(),
-                    error_code: t.error_code,
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            let leader = (p.error_code == code::NONE)
-                                .then(|| brokers.get(&p.leader_id.0).cloned())
-                                .flatten();
-                            (p.partition_index, leader)
-                        })
-                        .collect(),
+                            ))
+                            .with_kafka_code(t.error_code),
+                        ));
+                    }
+                    Ok(TopicMetadata {
+                        server: server.clone(),
+                        error_code: t.error_code,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                let leader = (p.error_code == code::NONE)
+                                    .then(|| brokers.get(&p.leader_id.0).cloned())
+                                    .flatten();
+                                (p.partition_index, leader)
+                            })
+                            .collect(),
+                    })
                 })
-            });
+                .await;
             match outcome {
                 Ok(m) => return Ok(m),
                 Err(Attempt::Again { why, code, .. }) => {
                     all_silent = false;
-                    last = format!("{server}: {why}");
+                    last = format!("{at}: {why}");
                     last_code = code;
                 }
                 Err(Attempt::Broken(why)) => {
                     all_silent = false;
-                    last = format!("{server}: {why}")
+                    last = format!("{at}: {why}")
                 }
-                Err(Attempt::Silent(why)) => last = format!("{server}: {why}"),
+                Err(Attempt::Silent(why)) => last = format!("{at}: {why}"),
                 Err(stop) => return Err(stop),
             }
         }
@@ -690,8 +713,8 @@ impl Cluster {
     }
 
     /// Asks a bootstrap server for the leaders of `topic`.
-    fn refresh_leaders(&self, topic: &str, deadline: Instant) -> Result<(), Attempt> {
-        let m = self.metadata(topic, deadline)?;
+    async fn refresh_leaders(&self, topic: &str, deadline: Instant) -> Result<(), Attempt> {
+        let m = self.metadata(topic, deadline).await?;
         match m.error_code {
             code::NONE => {}
             code::UNKNOWN_TOPIC_OR_PARTITION => {
@@ -724,14 +747,15 @@ impl Cluster {
     }
 
     /// What the brokers' metadata says of `topic` now: missing, or its partition count.
-    pub(crate) fn topic_state(
+    pub(crate) async fn topic_state(
         &self,
         topic: &str,
         deadline: Instant,
     ) -> Result<TopicState, TransportError> {
         let what = format!("reading the metadata of topic '{topic}'");
-        self.retry(&what, deadline, |cluster| {
-            let m = cluster.metadata(topic, deadline)?;
+        let what = what.as_str();
+        self.retry_async(what, deadline, || async move {
+            let m = self.metadata(topic, deadline).await?;
             match m.error_code {
                 code::NONE => Ok(TopicState::Partitions(m.partitions.len())),
                 code::UNKNOWN_TOPIC_OR_PARTITION => Ok(TopicState::Missing),
@@ -741,6 +765,7 @@ impl Cluster {
                 )),
             }
         })
+        .await
     }
 
     /// Returns once `partition` of `topic` has a leader this client knows (cached, or from a
@@ -752,22 +777,20 @@ impl Cluster {
     /// A guarded write calls this before it takes its role's session, which a transaction
     /// holds across its round trips: a write to a partition that does not exist, or that is
     /// between leaders, then waits here, and the role's lease renewals go on meanwhile.
-    pub(crate) fn leader_ready(
+    pub(crate) async fn leader_ready(
         &self,
         topic: &str,
         partition: i32,
         expected: Option<i32>,
         deadline: Instant,
     ) -> Result<(), TransportError> {
-        let key = (topic.to_owned(), partition);
-        let known = |cluster: &Cluster| lock(&cluster.leaders).contains_key(&key);
-        if known(self) {
+        if self.cached_leader(topic, partition).is_some() {
             return Ok(());
         }
         let what = format!("finding the leader of partition {partition} of topic '{topic}'");
-        self.retry(&what, deadline, |cluster| {
-            let why = match cluster.refresh_leaders(topic, deadline) {
-                Ok(()) if known(cluster) => return Ok(()),
+        self.retry_async(&what, deadline, || async move {
+            let why = match self.refresh_leaders(topic, deadline).await {
+                Ok(()) if self.cached_leader(topic, partition).is_some() => return Ok(()),
                 Ok(()) => format!(
                     "the metadata of topic '{topic}' names no leader for partition {partition}"
                 ),
@@ -781,7 +804,9 @@ impl Cluster {
             // Missing, out of range, or only between leaders: two answers decide.
             let unknown = TransportError::retriable(why.clone())
                 .with_kafka_code(code::UNKNOWN_TOPIC_OR_PARTITION);
-            let decided = cluster.confirm(unknown, topic, partition, expected, deadline);
+            let decided = self
+                .confirm(unknown, topic, partition, expected, deadline)
+                .await;
             if decided.kind() == crate::error::ErrorKind::Config {
                 return Err(Attempt::Stop(decided));
             }
@@ -791,6 +816,7 @@ impl Cluster {
                 code: Some(code::LEADER_NOT_AVAILABLE),
             })
         })
+        .await
     }
 
     /// Decides an UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID) that `err` carries, met
@@ -799,7 +825,7 @@ impl Cluster {
     /// both say the topic is missing, has another partition count, or lacks the partition;
     /// otherwise `err` as it is (retriable: the broker had not caught up). Any other error is
     /// returned unchanged.
-    pub(crate) fn confirm(
+    pub(crate) async fn confirm(
         &self,
         err: TransportError,
         topic: &str,
@@ -813,14 +839,16 @@ impl Cluster {
         if !unknown {
             return err;
         }
-        let Ok(first) = self.topic_state(topic, deadline) else {
+        let Ok(first) = self.topic_state(topic, deadline).await else {
             return err;
         };
         let Some(_) = verdict(topic, partition, expected, first) else {
             return err;
         };
-        thread::sleep(CONFIRM_PAUSE);
-        let Ok(second) = self.topic_state(topic, deadline.max(Instant::now() + CONFIRM_PAUSE))
+        super::exec::sleep_until(Instant::now() + CONFIRM_PAUSE).await;
+        let Ok(second) = self
+            .topic_state(topic, deadline.max(Instant::now() + CONFIRM_PAUSE))
+            .await
         else {
             return err;
         };

@@ -41,9 +41,38 @@ impl Wake for Task {
     }
 }
 
+thread_local! {
+    /// Set while [`block_on`] polls on this thread: requests run here, on the caller's thread,
+    /// as the blocking API always has, instead of on a connection thread.
+    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the future being polled on this thread belongs to a [`block_on`] (whose thread is
+/// blocked anyway, so its requests run on it), not to a spawned task.
+pub(crate) fn inline() -> bool {
+    INLINE.with(std::cell::Cell::get)
+}
+
+/// Runs `f` with [`inline`] set to `on`, then restores it.
+fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    /// Restores the flag, also when `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INLINE.with(|i| i.set(self.0));
+        }
+    }
+    let _restore = Restore(INLINE.with(|i| i.replace(on)));
+    f()
+}
+
 /// Polls `task` on this thread until it is pending and not woken meanwhile. A thread that
 /// finds it being polled elsewhere only marks it woken: the poller polls it again.
 fn run(task: &Arc<Task>) {
+    with_inline(false, || poll_task(task));
+}
+
+fn poll_task(task: &Arc<Task>) {
     task.woken.store(true, Ordering::SeqCst);
     loop {
         let Ok(mut slot) = task.future.try_lock() else {
@@ -96,9 +125,13 @@ impl Wake for Unpark {
     }
 }
 
-/// Runs `future` on this thread, parking it while the future waits. For the blocking API;
-/// never inside a spawned task.
+/// Runs `future` on this thread, parking it while the future waits. Its requests run on this
+/// thread too (see [`inline`]). For the blocking API; never inside a spawned task.
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    with_inline(true, || park_on(future))
+}
+
+fn park_on<F: Future>(future: F) -> F::Output {
     let unpark = Arc::new(Unpark {
         thread: std::thread::current(),
         woken: AtomicBool::new(false),
@@ -299,6 +332,156 @@ impl Future for Sleep {
     }
 }
 
+/// A lock whose waiters wait as tasks, not threads: a role's session, which a transaction
+/// holds across its round trips. Taken in the order asked.
+pub(crate) struct AsyncMutex<T> {
+    state: Mutex<LockState<T>>,
+}
+
+struct LockState<T> {
+    /// The value while nobody holds it.
+    value: Option<T>,
+    /// The value was handed to a waiter that has not taken it yet.
+    reserved: bool,
+    /// Who waits for it, in order: each waiter's turn flag and waker.
+    waiters: std::collections::VecDeque<Arc<Turn>>,
+}
+
+/// A waiter's place in an [`AsyncMutex`]'s queue.
+struct Turn {
+    /// Set when the value was handed to this waiter.
+    given: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl<T> AsyncMutex<T> {
+    pub(crate) fn new(value: T) -> AsyncMutex<T> {
+        AsyncMutex {
+            state: Mutex::new(LockState {
+                value: Some(value),
+                reserved: false,
+                waiters: std::collections::VecDeque::new(),
+            }),
+        }
+    }
+
+    /// Waits for the value (as a task: no thread is held) and holds it until the guard drops.
+    pub(crate) async fn lock(&self) -> AsyncGuard<'_, T> {
+        let turn = {
+            let mut state = lock(&self.state);
+            if state.waiters.is_empty() && !state.reserved {
+                if let Some(value) = state.value.take() {
+                    return AsyncGuard {
+                        owner: self,
+                        value: Some(value),
+                    };
+                }
+            }
+            let turn = Arc::new(Turn {
+                given: AtomicBool::new(false),
+                waker: Mutex::new(None),
+            });
+            state.waiters.push_back(Arc::clone(&turn));
+            turn
+        };
+        let waiting = Waiting {
+            owner: self,
+            turn,
+            done: false,
+        };
+        waiting.await
+    }
+
+    /// Gives the value back: to the first waiter if there is one.
+    fn give_back(&self, value: T) {
+        let mut state = lock(&self.state);
+        state.value = Some(value);
+        state.reserved = false;
+        if let Some(next) = state.waiters.pop_front() {
+            state.reserved = true;
+            next.given.store(true, Ordering::SeqCst);
+            let waker = lock(&next.waker).take();
+            drop(state);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+/// Waits for an [`AsyncMutex`]'s value to be handed over.
+struct Waiting<'a, T> {
+    owner: &'a AsyncMutex<T>,
+    turn: Arc<Turn>,
+    done: bool,
+}
+
+impl<'a, T> Future for Waiting<'a, T> {
+    type Output = AsyncGuard<'a, T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<AsyncGuard<'a, T>> {
+        *lock(&self.turn.waker) = Some(cx.waker().clone());
+        if !self.turn.given.load(Ordering::SeqCst) {
+            return Poll::Pending;
+        }
+        let value = {
+            let mut state = lock(&self.owner.state);
+            state.reserved = false;
+            state.value.take()
+        };
+        self.done = true;
+        Poll::Ready(AsyncGuard {
+            owner: self.owner,
+            value,
+        })
+    }
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Given up on: leave the queue, or pass on a turn that came meanwhile.
+        let mut state = lock(&self.owner.state);
+        state.waiters.retain(|w| !Arc::ptr_eq(w, &self.turn));
+        if self.turn.given.load(Ordering::SeqCst) {
+            if let Some(value) = state.value.take() {
+                drop(state);
+                self.owner.give_back(value);
+            }
+        }
+    }
+}
+
+/// Holds an [`AsyncMutex`]'s value.
+pub(crate) struct AsyncGuard<'a, T> {
+    owner: &'a AsyncMutex<T>,
+    value: Option<T>,
+}
+
+impl<T> std::ops::Deref for AsyncGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // Present from creation until drop.
+        self.value.as_ref().expect("an AsyncGuard holds its value")
+    }
+}
+
+impl<T> std::ops::DerefMut for AsyncGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.value.as_mut().expect("an AsyncGuard holds its value")
+    }
+}
+
+impl<T> Drop for AsyncGuard<'_, T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.value.take() {
+            self.owner.give_back(value);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +568,27 @@ mod tests {
             tx.send(());
         });
         assert_eq!(block_on(rx), Some(()));
+    }
+
+    #[test]
+    fn an_async_lock_is_handed_to_its_waiters_in_order() {
+        let m = Arc::new(AsyncMutex::new(Vec::<u32>::new()));
+        let first = block_on(m.lock());
+        let (tx, rx) = std::sync::mpsc::channel();
+        for i in 0..3 {
+            let m = Arc::clone(&m);
+            let tx = tx.clone();
+            spawn(async move {
+                let mut v = m.lock().await;
+                v.push(i);
+                let _ = tx.send(i);
+            });
+        }
+        // All three wait as tasks; nothing ran while the first guard is held.
+        assert!(rx.try_recv().is_err());
+        drop(first);
+        let order: Vec<u32> = (0..3).map(|_| rx.recv().expect("ran")).collect();
+        assert_eq!(order, vec![0, 1, 2]);
+        assert_eq!(*block_on(m.lock()), vec![0, 1, 2]);
     }
 }

@@ -381,13 +381,13 @@ impl Inner {
                 // partition count); else it stays retriable.
                 Err(e) => {
                     let confirm_by = Instant::now() + self.request_timeout;
-                    return Err(self.shared.confirm(
+                    return Err(super::exec::block_on(self.shared.confirm(
                         e,
                         &self.topic,
                         partition,
                         Some(self.partitions),
                         confirm_by,
-                    ));
+                    )));
                 }
             };
             match fetched {

@@ -150,10 +150,10 @@ const _: fn() = || {
 
 /// The Kafka transport of one member. See the [module docs](self).
 pub struct KafkaTransport {
-    config: KafkaConfig,
+    config: Arc<KafkaConfig>,
     topic_checked: AtomicBool,
     cluster: Arc<Cluster>,
-    sessions: Sessions,
+    sessions: Arc<Sessions>,
     claims: std::sync::Mutex<std::collections::BTreeSet<Role>>,
     appender: Appender,
     reader: SharedReader,
@@ -179,12 +179,12 @@ impl KafkaTransport {
         let cluster = Arc::new(Cluster::new(&config, config.client_id())?);
         Ok(KafkaTransport {
             describe: DescribeClient::on(Arc::clone(&cluster), &config),
-            sessions: Sessions::new(Arc::clone(&cluster), &config),
+            sessions: Arc::new(Sessions::new(Arc::clone(&cluster), &config)),
             reader: SharedReader::new(&config, Arc::clone(&cluster))?,
             claims: Default::default(),
             appender: Appender::new(Arc::clone(&cluster), &config),
             cluster,
-            config,
+            config: Arc::new(config),
             topic_checked: AtomicBool::new(false),
         })
     }
@@ -334,86 +334,16 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        // Every partition written must have a leader before the role's session is taken: a
-        // transaction holds the session across its round trips, and a write that waited in
-        // there for a missing or leaderless partition would hold back the lease renewals.
-        let deadline = std::time::Instant::now() + self.config.operation_timeout();
-        let mut seen = std::collections::BTreeSet::new();
-        for r in records {
-            if seen.insert((r.topic, r.partition)) {
-                let expected = self.expected_partitions(r.topic);
-                self.cluster
-                    .leader_ready(r.topic, r.partition, expected, deadline)?;
-            }
-        }
-        let written = self.sessions.write(token, records);
-        let written = self.fenced_if_superseded(token, written);
-        written.map_err(|e| self.confirm_records(e, records))
+        exec::block_on(self.writing().guarded_write(token, records))
     }
 
-    /// Decides an UNKNOWN_TOPIC_OR_PARTITION that a write of `records` ended with: a
-    /// configuration error if the metadata confirms that one of their topics is missing, lacks
-    /// the partition, or (for the state topic) has another partition count than configured;
-    /// else the error as it is (retriable). Any other error is returned unchanged.
-    fn confirm_records(
-        &self,
-        err: TransportError,
-        records: &[GuardedRecord<'_>],
-    ) -> TransportError {
-        let mut err = err;
-        let mut seen = std::collections::BTreeSet::new();
-        for r in records {
-            if !seen.insert((r.topic, r.partition)) {
-                continue;
-            }
-            err = self.confirm(err, r.topic, r.partition);
-            if err.kind() == ErrorKind::Config {
-                break;
-            }
-        }
-        err
-    }
-
-    /// The partition count `topic` must have: the configured one for the state topic; any
-    /// for another topic.
-    fn expected_partitions(&self, topic: &str) -> Option<i32> {
-        (topic == self.config.topic()).then(|| self.config.partitions())
-    }
-
-    /// [`Cluster::confirm`] for `partition` of `topic`, with the configured partition count
-    /// when `topic` is the state topic.
-    fn confirm(&self, err: TransportError, topic: &str, partition: i32) -> TransportError {
-        let expected = self.expected_partitions(topic);
-        let deadline = std::time::Instant::now() + self.config.request_timeout();
-        self.cluster
-            .confirm(err, topic, partition, expected, deadline)
-    }
-
-    /// A transactional write that failed without a fencing code may still mean that the term is
-    /// over: the coordinator aborts a transaction that outlives its timeout (for example while
-    /// a partition's leader is down) with an epoch bump, and the next commit then finds no
-    /// transaction open (INVALID_TXN_STATE). The coordinator knows: if it no longer holds
-    /// `token`, the write was fenced.
-    fn fenced_if_superseded<R>(
-        &self,
-        token: FencingToken,
-        result: Result<R, TransportError>,
-    ) -> Result<R, TransportError> {
-        let err = match result {
-            Err(e) if may_be_superseded(&e) => e,
-            other => return other,
-        };
-        let Some(role) = self.sessions.role_of(token) else {
-            return Err(err);
-        };
-        match self.describe.describe(&role) {
-            Ok(status) if status.token != token => Err(TransportError::fenced(format!(
-                "{}; the coordinator now holds {} for role '{role}', not {token}: the term is over",
-                err.message(),
-                status.token
-            ))
-            .with_source(err)),
-            _ => Err(err),
+    /// What a transactional write needs, owned, for a write that runs as a task.
+    fn writing(&self) -> Writing {
+        Writing {
+            config: Arc::clone(&self.config),
+            cluster: Arc::clone(&self.cluster),
+            sessions: Arc::clone(&self.sessions),
+            describe: self.describe.clone(),
         }
     }
 
@@ -477,6 +407,151 @@ impl KafkaTransport {
     }
 }
 
+/// What a transactional write needs, owned: the transport's parts that a write running as a
+/// task (holding no thread) uses after the caller returned.
+#[derive(Clone)]
+struct Writing {
+    config: Arc<KafkaConfig>,
+    cluster: Arc<Cluster>,
+    sessions: Arc<Sessions>,
+    describe: DescribeClient,
+}
+
+impl Writing {
+    /// A guarded write (see [`KafkaTransport::guarded_write`]).
+    async fn guarded_write(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+    ) -> Result<Vec<i64>, TransportError> {
+        // Every partition written must have a leader before the role's session is taken: a
+        // transaction holds the session across its round trips, and a write that waited in
+        // there for a missing or leaderless partition would hold back the lease renewals.
+        let deadline = std::time::Instant::now() + self.config.operation_timeout();
+        let mut seen = std::collections::BTreeSet::new();
+        for r in records {
+            if seen.insert((r.topic, r.partition)) {
+                let expected = self.expected_partitions(r.topic);
+                self.cluster
+                    .leader_ready(r.topic, r.partition, expected, deadline)
+                    .await?;
+            }
+        }
+        let written = self.sessions.write_async(token, records).await;
+        match self.fenced_if_superseded(token, written).await {
+            Ok(offsets) => Ok(offsets),
+            Err(e) => Err(self.confirm_records(e, records).await),
+        }
+    }
+
+    /// A lease record's write: one transaction of the role's session, a fence told apart
+    /// from a timed-out transaction, and a missing topic or partition confirmed.
+    async fn write_lease(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<i64, TransportError> {
+        let topic = self.config.topic();
+        let written = self
+            .sessions
+            .write_async(
+                token,
+                &[GuardedRecord {
+                    topic,
+                    partition,
+                    key: Some(key),
+                    value,
+                }],
+            )
+            .await;
+        match self.fenced_if_superseded(token, written).await {
+            Ok(offsets) => Ok(offsets.first().copied().unwrap_or(-1)),
+            Err(e) => Err(self.confirm(e, topic, partition).await),
+        }
+    }
+
+    /// Decides an UNKNOWN_TOPIC_OR_PARTITION that a write of `records` ended with: a
+    /// configuration error if the metadata confirms that one of their topics is missing, lacks
+    /// the partition, or (for the state topic) has another partition count than configured;
+    /// else the error as it is (retriable). Any other error is returned unchanged.
+    async fn confirm_records(
+        &self,
+        err: TransportError,
+        records: &[GuardedRecord<'_>],
+    ) -> TransportError {
+        let mut err = err;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in records {
+            if !seen.insert((r.topic, r.partition)) {
+                continue;
+            }
+            err = self.confirm(err, r.topic, r.partition).await;
+            if err.kind() == ErrorKind::Config {
+                break;
+            }
+        }
+        err
+    }
+
+    /// The partition count `topic` must have: the configured one for the state topic; any
+    /// for another topic.
+    fn expected_partitions(&self, topic: &str) -> Option<i32> {
+        (topic == self.config.topic()).then(|| self.config.partitions())
+    }
+
+    /// [`Cluster::confirm`] for `partition` of `topic`, with the configured partition count
+    /// when `topic` is the state topic.
+    async fn confirm(&self, err: TransportError, topic: &str, partition: i32) -> TransportError {
+        let expected = self.expected_partitions(topic);
+        let deadline = std::time::Instant::now() + self.config.request_timeout();
+        self.cluster
+            .confirm(err, topic, partition, expected, deadline)
+            .await
+    }
+
+    /// A transactional write that failed without a fencing code may still mean that the term is
+    /// over: the coordinator aborts a transaction that outlives its timeout (for example while
+    /// a partition's leader is down) with an epoch bump, and the next commit then finds no
+    /// transaction open (INVALID_TXN_STATE). The coordinator knows: if it no longer holds
+    /// `token`, the write was fenced.
+    async fn fenced_if_superseded<R>(
+        &self,
+        token: FencingToken,
+        result: Result<R, TransportError>,
+    ) -> Result<R, TransportError> {
+        let err = match result {
+            Err(e) if may_be_superseded(&e) => e,
+            other => return other,
+        };
+        let Some(role) = self.sessions.role_of(token) else {
+            return Err(err);
+        };
+        match self.describe.describe_async(&role).await {
+            Ok(status) if status.token != token => Err(TransportError::fenced(format!(
+                "{}; the coordinator now holds {} for role '{role}', not {token}: the term is over",
+                err.message(),
+                status.token
+            ))
+            .with_source(err)),
+            _ => Err(err),
+        }
+    }
+}
+
+/// An INVALID_TRANSACTION_TIMEOUT from an acquire as a configuration error that names the
+/// brokers' real `transaction.max.timeout.ms` when it can be read; any other error unchanged.
+fn name_the_max_timeout(config: &KafkaConfig, e: TransportError) -> TransportError {
+    if e.kafka_code() != Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) {
+        return e;
+    }
+    let max = topic::broker_setting(config, "transaction.max.timeout.ms")
+        .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
+    TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
+        .with_kafka_code(cluster::code::INVALID_TRANSACTION_TIMEOUT)
+}
+
 /// Whether a failed write may mean that the coordinator superseded the pair without the write
 /// meeting a fencing code: a fatal failure, or a commit that found no transaction open
 /// (INVALID_TXN_STATE, by its code: the message is for people).
@@ -492,16 +567,37 @@ impl Coordinator for KafkaTransport {
     ) -> Result<FencingToken, TransportError> {
         self.sessions
             .acquire(role, transaction_timeout)
-            .map_err(|e| {
-                if e.kafka_code() != Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) {
-                    return e;
+            .map_err(|e| name_the_max_timeout(&self.config, e))
+    }
+
+    /// Queues the InitProducerId (and the coordinator's lookup) for the connection threads
+    /// and returns: the acquire holds no thread while it waits, and `done` is called on the
+    /// connection thread that received the answer.
+    fn start_acquire_epoch(
+        &self,
+        role: Role,
+        transaction_timeout: Duration,
+        done: crate::transport::AcquireDone,
+    ) {
+        let sessions = Arc::clone(&self.sessions);
+        let config = Arc::clone(&self.config);
+        exec::spawn(async move {
+            match sessions.acquire_async(&role, transaction_timeout).await {
+                Err(e) if e.kafka_code() == Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) => {
+                    // Reading the brokers' maximum waits on a thread; a configuration error
+                    // is rare enough to get one of its own rather than a connection thread.
+                    let named = std::thread::Builder::new()
+                        .name("kc-config-error".into())
+                        .spawn(move || done(Err(name_the_max_timeout(&config, e))));
+                    drop(named);
                 }
-                // Name the brokers' real maximum when it can be read.
-                let max = topic::broker_setting(&self.config, "transaction.max.timeout.ms")
-                    .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
-                TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
-                    .with_kafka_code(cluster::code::INVALID_TRANSACTION_TIMEOUT)
-            })
+                other => done(other),
+            }
+        });
+    }
+
+    fn acquires_without_a_thread(&self) -> bool {
+        true
     }
 
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
@@ -630,19 +726,46 @@ impl LeaseWriter for KafkaTransport {
         self.check_partition(partition)?;
         self.check_key_partition(partition, key)?;
         self.check_topic()?;
-        let topic = self.config.topic();
-        let written = self.sessions.write(
-            token,
-            &[GuardedRecord {
-                topic,
-                partition,
-                key: Some(key),
-                value,
-            }],
-        );
-        self.fenced_if_superseded(token, written)
-            .map_err(|e| self.confirm(e, topic, partition))
-            .map(|offsets| offsets.first().copied().unwrap_or(-1))
+        exec::block_on(self.writing().write_lease(partition, key, value, token))
+    }
+
+    /// Queues the transaction's requests for the connection threads and returns: the write
+    /// holds no thread while it waits (for the role's session, or for an answer), and `done`
+    /// is called on the connection thread that received the last answer. The checks of
+    /// [`write_lease`](LeaseWriter::write_lease) that need no request come first, on the
+    /// caller's thread; a write that comes before the state topic was checked runs as
+    /// [`write_lease`](LeaseWriter::write_lease) does (see
+    /// [`writes_without_a_thread`](LeaseWriter::writes_without_a_thread)).
+    fn start_write_lease(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        token: FencingToken,
+        done: crate::transport::LeaseDone,
+    ) {
+        let checked = self
+            .check_partition(partition)
+            .and_then(|()| self.check_key_partition(partition, &key));
+        if let Err(e) = checked {
+            return done(Err(e));
+        }
+        if !self.topic_checked.load(Ordering::Acquire) {
+            return done(self.write_lease(partition, &key, value.as_deref(), token));
+        }
+        let writing = self.writing();
+        exec::spawn(async move {
+            let written = writing
+                .write_lease(partition, &key, value.as_deref(), token)
+                .await;
+            done(written);
+        });
+    }
+
+    /// Once the state topic was checked (the first registration checks it): until then a
+    /// write's first step is the topic check, which waits on a thread.
+    fn writes_without_a_thread(&self) -> bool {
+        self.topic_checked.load(Ordering::Acquire)
     }
 
     fn guarded_write(

@@ -588,7 +588,10 @@ fn connection_thread(broker: &Broker) {
                 }
             }
         };
-        job();
+        // A panic in what an answer resumed (a caller's completion) must not cost the client
+        // this thread: the request's answer is lost with it (its receiver hears of that), the
+        // thread goes on.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     }
 }
 
@@ -958,7 +961,8 @@ impl Pool {
 
     /// [`with`](Self::with), run on one of `addr`'s connection threads instead of the
     /// caller's: returns at once, and the answer arrives on the receiver. The caller holds no
-    /// thread while the request waits for a connection or for its answer.
+    /// thread while the request waits for a connection or for its answer. (Under
+    /// [`block_on`](super::exec::block_on), whose thread waits anyway, it runs there, at once.)
     ///
     /// Each broker has up to `per_broker` connection threads, started when requests are queued
     /// and none is free, ended after [`THREAD_IDLE`] without one. A request that waits in the
@@ -972,6 +976,11 @@ impl Pool {
         f: impl FnOnce(&mut Conn) -> Result<T, NetError> + Send + 'static,
     ) -> super::exec::Receiver<Result<T, NetError>> {
         let (tx, rx) = super::exec::oneshot();
+        if super::exec::inline() {
+            // A blocking call: its thread waits anyway, so the request runs on it.
+            tx.send(self.with(addr, deadline, f));
+            return rx;
+        }
         let pool = Arc::downgrade(self);
         let owned = addr.to_owned();
         let job: Job = Box::new(move || {

@@ -238,8 +238,13 @@ impl Appender {
             // asked once for the whole batch.
             let result = result.map_err(|e| {
                 let deadline = Instant::now() + self.request_timeout;
-                self.cluster
-                    .confirm(e, &self.topic, partition, Some(self.partitions), deadline)
+                super::exec::block_on(self.cluster.confirm(
+                    e,
+                    &self.topic,
+                    partition,
+                    Some(self.partitions),
+                    deadline,
+                ))
             });
             for (n, p) in batch.into_iter().enumerate() {
                 (p.done)(match &result {

@@ -45,6 +45,7 @@ use kafka_protocol::records::{
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
+use super::exec::AsyncMutex;
 use super::net::Conn;
 use crate::error::TransportError;
 use crate::transport::GuardedRecord;
@@ -91,7 +92,7 @@ struct Held {
     token: FencingToken,
     /// Set once the broker fenced the pair: every later write is refused at once.
     fenced: AtomicBool,
-    session: Mutex<Session>,
+    session: AsyncMutex<Session>,
 }
 
 /// The sessions of every role this process holds, on one cluster.
@@ -170,16 +171,28 @@ impl Sessions {
         let Some(held) = lock(&self.roles).remove(role) else {
             return;
         };
-        let mut s = lock(&held.session);
-        if s.unfinished.open && !s.unfinished.committing && !held.fenced.load(Ordering::Acquire) {
-            let deadline = Instant::now() + self.request_timeout.min(Duration::from_secs(2));
-            let _ = self.end_txn(&mut s, false, deadline);
-        }
+        super::exec::block_on(async {
+            let mut s = held.session.lock().await;
+            if s.unfinished.open && !s.unfinished.committing && !held.fenced.load(Ordering::Acquire)
+            {
+                let deadline = Instant::now() + self.request_timeout.min(Duration::from_secs(2));
+                let _ = self.end_txn(&mut s, false, deadline).await;
+            }
+        });
     }
 
     /// InitProducerId for `role`: fences every earlier holder of the role and returns the new
     /// pair, which this process's session for the role now holds.
     pub(crate) fn acquire(
+        &self,
+        role: &Role,
+        transaction_timeout: Duration,
+    ) -> Result<FencingToken, TransportError> {
+        super::exec::block_on(self.acquire_async(role, transaction_timeout))
+    }
+
+    /// [`acquire`](Self::acquire) holding no thread while it waits.
+    pub(crate) async fn acquire_async(
         &self,
         role: &Role,
         transaction_timeout: Duration,
@@ -201,68 +214,20 @@ impl Sessions {
         lock(&self.roles).remove(role);
         let deadline = Instant::now() + self.operation_timeout;
         let what = format!("InitProducerId for role '{role}'");
-        let token = self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_coordinator(role.as_str(), deadline, |conn| {
-                let Some(version) =
-                    conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID)
-                else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} does not support transactional InitProducerId",
-                        conn.addr()
-                    ))));
-                };
-                let req = InitProducerIdRequest::default()
-                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
-                        role.as_str().to_owned(),
-                    ))))
-                    .with_transaction_timeout_ms(timeout_ms)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1);
-                let resp = conn.call(&req, version, deadline)?;
-                match resp.error_code {
-                    code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
-                    // The coordinator is aborting the previous holder's open transaction (with
-                    // a fencing bump) or completing a transition: ask again.
-                    code::CONCURRENT_TRANSACTIONS => Err(Attempt::from_code(
-                        resp.error_code,
-                        format!(
-                            "{}: the coordinator is ending the previous holder's transaction \
-                             (CONCURRENT_TRANSACTIONS)",
-                            conn.addr()
-                        ),
-                    )),
-                    code::INVALID_TRANSACTION_TIMEOUT => Err(Attempt::Stop(
-                        TransportError::config(format!(
-                            "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease \
-                             duration) exceeds the brokers' transaction.max.timeout.ms (MAX); use \
-                             a shorter lease or raise transaction.max.timeout.ms on the brokers \
-                             (INVALID_TRANSACTION_TIMEOUT)"
-                        ))
-                        .with_kafka_code(code::INVALID_TRANSACTION_TIMEOUT),
-                    )),
-                    code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
-                        Err(Attempt::Stop(TransportError::unauthorized(format!(
-                            "InitProducerId for role '{role}': the principal needs the WRITE ACL \
-                             on TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-                        ))))
-                    }
-                    code::CLUSTER_AUTHORIZATION_FAILED => {
-                        Err(Attempt::Stop(TransportError::unauthorized(format!(
-                            "InitProducerId for role '{role}': the principal needs the \
-                             IDEMPOTENT_WRITE ACL on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
-                        ))))
-                    }
-                    other => Err(Attempt::from_code(
-                        other,
-                        format!(
-                            "InitProducerId for role '{role}' at {} failed with error {other} ({})",
-                            conn.addr(),
-                            code::name(other)
-                        ),
-                    )),
+        let cluster = &self.cluster;
+        let token = cluster
+            .retry_async(&what, deadline, || {
+                let role = role.clone();
+                async move {
+                    let id = role.as_str().to_owned();
+                    cluster
+                        .at_coordinator_async(&id, deadline, move |conn| {
+                            init_producer_id_on(conn, &role, timeout_ms, deadline)
+                        })
+                        .await
                 }
             })
-        })?;
+            .await?;
         let session = Session {
             role: role.clone(),
             token,
@@ -273,60 +238,29 @@ impl Sessions {
             role: role.clone(),
             token,
             fenced: AtomicBool::new(false),
-            session: Mutex::new(session),
+            session: AsyncMutex::new(session),
         };
         lock(&self.roles).insert(Arc::new(held));
         Ok(token)
     }
 
     /// Writes `records` in one transaction of the session holding `token`; returns each
-    /// record's offset.
-    pub(crate) fn write(
+    /// record's offset. Holds no thread while it waits (for the session, or for an answer)
+    /// unless run with [`block_on`](super::exec::block_on).
+    pub(crate) async fn write_async(
         &self,
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        let (role, held) = {
-            let roles = lock(&self.roles);
-            let found = roles
-                .by_token
-                .get(&token)
-                .map(|h| (h.role.clone(), Arc::clone(h)));
-            match found {
-                Some(found) => found,
-                None if roles.by_role.is_empty() => {
-                    return Err(TransportError::fenced(format!(
-                        "this client holds no epoch (token {token}): acquire_epoch was not \
-                         called, or the term ended"
-                    )))
-                }
-                None => {
-                    // A process may hold thousands of roles: name a few.
-                    const NAMED: usize = 4;
-                    let mut held: Vec<String> = roles
-                        .by_role
-                        .iter()
-                        .take(NAMED)
-                        .map(|(role, h)| format!("{} for role '{role}'", h.token))
-                        .collect();
-                    if roles.by_role.len() > NAMED {
-                        held.push(format!("{} more", roles.by_role.len() - NAMED));
-                    }
-                    return Err(TransportError::fenced(format!(
-                        "token {token} is not a pair this client holds ({})",
-                        held.join(", ")
-                    )));
-                }
-            }
-        };
-        let mut s = lock(&held.session);
+        let (role, held) = self.held_by(token)?;
+        let mut s = held.session.lock().await;
         if held.fenced.load(Ordering::Acquire) {
             return Err(TransportError::fenced(format!(
                 "the pair {token} of role '{role}' was fenced by a newer leader"
             )));
         }
         let deadline = Instant::now() + self.operation_timeout;
-        let result = self.transact(&mut s, records, deadline);
+        let result = self.transact(&mut s, records, deadline).await;
         if let Err(e) = &result {
             if e.is_fenced() {
                 held.fenced.store(true, Ordering::Release);
@@ -335,24 +269,53 @@ impl Sessions {
         result
     }
 
-    fn transact(
+    /// The session that holds `token`, or why there is none.
+    fn held_by(&self, token: FencingToken) -> Result<(Role, Arc<Held>), TransportError> {
+        let roles = lock(&self.roles);
+        if let Some(h) = roles.by_token.get(&token) {
+            return Ok((h.role.clone(), Arc::clone(h)));
+        }
+        if roles.by_role.is_empty() {
+            return Err(TransportError::fenced(format!(
+                "this client holds no epoch (token {token}): acquire_epoch was not called, or \
+                 the term ended"
+            )));
+        }
+        // A process may hold thousands of roles: name a few.
+        const NAMED: usize = 4;
+        let mut held: Vec<String> = roles
+            .by_role
+            .iter()
+            .take(NAMED)
+            .map(|(role, h)| format!("{} for role '{role}'", h.token))
+            .collect();
+        if roles.by_role.len() > NAMED {
+            held.push(format!("{} more", roles.by_role.len() - NAMED));
+        }
+        Err(TransportError::fenced(format!(
+            "token {token} is not a pair this client holds ({})",
+            held.join(", ")
+        )))
+    }
+
+    async fn transact(
         &self,
         s: &mut Session,
         records: &[GuardedRecord<'_>],
         deadline: Instant,
     ) -> Result<Vec<i64>, TransportError> {
-        self.finish_unfinished(s, deadline)?;
+        self.finish_unfinished(s, deadline).await?;
         let partitions: BTreeSet<TopicPartition> = records
             .iter()
             .map(|r| (r.topic.to_owned(), r.partition))
             .collect();
         for tp in &partitions {
             if s.unfinished.sequences.contains(tp) {
-                self.learn_sequence(s, tp, deadline)?;
+                self.learn_sequence(s, tp, deadline).await?;
             }
         }
         s.unfinished.open = true;
-        self.add_partitions(s, &partitions, deadline)?;
+        self.add_partitions(s, &partitions, deadline).await?;
         let mut offsets = vec![-1i64; records.len()];
         for tp in &partitions {
             let indexes: Vec<usize> = records
@@ -362,64 +325,35 @@ impl Sessions {
                 .map(|(i, _)| i)
                 .collect();
             let batch: Vec<&GuardedRecord<'_>> = indexes.iter().map(|&i| &records[i]).collect();
-            let base = self.produce(s, tp, &batch, deadline)?;
+            let base = self.produce(s, tp, &batch, deadline).await?;
             for (n, &i) in indexes.iter().enumerate() {
                 offsets[i] = base.saturating_add(n as i64);
             }
         }
         s.unfinished.committing = true;
-        self.end_txn(s, true, deadline)?;
+        self.end_txn(s, true, deadline).await?;
         s.unfinished = Unfinished::default();
         Ok(offsets)
     }
 
     /// Ends what an earlier write left open: a commit in doubt is committed again; any other
     /// open transaction is aborted.
-    fn finish_unfinished(&self, s: &mut Session, deadline: Instant) -> Result<(), TransportError> {
+    async fn finish_unfinished(
+        &self,
+        s: &mut Session,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
         if !s.unfinished.open {
             return Ok(());
         }
         let commit = s.unfinished.committing;
-        self.end_txn(s, commit, deadline)?;
+        self.end_txn(s, commit, deadline).await?;
         s.unfinished.open = false;
         s.unfinished.committing = false;
         Ok(())
     }
 
-    /// Maps a per-request error code on a transactional call to an attempt (by the table in
-    /// [`classify`](super::classify), with the ACL to grant for an authorization error).
-    fn txn_error(&self, s: &Session, what: &str, addr: &str, error: i16) -> Attempt {
-        let role = &s.role;
-        let why = match error {
-            code::PRODUCER_FENCED
-            | code::INVALID_PRODUCER_EPOCH
-            | code::INVALID_PRODUCER_ID_MAPPING => format!(
-                "{what} of role '{role}' with pair {} was fenced: a newer leader holds the role \
-                 ({})",
-                s.token,
-                code::name(error)
-            ),
-            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => format!(
-                "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
-                 '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-            ),
-            code::TOPIC_AUTHORIZATION_FAILED => format!(
-                "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
-                 (TOPIC_AUTHORIZATION_FAILED)"
-            ),
-            code::CLUSTER_AUTHORIZATION_FAILED => format!(
-                "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
-                 Cluster (CLUSTER_AUTHORIZATION_FAILED)"
-            ),
-            other => format!(
-                "{what} of role '{role}' at {addr}: error {other} ({})",
-                code::name(other)
-            ),
-        };
-        Attempt::from_code(error, why)
-    }
-
-    fn add_partitions(
+    async fn add_partitions(
         &self,
         s: &Session,
         partitions: &BTreeSet<TopicPartition>,
@@ -438,48 +372,25 @@ impl Sessions {
             })
             .collect();
         let what = format!("AddPartitionsToTxn for role '{}'", s.role);
-        self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_coordinator(s.role.as_str(), deadline, |conn| {
-                let Some(version) = conn.version_at_most::<AddPartitionsToTxnRequest>(MAX_ADD_PARTITIONS)
-                else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} supports no AddPartitionsToTxn version up to v{MAX_ADD_PARTITIONS}",
-                        conn.addr()
-                    ))));
-                };
-                let req = AddPartitionsToTxnRequest::default()
-                    .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
-                        s.role.as_str().to_owned(),
-                    )))
-                    .with_v3_and_below_producer_id(ProducerId(s.token.producer_id))
-                    .with_v3_and_below_producer_epoch(s.token.producer_epoch)
-                    .with_v3_and_below_topics(topics.clone());
-                let resp = conn.call(&req, version, deadline)?;
-                let addr = conn.addr().to_owned();
-                // Every partition answers the same code, or OPERATION_NOT_ATTEMPTED (55)
-                // beside the one that failed.
-                let worst = resp
-                    .results_by_topic_v3_and_below
-                    .iter()
-                    .flat_map(|t| {
-                        t.results_by_partition
-                            .iter()
-                            .map(move |p| (t.name.0.as_str(), p.partition_error_code))
-                    })
-                    .find(|(_, c)| *c != code::NONE && *c != 55);
-                match worst {
-                    None => Ok(()),
-                    Some((topic, code::TOPIC_AUTHORIZATION_FAILED)) => Err(Attempt::Stop(
-                        topic_unauthorized("AddPartitionsToTxn", &s.role, "WRITE", topic),
-                    )),
-                    Some((_, err)) => Err(self.txn_error(s, "AddPartitionsToTxn", &addr, err)),
+        let cluster = &self.cluster;
+        let (role, token) = (&s.role, s.token);
+        cluster
+            .retry_async(&what, deadline, || {
+                let (role, topics) = (role.clone(), topics.clone());
+                async move {
+                    let id = role.as_str().to_owned();
+                    cluster
+                        .at_coordinator_async(&id, deadline, move |conn| {
+                            add_partitions_on(conn, &role, token, topics, deadline)
+                        })
+                        .await
                 }
             })
-        })
+            .await
     }
 
     /// Produces one transactional batch to `tp`; returns its base offset.
-    fn produce(
+    async fn produce(
         &self,
         s: &mut Session,
         tp: &TopicPartition,
@@ -500,59 +411,33 @@ impl Sessions {
                 )
             }),
         )?;
-        let (topic, partition) = (tp.0.as_str(), tp.1);
         let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
-        let what = format!("Produce to {topic}/{partition} for role '{}'", s.role);
         // From the first send on, the outcome is unknown until a definite answer arrives.
         s.unfinished.sequences.insert(tp.clone());
-        let session: &Session = s;
-        let base = self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_leader(topic, partition, deadline, |conn| {
-                let version = produce_version(conn)?;
-                let req = produce_request(
-                    Some(session.role.as_str()),
-                    topic,
-                    partition,
+        let cluster = &self.cluster;
+        let (role, token) = (&s.role, s.token);
+        let what = format!("Produce to {}/{} for role '{role}'", tp.0, tp.1);
+        let base = cluster
+            .retry_async(&what, deadline, || {
+                let produce = TxnProduce {
+                    role: role.clone(),
+                    token,
+                    topic: tp.0.clone(),
+                    partition: tp.1,
+                    base_sequence,
                     timeout_ms,
-                    encoded.clone(),
-                );
-                let resp = conn.call(&req, version, deadline)?;
-                let addr = conn.addr().to_owned();
-                let Some(p) = partition_answer(&resp, partition) else {
-                    return Err(Attempt::again(format!(
-                        "the Produce answer from {addr} did not mention {topic}/{partition}"
-                    )));
+                    encoded: encoded.clone(),
+                    what: what.clone(),
                 };
-                match p.error_code {
-                    // A duplicate: an earlier send of this very batch was written.
-                    code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => Ok(p.base_offset),
-                    code::OUT_OF_ORDER_SEQUENCE_NUMBER => {
-                        Err(Attempt::Stop(TransportError::retriable(format!(
-                            "{what}: the broker expected another sequence than {base_sequence} \
-                             (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
-                             sequence learned again"
-                        ))))
-                    }
-                    code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(topic_unauthorized(
-                        "Produce",
-                        &session.role,
-                        "WRITE",
-                        topic,
-                    ))),
-                    code::INVALID_RECORD => Err(Attempt::Stop(
-                        TransportError::config(format!(
-                            "{what}: {addr} refused the records (INVALID_RECORD: {}); a \
-                             compacted topic takes only records with a key",
-                            p.error_message
-                                .as_ref()
-                                .map_or("no reason given", |m| m.as_str())
-                        ))
-                        .with_kafka_code(code::INVALID_RECORD),
-                    )),
-                    err => Err(self.txn_error(session, "Produce", &addr, err)),
+                async move {
+                    cluster
+                        .at_leader_async(&tp.0, tp.1, deadline, move |conn| {
+                            produce.on(conn, deadline)
+                        })
+                        .await
                 }
             })
-        })?;
+            .await?;
         s.unfinished.sequences.remove(tp);
         s.sequences
             .insert(tp.clone(), base_sequence.wrapping_add(count));
@@ -560,66 +445,29 @@ impl Sessions {
     }
 
     /// Learns the next sequence of `tp` for this pair from the partition leader.
-    fn learn_sequence(
+    async fn learn_sequence(
         &self,
         s: &mut Session,
         tp: &TopicPartition,
         deadline: Instant,
     ) -> Result<(), TransportError> {
-        let (topic, partition) = (tp.0.as_str(), tp.1);
         let token = s.token;
-        let what = format!("DescribeProducers of {topic}/{partition}");
-        let last = self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_leader(topic, partition, deadline, |conn| {
-                if conn.version::<DescribeProducersRequest>().is_none() {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} does not support DescribeProducers (Kafka 2.8 or newer)",
-                        conn.addr()
-                    ))));
+        let what = format!("DescribeProducers of {}/{}", tp.0, tp.1);
+        let cluster = &self.cluster;
+        let role = &s.role;
+        let last = cluster
+            .retry_async(&what, deadline, || {
+                let (role, topic, what) = (role.clone(), tp.0.clone(), what.clone());
+                let partition = tp.1;
+                async move {
+                    cluster
+                        .at_leader_async(&tp.0, partition, deadline, move |conn| {
+                            last_sequence_on(conn, &role, token, &topic, partition, &what, deadline)
+                        })
+                        .await
                 }
-                let req =
-                    DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
-                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                        .with_partition_indexes(vec![partition])]);
-                let resp = conn.call(&req, 0, deadline)?;
-                let Some(p) = resp
-                    .topics
-                    .iter()
-                    .flat_map(|t| t.partitions.iter())
-                    .find(|p| p.partition_index == partition)
-                else {
-                    return Err(Attempt::again(format!(
-                        "{what}: no answer for the partition"
-                    )));
-                };
-                if p.error_code == code::TOPIC_AUTHORIZATION_FAILED {
-                    return Err(Attempt::Stop(topic_unauthorized(
-                        "DescribeProducers (learning the partition's sequence after a produce \
-                         that failed or lost its answer)",
-                        &s.role,
-                        "READ",
-                        topic,
-                    )));
-                }
-                if p.error_code != code::NONE {
-                    return Err(Attempt::from_code(
-                        p.error_code,
-                        format!(
-                            "{what}: error {} ({})",
-                            p.error_code,
-                            code::name(p.error_code)
-                        ),
-                    ));
-                }
-                Ok(p.active_producers
-                    .iter()
-                    .find(|a| {
-                        a.producer_id.0 == token.producer_id
-                            && a.producer_epoch == i32::from(token.producer_epoch)
-                    })
-                    .map(|a| a.last_sequence))
             })
-        })?;
+            .await?;
         let next = last.map_or(0, |l| l.wrapping_add(1));
         s.sequences.insert(tp.clone(), next);
         s.unfinished.sequences.remove(tp);
@@ -627,7 +475,7 @@ impl Sessions {
     }
 
     /// EndTxn: commit (retried until definite) or abort.
-    fn end_txn(
+    async fn end_txn(
         &self,
         s: &mut Session,
         commit: bool,
@@ -635,33 +483,21 @@ impl Sessions {
     ) -> Result<(), TransportError> {
         let verb = if commit { "commit" } else { "abort" };
         let what = format!("EndTxn ({verb}) for role '{}'", s.role);
-        let session: &Session = s;
-        let ended = self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_coordinator(session.role.as_str(), deadline, |conn| {
-                let Some(version) = conn.version_at_most::<EndTxnRequest>(MAX_END_TXN) else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} supports no EndTxn version up to v{MAX_END_TXN}",
-                        conn.addr()
-                    ))));
-                };
-                let req = EndTxnRequest::default()
-                    .with_transactional_id(TransactionalId(StrBytes::from_string(
-                        session.role.as_str().to_owned(),
-                    )))
-                    .with_producer_id(ProducerId(session.token.producer_id))
-                    .with_producer_epoch(session.token.producer_epoch)
-                    .with_committed(commit);
-                let resp = conn.call(&req, version, deadline)?;
-                let addr = conn.addr().to_owned();
-                match resp.error_code {
-                    // `true`: ended as asked.
-                    code::NONE => Ok(true),
-                    // `false`: nothing is open at the coordinator.
-                    code::INVALID_TXN_STATE => Ok(false),
-                    err => Err(self.txn_error(session, &format!("EndTxn ({verb})"), &addr, err)),
+        let cluster = &self.cluster;
+        let (role, token) = (&s.role, s.token);
+        let ended = cluster
+            .retry_async(&what, deadline, || {
+                let role = role.clone();
+                async move {
+                    let id = role.as_str().to_owned();
+                    cluster
+                        .at_coordinator_async(&id, deadline, move |conn| {
+                            end_txn_on(conn, &role, token, commit, deadline)
+                        })
+                        .await
                 }
             })
-        })?;
+            .await?;
         // Either way nothing of this session is open any more.
         s.unfinished.open = false;
         s.unfinished.committing = false;
@@ -675,6 +511,313 @@ impl Sessions {
             .with_kafka_code(code::INVALID_TXN_STATE));
         }
         Ok(())
+    }
+}
+
+/// One InitProducerId for `role` on `conn`, a connection to its coordinator.
+fn init_producer_id_on(
+    conn: &mut Conn,
+    role: &Role,
+    timeout_ms: i32,
+    deadline: Instant,
+) -> Result<FencingToken, Attempt> {
+    let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID) else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} does not support transactional InitProducerId",
+            conn.addr()
+        ))));
+    };
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+            role.as_str().to_owned(),
+        ))))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let resp = conn.call(&req, version, deadline)?;
+    match resp.error_code {
+        code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
+        // The coordinator is aborting the previous holder's open transaction (with a fencing
+        // bump) or completing a transition: ask again.
+        code::CONCURRENT_TRANSACTIONS => Err(Attempt::from_code(
+            resp.error_code,
+            format!(
+                "{}: the coordinator is ending the previous holder's transaction \
+                 (CONCURRENT_TRANSACTIONS)",
+                conn.addr()
+            ),
+        )),
+        code::INVALID_TRANSACTION_TIMEOUT => Err(Attempt::Stop(
+            TransportError::config(format!(
+                "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease duration) \
+                 exceeds the brokers' transaction.max.timeout.ms (MAX); use a shorter lease or \
+                 raise transaction.max.timeout.ms on the brokers (INVALID_TRANSACTION_TIMEOUT)"
+            ))
+            .with_kafka_code(code::INVALID_TRANSACTION_TIMEOUT),
+        )),
+        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+            Err(Attempt::Stop(TransportError::unauthorized(format!(
+                "InitProducerId for role '{role}': the principal needs the WRITE ACL on \
+                 TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+            ))))
+        }
+        code::CLUSTER_AUTHORIZATION_FAILED => {
+            Err(Attempt::Stop(TransportError::unauthorized(format!(
+                "InitProducerId for role '{role}': the principal needs the IDEMPOTENT_WRITE ACL \
+                 on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
+            ))))
+        }
+        other => Err(Attempt::from_code(
+            other,
+            format!(
+                "InitProducerId for role '{role}' at {} failed with error {other} ({})",
+                conn.addr(),
+                code::name(other)
+            ),
+        )),
+    }
+}
+
+/// Maps a per-request error code on a transactional call of `role` (pair `token`) to an
+/// attempt (by the table in [`classify`](super::classify), with the ACL to grant for an
+/// authorization error).
+fn txn_error(role: &Role, token: FencingToken, what: &str, addr: &str, error: i16) -> Attempt {
+    let why = match error {
+        code::PRODUCER_FENCED
+        | code::INVALID_PRODUCER_EPOCH
+        | code::INVALID_PRODUCER_ID_MAPPING => {
+            format!(
+                "{what} of role '{role}' with pair {token} was fenced: a newer leader holds the \
+                 role ({})",
+                code::name(error)
+            )
+        }
+        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => format!(
+            "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
+             '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+        ),
+        code::TOPIC_AUTHORIZATION_FAILED => format!(
+            "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
+             (TOPIC_AUTHORIZATION_FAILED)"
+        ),
+        code::CLUSTER_AUTHORIZATION_FAILED => format!(
+            "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
+             Cluster (CLUSTER_AUTHORIZATION_FAILED)"
+        ),
+        other => format!(
+            "{what} of role '{role}' at {addr}: error {other} ({})",
+            code::name(other)
+        ),
+    };
+    Attempt::from_code(error, why)
+}
+
+/// One AddPartitionsToTxn of `topics` for `role` (pair `token`) on `conn`, a connection to
+/// its coordinator.
+fn add_partitions_on(
+    conn: &mut Conn,
+    role: &Role,
+    token: FencingToken,
+    topics: Vec<AddPartitionsToTxnTopic>,
+    deadline: Instant,
+) -> Result<(), Attempt> {
+    let Some(version) = conn.version_at_most::<AddPartitionsToTxnRequest>(MAX_ADD_PARTITIONS)
+    else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} supports no AddPartitionsToTxn version up to v{MAX_ADD_PARTITIONS}",
+            conn.addr()
+        ))));
+    };
+    let req = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
+            role.as_str().to_owned(),
+        )))
+        .with_v3_and_below_producer_id(ProducerId(token.producer_id))
+        .with_v3_and_below_producer_epoch(token.producer_epoch)
+        .with_v3_and_below_topics(topics);
+    let resp = conn.call(&req, version, deadline)?;
+    let addr = conn.addr().to_owned();
+    // Every partition answers the same code, or OPERATION_NOT_ATTEMPTED (55) beside the one
+    // that failed.
+    let worst = resp
+        .results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(move |p| (t.name.0.as_str(), p.partition_error_code))
+        })
+        .find(|(_, c)| *c != code::NONE && *c != 55);
+    match worst {
+        None => Ok(()),
+        Some((topic, code::TOPIC_AUTHORIZATION_FAILED)) => Err(Attempt::Stop(topic_unauthorized(
+            "AddPartitionsToTxn",
+            role,
+            "WRITE",
+            topic,
+        ))),
+        Some((_, err)) => Err(txn_error(role, token, "AddPartitionsToTxn", &addr, err)),
+    }
+}
+
+/// A transactional Produce of one encoded batch, as sent (and sent again) to the partition's
+/// leader.
+struct TxnProduce {
+    role: Role,
+    token: FencingToken,
+    topic: String,
+    partition: i32,
+    base_sequence: i32,
+    timeout_ms: i32,
+    encoded: Bytes,
+    /// What it is, for errors.
+    what: String,
+}
+
+impl TxnProduce {
+    /// Sends it on `conn`, a connection to the partition's leader; returns the base offset.
+    fn on(self, conn: &mut Conn, deadline: Instant) -> Result<i64, Attempt> {
+        let TxnProduce {
+            role,
+            token,
+            topic,
+            partition,
+            base_sequence,
+            timeout_ms,
+            encoded,
+            what,
+        } = self;
+        let version = produce_version(conn)?;
+        let req = produce_request(Some(role.as_str()), &topic, partition, timeout_ms, encoded);
+        let resp = conn.call(&req, version, deadline)?;
+        let addr = conn.addr().to_owned();
+        let Some(p) = partition_answer(&resp, partition) else {
+            return Err(Attempt::again(format!(
+                "the Produce answer from {addr} did not mention {topic}/{partition}"
+            )));
+        };
+        match p.error_code {
+            // A duplicate: an earlier send of this very batch was written.
+            code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => Ok(p.base_offset),
+            code::OUT_OF_ORDER_SEQUENCE_NUMBER => {
+                Err(Attempt::Stop(TransportError::retriable(format!(
+                    "{what}: the broker expected another sequence than {base_sequence} \
+                     (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
+                     sequence learned again"
+                ))))
+            }
+            code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(topic_unauthorized(
+                "Produce", &role, "WRITE", &topic,
+            ))),
+            code::INVALID_RECORD => Err(Attempt::Stop(
+                TransportError::config(format!(
+                    "{what}: {addr} refused the records (INVALID_RECORD: {}); a compacted topic \
+                     takes only records with a key",
+                    p.error_message
+                        .as_ref()
+                        .map_or("no reason given", |m| m.as_str())
+                ))
+                .with_kafka_code(code::INVALID_RECORD),
+            )),
+            err => Err(txn_error(&role, token, "Produce", &addr, err)),
+        }
+    }
+}
+
+/// One DescribeProducers of `topic`/`partition` on `conn`, a connection to its leader: the
+/// last sequence the partition has of pair `token`, if any.
+fn last_sequence_on(
+    conn: &mut Conn,
+    role: &Role,
+    token: FencingToken,
+    topic: &str,
+    partition: i32,
+    what: &str,
+    deadline: Instant,
+) -> Result<Option<i32>, Attempt> {
+    if conn.version::<DescribeProducersRequest>().is_none() {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} does not support DescribeProducers (Kafka 2.8 or newer)",
+            conn.addr()
+        ))));
+    }
+    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+        .with_partition_indexes(vec![partition])]);
+    let resp = conn.call(&req, 0, deadline)?;
+    let Some(p) = resp
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == partition)
+    else {
+        return Err(Attempt::again(format!(
+            "{what}: no answer for the partition"
+        )));
+    };
+    if p.error_code == code::TOPIC_AUTHORIZATION_FAILED {
+        return Err(Attempt::Stop(topic_unauthorized(
+            "DescribeProducers (learning the partition's sequence after a produce that failed \
+             or lost its answer)",
+            role,
+            "READ",
+            topic,
+        )));
+    }
+    if p.error_code != code::NONE {
+        return Err(Attempt::from_code(
+            p.error_code,
+            format!(
+                "{what}: error {} ({})",
+                p.error_code,
+                code::name(p.error_code)
+            ),
+        ));
+    }
+    Ok(p.active_producers
+        .iter()
+        .find(|a| {
+            a.producer_id.0 == token.producer_id
+                && a.producer_epoch == i32::from(token.producer_epoch)
+        })
+        .map(|a| a.last_sequence))
+}
+
+/// One EndTxn (`commit` or abort) for `role` (pair `token`) on `conn`, a connection to its
+/// coordinator: `true` once ended as asked, `false` when nothing is open at the coordinator.
+fn end_txn_on(
+    conn: &mut Conn,
+    role: &Role,
+    token: FencingToken,
+    commit: bool,
+    deadline: Instant,
+) -> Result<bool, Attempt> {
+    let verb = if commit { "commit" } else { "abort" };
+    let Some(version) = conn.version_at_most::<EndTxnRequest>(MAX_END_TXN) else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} supports no EndTxn version up to v{MAX_END_TXN}",
+            conn.addr()
+        ))));
+    };
+    let req = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(
+            role.as_str().to_owned(),
+        )))
+        .with_producer_id(ProducerId(token.producer_id))
+        .with_producer_epoch(token.producer_epoch)
+        .with_committed(commit);
+    let resp = conn.call(&req, version, deadline)?;
+    let addr = conn.addr().to_owned();
+    match resp.error_code {
+        code::NONE => Ok(true),
+        code::INVALID_TXN_STATE => Ok(false),
+        err => Err(txn_error(
+            role,
+            token,
+            &format!("EndTxn ({verb})"),
+            &addr,
+            err,
+        )),
     }
 }
 
@@ -782,7 +925,7 @@ mod tests {
             role: role.clone(),
             token,
             fenced: AtomicBool::new(false),
-            session: Mutex::new(Session {
+            session: AsyncMutex::new(Session {
                 role,
                 token,
                 sequences: HashMap::new(),
