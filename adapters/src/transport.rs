@@ -290,15 +290,23 @@ pub trait Registrar {
     /// The default runs [`append`](Self::append) for each in turn and calls its `done` at once.
     /// A transport whose appends travel in batches overrides it: the Kafka transport queues
     /// all of them first, so that they travel together (up to 500 records to a Produce per
-    /// partition), sends the batches of the partitions nobody else is sending on this thread,
-    /// and returns the appends queued behind a batch in flight at once: the caller sending that
-    /// batch sends them next and calls their `done`. A [host](crate::host) hands its
-    /// candidacies' registrations over this way, so a registration waiting for its partition's
-    /// batch holds none of the host's I/O threads.
+    /// partition), starts a sender for each partition nobody else is sending (a task that
+    /// holds no thread), and leaves the appends queued behind a batch in flight to that
+    /// batch's sender, which sends them next and calls their `done`; it returns at once (see
+    /// [`appends_without_a_thread`](Self::appends_without_a_thread)). A [host](crate::host)
+    /// hands its candidacies' registrations over this way, from its loop when the transport
+    /// says they hold no thread, so a registration holds none of the host's I/O threads.
     fn append_all(&self, appends: Vec<Append>) {
         for a in appends {
             (a.done)(self.append(a.partition, &a.key, a.value.as_deref()));
         }
+    }
+
+    /// Whether [`append_all`](Self::append_all) returns at once, without waiting on a network
+    /// (each append's `done` is called later, on a thread of the transport's), so a loop may
+    /// call it itself. The default: `false`.
+    fn appends_without_a_thread(&self) -> bool {
+        false
     }
 }
 
@@ -434,6 +442,9 @@ impl<T: Registrar + ?Sized> Registrar for std::sync::Arc<T> {
     }
     fn append_all(&self, appends: Vec<Append>) {
         (**self).append_all(appends)
+    }
+    fn appends_without_a_thread(&self) -> bool {
+        (**self).appends_without_a_thread()
     }
 }
 

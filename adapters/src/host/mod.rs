@@ -15,22 +15,32 @@
 //!   thread, and the tail wakes the loop as soon as a partition moves, so a parked standby
 //!   hears of a resign at once. Reads that must see what was committed before they were asked
 //!   still go to the broker ([`HostOptions::tail_reads`]);
-//! - **one bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the other transport
-//!   calls (registrations, epochs, leases, checks), which are blocking calls of the
-//!   [`Transport`] traits. With `io_threads(0)` they run on the loop itself,
-//!   which suits a transport whose calls never wait on a network, such as
-//!   [`MemoryBroker`](crate::memory::MemoryBroker)'s. A call in flight holds a thread; a Kafka
-//!   broker answers the requests of one connection one at a time, so what one client has in
-//!   flight at once is bounded by its connections (`with_connections_per_broker`) in any case.
-//!   Registrations are the exception: those of one turn are handed over together, each with
-//!   a completion ([`append_all`](crate::Registrar::append_all)); the Kafka transport queues
-//!   them all before it sends, sends each partition's batches on one thread, and gives back at
-//!   once the thread of any that it queued behind a batch in flight. So the registrations of
-//!   thousands of candidacies started together travel in a few Produce requests per
-//!   partition, and a registration waiting for its partition's batch holds no thread;
+//! - **calls that hold no thread** where the transport runs them on its own: a transport
+//!   that says so ([`describes_without_a_thread`](crate::Coordinator::describes_without_a_thread),
+//!   [`acquires_without_a_thread`](crate::Coordinator::acquires_without_a_thread),
+//!   [`writes_without_a_thread`](crate::LeaseWriter::writes_without_a_thread); the Kafka
+//!   transport does) gets the checks, acquires and lease writes started from the loop or from
+//!   the thread that finished the call before, with a completion, and they hold no thread while
+//!   they wait. The checks due in a turn go out together; acquires and lease writes keep at
+//!   most [`HostOptions::io_threads`] in flight and wait, holding nothing, in the order below;
+//! - **a bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the calls that are
+//!   blocking calls of the [`Transport`] traits (on Kafka: reads that must go to the broker,
+//!   and the sending of registrations; on any other transport, every call). The threads start
+//!   when calls come and end after 30 s without one. With `io_threads(0)` the blocking calls
+//!   run on the loop itself, which suits a transport whose calls never wait on a network, such
+//!   as [`MemoryBroker`](crate::memory::MemoryBroker)'s. A Kafka broker answers the requests of
+//!   one connection one at a time, so what one client has in flight at once is bounded by its
+//!   connections (`with_connections_per_broker`) in any case.
+//!   Registrations are handed over together, each with a completion
+//!   ([`append_all`](crate::Registrar::append_all)); the Kafka transport queues them all
+//!   before it sends, sends each partition's batches on one thread, and gives back at once the
+//!   thread of any that it queued behind a batch in flight. So the registrations of thousands
+//!   of candidacies started together travel in a few Produce requests per partition, and a
+//!   registration waiting for its partition's batch holds no thread;
 //!
 //! What the host does so that a burst of failovers stays fair when the cluster is the limit:
-//! - **takeovers pass renewals.** A free I/O thread takes the queued call that is due first:
+//! - **takeovers pass renewals.** A free I/O thread (or a free place among the calls that
+//!   hold no thread) takes the queued call that is due first:
 //!   reads at once; a standby's takeover (check, announcement, acquire, first lease write)
 //!   when its first step began (at most a second before the call), so takeovers under way
 //!   finish first, the oldest first; a leader's renewal a second before the point halfway to
@@ -136,10 +146,12 @@ impl HostOptions {
         Self::default()
     }
 
-    /// How many threads run the blocking transport calls (default [`DEFAULT_IO_THREADS`]). `0`
-    /// runs them on the loop itself: only for a transport whose calls return at once. Calls
-    /// queued for a thread are taken earliest due first (see the [module docs](self)), and
-    /// [`HostStats::queued`] counts them.
+    /// How many threads run the blocking transport calls (default [`DEFAULT_IO_THREADS`]),
+    /// and how many acquires and lease writes that hold no thread may be in flight at once
+    /// (see the [module docs](self); [`DEFAULT_IO_THREADS`] with `0`). `0` runs the blocking
+    /// calls on the loop itself: only for a transport whose calls return at once. Threads
+    /// start as calls come and end after 30 s without one. Calls queued for a thread or a
+    /// place are taken earliest due first, and [`HostStats::queued`] counts them.
     pub fn io_threads(mut self, n: usize) -> Self {
         self.io_threads = n;
         self
@@ -212,7 +224,8 @@ pub struct HostStats {
     pub parked: usize,
     /// Partitions being read now.
     pub partitions_reading: usize,
-    /// Transport calls and reads queued for an I/O thread (not yet started). A queue that stays
+    /// Transport calls and reads queued for an I/O thread, or for a place among the calls that
+    /// hold no thread (not yet started). A queue that stays
     /// long means the host asks for more than its threads and the cluster answer; takeovers and
     /// reads pass renewals in it (see [`HostOptions::io_threads`]).
     pub queued: usize,
@@ -525,6 +538,45 @@ struct PoolQueue {
     jobs: BinaryHeap<Queued>,
     seq: u64,
     closed: bool,
+    /// Threads running, and how many of them wait for a job.
+    running: usize,
+    idle: usize,
+    /// Threads started so far, for their names.
+    named: usize,
+}
+
+/// How long a host's I/O thread with nothing to do waits for a call before it ends.
+const POOL_THREAD_IDLE: Duration = Duration::from_secs(30);
+
+/// A host's I/O thread: takes the queued job due first, one at a time, until the pool closes
+/// or no job came for [`POOL_THREAD_IDLE`].
+fn pool_thread(queue: &(Mutex<PoolQueue>, Condvar)) {
+    let (lock_, cv) = queue;
+    loop {
+        let job = {
+            let mut q = lock(lock_);
+            loop {
+                if let Some(queued) = q.jobs.pop() {
+                    break queued.job;
+                }
+                if q.closed {
+                    q.running -= 1;
+                    return;
+                }
+                q.idle += 1;
+                let (next, waited) = cv
+                    .wait_timeout(q, POOL_THREAD_IDLE)
+                    .unwrap_or_else(PoisonError::into_inner);
+                q = next;
+                q.idle -= 1;
+                if waited.timed_out() && q.jobs.is_empty() {
+                    q.running -= 1;
+                    return;
+                }
+            }
+        };
+        job();
+    }
 }
 
 impl Pool {
@@ -534,46 +586,52 @@ impl Pool {
                 jobs: BinaryHeap::new(),
                 seq: 0,
                 closed: false,
+                running: 0,
+                idle: 0,
+                named: 0,
             }),
             Condvar::new(),
         ));
-        for i in 0..threads {
-            let queue = queue.clone();
-            std::thread::Builder::new()
-                .name(format!("kc-host-io-{i}"))
-                .spawn(move || loop {
-                    let job = {
-                        let (lock_, cv) = &*queue;
-                        let mut q = lock(lock_);
-                        loop {
-                            if let Some(queued) = q.jobs.pop() {
-                                break queued.job;
-                            }
-                            if q.closed {
-                                return;
-                            }
-                            q = cv.wait(q).unwrap_or_else(PoisonError::into_inner);
-                        }
-                    };
-                    job();
-                })
-                .map_err(|e| {
-                    Error::Transport(TransportError::fatal(format!(
-                        "could not start the host's I/O thread: {e}"
-                    )))
-                })?;
-        }
         Ok(Pool { queue, threads })
     }
 
+    /// Queues `job`, and wakes a waiting thread for it or starts one (up to `threads`): the
+    /// threads are started as calls come, and end after [`POOL_THREAD_IDLE`] without one, so
+    /// a host whose transport runs its calls on its own keeps none.
     fn submit(&self, due: Due, job: Job) {
         let (lock_, cv) = &*self.queue;
         let mut q = lock(lock_);
         q.seq += 1;
         let seq = q.seq;
         q.jobs.push(Queued { due, seq, job });
+        if q.idle > 0 {
+            drop(q);
+            cv.notify_one();
+            return;
+        }
+        if q.running >= self.threads {
+            return;
+        }
+        q.running += 1;
+        q.named += 1;
+        let name = format!("kc-host-io-{}", q.named - 1);
         drop(q);
-        cv.notify_one();
+        let queue = Arc::clone(&self.queue);
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || pool_thread(&queue));
+        if spawned.is_err() {
+            let mut q = lock(lock_);
+            q.running -= 1;
+            if q.running == 0 {
+                // No thread at all: the jobs run here rather than never.
+                let jobs = std::mem::take(&mut q.jobs);
+                drop(q);
+                for queued in jobs.into_sorted_vec().into_iter().rev() {
+                    (queued.job)();
+                }
+            }
+        }
     }
 
     /// Jobs waiting for a thread.
@@ -1250,16 +1308,17 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
 
     /// The registrations of this turn as jobs of [`append_all`](crate::Registrar::append_all),
     /// each partition's in one job, the partitions dealt over as many jobs as the pool has
-    /// threads: the appends of one partition are queued together before its first batch is
-    /// sent, and the partitions' batches go out on several threads at once.
-    fn append_jobs(&self, appends: Vec<Outgoing>) -> Vec<(Due, Job)> {
+    /// threads (one job when the transport's appends hold no thread): the appends of one
+    /// partition are queued together before its first batch is sent, and the partitions'
+    /// batches go out on several threads at once.
+    fn append_jobs(&self, appends: Vec<Outgoing>, threads: usize) -> Vec<(Due, Job)> {
         if appends.is_empty() {
             return Vec::new();
         }
         let mut partitions: Vec<i32> = appends.iter().filter_map(|c| c.append).collect();
         partitions.sort_unstable();
         partitions.dedup();
-        let threads = self.pool.as_ref().map_or(1, |p| p.threads).max(1);
+        let threads = threads.max(1);
         let jobs = partitions.len().min(threads);
         let mut chunks: Vec<Vec<Outgoing>> = (0..jobs).map(|_| Vec::new()).collect();
         for c in appends {
@@ -1324,7 +1383,15 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let mut jobs: Vec<(Due, Job)> = Vec::new();
         let (appends, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             singles.into_iter().partition(|c| c.append.is_some());
-        jobs.extend(self.append_jobs(appends));
+        if self.inbox.transport.appends_without_a_thread() {
+            // Started from the loop: the transport sends them holding no thread.
+            for (_, job) in self.append_jobs(appends, 1) {
+                job();
+            }
+        } else {
+            let threads = self.pool.as_ref().map_or(1, |p| p.threads);
+            jobs.extend(self.append_jobs(appends, threads));
+        }
         let (started, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             singles.into_iter().partition(|c| c.on_its_own);
         for c in started {

@@ -8,6 +8,17 @@
 //!   DescribeTransactions. Each role the client holds has a **session** (its pair, its
 //!   sequences, its open transaction): no thread, no socket of its own. See `txn.rs` for the
 //!   protocol and the request versions (all below transaction version 2);
+//! - **calls that hold no thread**: checks, acquires and lease writes started with
+//!   [`start_describe_epochs`](crate::Coordinator::start_describe_epochs),
+//!   [`start_acquire_epoch`](crate::Coordinator::start_acquire_epoch) and
+//!   [`start_write_lease`](crate::LeaseWriter::start_write_lease) return at once. Each runs as
+//!   a task: its requests are queued for the broker's **connection threads** (up to
+//!   `with_connections_per_broker` per broker, started as requests come, ended after 30 s
+//!   without one), and each answer resumes the task on the thread that received it, up to
+//!   its next request. Between requests, and in a retry's pause (one timer thread per
+//!   process), a call is only memory. The completion runs on a connection thread: it must
+//!   not block. The blocking calls ([`acquire_epoch`](crate::Coordinator::acquire_epoch) and
+//!   the others) run the same code on the caller's thread, as before;
 //! - **coordinators looked up together**: each role with a candidacy on the client is noted
 //!   when it starts, and a FindCoordinator (v4 or newer) for one role also asks for up to 255
 //!   others whose coordinator is not known yet, so a process with 5,000 standbys sends about
@@ -155,7 +166,7 @@ pub struct KafkaTransport {
     cluster: Arc<Cluster>,
     sessions: Arc<Sessions>,
     claims: std::sync::Mutex<std::collections::BTreeSet<Role>>,
-    appender: Appender,
+    appender: Arc<Appender>,
     reader: SharedReader,
     describe: DescribeClient,
 }
@@ -182,7 +193,7 @@ impl KafkaTransport {
             sessions: Arc::new(Sessions::new(Arc::clone(&cluster), &config)),
             reader: SharedReader::new(&config, Arc::clone(&cluster))?,
             claims: Default::default(),
-            appender: Appender::new(Arc::clone(&cluster), &config),
+            appender: Arc::new(Appender::new(Arc::clone(&cluster), &config)),
             cluster,
             config: Arc::new(config),
             topic_checked: AtomicBool::new(false),
@@ -695,9 +706,10 @@ impl Registrar for KafkaTransport {
     }
 
     /// Queues every append before any is sent, so that the appends to one partition travel
-    /// together; sends the batches of the partitions that nobody else is sending on this
-    /// thread, and leaves the appends queued behind a batch in flight to that batch's sender
-    /// (see [`Registrar::append_all`]).
+    /// together; starts a sender (a task that holds no thread) for each partition nobody else
+    /// is sending, and leaves the appends queued behind a batch in flight to that batch's
+    /// sender (see [`Registrar::append_all`]). Returns at once once the state topic was
+    /// checked; the first call checks it on the caller's thread.
     fn append_all(&self, appends: Vec<crate::transport::Append>) {
         let topic = self.check_topic();
         let mut queued = Vec::with_capacity(appends.len());
@@ -712,6 +724,12 @@ impl Registrar for KafkaTransport {
             }
         }
         self.appender.append_all(queued);
+    }
+
+    /// Once the state topic was checked (the first call that touches it checks it): the
+    /// appends are queued and each partition's batches sent by a task that holds no thread.
+    fn appends_without_a_thread(&self) -> bool {
+        self.topic_checked.load(Ordering::Acquire)
     }
 }
 

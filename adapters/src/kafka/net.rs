@@ -565,9 +565,38 @@ impl Drop for Taken<'_> {
     }
 }
 
+thread_local! {
+    /// On a connection thread: its broker, and the one request that what its last answer
+    /// resumed made next to that broker, which the thread runs next itself (see
+    /// [`Pool::request`]).
+    static FOLLOW_UP: std::cell::RefCell<Option<(usize, Option<Job>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Who `broker` is, for [`FOLLOW_UP`].
+fn broker_id(broker: &Broker) -> usize {
+    std::ptr::from_ref(broker) as usize
+}
+
+/// Keeps `job` for this thread to run next, if this is a connection thread of `broker` with
+/// no follow-up kept yet: the next step of a call whose answer this thread just handed over
+/// (a transaction's Produce after its AddPartitionsToTxn), with no other thread to wake. One
+/// at most, so that the calls a thread's answers start do not pile up on that thread while
+/// the broker's other connection threads wait. Gives it back otherwise.
+fn follow_up(broker: &Broker, job: Job) -> Option<Job> {
+    FOLLOW_UP.with(|f| match f.borrow_mut().as_mut() {
+        Some((id, slot @ None)) if *id == broker_id(broker) => {
+            *slot = Some(job);
+            None
+        }
+        _ => Some(job),
+    })
+}
+
 /// A connection thread of `broker`: runs its queued requests one at a time, and ends once
 /// none came for [`THREAD_IDLE`].
 fn connection_thread(broker: &Broker) {
+    FOLLOW_UP.with(|f| *f.borrow_mut() = Some((broker_id(broker), None)));
     loop {
         let job = {
             let mut queue = lock(&broker.queue);
@@ -588,10 +617,14 @@ fn connection_thread(broker: &Broker) {
                 }
             }
         };
-        // A panic in what an answer resumed (a caller's completion) must not cost the client
-        // this thread: the request's answer is lost with it (its receiver hears of that), the
-        // thread goes on.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        let mut next = Some(job);
+        while let Some(job) = next {
+            // A panic in what an answer resumed (a caller's completion) must not cost the
+            // client this thread: the request's answer is lost with it (its receiver hears of
+            // that), the thread goes on.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            next = FOLLOW_UP.with(|f| f.borrow_mut().as_mut().and_then(|(_, slot)| slot.take()));
+        }
     }
 }
 
@@ -965,7 +998,9 @@ impl Pool {
     /// [`block_on`](super::exec::block_on), whose thread waits anyway, it runs there, at once.)
     ///
     /// Each broker has up to `per_broker` connection threads, started when requests are queued
-    /// and none is free, ended after [`THREAD_IDLE`] without one. A request that waits in the
+    /// and none is free, ended after [`THREAD_IDLE`] without one. The first request made on
+    /// one of the broker's own connection threads while it hands over an answer (the next step
+    /// of the call it resumed) runs on that thread next, without waking another. A request that waits in the
     /// queue while every connection of its broker has had a request unanswered for the
     /// pile-up time finds the broker silent, as a blocking call waiting for a connection
     /// does. A request whose deadline passed while it was queued is not sent.
@@ -999,6 +1034,9 @@ impl Pool {
             tx.send(pool.with(&owned, deadline, f));
         });
         let broker = self.broker(addr);
+        let Some(job) = follow_up(&broker, job) else {
+            return rx;
+        };
         let mut queue = lock(&broker.queue);
         queue.jobs.push_back(job);
         if queue.idle > 0 {

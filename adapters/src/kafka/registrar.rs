@@ -6,15 +6,17 @@
 //! * **One producer id per client**, from an InitProducerId without a transactional id, asked
 //!   for at the first append and again after any answer the sequences cannot account for.
 //! * **One batch in flight per partition.** Appends to one partition queue up; the caller that
-//!   finds nobody sending becomes the sender and sends every record queued (up to
+//!   finds nobody sending starts the sender, which sends every record queued (up to
 //!   [`MAX_BATCH_RECORDS`] per Produce, with the partition's next base sequence) until the
 //!   queue is empty, and hands each append its offset.
-//! * **A queued append holds no thread.** [`Appender::append_all`] queues all its appends
-//!   before it sends, and leaves those queued behind a batch in flight to that batch's sender,
-//!   which calls their completions; the blocking [`Appender::append`] waits for its own. A
-//!   host hands its candidacies' registrations over this way, so a host that registers
-//!   thousands of roles at once keeps its I/O threads for other calls and sends a few Produce
-//!   requests per partition, not one per role.
+//! * **An append holds no thread.** [`Appender::append_all`] queues all its appends before
+//!   anything is sent, starts a sender task for each partition that had none, and returns;
+//!   the appends queued behind a batch in flight are that batch's sender's to send, and it
+//!   calls their completions. The sender's requests go to the connection threads (see
+//!   `exec.rs`). The blocking [`Appender::append`] sends on its own thread when it finds
+//!   nobody sending, and waits for its own answer. A host hands its candidacies'
+//!   registrations over this way, so a host that registers thousands of roles at once holds
+//!   no thread for them and sends a few Produce requests per partition, not one per role.
 //! * **A lost answer is resolved, never guessed.** The batch goes again with the same sequence
 //!   (to the partition's leader, looked up again): the broker answers a duplicate of its last
 //!   batches with the offset it wrote it at. A batch whose outcome stays unknown at its deadline
@@ -36,6 +38,8 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
+use super::exec::AsyncMutex;
+use super::net::Conn;
 use super::txn::{
     encode_batch, partition_answer, produce_request, produce_version, MAX_INIT_PRODUCER_ID,
 };
@@ -82,21 +86,56 @@ struct LaneState {
     sequence: Option<(Grant, i32)>,
 }
 
-/// If a lane's sender unwinds: clears the lane's `sending` mark, so that the next append
-/// sends, and drops the appends queued behind it, so that none waits for an answer that
-/// would never come (a blocking caller's channel closes; a host fails a dropped call).
-struct Sending<'a>(&'a Lane);
+/// If a lane's sender ends without emptying the queue (it unwound, or its task was dropped):
+/// clears the lane's `sending` mark, so that the next append sends, and drops the appends
+/// queued behind it, so that none waits for an answer that would never come (a blocking
+/// caller's channel closes; a host fails a dropped call).
+struct Sending<'a> {
+    lane: &'a Lane,
+    /// The queue was emptied and the mark cleared: nothing to undo.
+    finished: bool,
+}
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            let mut state = lock(&self.0.state);
+        if !self.finished {
+            let mut state = lock(&self.lane.state);
             state.sending = false;
             let queued = std::mem::take(&mut state.queue);
             drop(state);
             drop(queued);
         }
     }
+}
+
+/// The next batch of `lane`'s queue (up to [`MAX_BATCH_RECORDS`] records and
+/// [`MAX_BATCH_BYTES`]), the appends whose deadline passed, and the partition's next
+/// sequence; `None`, with the lane marked as having no sender, when its queue is empty.
+#[allow(clippy::type_complexity)]
+fn take_batch(lane: &Lane) -> Option<(Vec<Pending>, Vec<Pending>, Option<(Grant, i32)>)> {
+    let mut state = lock(&lane.state);
+    let now = Instant::now();
+    let mut expired: Vec<Pending> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::new();
+    let mut bytes = 0;
+    while let Some(p) = state.queue.front() {
+        if p.deadline <= now {
+            expired.extend(state.queue.pop_front());
+            continue;
+        }
+        let size = p.key.len() + p.value.as_ref().map_or(0, Bytes::len);
+        if !batch.is_empty() && (batch.len() >= MAX_BATCH_RECORDS || bytes + size > MAX_BATCH_BYTES)
+        {
+            break;
+        }
+        bytes += size;
+        batch.extend(state.queue.pop_front());
+    }
+    if batch.is_empty() && expired.is_empty() {
+        state.sending = false;
+        return None;
+    }
+    Some((batch, expired, state.sequence))
 }
 
 /// What a batch came to.
@@ -116,7 +155,9 @@ pub(crate) struct Appender {
     partitions: i32,
     operation_timeout: Duration,
     request_timeout: Duration,
-    grant: Mutex<(Option<Grant>, u64)>,
+    /// Held across the InitProducerId that asks for a grant: every partition's sender waits
+    /// (as a task) for the same answer.
+    grant: AsyncMutex<(Option<Grant>, u64)>,
     lanes: Mutex<HashMap<i32, Arc<Lane>>>,
 }
 
@@ -128,12 +169,13 @@ impl Appender {
             partitions: config.partitions(),
             request_timeout: config.request_timeout(),
             operation_timeout: config.operation_timeout(),
-            grant: Mutex::new((None, 0)),
+            grant: AsyncMutex::new((None, 0)),
             lanes: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Appends one record to `partition` of the state topic and returns its offset.
+    /// Appends one record to `partition` of the state topic and returns its offset. A caller
+    /// that finds nobody sending the partition's batches sends them itself, on its thread.
     pub(crate) fn append(
         &self,
         partition: i32,
@@ -141,7 +183,7 @@ impl Appender {
         value: Option<&[u8]>,
     ) -> Result<i64, TransportError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.append_all(vec![Append::new(
+        let to_send = self.queue(vec![Append::new(
             partition,
             key,
             value.map(<[u8]>::to_vec),
@@ -149,6 +191,9 @@ impl Appender {
                 let _ = tx.send(outcome);
             },
         )]);
+        for (partition, lane) in to_send {
+            super::exec::block_on(self.send_rounds(partition, &lane));
+        }
         // Every queued append is answered (a sender that unwound drops its batch's answers,
         // and with them the channel).
         rx.recv().unwrap_or_else(|_| {
@@ -160,10 +205,20 @@ impl Appender {
         })
     }
 
-    /// Queues every append, then sends the batches of the partitions that had nobody sending
-    /// (one partition after another, each until its queue is empty). An append queued behind
-    /// a batch in flight is left to that batch's sender, which calls its `done`.
-    pub(crate) fn append_all(&self, appends: Vec<Append>) {
+    /// Queues every append, then starts a sender (a task: it holds no thread) for each
+    /// partition that had nobody sending, which sends its batches until its queue is empty. An
+    /// append queued behind a batch in flight is left to that batch's sender, which calls its
+    /// `done`. Returns at once.
+    pub(crate) fn append_all(self: &Arc<Self>, appends: Vec<Append>) {
+        for (partition, lane) in self.queue(appends) {
+            let appender = Arc::clone(self);
+            super::exec::spawn(async move { appender.send_rounds(partition, &lane).await });
+        }
+    }
+
+    /// Queues every append; returns the lanes that had nobody sending, which the caller now
+    /// sends.
+    fn queue(&self, appends: Vec<Append>) -> Vec<(i32, Arc<Lane>)> {
         let deadline = Instant::now() + self.operation_timeout;
         let mut to_send: Vec<(i32, Arc<Lane>)> = Vec::new();
         let mut lanes = lock(&self.lanes);
@@ -182,42 +237,22 @@ impl Appender {
             }
         }
         drop(lanes);
-        for (partition, lane) in to_send {
-            self.send_rounds(partition, &lane);
-        }
+        to_send
     }
 
     /// Sends the partition's queued appends, one batch at a time (those whose deadline has
     /// passed are answered with an error instead), and answers them, until the queue is empty.
     /// The answers are given outside the lane's lock: an answer may queue the next append.
-    fn send_rounds(&self, partition: i32, lane: &Lane) {
-        let _sending = Sending(lane);
+    async fn send_rounds(&self, partition: i32, lane: &Lane) {
+        let mut sending = Sending {
+            lane,
+            finished: false,
+        };
         loop {
-            let mut state = lock(&lane.state);
-            let now = Instant::now();
-            let mut expired: Vec<Pending> = Vec::new();
-            let mut batch: Vec<Pending> = Vec::new();
-            let mut bytes = 0;
-            while let Some(p) = state.queue.front() {
-                if p.deadline <= now {
-                    expired.extend(state.queue.pop_front());
-                    continue;
-                }
-                let size = p.key.len() + p.value.as_ref().map_or(0, Bytes::len);
-                if !batch.is_empty()
-                    && (batch.len() >= MAX_BATCH_RECORDS || bytes + size > MAX_BATCH_BYTES)
-                {
-                    break;
-                }
-                bytes += size;
-                batch.extend(state.queue.pop_front());
-            }
-            if batch.is_empty() && expired.is_empty() {
-                state.sending = false;
+            let Some((batch, expired, sequence)) = take_batch(lane) else {
+                sending.finished = true;
                 return;
-            }
-            let sequence = state.sequence;
-            drop(state);
+            };
             for p in expired {
                 (p.done)(Err(TransportError::retriable(format!(
                     "appending a record to {}/{partition}: the partition's earlier appends took \
@@ -232,20 +267,22 @@ impl Appender {
                 .iter()
                 .map(|p| (p.key.clone(), p.value.clone()))
                 .collect();
-            let (result, next) = self.send_batch(partition, &records, sequence, deadline);
+            let (result, next) = self
+                .send_batch(partition, &records, sequence, deadline)
+                .await;
             lock(&lane.state).sequence = next;
             // An unknown partition may mean a topic deleted or recreated with another count:
             // asked once for the whole batch.
-            let result = result.map_err(|e| {
-                let deadline = Instant::now() + self.request_timeout;
-                super::exec::block_on(self.cluster.confirm(
-                    e,
-                    &self.topic,
-                    partition,
-                    Some(self.partitions),
-                    deadline,
-                ))
-            });
+            let result = match result {
+                Ok(base) => Ok(base),
+                Err(e) => {
+                    let deadline = Instant::now() + self.request_timeout;
+                    Err(self
+                        .cluster
+                        .confirm(e, &self.topic, partition, Some(self.partitions), deadline)
+                        .await)
+                }
+            };
             for (n, p) in batch.into_iter().enumerate() {
                 (p.done)(match &result {
                     // A bogus offset from the broker must not overflow.
@@ -258,7 +295,7 @@ impl Appender {
 
     /// Sends one batch, through as many grants as sequence errors call for; returns the base
     /// offset and the partition's next sequence.
-    fn send_batch(
+    async fn send_batch(
         &self,
         partition: i32,
         records: &[(Bytes, Option<Bytes>)],
@@ -268,7 +305,7 @@ impl Appender {
         let count = records.len() as i32;
         let mut why = String::new();
         for _ in 0..PRODUCER_GENERATIONS {
-            let grant = match self.grant(partition, deadline) {
+            let grant = match self.grant(partition, deadline).await {
                 Ok(g) => g,
                 Err(e) => return (Err(e), sequence),
             };
@@ -276,19 +313,22 @@ impl Appender {
                 Some((g, s)) if g == grant => s,
                 _ => 0,
             };
-            match self.produce(partition, records, grant, base_sequence, deadline) {
+            match self
+                .produce(partition, records, grant, base_sequence, deadline)
+                .await
+            {
                 Ok(Sent::Written(base)) => {
                     return (Ok(base), Some((grant, base_sequence.wrapping_add(count))))
                 }
                 Ok(Sent::Resequence(reason)) => {
-                    self.retire(grant);
+                    self.retire(grant).await;
                     sequence = None;
                     why = reason;
                 }
                 Err(e) => {
                     // The batch may or may not have been written: no later batch may reuse
                     // its sequence under this grant.
-                    self.retire(grant);
+                    self.retire(grant).await;
                     return (Err(e), None);
                 }
             }
@@ -304,60 +344,30 @@ impl Appender {
     }
 
     /// The current grant, asking for one (at the leader of `partition`) when there is none.
-    fn grant(&self, partition: i32, deadline: Instant) -> Result<Grant, TransportError> {
-        let mut g = lock(&self.grant);
+    async fn grant(&self, partition: i32, deadline: Instant) -> Result<Grant, TransportError> {
+        let mut g = self.grant.lock().await;
         if let Some(grant) = g.0 {
             return Ok(grant);
         }
         // Asked under the lock: callers of every partition wait for the same answer.
+        let cluster = &self.cluster;
         let topic = self.topic.as_str();
-        let producer = self.cluster.retry(
-            "InitProducerId for the registration producer",
-            deadline,
-            |cluster| {
-                // Any broker grants an idempotent producer id; the leader of the partition
-                // appended to is the broker the append needs anyway.
-                cluster.at_leader(topic, partition, deadline, |conn| {
-                    let Some(version) =
-                        conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID)
-                    else {
-                        return Err(Attempt::Stop(TransportError::config(format!(
-                            "the broker at {} does not support InitProducerId",
-                            conn.addr()
-                        ))));
-                    };
-                    let req = InitProducerIdRequest::default()
-                        .with_transactional_id(None)
-                        .with_transaction_timeout_ms(i32::MAX)
-                        .with_producer_id(ProducerId(-1))
-                        .with_producer_epoch(-1);
-                    let resp = conn.call(&req, version, deadline)?;
-                    match resp.error_code {
-                        code::NONE => {
-                            Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch))
-                        }
-                        code::CLUSTER_AUTHORIZATION_FAILED => Err(Attempt::Stop(
-                            TransportError::unauthorized(format!(
-                                "InitProducerId for the registration producer: the principal \
-                                 needs the WRITE ACL on Topic '{topic}' (an idempotent \
-                                 producer's id needs WRITE on a topic, or IDEMPOTENT_WRITE on \
-                                 the Cluster before Kafka 2.8) (CLUSTER_AUTHORIZATION_FAILED)"
-                            ))
-                            .with_kafka_code(code::CLUSTER_AUTHORIZATION_FAILED),
-                        )),
-                        other => Err(Attempt::from_code(
-                            other,
-                            format!(
-                                "InitProducerId for the registration producer at {} failed \
-                                 with error {other} ({})",
-                                conn.addr(),
-                                code::name(other)
-                            ),
-                        )),
-                    }
-                })
-            },
-        )?;
+        let producer = cluster
+            .retry_async(
+                "InitProducerId for the registration producer",
+                deadline,
+                || async move {
+                    // Any broker grants an idempotent producer id; the leader of the partition
+                    // appended to is the broker the append needs anyway.
+                    let owned = topic.to_owned();
+                    cluster
+                        .at_leader_async(topic, partition, deadline, move |conn| {
+                            idempotent_producer_on(conn, &owned, deadline)
+                        })
+                        .await
+                },
+            )
+            .await?;
         g.1 += 1;
         let grant = Grant {
             producer,
@@ -368,8 +378,8 @@ impl Appender {
     }
 
     /// Drops `grant` unless a newer one replaced it already.
-    fn retire(&self, grant: Grant) {
-        let mut g = lock(&self.grant);
+    async fn retire(&self, grant: Grant) {
+        let mut g = self.grant.lock().await;
         if g.0 == Some(grant) {
             g.0 = None;
         }
@@ -377,7 +387,7 @@ impl Appender {
 
     /// One Produce of `records` under `grant` from `base_sequence`, sent again (same sequence)
     /// until a definite answer or `deadline`.
-    fn produce(
+    async fn produce(
         &self,
         partition: i32,
         records: &[(Bytes, Option<Bytes>)],
@@ -391,74 +401,159 @@ impl Appender {
             base_sequence,
             records.iter().map(|(k, v)| (Some(k.clone()), v.clone())),
         )?;
+        let cluster = &self.cluster;
         let topic = self.topic.as_str();
         let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
         let what = format!(
             "appending {} record(s) to {topic}/{partition}",
             records.len()
         );
-        self.cluster.retry(&what, deadline, |cluster| {
-            cluster.at_leader(topic, partition, deadline, |conn| {
-                let version = produce_version(conn)?;
-                let req = produce_request(None, topic, partition, timeout_ms, encoded.clone());
-                let resp = conn.call(&req, version, deadline)?;
-                let addr = conn.addr().to_owned();
-                let Some(p) = partition_answer(&resp, partition) else {
-                    return Err(Attempt::again(format!(
-                        "the Produce answer from {addr} did not mention {topic}/{partition}"
-                    )));
+        cluster
+            .retry_async(&what, deadline, || {
+                let produce = Registrations {
+                    topic: topic.to_owned(),
+                    partition,
+                    grant,
+                    base_sequence,
+                    timeout_ms,
+                    encoded: encoded.clone(),
+                    what: what.clone(),
                 };
-                let reason = || {
-                    p.error_message
-                        .as_ref()
-                        .map_or("no reason given".to_owned(), |m| m.to_string())
-                };
-                match p.error_code {
-                    // An earlier send of this batch was written: the broker names its offset.
-                    code::NONE | code::DUPLICATE_SEQUENCE_NUMBER if p.base_offset >= 0 => {
-                        Ok(Sent::Written(p.base_offset))
-                    }
-                    code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => {
-                        Err(Attempt::Stop(TransportError::retriable(format!(
-                            "{what}: {addr} took the batch for one it already wrote but named no \
-                             offset ({})",
-                            code::name(p.error_code)
-                        ))))
-                    }
-                    code::OUT_OF_ORDER_SEQUENCE_NUMBER
-                    | code::UNKNOWN_PRODUCER_ID
-                    | code::INVALID_PRODUCER_EPOCH
-                    | code::PRODUCER_FENCED => Ok(Sent::Resequence(format!(
-                        "{addr} refused producer {} epoch {} at sequence {base_sequence} ({})",
-                        grant.producer.producer_id,
-                        grant.producer.producer_epoch,
-                        code::name(p.error_code)
-                    ))),
-                    code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(
-                        TransportError::unauthorized(format!(
-                            "{what}: the principal needs the WRITE ACL on Topic '{topic}' \
-                             (TOPIC_AUTHORIZATION_FAILED)"
-                        ))
-                        .with_kafka_code(code::TOPIC_AUTHORIZATION_FAILED),
-                    )),
-                    c @ (code::INVALID_RECORD | code::MESSAGE_TOO_LARGE) => Err(Attempt::Stop(
-                        TransportError::config(format!(
-                            "{what}: {addr} refused the records ({}: {})",
-                            code::name(c),
-                            reason()
-                        ))
-                        .with_kafka_code(c),
-                    )),
-                    other => Err(Attempt::from_code(
-                        other,
-                        format!(
-                            "{what} at {addr}: error {other} ({}): {}",
-                            code::name(other),
-                            reason()
-                        ),
-                    )),
+                async move {
+                    cluster
+                        .at_leader_async(topic, partition, deadline, move |conn| {
+                            produce.on(conn, deadline)
+                        })
+                        .await
                 }
             })
-        })
+            .await
+    }
+}
+
+/// One InitProducerId without a transactional id (an idempotent producer's) on `conn`.
+fn idempotent_producer_on(
+    conn: &mut Conn,
+    topic: &str,
+    deadline: Instant,
+) -> Result<FencingToken, Attempt> {
+    let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID) else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} does not support InitProducerId",
+            conn.addr()
+        ))));
+    };
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(i32::MAX)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let resp = conn.call(&req, version, deadline)?;
+    match resp.error_code {
+        code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
+        code::CLUSTER_AUTHORIZATION_FAILED => Err(Attempt::Stop(
+            TransportError::unauthorized(format!(
+                "InitProducerId for the registration producer: the principal needs the WRITE \
+                 ACL on Topic '{topic}' (an idempotent producer's id needs WRITE on a topic, or \
+                 IDEMPOTENT_WRITE on the Cluster before Kafka 2.8) (CLUSTER_AUTHORIZATION_FAILED)"
+            ))
+            .with_kafka_code(code::CLUSTER_AUTHORIZATION_FAILED),
+        )),
+        other => Err(Attempt::from_code(
+            other,
+            format!(
+                "InitProducerId for the registration producer at {} failed with error {other} \
+                 ({})",
+                conn.addr(),
+                code::name(other)
+            ),
+        )),
+    }
+}
+
+/// A Produce of registrations under a grant, as sent (and sent again) to the partition's
+/// leader.
+struct Registrations {
+    topic: String,
+    partition: i32,
+    grant: Grant,
+    base_sequence: i32,
+    timeout_ms: i32,
+    encoded: Bytes,
+    /// What it is, for errors.
+    what: String,
+}
+
+impl Registrations {
+    /// Sends it on `conn`, a connection to the partition's leader.
+    fn on(self, conn: &mut Conn, deadline: Instant) -> Result<Sent, Attempt> {
+        let Registrations {
+            topic,
+            partition,
+            grant,
+            base_sequence,
+            timeout_ms,
+            encoded,
+            what,
+        } = self;
+        let version = produce_version(conn)?;
+        let req = produce_request(None, &topic, partition, timeout_ms, encoded);
+        let resp = conn.call(&req, version, deadline)?;
+        let addr = conn.addr().to_owned();
+        let Some(p) = partition_answer(&resp, partition) else {
+            return Err(Attempt::again(format!(
+                "the Produce answer from {addr} did not mention {topic}/{partition}"
+            )));
+        };
+        let reason = || {
+            p.error_message
+                .as_ref()
+                .map_or("no reason given".to_owned(), |m| m.to_string())
+        };
+        match p.error_code {
+            // An earlier send of this batch was written: the broker names its offset.
+            code::NONE | code::DUPLICATE_SEQUENCE_NUMBER if p.base_offset >= 0 => {
+                Ok(Sent::Written(p.base_offset))
+            }
+            code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => {
+                Err(Attempt::Stop(TransportError::retriable(format!(
+                    "{what}: {addr} took the batch for one it already wrote but named no offset \
+                     ({})",
+                    code::name(p.error_code)
+                ))))
+            }
+            code::OUT_OF_ORDER_SEQUENCE_NUMBER
+            | code::UNKNOWN_PRODUCER_ID
+            | code::INVALID_PRODUCER_EPOCH
+            | code::PRODUCER_FENCED => Ok(Sent::Resequence(format!(
+                "{addr} refused producer {} epoch {} at sequence {base_sequence} ({})",
+                grant.producer.producer_id,
+                grant.producer.producer_epoch,
+                code::name(p.error_code)
+            ))),
+            code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(
+                TransportError::unauthorized(format!(
+                    "{what}: the principal needs the WRITE ACL on Topic '{topic}' \
+                     (TOPIC_AUTHORIZATION_FAILED)"
+                ))
+                .with_kafka_code(code::TOPIC_AUTHORIZATION_FAILED),
+            )),
+            c @ (code::INVALID_RECORD | code::MESSAGE_TOO_LARGE) => Err(Attempt::Stop(
+                TransportError::config(format!(
+                    "{what}: {addr} refused the records ({}: {})",
+                    code::name(c),
+                    reason()
+                ))
+                .with_kafka_code(c),
+            )),
+            other => Err(Attempt::from_code(
+                other,
+                format!(
+                    "{what} at {addr}: error {other} ({}): {}",
+                    code::name(other),
+                    reason()
+                ),
+            )),
+        }
     }
 }
