@@ -155,6 +155,6 @@ pub use link::Link;
 pub use options::Options;
 pub use transport::{
     AcquireDone, Append, AppendDone, Coordinator, DescribeDone, GuardedRecord, LeaseDone,
-    LeaseWriter, ReadBatch, Record, Registrar, StateReader, TailHook, Transport,
+    LeaseWriter, ReadBatch, ReadDone, Record, Registrar, StateReader, TailHook, Transport,
 };
 pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};

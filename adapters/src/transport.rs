@@ -129,6 +129,9 @@ pub trait Coordinator {
 /// order asked.
 pub type DescribeDone = Box<dyn FnOnce(Vec<Result<LeadershipStatus, TransportError>>) + Send>;
 
+/// What [`StateReader::start_read_partition`] hands its batch to.
+pub type ReadDone = Box<dyn FnOnce(Result<ReadBatch, TransportError>) + Send>;
+
 /// What [`Coordinator::start_acquire_epoch`] hands its outcome to.
 pub type AcquireDone = Box<dyn FnOnce(Result<FencingToken, TransportError>) + Send>;
 
@@ -185,6 +188,22 @@ pub trait StateReader {
     /// does not, and drops the hook.
     fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
         let _ = hook;
+        false
+    }
+
+    /// [`read_partition`](StateReader::read_partition) with no wait (everything readable
+    /// now, from `from_offset`), handing the batch to `done` instead of returning it; `done`
+    /// is called exactly once, as for
+    /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default reads on the
+    /// caller's thread; a transport whose reads hold no thread returns at once and says so
+    /// with [`reads_without_a_thread`](StateReader::reads_without_a_thread).
+    fn start_read_partition(&self, partition: i32, from_offset: i64, done: ReadDone) {
+        done(self.read_partition(partition, from_offset, Duration::ZERO));
+    }
+
+    /// Whether [`start_read_partition`](StateReader::start_read_partition) returns at once,
+    /// without waiting on a network. The default: `false`.
+    fn reads_without_a_thread(&self) -> bool {
         false
     }
 }
@@ -428,6 +447,12 @@ impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
     }
     fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
         (**self).on_tailed(hook)
+    }
+    fn start_read_partition(&self, partition: i32, from_offset: i64, done: ReadDone) {
+        (**self).start_read_partition(partition, from_offset, done)
+    }
+    fn reads_without_a_thread(&self) -> bool {
+        (**self).reads_without_a_thread()
     }
 }
 

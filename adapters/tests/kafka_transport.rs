@@ -114,11 +114,12 @@ fn renewals_keep_the_token_and_describe_agrees() {
     assert!(batch.end_offset > start);
 }
 
-/// Acquires and lease writes started with `start_acquire_epoch` and `start_write_lease` hold
-/// no thread: each call returns with its requests queued, and its outcome arrives on one of
-/// the client's connection threads, never the caller's. Ten roles are acquired and written
-/// from one thread that waits for none of them; the pairs are the coordinator's, the records
-/// become readable, and a superseded pair is fenced as with the blocking calls.
+/// Acquires, lease writes and reads started with `start_acquire_epoch`, `start_write_lease`
+/// and `start_read_partition` hold no thread: each call returns with its requests queued, and
+/// its outcome arrives on one of the client's connection threads, never the caller's. Ten
+/// roles are acquired and written from one thread that waits for none of them; the pairs are
+/// the coordinator's, the records are read back, and a superseded pair is fenced as with the
+/// blocking calls.
 #[test]
 fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
     let Some(b) = bootstrap() else { return };
@@ -126,6 +127,8 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
     t.ensure_topic().expect("the state topic");
     assert!(t.acquires_without_a_thread());
     assert!(t.writes_without_a_thread());
+    assert!(t.reads_without_a_thread());
+    assert!(t.appends_without_a_thread());
     let caller = thread::current().id();
     let on_a_connection_thread = move |what: &str| {
         let on = thread::current();
@@ -184,10 +187,28 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
     }
     for (i, r) in roles.iter().enumerate() {
         let p = t.role_partition(r).expect("partition");
-        let key = r.as_str().as_bytes();
-        let batch = read_until(&t, p, offsets[i], |b| {
-            b.records.iter().any(|x| x.key == key)
-        });
+        let key = r.as_str().as_bytes().to_vec();
+        // Read with `start_read_partition`, again while the commit's marker has not landed.
+        let until = Instant::now() + Duration::from_secs(10);
+        let batch = loop {
+            let (tx, rx) = std::sync::mpsc::channel();
+            t.start_read_partition(
+                p,
+                offsets[i],
+                Box::new(move |read| {
+                    on_a_connection_thread("a read");
+                    let _ = tx.send(read);
+                }),
+            );
+            let batch = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the read is answered")
+                .expect("read");
+            if batch.records.iter().any(|x| x.key == key) || Instant::now() >= until {
+                break batch;
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
         let ours = batch
             .records
             .iter()

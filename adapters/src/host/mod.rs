@@ -648,6 +648,36 @@ impl Drop for Pool {
     }
 }
 
+/// A completion for the transport that still ends its call when the transport drops it
+/// unanswered: `answer` is then called with what `dropped` makes (an error saying so).
+fn answered_or<T: 'static>(
+    dropped: impl FnOnce() -> T + Send + 'static,
+    answer: impl FnOnce(T) + Send + 'static,
+) -> Box<dyn FnOnce(T) + Send> {
+    /// Calls `answer` once: with the outcome, or on drop with `dropped`'s.
+    struct Once<T, D: FnOnce() -> T, A: FnOnce(T)> {
+        dropped: Option<D>,
+        answer: Option<A>,
+    }
+    impl<T, D: FnOnce() -> T, A: FnOnce(T)> Drop for Once<T, D, A> {
+        fn drop(&mut self) {
+            if let (Some(dropped), Some(answer)) = (self.dropped.take(), self.answer.take()) {
+                answer(dropped());
+            }
+        }
+    }
+    let mut once = Once {
+        dropped: Some(dropped),
+        answer: Some(answer),
+    };
+    Box::new(move |outcome| {
+        once.dropped = None;
+        if let Some(answer) = once.answer.take() {
+            answer(outcome);
+        }
+    })
+}
+
 /// The calls the transport runs without holding a thread (a lease write or an acquire on a
 /// transport that says so, see [`LeaseWriter::writes_without_a_thread`]): at most `limit` are
 /// in flight at once, as with the I/O threads, and the others wait in the same order (see
@@ -1490,20 +1520,32 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 .collect();
             drop(batch);
             let transport = Arc::clone(&inbox.transport);
+            let n = roles.len();
             transport.start_describe_epochs(
                 roles,
-                Box::new(move |answers| {
-                    let mut answers = answers.into_iter();
-                    for call in asked {
-                        let answer = answers.next().unwrap_or_else(|| {
-                            Err(TransportError::fatal(
-                                "describe_epochs answered fewer roles than it was asked for",
-                            ))
-                        });
-                        call.put(answer.map(|status| MachineEvent::Described { status }));
-                    }
-                    inbox.finished(finished);
-                }),
+                answered_or(
+                    move || {
+                        (0..n)
+                            .map(|_| {
+                                Err(TransportError::retriable(
+                                    "the transport dropped a check without answering it",
+                                ))
+                            })
+                            .collect()
+                    },
+                    move |answers: Vec<Result<_, TransportError>>| {
+                        let mut answers = answers.into_iter();
+                        for call in asked {
+                            let answer = answers.next().unwrap_or_else(|| {
+                                Err(TransportError::fatal(
+                                    "describe_epochs answered fewer roles than it was asked for",
+                                ))
+                            });
+                            call.put(answer.map(|status| MachineEvent::Described { status }));
+                        }
+                        inbox.finished(finished);
+                    },
+                ),
             );
         })
     }
@@ -1533,17 +1575,30 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 }
             }
             self.reads += 1;
+            let on_loop = inbox.transport.reads_without_a_thread();
             let job: Job = Box::new(move || {
-                let outcome =
-                    inbox
-                        .transport
-                        .read_partition(fetch.partition, fetch.from, Duration::ZERO);
-                inbox.finished(vec![Done::Read {
-                    partition: fetch.partition,
-                    outcome,
-                }]);
+                let transport = Arc::clone(&inbox.transport);
+                transport.start_read_partition(
+                    fetch.partition,
+                    fetch.from,
+                    answered_or(
+                        || {
+                            Err(TransportError::retriable(
+                                "the transport dropped a read without answering it",
+                            ))
+                        },
+                        move |outcome| {
+                            inbox.finished(vec![Done::Read {
+                                partition: fetch.partition,
+                                outcome,
+                            }]);
+                        },
+                    ),
+                );
             });
             match &self.pool {
+                // Started here: the transport reads holding no thread.
+                _ if on_loop => job(),
                 // A read answers every candidacy of the partition that waits: first.
                 Some(pool) => pool.submit(Due::MIN, job),
                 None => job(),

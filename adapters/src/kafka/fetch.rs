@@ -144,7 +144,7 @@ impl SharedReader {
         let started = Instant::now();
         let _reading = Reading::begin(inner, partition);
         if max_wait.is_zero() || !inner.is_live(partition) {
-            inner.catch_up(partition, started + inner.request_timeout)?;
+            super::exec::block_on(inner.catch_up(partition, started + inner.request_timeout))?;
         }
         if !max_wait.is_zero() {
             // A huge max_wait (Duration::MAX) waits a day at most instead of overflowing.
@@ -154,6 +154,35 @@ impl SharedReader {
             inner.wait_for_records(partition, from, until)?;
         }
         Ok(inner.batch(partition, from))
+    }
+
+    /// [`read`](Self::read) with no wait, as a task that holds no thread: `done` gets the
+    /// batch on the connection thread that received the last answer.
+    pub(crate) fn start_read(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        done: crate::transport::ReadDone,
+    ) {
+        let inner = Arc::clone(&self.inner);
+        if partition < 0 || partition >= inner.partitions {
+            return done(Err(TransportError::config(format!(
+                "partition {partition} is outside the {} partitions of {}",
+                inner.partitions, inner.topic
+            ))));
+        }
+        super::exec::spawn(async move {
+            let from = from_offset.max(0);
+            let deadline = Instant::now() + inner.request_timeout;
+            let read = {
+                let _reading = Reading::begin(&inner, partition);
+                inner
+                    .catch_up(partition, deadline)
+                    .await
+                    .map(|()| inner.batch(partition, from))
+            };
+            done(read);
+        });
     }
 
     /// The view of `partition` from `from_offset`, if a fetch thread tails the partition and
@@ -333,7 +362,7 @@ impl Inner {
             }
             if lost {
                 drop(st);
-                self.catch_up(partition, now + self.request_timeout)?;
+                super::exec::block_on(self.catch_up(partition, now + self.request_timeout))?;
                 st = lock(&self.state);
                 continue;
             }
@@ -344,7 +373,11 @@ impl Inner {
     /// Fetches `partition` (no wait) from its view's end until the view reaches the last stable
     /// offset that the first answer reported, or `deadline` (what was read stands). Looks the
     /// leader up and hands the partition to its fetch thread.
-    fn catch_up(self: &Arc<Self>, partition: i32, deadline: Instant) -> Result<(), TransportError> {
+    async fn catch_up(
+        self: &Arc<Self>,
+        partition: i32,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
         let what = self.what(partition);
         let mut target: Option<i64> = None;
         loop {
@@ -368,12 +401,21 @@ impl Inner {
                     ))),
                 };
             }
-            let answer = self.shared.retry(&what, deadline, |cluster| {
-                cluster.at_leader(&self.topic, partition, deadline, |conn| {
-                    self.fetch_now(conn, partition, at, deadline)
-                        .map(|f| (conn.addr().to_owned(), f))
+            let answer = self
+                .shared
+                .retry_async(&what, deadline, || {
+                    let inner = Arc::clone(self);
+                    async move {
+                        self.shared
+                            .at_leader_async(&self.topic, partition, deadline, move |conn| {
+                                inner
+                                    .fetch_now(conn, partition, at, deadline)
+                                    .map(|f| (conn.addr().to_owned(), f))
+                            })
+                            .await
+                    }
                 })
-            });
+                .await;
             let (leader, fetched) = match answer {
                 Ok(a) => a,
                 // An UNKNOWN_TOPIC_OR_PARTITION that lasted the whole read is a configuration
@@ -381,13 +423,10 @@ impl Inner {
                 // partition count); else it stays retriable.
                 Err(e) => {
                     let confirm_by = Instant::now() + self.request_timeout;
-                    return Err(super::exec::block_on(self.shared.confirm(
-                        e,
-                        &self.topic,
-                        partition,
-                        Some(self.partitions),
-                        confirm_by,
-                    )));
+                    return Err(self
+                        .shared
+                        .confirm(e, &self.topic, partition, Some(self.partitions), confirm_by)
+                        .await);
                 }
             };
             match fetched {
@@ -417,7 +456,7 @@ impl Inner {
                     drop(st);
                     self.changed.notify_all();
                 }
-                Fetched::OutOfRange => self.reset_to_log_start(partition, at, deadline)?,
+                Fetched::OutOfRange => self.reset_to_log_start(partition, at, deadline).await?,
             }
         }
     }
@@ -564,18 +603,26 @@ impl Inner {
     /// After OFFSET_OUT_OF_RANGE at offset `at`: moves the view to the log start (ListOffsets
     /// earliest). A log start past the view keeps what was read; a view past the log's end
     /// (the log was truncated or the topic re-created) is read again from the start.
-    fn reset_to_log_start(
-        &self,
+    async fn reset_to_log_start(
+        self: &Arc<Self>,
         partition: i32,
         at: i64,
         deadline: Instant,
     ) -> Result<(), TransportError> {
         let what = format!("finding the log start of {}/{partition}", self.topic);
-        let start = self.shared.retry(&what, deadline, |cluster| {
-            cluster.at_leader(&self.topic, partition, deadline, |conn| {
-                self.log_start(conn, partition, deadline)
+        let start = self
+            .shared
+            .retry_async(&what, deadline, || {
+                let inner = Arc::clone(self);
+                async move {
+                    self.shared
+                        .at_leader_async(&self.topic, partition, deadline, move |conn| {
+                            inner.log_start(conn, partition, deadline)
+                        })
+                        .await
+                }
             })
-        })?;
+            .await?;
         {
             let mut st = lock(&self.state);
             if let Some(part) = st.parts.get_mut(&partition) {
@@ -729,7 +776,7 @@ impl Inner {
     }
 
     /// Applies a fetch thread's answer.
-    fn absorb(&self, leader: &str, plan: &[(i32, i64)], resp: FetchResponse) {
+    fn absorb(self: &Arc<Self>, leader: &str, plan: &[(i32, i64)], resp: FetchResponse) {
         let mut outcomes = Vec::new();
         for data in self.partitions_of(resp) {
             let partition = data.partition_index;
@@ -780,10 +827,9 @@ impl Inner {
             self.hooks.tell(&news);
         }
         for (partition, at) in out_of_range {
-            if self
-                .reset_to_log_start(partition, at, Instant::now() + self.request_timeout)
-                .is_err()
-            {
+            let reset =
+                self.reset_to_log_start(partition, at, Instant::now() + self.request_timeout);
+            if super::exec::block_on(reset).is_err() {
                 lost.push(partition);
             }
         }

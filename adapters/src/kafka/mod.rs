@@ -690,6 +690,29 @@ impl StateReader for KafkaTransport {
         self.reader.on_tailed(hook);
         true
     }
+
+    /// Positions the shared reader's view of the partition on the log (its Fetches queued for
+    /// the connection threads, holding no thread) and hands `done` what is readable from
+    /// `from_offset`, on the connection thread that received the last answer.
+    fn start_read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        done: crate::transport::ReadDone,
+    ) {
+        if let Err(e) = self.check_partition(partition) {
+            return done(Err(e));
+        }
+        if !self.topic_checked.load(Ordering::Acquire) {
+            return done(self.read_partition(partition, from_offset, Duration::ZERO));
+        }
+        self.reader.start_read(partition, from_offset, done);
+    }
+
+    /// Once the state topic was checked (the first call that touches it checks it).
+    fn reads_without_a_thread(&self) -> bool {
+        self.topic_checked.load(Ordering::Acquire)
+    }
 }
 
 impl Registrar for KafkaTransport {
