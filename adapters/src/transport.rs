@@ -129,6 +129,33 @@ pub trait Coordinator {
 /// order asked.
 pub type DescribeDone = Box<dyn FnOnce(Vec<Result<LeadershipStatus, TransportError>>) + Send>;
 
+thread_local! {
+    /// The priority of the calls started on this thread now (see [`with_priority`]).
+    static PRIORITY: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with `priority` as the priority of the calls it starts (smaller: sooner; a
+/// [host](crate::host) gives its queue's due instants, in milliseconds). A transport that
+/// queues the requests of calls started without a thread (the Kafka client's connection
+/// threads) serves them in this order.
+pub(crate) fn with_priority<R>(priority: i64, f: impl FnOnce() -> R) -> R {
+    /// Restores the priority before, also when `f` panics.
+    struct Restore(Option<i64>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PRIORITY.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(PRIORITY.with(|p| p.replace(Some(priority))));
+    f()
+}
+
+/// The priority given with [`with_priority`] to the calls started on this thread now.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+pub(crate) fn priority() -> Option<i64> {
+    PRIORITY.with(std::cell::Cell::get)
+}
+
 /// What [`StateReader::start_read_partition`] hands its batch to.
 pub type ReadDone = Box<dyn FnOnce(Result<ReadBatch, TransportError>) + Send>;
 

@@ -96,7 +96,7 @@ use crate::driver::{execute, start_execute, Driver, InFlight, Next};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Spawner};
 use crate::options::Options;
-use crate::transport::{ReadBatch, Transport};
+use crate::transport::{with_priority, ReadBatch, Transport};
 
 use view::{Req, Views};
 
@@ -1392,7 +1392,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                             None => answer.skip(),
                         }
                     }
-                    inbox.transport.append_all(appends);
+                    with_priority(due, || inbox.transport.append_all(appends));
                 });
                 (due, job)
             })
@@ -1437,11 +1437,13 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         permit: Some(permit),
                     };
                     match c.call.start(inbox.clock.now()) {
-                        Some(cmd) => start_execute(
-                            &*inbox.transport,
-                            cmd,
-                            Box::new(move |outcome| started.give(outcome)),
-                        ),
+                        Some(cmd) => with_priority(c.due, || {
+                            start_execute(
+                                &*inbox.transport,
+                                cmd,
+                                Box::new(move |outcome| started.give(outcome)),
+                            )
+                        }),
                         // Taken by a driver exiting on the spot: it runs it itself.
                         None => started.skip(),
                     }
@@ -1475,7 +1477,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         while describes.peek().is_some() {
             let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
             let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
-            let check = self.check_job(batch);
+            let check = self.check_job(batch, due);
             if on_loop {
                 check();
             } else {
@@ -1493,7 +1495,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     /// The checks (DescribeRole) of `batch`, in one
     /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs): the answers are
     /// handed to each call, and the loop is told, from whichever thread has them.
-    fn check_job(&self, batch: Vec<Outgoing>) -> Job {
+    fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Job {
         let inbox = self.inbox.clone();
         Box::new(move || {
             let mut roles = Vec::with_capacity(batch.len());
@@ -1521,32 +1523,34 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             drop(batch);
             let transport = Arc::clone(&inbox.transport);
             let n = roles.len();
-            transport.start_describe_epochs(
-                roles,
-                answered_or(
-                    move || {
-                        (0..n)
-                            .map(|_| {
-                                Err(TransportError::retriable(
-                                    "the transport dropped a check without answering it",
-                                ))
-                            })
-                            .collect()
-                    },
-                    move |answers: Vec<Result<_, TransportError>>| {
-                        let mut answers = answers.into_iter();
-                        for call in asked {
-                            let answer = answers.next().unwrap_or_else(|| {
-                                Err(TransportError::fatal(
+            with_priority(due, || {
+                transport.start_describe_epochs(
+                    roles,
+                    answered_or(
+                        move || {
+                            (0..n)
+                                .map(|_| {
+                                    Err(TransportError::retriable(
+                                        "the transport dropped a check without answering it",
+                                    ))
+                                })
+                                .collect()
+                        },
+                        move |answers: Vec<Result<_, TransportError>>| {
+                            let mut answers = answers.into_iter();
+                            for call in asked {
+                                let answer = answers.next().unwrap_or_else(|| {
+                                    Err(TransportError::fatal(
                                     "describe_epochs answered fewer roles than it was asked for",
                                 ))
-                            });
-                            call.put(answer.map(|status| MachineEvent::Described { status }));
-                        }
-                        inbox.finished(finished);
-                    },
-                ),
-            );
+                                });
+                                call.put(answer.map(|status| MachineEvent::Described { status }));
+                            }
+                            inbox.finished(finished);
+                        },
+                    ),
+                )
+            });
         })
     }
 
@@ -1578,23 +1582,26 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             let on_loop = inbox.transport.reads_without_a_thread();
             let job: Job = Box::new(move || {
                 let transport = Arc::clone(&inbox.transport);
-                transport.start_read_partition(
-                    fetch.partition,
-                    fetch.from,
-                    answered_or(
-                        || {
-                            Err(TransportError::retriable(
-                                "the transport dropped a read without answering it",
-                            ))
-                        },
-                        move |outcome| {
-                            inbox.finished(vec![Done::Read {
-                                partition: fetch.partition,
-                                outcome,
-                            }]);
-                        },
-                    ),
-                );
+                // A read answers every candidacy of the partition that waits: first.
+                with_priority(Due::MIN, || {
+                    transport.start_read_partition(
+                        fetch.partition,
+                        fetch.from,
+                        answered_or(
+                            || {
+                                Err(TransportError::retriable(
+                                    "the transport dropped a read without answering it",
+                                ))
+                            },
+                            move |outcome| {
+                                inbox.finished(vec![Done::Read {
+                                    partition: fetch.partition,
+                                    outcome,
+                                }]);
+                            },
+                        ),
+                    )
+                });
             });
             match &self.pool {
                 // Started here: the transport reads holding no thread.

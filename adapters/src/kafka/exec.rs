@@ -29,6 +29,9 @@ struct Task {
     future: Mutex<Option<BoxFuture>>,
     /// Woken since the last poll began: poll again.
     woken: AtomicBool,
+    /// The priority it was started with ([`crate::transport::with_priority`]): its requests
+    /// keep it, whichever thread polls it.
+    priority: Option<i64>,
 }
 
 impl Wake for Task {
@@ -69,7 +72,10 @@ fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
 /// Polls `task` on this thread until it is pending and not woken meanwhile. A thread that
 /// finds it being polled elsewhere only marks it woken: the poller polls it again.
 fn run(task: &Arc<Task>) {
-    with_inline(false, || poll_task(task));
+    with_inline(false, || match task.priority {
+        Some(p) => crate::transport::with_priority(p, || poll_task(task)),
+        None => poll_task(task),
+    });
 }
 
 fn poll_task(task: &Arc<Task>) {
@@ -104,6 +110,7 @@ pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
     let task = Arc::new(Task {
         future: Mutex::new(Some(Box::pin(future))),
         woken: AtomicBool::new(false),
+        priority: crate::transport::priority(),
     });
     run(&task);
 }

@@ -446,13 +446,49 @@ struct Broker {
 /// threads and sends its own answer.
 type Job = Box<dyn FnOnce() + Send>;
 
+/// A request queued for a broker's connection threads, in the order of its call's priority
+/// (see [`crate::transport::with_priority`]; a call started without one is due when queued),
+/// then of queueing.
+struct Queued {
+    priority: i64,
+    seq: u64,
+    job: Job,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.seq) == (other.priority, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    /// Reversed: the `BinaryHeap` (a max-heap) pops the smallest priority first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.priority, other.seq).cmp(&(self.priority, self.seq))
+    }
+}
+
 /// The queue of a broker's connection threads.
 #[derive(Default)]
 struct Dispatch {
-    jobs: std::collections::VecDeque<Job>,
+    jobs: std::collections::BinaryHeap<Queued>,
+    seq: u64,
     /// Connection threads running, and how many of them wait for a job.
     threads: usize,
     idle: usize,
+}
+
+/// Now, in milliseconds since the Unix epoch: the priority of a request whose call was started
+/// without one (a host's priorities are its clock's milliseconds).
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// How long a connection thread with nothing to do waits for a request before it ends.
@@ -601,8 +637,8 @@ fn connection_thread(broker: &Broker) {
         let job = {
             let mut queue = lock(&broker.queue);
             loop {
-                if let Some(job) = queue.jobs.pop_front() {
-                    break job;
+                if let Some(queued) = queue.jobs.pop() {
+                    break queued.job;
                 }
                 queue.idle += 1;
                 let (q, waited) = broker
@@ -1037,8 +1073,11 @@ impl Pool {
         let Some(job) = follow_up(&broker, job) else {
             return rx;
         };
+        let priority = crate::transport::priority().unwrap_or_else(now_millis);
         let mut queue = lock(&broker.queue);
-        queue.jobs.push_back(job);
+        queue.seq += 1;
+        let seq = queue.seq;
+        queue.jobs.push(Queued { priority, seq, job });
         if queue.idle > 0 {
             drop(queue);
             broker.queued.notify_one();
@@ -1061,8 +1100,8 @@ impl Pool {
                     let jobs = std::mem::take(&mut queue.jobs);
                     drop(queue);
                     // Each job answers (the pool is alive: it fails on its deadline or runs).
-                    for job in jobs {
-                        job();
+                    for queued in jobs.into_sorted_vec().into_iter().rev() {
+                        (queued.job)();
                     }
                 }
             }
@@ -1341,6 +1380,42 @@ mod tests {
         let why = why.expect("the connection thread answered");
         assert!(why.contains("127.0.0.1:1"), "{why}");
         assert_eq!(on.as_deref(), Some("kc-conn"));
+    }
+
+    /// A broker's queued requests go out in the order of their calls' priorities, whatever
+    /// the order they were queued in (a host gives its queue's due instants).
+    #[test]
+    fn queued_requests_go_out_in_the_order_of_their_priorities() {
+        let (addr, _) = frozen_broker();
+        let pool = Arc::new(Pool::new(
+            Security::plaintext(),
+            "test",
+            1,
+            Duration::from_secs(3600),
+        ));
+        // The only connection thread is busy until this request's deadline.
+        let busy = pool.request(&addr, Instant::now() + Duration::from_millis(300), |_| {
+            Ok(())
+        });
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Already out of time when their turn comes: each answers at once, in turn.
+        let soon = Instant::now() + Duration::from_millis(50);
+        for priority in [30i64, 10, 20] {
+            let answer =
+                crate::transport::with_priority(priority, || pool.request(&addr, soon, |_| Ok(())));
+            let (order, tx) = (Arc::clone(&order), tx.clone());
+            super::super::exec::spawn(async move {
+                let _ = answer.await;
+                lock(&order).push(priority);
+                let _ = tx.send(());
+            });
+        }
+        let _ = super::super::exec::block_on(busy);
+        for _ in 0..3 {
+            rx.recv_timeout(Duration::from_secs(60)).expect("answered");
+        }
+        assert_eq!(*lock(&order), vec![10, 20, 30]);
     }
 
     /// Requests queued for a broker whose every connection has a request unanswered for the
