@@ -701,6 +701,10 @@ struct WindowState {
 /// A call to start once the window has room; it holds the [`Permit`] until it finishes.
 type Start = Box<dyn FnOnce(Permit) + Send>;
 
+/// Checks, registrations or a read that hold a place in the [`Window`] until their completion
+/// runs, or run on a thread of the pool (`None`).
+type Held = Box<dyn FnOnce(Option<Permit>) + Send>;
+
 /// A place in the [`Window`]: given back when dropped, which starts the next queued call.
 struct Permit(Arc<Window>);
 
@@ -858,7 +862,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Answer<T> {
     }
 }
 
-/// The most checks one `describe_epochs` call carries.
+/// The most checks one `start_describe_epochs` call carries.
 pub const DESCRIBE_BATCH: usize = 256;
 
 /// Where a hosted candidacy is.
@@ -1341,7 +1345,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     /// threads (one job when the transport's appends hold no thread): the appends of one
     /// partition are queued together before its first batch is sent, and the partitions'
     /// batches go out on several threads at once.
-    fn append_jobs(&self, appends: Vec<Outgoing>, threads: usize) -> Vec<(Due, Job)> {
+    fn append_jobs(&self, appends: Vec<Outgoing>, threads: usize) -> Vec<(Due, Held)> {
         if appends.is_empty() {
             return Vec::new();
         }
@@ -1361,9 +1365,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             .map(|chunk| {
                 let inbox = self.inbox.clone();
                 let due = chunk.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
-                let job: Job = Box::new(move || {
+                let job: Held = Box::new(move |place| {
+                    // The place is given back once every append of the job is answered.
+                    let place = Arc::new(place);
                     let mut appends = Vec::with_capacity(chunk.len());
                     for c in chunk {
+                        let place = Arc::clone(&place);
                         let answer = Answer {
                             inbox: inbox.clone(),
                             call: c.call.clone(),
@@ -1383,7 +1390,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                                 done: Box::new(move |outcome| {
                                     answer.give(
                                         outcome.map(|offset| MachineEvent::Appended { offset }),
-                                    )
+                                    );
+                                    drop(place);
                                 }),
                             }),
                             Some(_) => answer
@@ -1399,11 +1407,13 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             .collect()
     }
 
-    /// Hands the calls of this turn to the pool: the checks (DescribeRole) of up to
+    /// Hands the calls of this turn over: the checks (DescribeRole) of up to
     /// [`DESCRIBE_BATCH`] candidacies in one call of
-    /// [`describe_epochs`](crate::Coordinator::describe_epochs), the registrations in a few
-    /// calls of [`append_all`](crate::Registrar::append_all) (see [`Core::append_jobs`]), every
-    /// other call alone.
+    /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs), the registrations
+    /// in a few calls of [`append_all`](crate::Registrar::append_all) (see
+    /// [`Core::append_jobs`]), every other call alone. Those the transport runs without a
+    /// thread are started here (acquires and lease writes through the [`Window`]); the
+    /// others go to the pool.
     fn flush_calls(&mut self) {
         let calls = std::mem::take(&mut self.outgoing);
         // One completion per call, whether alone or in a batch.
@@ -1414,13 +1424,16 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let (appends, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             singles.into_iter().partition(|c| c.append.is_some());
         if self.inbox.transport.appends_without_a_thread() {
-            // Started from the loop: the transport sends them holding no thread.
-            for (_, job) in self.append_jobs(appends, 1) {
-                job();
+            // Started from the window: the transport sends them holding no thread.
+            for (due, job) in self.append_jobs(appends, 1) {
+                self.window
+                    .submit(due, Box::new(move |place| job(Some(place))));
             }
         } else {
             let threads = self.pool.as_ref().map_or(1, |p| p.threads);
-            jobs.extend(self.append_jobs(appends, threads));
+            for (due, job) in self.append_jobs(appends, threads) {
+                jobs.push((due, Box::new(move || job(None))));
+            }
         }
         let (started, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             singles.into_iter().partition(|c| c.on_its_own);
@@ -1479,9 +1492,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
             let check = self.check_job(batch, due);
             if on_loop {
-                check();
+                self.window
+                    .submit(due, Box::new(move |place| check(Some(place))));
             } else {
-                jobs.push((due, check));
+                jobs.push((due, Box::new(move || check(None))));
             }
         }
         for (due, job) in jobs {
@@ -1495,9 +1509,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     /// The checks (DescribeRole) of `batch`, in one
     /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs): the answers are
     /// handed to each call, and the loop is told, from whichever thread has them.
-    fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Job {
+    fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Held {
         let inbox = self.inbox.clone();
-        Box::new(move || {
+        Box::new(move |place| {
             let mut roles = Vec::with_capacity(batch.len());
             let mut asked = Vec::with_capacity(batch.len());
             for c in &batch {
@@ -1547,6 +1561,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                                 call.put(answer.map(|status| MachineEvent::Described { status }));
                             }
                             inbox.finished(finished);
+                            drop(place);
                         },
                     ),
                 )
@@ -1580,7 +1595,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             }
             self.reads += 1;
             let on_loop = inbox.transport.reads_without_a_thread();
-            let job: Job = Box::new(move || {
+            let job: Held = Box::new(move |place| {
                 let transport = Arc::clone(&inbox.transport);
                 // A read answers every candidacy of the partition that waits: first.
                 with_priority(Due::MIN, || {
@@ -1598,17 +1613,20 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                                     partition: fetch.partition,
                                     outcome,
                                 }]);
+                                drop(place);
                             },
                         ),
                     )
                 });
             });
+            // A read answers every candidacy of the partition that waits: first.
             match &self.pool {
-                // Started here: the transport reads holding no thread.
-                _ if on_loop => job(),
-                // A read answers every candidacy of the partition that waits: first.
-                Some(pool) => pool.submit(Due::MIN, job),
-                None => job(),
+                // The transport reads holding no thread: a place in the window.
+                _ if on_loop => self
+                    .window
+                    .submit(Due::MIN, Box::new(move |place| job(Some(place)))),
+                Some(pool) => pool.submit(Due::MIN, Box::new(move || job(None))),
+                None => job(None),
             }
         }
     }
