@@ -19,10 +19,14 @@
 //!   that says so ([`describes_without_a_thread`](crate::Coordinator::describes_without_a_thread),
 //!   [`acquires_without_a_thread`](crate::Coordinator::acquires_without_a_thread),
 //!   [`writes_without_a_thread`](crate::LeaseWriter::writes_without_a_thread); the Kafka
-//!   transport does) gets the checks, acquires and lease writes started from the loop or from
-//!   the thread that finished the call before, with a completion, and they hold no thread while
-//!   they wait. The checks due in a turn go out together; acquires and lease writes keep at
-//!   most [`HostOptions::io_threads`] in flight and wait, holding nothing, in the order below;
+//!   transport does, and for [`reads_without_a_thread`](crate::StateReader::reads_without_a_thread)
+//!   and [`appends_without_a_thread`](crate::Registrar::appends_without_a_thread) too) gets
+//!   the checks, acquires, lease writes, reads and registrations started from the loop or
+//!   from the thread that finished the call before, with a completion, and they hold no thread
+//!   while they wait. At most [`HostOptions::io_threads`] of them are in flight at once (the
+//!   checks due in a turn, and the registrations, as one each); the others wait, holding
+//!   nothing, in the order below, and the order goes with them to the transport
+//!   (`transport::with_priority`);
 //! - **a bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the calls that are
 //!   blocking calls of the [`Transport`] traits (on Kafka: reads that must go to the broker,
 //!   and the sending of registrations; on any other transport, every call). The threads start
@@ -147,8 +151,8 @@ impl HostOptions {
     }
 
     /// How many threads run the blocking transport calls (default [`DEFAULT_IO_THREADS`]),
-    /// and how many acquires and lease writes that hold no thread may be in flight at once
-    /// (see the [module docs](self); [`DEFAULT_IO_THREADS`] with `0`). `0` runs the blocking
+    /// and how many calls that hold no thread may be in flight at once (see the
+    /// [module docs](self); [`DEFAULT_IO_THREADS`] with `0`). `0` runs the blocking
     /// calls on the loop itself: only for a transport whose calls return at once. Threads
     /// start as calls come and end after 30 s without one. Calls queued for a thread or a
     /// place are taken earliest due first, and [`HostStats::queued`] counts them.
@@ -678,9 +682,9 @@ fn answered_or<T: 'static>(
     })
 }
 
-/// The calls the transport runs without holding a thread (a lease write or an acquire on a
-/// transport that says so, see [`LeaseWriter::writes_without_a_thread`]): at most `limit` are
-/// in flight at once, as with the I/O threads, and the others wait in the same order (see
+/// The calls the transport runs without holding a thread (those of a transport that says so,
+/// see [`LeaseWriter::writes_without_a_thread`] and the others): at most `limit` are in
+/// flight at once, as with the I/O threads, and the others wait in the same order (see
 /// [`Due`]) holding nothing. When one finishes, the thread that finished it starts the next.
 /// A lease write's deadline counts from when it starts here, as from when a thread takes it.
 ///
