@@ -1393,9 +1393,10 @@ mod tests {
             1,
             Duration::from_secs(3600),
         ));
-        // The only connection thread is busy until this request's deadline.
-        let busy = pool.request(&addr, Instant::now() + Duration::from_millis(300), |_| {
-            Ok(())
+        // The only connection thread is busy until this request's deadline: it goes first
+        // (the smallest priority), whenever the thread starts.
+        let busy = crate::transport::with_priority(i64::MIN, || {
+            pool.request(&addr, Instant::now() + Duration::from_secs(1), |_| Ok(()))
         });
         let order = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
