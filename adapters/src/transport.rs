@@ -139,14 +139,24 @@ thread_local! {
 /// queues the requests of calls started without a thread (the Kafka client's connection
 /// threads) serves them in this order.
 pub(crate) fn with_priority<R>(priority: i64, f: impl FnOnce() -> R) -> R {
-    /// Restores the priority before, also when `f` panics.
-    struct Restore(Option<i64>);
-    impl Drop for Restore {
+    with_local(&PRIORITY, Some(priority), f)
+}
+
+/// Runs `f` with the thread-local `key` set to `value`, and restores what it held before,
+/// also when `f` panics.
+pub(crate) fn with_local<T: Copy + 'static, R>(
+    key: &'static std::thread::LocalKey<std::cell::Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    /// Puts the value before back on drop.
+    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<std::cell::Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Restore<T> {
         fn drop(&mut self) {
-            PRIORITY.with(|p| p.set(self.0));
+            self.0.with(|c| c.set(self.1));
         }
     }
-    let _restore = Restore(PRIORITY.with(|p| p.replace(Some(priority))));
+    let _restore = Restore(key, key.with(|c| c.replace(value)));
     f()
 }
 

@@ -58,15 +58,7 @@ pub(crate) fn inline() -> bool {
 
 /// Runs `f` with [`inline`] set to `on`, then restores it.
 fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    /// Restores the flag, also when `f` panics.
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            INLINE.with(|i| i.set(self.0));
-        }
-    }
-    let _restore = Restore(INLINE.with(|i| i.replace(on)));
-    f()
+    crate::transport::with_local(&INLINE, on, f)
 }
 
 /// Polls `task` on this thread until it is pending and not woken meanwhile. A thread that

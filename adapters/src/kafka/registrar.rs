@@ -108,11 +108,17 @@ impl Drop for Sending<'_> {
     }
 }
 
-/// The next batch of `lane`'s queue (up to [`MAX_BATCH_RECORDS`] records and
-/// [`MAX_BATCH_BYTES`]), the appends whose deadline passed, and the partition's next
-/// sequence; `None`, with the lane marked as having no sender, when its queue is empty.
-#[allow(clippy::type_complexity)]
-fn take_batch(lane: &Lane) -> Option<(Vec<Pending>, Vec<Pending>, Option<(Grant, i32)>)> {
+/// What a lane's sender sends next: a batch (up to [`MAX_BATCH_RECORDS`] records and
+/// [`MAX_BATCH_BYTES`]), the appends whose deadline passed, and the partition's next sequence.
+struct Round {
+    batch: Vec<Pending>,
+    expired: Vec<Pending>,
+    sequence: Option<(Grant, i32)>,
+}
+
+/// The next [`Round`] of `lane`'s queue; `None`, with the lane marked as having no sender,
+/// when its queue is empty.
+fn take_batch(lane: &Lane) -> Option<Round> {
     let mut state = lock(&lane.state);
     let now = Instant::now();
     let mut expired: Vec<Pending> = Vec::new();
@@ -135,7 +141,11 @@ fn take_batch(lane: &Lane) -> Option<(Vec<Pending>, Vec<Pending>, Option<(Grant,
         state.sending = false;
         return None;
     }
-    Some((batch, expired, state.sequence))
+    Some(Round {
+        batch,
+        expired,
+        sequence: state.sequence,
+    })
 }
 
 /// What a batch came to.
@@ -249,7 +259,12 @@ impl Appender {
             finished: false,
         };
         loop {
-            let Some((batch, expired, sequence)) = take_batch(lane) else {
+            let Some(Round {
+                batch,
+                expired,
+                sequence,
+            }) = take_batch(lane)
+            else {
                 sending.finished = true;
                 return;
             };
