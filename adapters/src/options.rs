@@ -22,6 +22,7 @@ pub struct Options {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) give_up_after: Option<Duration>,
     pub(crate) long_poll: Duration,
+    pub(crate) evict_passed_over: bool,
 }
 
 impl Default for Options {
@@ -31,6 +32,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             give_up_after: None,
             long_poll: DEFAULT_LONG_POLL,
+            evict_passed_over: false,
         }
     }
 }
@@ -42,6 +44,7 @@ impl fmt::Debug for Options {
             .field("manual_clock", &self.clock.as_manual().is_some())
             .field("give_up_after", &self.give_up_after_or_default())
             .field("long_poll", &self.long_poll)
+            .field("evict_passed_over", &self.evict_passed_over)
             .finish()
     }
 }
@@ -95,6 +98,22 @@ impl Options {
     /// polling off: standbys then read only at their wake-up instants.
     pub fn long_poll(mut self, d: Duration) -> Self {
         self.long_poll = d;
+        self
+    }
+
+    /// Whether this member deletes the registrations of the members it passes over (default
+    /// `false`). **Every member of the role must register again when its registration
+    /// disappears**, as this library's members do; a member of another implementation of the
+    /// spec that does not is lost from the roster for good.
+    ///
+    /// Without eviction (the default) a member registered ahead of one that has held the
+    /// lease is *passed over*: it stays registered, ranks skip it, and a live member that
+    /// finds itself passed over registers again at the tail. A member that died for good costs
+    /// one failover one stagger, once, either way (see [`Candidate`] "Ghosts").
+    ///
+    /// [`Candidate`]: kafka_coordination_core::machine::Candidate
+    pub fn evict_passed_over(mut self, evict: bool) -> Self {
+        self.evict_passed_over = evict;
         self
     }
 

@@ -653,11 +653,25 @@ fn two_supervisors_fail_over_without_overlap_and_the_tool_reports_it() {
         (Some("b"), Some(term_b))
     );
 
-    // b announced its challenge by removing the registration of the holder whose lease ran
-    // out, so the killed a is no ghost: b alone is on the roster. The live leader is refused
-    // without --force, and a is reported as not registered.
+    // b took over without touching a's registration: the killed a stays on the roster,
+    // passed over (no rank). The live leader is refused without --force, the ghost a is
+    // removed, and a member that never registered is reported as not registered.
     let d = describe(&bootstrap, &role);
-    assert_eq!(roster(&d).keys().collect::<Vec<_>>(), ["b"], "{d}");
+    assert_eq!(
+        roster(&d),
+        BTreeMap::from([
+            ("a".to_owned(), (None, false)),
+            ("b".to_owned(), (None, true))
+        ]),
+        "{d}"
+    );
+    let passed: Vec<bool> = d["roster"]
+        .as_array()
+        .expect("a roster")
+        .iter()
+        .map(|m| m["passed_over"] == true)
+        .collect();
+    assert_eq!(passed, [true, false], "{d}");
     let o = run({
         let mut c = kc_on(&bootstrap);
         c.args([
@@ -679,6 +693,23 @@ fn two_supervisors_fail_over_without_overlap_and_the_tool_reports_it() {
             "deregister",
             &role,
             "a",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        text(&o.stdout).contains("removed the registration of a"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = run({
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "deregister",
+            &role,
+            "nobody",
         ]);
         c
     });

@@ -115,25 +115,30 @@ fn simulate_10k_seeds() {
     assert!(totals.l1_calm > 10_000, "{totals:?}");
     assert_eq!(totals.overhead.count(), totals.l1_calm, "{totals:?}");
     assert!(totals.l1_skipped * 100 < totals.l1_checked, "{totals:?}");
-    // Challenge churn: a coordinator slower than the stagger in a third of the runs; with the
-    // check and the announcement, at least 98 % of the failovers elect exactly one member when
-    // calls keep their normal latency, and at least 97 % overall.
+    // Challenge churn: a coordinator slower than the stagger in a third of the runs. With the
+    // check, at least 98 % of the failovers elect exactly one member when calls keep their
+    // normal latency, and at least 94 % overall. (The quarter of the runs that evict also
+    // announce their challenges, which a check cannot see on the wire: alone they reach 98 %
+    // overall, the others 93-94 %; `SIM_EVICT=1` or `0` runs every seed one way.)
     assert!(totals.slow_acquires > 3_000, "{totals:?}");
-    assert!(totals.announcements > 10_000, "{totals:?}");
+    assert!(totals.announcements > 5_000, "{totals:?}");
     assert!(
         totals.fast_failovers_one_election * 100 >= totals.fast_failovers * 98,
         "{totals:?}"
     );
     assert!(
-        totals.failovers_one_election * 100 >= totals.failovers * 97,
+        totals.failovers_one_election * 100 >= totals.failovers * 94,
         "{totals:?}"
     );
     // Stalls of another role, and ghosts.
     assert!(totals.foreign_stalls > 1_000, "{totals:?}");
     assert!(totals.l4_checked > 20_000, "{totals:?}");
     assert!(totals.renamed > 2_000, "{totals:?}");
-    assert!(totals.ghost_evictions > 500, "{totals:?}");
-    assert!(totals.live_evictions > 2_000, "{totals:?}");
+    // Without eviction (most runs) live members passed over register again (G2); with it
+    // (a quarter) ghosts and live members are evicted.
+    assert!(totals.live_passed_over > 2_000, "{totals:?}");
+    assert!(totals.ghost_evictions > 200, "{totals:?}");
+    assert!(totals.live_evictions > 1_000, "{totals:?}");
     assert!(totals.g2_rejoined > 1_000, "{totals:?}");
     assert!(totals.g1_checked > 10_000, "{totals:?}");
     assert!(totals.l2_rank_checks > 10_000, "{totals:?}");

@@ -1,7 +1,8 @@
 //! One decision of a standby from a role's state: wait, challenge, or register again.
 //!
 //! A standby of rank `n` challenges at the lease deadline plus `n` challenge staggers. The rank
-//! counts registered members other than the lease holder that joined earlier. With no lease
+//! counts registered members other than the lease holder that joined earlier, skipping members
+//! that were passed over ([`RoleState::passed_over`]). With no lease
 //! (never taken, or cleared by a resign) the member counts from the moment it first saw the
 //! role without one. The stagger only saves epoch churn: InitProducerId is atomic at the
 //! coordinator, so even simultaneous challenges leave exactly one newest epoch.
@@ -43,6 +44,10 @@ pub enum Step {
     /// The state was read past this member's registration and the member is not on the
     /// roster (its registration was tombstoned): it must register again.
     NotRegistered,
+    /// A member that joined after this one has held the lease since this member registered:
+    /// this member's turn went by. It registers again, at the tail of the roster, to be
+    /// ranked again (no failback).
+    PassedOver,
 }
 
 /// Decides the next step of `member` from `state` at `now`.
@@ -62,6 +67,9 @@ pub fn evaluate(
             .is_some_and(|o| o >= standing.join_offset);
     if !registered {
         return Step::NotRegistered;
+    }
+    if !unseen && state.passed_over(member) {
+        return Step::PassedOver;
     }
     let rank = state.rank_at(member, standing.join_offset);
     let base = match (lease, standing.contested_until) {

@@ -4,6 +4,11 @@
 //! registers again moves to the tail of the roster (no failback). The latest lease record is the
 //! lease; a lease tombstone clears it. Records of other roles are skipped; malformed records are
 //! skipped and counted, never fatal: safety rests on the broker's fence, not on the log.
+//!
+//! A member registered ahead of a member that has held the lease had its turn first and did not
+//! take it: it is *passed over* (see [`RoleState::passed_over`]). Ranks skip passed-over
+//! members, so a member that died for good costs at most one failover one stagger, and nobody
+//! deletes its registration.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -95,6 +100,9 @@ pub struct RoleState {
     role: Role,
     members: Members,
     lease: Option<LeaseEntry>,
+    /// The largest join offset of a member read holding the lease: every other member
+    /// registered before it was passed over.
+    led_from: Option<i64>,
     next_offset: i64,
     /// Whether a record at offset `i64::MAX` was applied: `next_offset` cannot pass it, and
     /// every later record counts as seen (no offset follows the largest).
@@ -109,6 +117,7 @@ impl RoleState {
             role,
             members: Members::default(),
             lease: None,
+            led_from: None,
             next_offset: 0,
             at_last_offset: false,
             malformed: 0,
@@ -200,12 +209,23 @@ impl RoleState {
                     // A renewal has a holder.
                     (None, None) => {}
                 }
+                self.note_holder();
                 Ok(Applied::Leased)
             }
             (None, None) => {
                 self.lease = None;
                 Ok(Applied::LeaseCleared)
             }
+        }
+    }
+
+    /// Moves the passed-over mark to the holder's join offset, if it is registered and later.
+    fn note_holder(&mut self) {
+        let Some(entry) = self.lease.as_ref() else {
+            return;
+        };
+        if let Some(join) = self.members.find(entry.lease.member.as_str()) {
+            self.led_from = Some(self.led_from.map_or(join, |o| o.max(join)));
         }
     }
 
@@ -256,14 +276,46 @@ impl RoleState {
     }
 
     /// The rank of `member`: how many registered members other than the lease holder joined
-    /// before it. Rank 0 challenges first. `None` when `member` is not registered.
+    /// before it, not counting passed-over members. Rank 0 challenges first. `None` when
+    /// `member` is not registered or was passed over (it must register again to be ranked).
     pub fn rank_of(&self, member: &MemberId) -> Option<usize> {
         let offset = self.join_offset(member)?;
+        if self.passed_over(member) {
+            return None;
+        }
         Some(self.rank_at(member, offset))
     }
 
+    /// Whether `member` was passed over: it is registered, does not hold the lease, and joined
+    /// before a member that has held the lease since (as far as this state has read). That
+    /// member's turn came after `member`'s, so `member` had its turn and did not take the role:
+    /// it died, left without deregistering, or was too slow. Ranks skip it. Nobody deletes its
+    /// registration; a live member that finds itself passed over registers again, at the tail.
+    ///
+    /// The mark is the largest join offset of any holder read, so it survives compaction as
+    /// long as the current holder's lease and registration do, and it stays when a resign
+    /// clears the lease.
+    pub fn passed_over(&self, member: &MemberId) -> bool {
+        let Some(join) = self.join_offset(member) else {
+            return false;
+        };
+        let holds = self
+            .lease
+            .as_ref()
+            .is_some_and(|e| e.lease.member == *member);
+        !holds && self.led_from.is_some_and(|mark| join < mark)
+    }
+
+    /// The offset before which registrations (other than the holder's) are passed over: the
+    /// largest join offset of a member read holding the lease. `None` while no holder was read
+    /// registered.
+    pub fn led_from(&self) -> Option<i64> {
+        self.led_from
+    }
+
     /// The rank a member registered at `join_offset` has (or will have once its registration
-    /// is readable): members that joined before it, not counting the lease holder or `member`.
+    /// is readable): members that joined before it, not counting the lease holder, `member`
+    /// or passed-over members.
     pub fn rank_at(&self, member: &MemberId, join_offset: i64) -> usize {
         // A registered name sits at exactly its join offset, so skipping the holder's and
         // `member`'s join offsets skips them by name, without comparing names.
@@ -272,9 +324,13 @@ impl RoleState {
             .as_ref()
             .and_then(|l| self.members.find(l.lease.member.as_str()));
         let own = self.members.find(member.as_str());
+        let from = self.led_from.unwrap_or(i64::MIN);
+        if from >= join_offset {
+            return 0;
+        }
         self.members
             .joined
-            .range(..join_offset)
+            .range(from..join_offset)
             .filter(|(&o, _)| Some(o) != holder && Some(o) != own)
             .count()
     }
@@ -288,6 +344,7 @@ impl PartialEq for RoleState {
             && self.members.len() == other.members.len()
             && self.roster().eq(other.roster())
             && self.lease == other.lease
+            && self.led_from == other.led_from
             && self.next_offset == other.next_offset
             && self.at_last_offset == other.at_last_offset
             && self.malformed == other.malformed
@@ -311,6 +368,7 @@ impl fmt::Debug for RoleState {
             .field("role", &self.role)
             .field("roster", &JoinOrder(&self.members))
             .field("lease", &self.lease)
+            .field("led_from", &self.led_from)
             .field("next_offset", &self.next_offset)
             .field("malformed", &self.malformed)
             .finish()
@@ -422,6 +480,48 @@ mod tests {
         assert_eq!(s.rank_of(&m("b")), Some(0));
         assert_eq!(s.rank_of(&m("a")), Some(2));
         assert_eq!(s.next_offset(), 4);
+    }
+
+    #[test]
+    fn members_ahead_of_a_holder_are_passed_over_and_skipped_by_the_ranks() {
+        let mut s = RoleState::build(
+            role(),
+            &[
+                reg(0, "ghost"),
+                reg(1, "a"),
+                reg(2, "b"),
+                reg(3, "c"),
+                lease(4, "a", 10),
+            ],
+        );
+        assert!(s.passed_over(&m("ghost")), "ahead of the holder");
+        assert!(!s.passed_over(&m("a")), "the holder never is");
+        assert!(!s.passed_over(&m("b")) && !s.passed_over(&m("c")));
+        assert_eq!(s.rank_of(&m("ghost")), None);
+        assert_eq!((s.rank_of(&m("b")), s.rank_of(&m("c"))), (Some(0), Some(1)));
+        // c overtakes b (b was slow at its turn): b is passed over too.
+        s.apply(&lease(5, "c", 20));
+        assert!(s.passed_over(&m("b")) && s.passed_over(&m("a")));
+        assert_eq!(s.led_from(), Some(3));
+        // A resign clears the lease and deregisters c: the mark stays, so the next member
+        // behind c is first, not the ghost or the slow b.
+        s.apply(&Record::tombstone(6, Key::lease(role()).encode()));
+        s.apply(&dereg(7, "c"));
+        s.apply(&reg(8, "d"));
+        assert!(s.passed_over(&m("b")));
+        assert_eq!(s.rank_of(&m("d")), Some(0));
+        // b registers again: at the tail, ranked again, behind d.
+        s.apply(&reg(9, "b"));
+        assert!(!s.passed_over(&m("b")));
+        assert_eq!(s.rank_of(&m("b")), Some(1));
+        assert_eq!(s.len(), 4, "ghost, a, d, b: nobody was deleted");
+    }
+
+    #[test]
+    fn a_holder_that_never_registered_passes_nobody_over() {
+        let s = RoleState::build(role(), &[reg(0, "a"), reg(1, "b"), lease(2, "x", 10)]);
+        assert_eq!(s.led_from(), None);
+        assert_eq!((s.rank_of(&m("a")), s.rank_of(&m("b"))), (Some(0), Some(1)));
     }
 
     #[test]

@@ -1063,9 +1063,19 @@ fn an_outside_fence_during_a_renewal_waits_for_its_answer() {
 
 // ---- before a challenge: the check, stalled reads, ghosts ------------------------------------
 
-/// The challenge of a lease held by `a`: first the announcement (a's registration tombstoned,
-/// readable by the other standbys before the acquire reaches the coordinator), then the acquire.
+/// The challenge of a lease held by `a`: the acquire at once; a member that evicts first
+/// announces it (a's registration tombstoned, readable by the other standbys before the
+/// acquire reaches the coordinator).
 fn announces_then_acquires(c: &mut Candidate, now: UnixMillis) {
+    if !c.evicts_passed_over() {
+        assert_eq!(
+            drain(c),
+            [acquire()],
+            "no record of another member is touched"
+        );
+        assert_eq!(c.status(), Status::Challenging);
+        return;
+    }
     assert_eq!(
         drain(c),
         [deregister("a")],
@@ -1285,7 +1295,7 @@ fn the_holders_open_write_is_waited_on_for_half_a_renew_interval_while_reads_sta
         } else {
             assert_eq!(
                 cmds,
-                [deregister("a")],
+                [acquire()],
                 "open for half a renew interval: its holder died mid-write; the acquire aborts it"
             );
             break;
@@ -1364,7 +1374,7 @@ fn a_write_the_coordinator_says_began_just_now_is_waited_on_until_half_an_interv
             c.handle(now, Event::Tick).unwrap();
             assert_eq!(drain(&mut c), [describe()]);
         } else {
-            assert_eq!(cmds, [deregister("a")], "open half an interval: challenged");
+            assert_eq!(cmds, [acquire()], "open half an interval: challenged");
             break;
         }
     }
@@ -1474,10 +1484,12 @@ fn an_unused_pair_seen_long_after_a_failed_acquire_is_waited_out() {
 }
 
 /// `c`, registered at offset 3 behind `a` (the dead holder, 0) and `b` (1, a ghost that never
-/// challenged), elected with pair 7/1; returned with the Elected and first eviction drained.
+/// challenged), elected with pair 7/1 while evicting; returned with the Elected and first
+/// eviction drained.
 fn elected_past_a_ghost() -> Candidate {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    c.set_evict_passed_over(true);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 3 }).unwrap();
     drain(&mut c);
@@ -1504,6 +1516,99 @@ fn elected_past_a_ghost() -> Candidate {
          holder's first"
     );
     c
+}
+
+/// By default a new leader touches no other member's record: the dead holder and the ghost
+/// ahead of it stay registered, passed over, and no rank counts them.
+#[test]
+fn a_new_leader_leaves_the_members_it_passed_over_registered() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    assert!(!c.evicts_passed_over(), "eviction is opt-in");
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 3 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 - 1000),
+        reg_record(3, "c"),
+    ];
+    c.handle(now, records(state, 4)).unwrap();
+    assert_eq!(
+        c.rank(),
+        Some(1),
+        "b ranks ahead of c: it was never passed over"
+    );
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(now, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [acquire()], "no announcement");
+    let token = FencingToken::new(7, 1);
+    c.handle(now, Event::EpochGranted { token }).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::LeaseWritten { offset: 5 }).unwrap();
+    assert_eq!(drain(&mut c), [Command::Elected { token, term: 5 }]);
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 1000)),
+        "nothing to do before the first renewal"
+    );
+    // Everyone who reads c's lease skips a and b.
+    let mut state = c.state().clone();
+    state.apply(&lease_record(5, "c", token, T0 + 3000));
+    state.apply(&reg_record(6, "d"));
+    assert!(state.passed_over(&m("a")) && state.passed_over(&m("b")));
+    assert_eq!(state.rank_of(&m("d")), Some(0), "d ranks first behind c");
+    assert_eq!(state.len(), 4, "every registration is still there");
+}
+
+/// A live standby that a later member overtook (it was slow at its turn) finds itself passed
+/// over in the state and registers again, at the tail; nobody deleted its registration.
+#[test]
+fn a_standby_passed_over_registers_again_at_the_tail() {
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(
+        turn,
+        status(FencingToken::new(7, 1), TransactionState::CompleteCommit),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(
+        turn,
+        records(
+            vec![
+                reg_record(3, "c"),
+                lease_record(4, "c", FencingToken::new(7, 1), T0 + 5000),
+            ],
+            5,
+        ),
+    )
+    .unwrap();
+    assert!(c.state().passed_over(&m("b")));
+    assert_eq!(c.rank(), None);
+    assert_eq!(
+        drain(&mut c),
+        [Command::Append {
+            partition: part(),
+            key: Key::registration(role(), m("b")).encode(),
+            value: Some(
+                Registration {
+                    member: m("b"),
+                    registered_at: turn
+                }
+                .encode()
+            ),
+        }],
+        "it registers again, at the tail"
+    );
+    c.handle(turn, Event::Appended { offset: 5 }).unwrap();
+    assert_eq!(drain(&mut c), [read(5, None)]);
+    c.handle(turn, records(vec![reg_record(5, "b")], 6))
+        .unwrap();
+    assert!(!c.state().passed_over(&m("b")));
+    assert_eq!(c.rank(), Some(0), "ranked again, behind the holder");
 }
 
 #[test]
@@ -1766,6 +1871,7 @@ fn an_announced_challenge_is_waited_for_before_its_acquire_reaches_the_coordinat
 #[test]
 fn a_member_does_not_wait_for_its_own_announcement() {
     let mut c = standby_at_its_turn();
+    c.set_evict_passed_over(true);
     let turn = UnixMillis(T0 + 2000);
     c.handle(turn, status(K, TransactionState::CompleteCommit))
         .unwrap();

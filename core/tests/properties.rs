@@ -332,6 +332,8 @@ struct Model {
     join_offsets: BTreeMap<MemberId, i64>,
     roster: BTreeMap<i64, MemberId>,
     lease: Option<LeaseEntry>,
+    /// Every join offset a member had while a lease record named it.
+    holders_joined: Vec<i64>,
     next_offset: i64,
     malformed: u64,
 }
@@ -343,6 +345,7 @@ impl Model {
             join_offsets: BTreeMap::new(),
             roster: BTreeMap::new(),
             lease: None,
+            holders_joined: Vec::new(),
             next_offset: 0,
             malformed: 0,
         }
@@ -397,6 +400,9 @@ impl Model {
             }
             (Key::Lease { .. }, Some(value)) => {
                 let lease = Lease::decode(value).map_err(Malformed::Format)?;
+                if let Some(&joined) = self.join_offsets.get(&lease.member) {
+                    self.holders_joined.push(joined);
+                }
                 self.lease = Some(LeaseEntry {
                     lease,
                     offset: record.offset,
@@ -410,12 +416,25 @@ impl Model {
         }
     }
 
+    /// Registered, not the holder, and joined before some member that held a lease since.
+    fn passed_over(&self, member: &MemberId) -> bool {
+        let holder = self.lease.as_ref().map(|l| &l.lease.member);
+        self.join_offsets.get(member).is_some_and(|&joined| {
+            Some(member) != holder && self.holders_joined.iter().any(|&h| joined < h)
+        })
+    }
+
     fn rank_at(&self, member: &MemberId, join_offset: i64) -> usize {
         let holder = self.lease.as_ref().map(|l| &l.lease.member);
         self.roster
             .range(..join_offset)
-            .filter(|(_, m)| Some(*m) != holder && *m != member)
+            .filter(|(_, m)| Some(*m) != holder && *m != member && !self.passed_over(m))
             .count()
+    }
+
+    fn rank_of(&self, member: &MemberId) -> Option<usize> {
+        let joined = *self.join_offsets.get(member)?;
+        (!self.passed_over(member)).then(|| self.rank_at(member, joined))
     }
 }
 
@@ -519,10 +538,11 @@ fn same_as_model(s: &RoleState, m: &Model, pool: &[MemberId]) -> Result<(), Test
     for member in pool {
         let joined = m.join_offsets.get(member).copied();
         prop_assert_eq!(s.join_offset(member), joined, "join offset of {}", member);
+        prop_assert_eq!(s.rank_of(member), m.rank_of(member), "rank of {}", member);
         prop_assert_eq!(
-            s.rank_of(member),
-            joined.map(|o| m.rank_at(member, o)),
-            "rank of {}",
+            s.passed_over(member),
+            m.passed_over(member),
+            "{} passed over",
             member
         );
         for at in probes {

@@ -242,6 +242,7 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
             },
             "roster": roster.iter().map(|(m, offset, rank, leader)| json!({
                 "member": m.as_str(), "join_offset": offset, "rank": rank, "leader": leader,
+                "passed_over": state.passed_over(m),
             })).collect::<Vec<_>>(),
             "malformed_records": state.malformed(),
         });
@@ -278,12 +279,19 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
         status.token
     );
     println!("roster       {} member(s), in join order", roster.len());
+    if roster.iter().any(|(m, ..)| state.passed_over(m)) {
+        println!(
+            "             passed: joined ahead of a member that has led since; not ranked until \
+             it registers again"
+        );
+    }
     if !roster.is_empty() {
         println!("  {:<6} {:<24} JOINED AT OFFSET", "RANK", "MEMBER");
         for (m, offset, rank, is_holder) in &roster {
             let rank = match (rank, is_holder) {
                 (_, true) => "leader".to_owned(),
                 (Some(r), _) => r.to_string(),
+                (None, _) if state.passed_over(m) => "passed".to_owned(),
                 (None, _) => "-".to_owned(),
             };
             println!("  {rank:<6} {:<24} {offset}", m.as_str());

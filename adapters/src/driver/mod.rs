@@ -369,6 +369,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         };
         let mut candidate = Candidate::new(role.clone(), member.clone(), timing, clock.now())?;
         candidate.set_give_up_after(Some(options.give_up_after_or_default()));
+        candidate.set_evict_passed_over(options.evict_passed_over);
         transport.claim_role(&role).map_err(Error::Transport)?;
         let release: Box<dyn FnOnce() + Send> = {
             let (transport, role) = (Arc::clone(&transport), role.clone());

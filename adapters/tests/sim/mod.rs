@@ -88,14 +88,16 @@
 //!   named the leader's pair: a standby that challenged on them would depose a healthy leader.
 //!   (A challenge whose inputs came before the new leader's first lease committed is allowed:
 //!   that is the race the stagger and the check make rare.)
-//! * **G1** Ghosts cost one failover, once: by a new leader's first renewal, it has tombstoned
-//!   every registration that was ranked ahead of it at its election (unless the member
-//!   registered again meanwhile, or
-//!   one of the leader's calls failed or was slow in between: the renewal then comes first
-//!   and the tombstones after it). Ranks are computed from the roster, so a later failover no
-//!   longer counts those members (L1's rank).
-//! * **G2** A live member is never lost: one whose registration a leader tombstoned registers
-//!   again within `G2_BOUND_MS` (counted from the tombstone, its last failed call or its resume).
+//! * **G1** Ghosts cost one failover, once: by a new leader's first renewal, no registration
+//!   that was ranked ahead of it at its election counts in a rank any more (unless the member
+//!   registered again meanwhile). Without eviction (the default, three quarters of the runs:
+//!   [`evicts`]) each is passed over in the log as committed, once the leader's lease is
+//!   readable there. With eviction the leader has tombstoned each (unless one of its calls
+//!   failed or was slow in between: the renewal then comes first and the tombstones after it).
+//! * **G2** A live member is never lost: one that a new leader passed over (without eviction)
+//!   or whose registration a leader tombstoned (with it) registers again within `G2_BOUND_MS`
+//!   (counted from the election or the tombstone, its last failed call or its resume).
+//! * **G3** Without eviction no member ever writes a record of another member's key.
 //! * **R1** A resign fences: when a member's candidate ends `Resigned` and no call failed on
 //!   its way out (judged by the harness, not by the candidate's report), its exit reports
 //!   complete, no pair it was granted for a challenge in that
@@ -208,7 +210,8 @@ pub const HOLD_MS: i64 = RENEW_MS / 2;
 /// How often a waiting standby checks again (the machine's `RECHECK`, at most an eighth of the
 /// renew interval).
 pub const RECHECK_MS: i64 = 100;
-/// G2: a live member whose registration a leader tombstoned registers again within this long
+/// G2: a live member that a leader passed over, or whose registration a leader tombstoned,
+/// registers again within this long
 /// (its next read comes at its turn, after at most a lease and a contest window, plus the
 /// stagger of every rank and four slow calls).
 pub const G2_BOUND_MS: i64 = 2 * LEASE_MS + MAX_MEMBERS as i64 * STAGGER_MS + 8 * SLOW_LEG_MS;
@@ -409,6 +412,9 @@ pub struct Stats {
     pub live_evictions: u64,
     /// Live members registered again after their eviction (G2).
     pub g2_rejoined: u64,
+    /// Live members passed over by an election without eviction (G2 then asks them to
+    /// register again).
+    pub live_passed_over: u64,
     /// First renewals after an election at which G1 checked the passed-over registrations.
     pub g1_checked: u64,
     /// Calm failovers whose successor had a ghost ranked ahead of it.
@@ -497,6 +503,7 @@ impl Stats {
         self.ghost_evictions += o.ghost_evictions;
         self.live_evictions += o.live_evictions;
         self.g2_rejoined += o.g2_rejoined;
+        self.live_passed_over += o.live_passed_over;
         self.g1_checked += o.g1_checked;
         self.ghost_ahead_failovers += o.ghost_ahead_failovers;
         self.l1_violations += o.l1_violations;
@@ -760,6 +767,9 @@ struct Member {
     /// G2: since when this live member's registration has been tombstoned by a leader (reset
     /// by trouble and resumes), until it registers again.
     evicted_since: Option<i64>,
+    /// The offset of this member's latest registration that took effect on the broker (its
+    /// answer may still be on the wire).
+    logged_join: Option<i64>,
     /// Whether its last life ended in a crash (its registration stays behind).
     crashed: bool,
     /// When it last started or resumed (L1: it needs a call to catch up from then).
@@ -782,6 +792,7 @@ impl Member {
             read_healthy: None,
             check_healthy: None,
             evicted_since: None,
+            logged_join: None,
             crashed: false,
             up_since: T0,
             frozen: false,
@@ -1007,6 +1018,9 @@ struct Sim {
     deadlines: std::collections::HashMap<FencingToken, i64>,
     settle: Option<Settle>,
     passed_over: Option<PassedOver>,
+    /// Whether the members evict the members they pass over ([`evicts`]); without it they
+    /// skip them, and no member writes another member's records (G3).
+    evict: bool,
     /// Measurement mode (`SIM_LENIENT` set): L1 and L4 violations are counted, not failures,
     /// so that a machine that does not meet them can be measured.
     lenient: bool,
@@ -1161,6 +1175,7 @@ impl Sim {
             deadlines: std::collections::HashMap::new(),
             settle: None,
             passed_over: None,
+            evict: evicts(seed),
             lenient: std::env::var_os("SIM_LENIENT").is_some(),
             stats: Stats::default(),
         }
@@ -1705,8 +1720,8 @@ impl Sim {
                 let appended = transport
                     .append(*partition, key, value.as_deref())
                     .map(|offset| Event::Appended { offset });
-                if appended.is_ok() {
-                    self.on_appended(who, key, value.is_some(), stalled);
+                if let Ok(Event::Appended { offset }) = &appended {
+                    self.on_appended(who, key, *offset, value.is_some(), stalled)?;
                 }
                 appended
             }
@@ -1958,6 +1973,24 @@ impl Sim {
             });
         }
         self.members[i].evicted_since = None;
+        if !self.evict {
+            // G2 without eviction: a live member whose latest registration precedes the new
+            // leader's is passed over once it reads the new lease, and must register again.
+            let leader_join = self.members[i].live().and_then(|l| l.cand.join_offset());
+            let now = self.now;
+            for (j, m) in self.members.iter_mut().enumerate() {
+                let joined = m.logged_join;
+                let behind = m.live().is_some_and(|l| {
+                    !l.cand.is_leader()
+                        && !matches!(l.cand.status(), Status::Leaving | Status::Ended)
+                        && joined.is_some_and(|o| Some(o) < leader_join)
+                });
+                if j != i && behind && m.evicted_since.is_none() {
+                    m.evicted_since = Some(now);
+                    self.stats.live_passed_over += 1;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -2018,9 +2051,20 @@ impl Sim {
 
     /// Bookkeeping of an append that took effect: registrations (G2) and tombstones of other
     /// members' registrations (evictions).
-    fn on_appended(&mut self, who: Option<usize>, key: &[u8], registration: bool, stalled: bool) {
-        let Ok(key) = Key::decode(key) else { return };
-        let Some(name) = key.member() else { return };
+    fn on_appended(
+        &mut self,
+        who: Option<usize>,
+        key: &[u8],
+        offset: i64,
+        registration: bool,
+        stalled: bool,
+    ) -> Res {
+        let Ok(key) = Key::decode(key) else {
+            return Ok(());
+        };
+        let Some(name) = key.member() else {
+            return Ok(());
+        };
         if let Some(p) = self.passed_over.as_mut() {
             let by_leader = who == Some(p.member);
             if registration || by_leader {
@@ -2033,16 +2077,26 @@ impl Sim {
                 self.delay_mark = self.now;
             }
             if let Some(i) = who.filter(|&i| self.members[i].id == *name) {
+                self.members[i].logged_join = Some(offset);
                 if self.members[i].evicted_since.take().is_some() {
                     self.stats.g2_rejoined += 1;
                     self.note(Some(i), "registered again after its eviction (G2)");
                 }
             }
-            return;
+            return Ok(());
         }
-        let Some(i) = who else { return };
+        let Some(i) = who else { return Ok(()) };
         if self.members[i].id == *name {
-            return;
+            return Ok(());
+        }
+        if !self.evict {
+            return Err(self.fail(
+                "G3",
+                format!(
+                    "{} tombstoned {name}'s registration, and members do not evict",
+                    self.members[i].id
+                ),
+            ));
         }
         let leads = self.members[i].live().is_some_and(|l| l.cand.is_leader());
         if leads {
@@ -2087,6 +2141,7 @@ impl Sim {
                 }
             ),
         );
+        Ok(())
     }
 
     /// G1: at a new leader's first renewal, no registration it passed over at its election is
@@ -2100,6 +2155,31 @@ impl Sim {
             return Ok(());
         }
         let p = self.passed_over.take().expect("checked above");
+        if !self.evict {
+            // Without eviction the registrations stay, and every reader of the log skips them
+            // once it reads the leader's lease (a stall of another role may hide it a while).
+            let state = self.committed_state()?;
+            let token = self.members[i].live().and_then(|l| l.cand.token());
+            let readable = state.lease().is_some_and(|e| Some(e.lease.token) == token);
+            if !readable {
+                return Ok(());
+            }
+            for (m, o) in &p.ahead {
+                let still = state.join_offset(m) == Some(*o);
+                if still && !state.passed_over(m) {
+                    return Err(self.fail(
+                        "G1",
+                        format!(
+                            "{} renewed, but {m}'s registration at offset {o}, ranked ahead of \
+                             it at its election, still counts in the ranks",
+                            self.members[i].id
+                        ),
+                    ));
+                }
+            }
+            self.stats.g1_checked += 1;
+            return Ok(());
+        }
         // A failed call, or calls slow enough that the renewal fell due first (the renewal
         // comes before the evictions left), only delays the tombstones.
         // (A slow claim counts: its trouble ends at the election itself.)
@@ -2285,6 +2365,7 @@ impl Sim {
             now_m,
         )
         .map_err(|e| self.fail("harness", format!("Candidate::new: {e}")))?;
+        cand.set_evict_passed_over(self.evict);
         if self.hosted {
             // As a host does (the same call): the role's renewals run at a phase of their own,
             // so the roles of one process do not all renew (and run out) together.
@@ -3329,8 +3410,19 @@ fn tail_rank(state: &RoleState, me: &MemberId, join: i64) -> usize {
     let holder = state.lease().map(|e| &e.lease.member);
     state
         .roster()
-        .filter(|(m, o)| *o < join && *m != me && Some(*m) != holder)
+        .filter(|(m, o)| *o < join && *m != me && Some(*m) != holder && !state.passed_over(m))
         .count()
+}
+
+/// Whether the members of the run with `seed` evict the members they pass over: a quarter of
+/// the runs, drawn from the seed alone so that the rest of the schedule does not change.
+/// `SIM_EVICT=1` (or `0`) makes every run evict (or none), to compare the two rules.
+pub fn evicts(seed: u64) -> bool {
+    match std::env::var("SIM_EVICT").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => seed % 4 == 3,
+    }
 }
 
 fn short_event(e: &Event) -> String {

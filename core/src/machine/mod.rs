@@ -8,8 +8,8 @@
 //! new pair, then every member tombstones its registration and the candidate ends.
 //!
 //! Before it challenges, a standby checks with the coordinator that no other challenge is
-//! under way and that its read is not held back by another role's open transaction; a new
-//! leader tombstones the registrations of the members it passed over (see [`Candidate`]).
+//! under way and that its read is not held back by another role's open transaction. Members
+//! that were passed over are skipped in the ranks, not deleted (see [`Candidate`], "Ghosts").
 //!
 //! The **term** of a leader is the offset of its first committed lease record in the role's
 //! partition. A new leader's first lease is appended after its acquire fenced every older pair,
@@ -312,13 +312,20 @@ struct Term {
 ///
 /// # Ghosts
 ///
-/// A new leader tombstones the registration of every member that was registered ahead of it
-/// at its election (the previous holder included): each had its turn first and did not take
-/// the role. Right after its first lease, and before its first renewal is due, it appends one
-/// tombstone per such member (a failed one is tried again after the next renewal, up to
-/// [`CLEANUP_ATTEMPTS`] times). A member that died for good (a pod that comes back under a new
-/// name) so costs at most one failover one stagger, once. A live member that was passed over
-/// (slow, paused) reads its own tombstone at its next read and registers again, at the tail.
+/// A member registered ahead of a member that has held the lease had its turn first and did
+/// not take the role: it is passed over ([`RoleState::passed_over`]), and ranks skip it. A
+/// member that died for good (a pod that comes back under a new name) so costs at most one
+/// failover one stagger, once, and its registration stays where it is: this member never
+/// writes another member's records. A live member that finds itself passed over (it was slow,
+/// or paused across its turn) registers again, at the tail, and so does a member that reads
+/// its own registration deleted (by an operator, or by a member that evicts). A member of
+/// another implementation that follows the spec alone keeps its place on the roster and
+/// counts the passed-over members in its own rank: it only waits longer.
+///
+/// [`set_evict_passed_over`](Self::set_evict_passed_over) brings back eviction: a new leader
+/// tombstones the registrations it passed over, and a challenger tombstones the expired
+/// holder's as the sign that a challenge is on its way. Use it only where every member of the
+/// role re-registers when its registration disappears, as this library's members do.
 #[derive(Clone, Debug)]
 pub struct Candidate {
     role: Role,
@@ -376,6 +383,9 @@ pub struct Candidate {
     /// A new leader's list of members registered ahead of it at its election (with failed
     /// attempts so far), whose registrations it tombstones.
     evictions: VecDeque<(MemberId, u32)>,
+    /// Whether this member deletes the registrations of members it passed over (and announces
+    /// its challenges by deleting the expired holder's); see "Ghosts".
+    evict: bool,
     /// When the leader's next renewal is due (while it evicts).
     renew_at: UnixMillis,
     /// The term's renewal schedule: renewals are due at this instant plus whole renew
@@ -448,6 +458,7 @@ impl Candidate {
             released_at: None,
             announced_at: None,
             evictions: VecDeque::new(),
+            evict: false,
             renew_at: now,
             renew_grid: now,
             renew_phased: false,
@@ -463,6 +474,19 @@ impl Candidate {
     /// A leader is never ended by failures: it keeps renewing until the broker fences it.
     pub fn set_give_up_after(&mut self, after: Option<Duration>) {
         self.give_up_after = after;
+    }
+
+    /// Whether this member evicts the members it passes over (default `false`): as a new
+    /// leader it tombstones the registration of every member registered ahead of it, right
+    /// after its first lease; as a challenger it tombstones the expired holder's registration
+    /// right before its acquire, a sign other standbys read as a challenge on its way.
+    ///
+    /// Every member of the role must register again when it finds its registration gone, as
+    /// this library's members do; a member of another implementation that follows the spec
+    /// alone does not, and is lost from the roster for good. Without eviction, passed-over
+    /// members stay registered and ranks skip them ([`RoleState::passed_over`]).
+    pub fn set_evict_passed_over(&mut self, evict: bool) {
+        self.evict = evict;
     }
 
     /// Brings the first renewal of each term `phase` earlier than a renew interval after the
@@ -533,6 +557,12 @@ impl Candidate {
     /// The role's partition of `__coordination_state`.
     pub fn partition(&self) -> i32 {
         self.partition
+    }
+
+    /// Whether this member evicts the members it passes over
+    /// ([`set_evict_passed_over`](Self::set_evict_passed_over)).
+    pub fn evicts_passed_over(&self) -> bool {
+        self.evict
     }
 
     /// The role's state as last read.
@@ -882,7 +912,9 @@ impl Candidate {
                         token,
                         term: offset,
                     });
-                    self.evictions = self.passed_over();
+                    if self.evict {
+                        self.evictions = self.passed_over();
+                    }
                     // The evictions come before the first renewal (they run only while it is
                     // not due): a term with members to evict renews on the plain schedule.
                     let phase = if self.evictions.is_empty() {
@@ -1000,7 +1032,7 @@ impl Candidate {
         };
         let standing = self.standing(join_offset, now);
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
-            Step::NotRegistered => {
+            Step::NotRegistered | Step::PassedOver => {
                 self.rank = None;
                 self.issue(Io::Register);
             }
@@ -1183,18 +1215,19 @@ impl Candidate {
         self.acquire();
     }
 
-    /// The challenge proper: announce it (when a lease names another holder), then mint the
-    /// epoch.
+    /// The challenge proper: announce it (when evicting, and a lease names another holder),
+    /// then mint the epoch.
     fn acquire(&mut self) {
         self.deferred_to = None;
         self.holding_since = None;
         self.acquire_failed_at = None;
         self.waited = false;
         self.released_at = None;
-        let announce = self
-            .state
-            .lease()
-            .is_some_and(|e| e.lease.member != self.member);
+        let announce = self.evict
+            && self
+                .state
+                .lease()
+                .is_some_and(|e| e.lease.member != self.member);
         self.issue(if announce { Io::Announce } else { Io::Acquire });
     }
 
@@ -1248,7 +1281,7 @@ impl Candidate {
         };
         let standing = self.standing(join_offset, now);
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
-            Step::NotRegistered => self.issue(Io::Register),
+            Step::NotRegistered | Step::PassedOver => self.issue(Io::Register),
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
                 self.wait_until(now, until);
