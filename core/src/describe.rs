@@ -130,19 +130,44 @@ impl PairRelation {
 }
 
 impl fmt::Display for PairRelation {
+    /// The verdict in one line; [`note`](PairRelation::note) has the explanation that goes
+    /// with it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PairRelation::Current => f.write_str("the lease's pair is the current one"),
             PairRelation::CommitsLater { by } => write!(
                 f,
-                "the lease's pair is {by} epoch(s) behind the current one: the leader's client \
-                 commits with transaction version 2 (KIP-890), which gives its producer a new \
-                 epoch at every commit; not a rival's challenge, but the lease's pair no longer \
-                 fences (guarded writes carry the producer's current pair)"
+                "the lease's pair is {by} epoch(s) behind the current one of the same producer \
+                 (its client commits with transaction version 2)"
             ),
             PairRelation::Superseded => {
                 f.write_str("the lease's pair is NOT the current one (superseded)")
             }
+        }
+    }
+}
+
+impl PairRelation {
+    /// What a reader should know beside the verdict, if anything.
+    pub fn note(&self) -> Option<&'static str> {
+        match self {
+            PairRelation::CommitsLater { .. } => Some(
+                "the leader's client commits with transaction version 2 (KIP-890, EndTxn v5 or \
+                 newer): the coordinator gives its producer a new epoch at every commit, so the \
+                 pair written in its lease falls behind at each renewal. No rival's challenge is \
+                 visible. The lease's pair does not fence: a guarded write must carry the \
+                 producer's current pair.",
+            ),
+            _ => None,
+        }
+    }
+
+    /// A short name for machine-readable output: `current`, `commits_later`, `superseded`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PairRelation::Current => "current",
+            PairRelation::CommitsLater { .. } => "commits_later",
+            PairRelation::Superseded => "superseded",
         }
     }
 }
@@ -400,9 +425,14 @@ mod tests {
             PairRelation::Superseded.to_string(),
             "the lease's pair is NOT the current one (superseded)"
         );
-        let later = PairRelation::CommitsLater { by: 3 }.to_string();
-        assert!(later.contains("3 epoch(s) behind"), "{later}");
-        assert!(later.contains("transaction version 2 (KIP-890)"), "{later}");
+        let later = PairRelation::CommitsLater { by: 3 };
+        assert!(later.to_string().contains("3 epoch(s) behind"), "{later}");
+        let note = later.note().expect("a note");
+        assert!(note.contains("transaction version 2 (KIP-890"), "{note}");
+        assert!(note.contains("does not fence"), "{note}");
+        assert_eq!(PairRelation::Current.note(), None);
+        assert_eq!(PairRelation::Superseded.note(), None);
+        assert_eq!(later.name(), "commits_later");
     }
 
     #[test]
