@@ -84,7 +84,8 @@ pub struct LeadershipStatus {
     /// announced it (ApiVersions) when the transport connected to it: 2 or more means clients
     /// that opt into transaction version 2 (KIP-890) get a new epoch at the end of every
     /// transaction. `None` when the transport does not know (the memory broker, a broker
-    /// without feature flags). A level changed later on the cluster shows on a new connection.
+    /// without feature flags) and in [`NOT_FOUND`](Self::NOT_FOUND), which stays one value. A
+    /// level changed later on the cluster shows on a new connection.
     pub transaction_version: Option<i16>,
 }
 
