@@ -898,7 +898,7 @@ fn describe_and_roles_explain_a_transaction_version_2_leaders_pair() {
         .describe_epoch(&role_name)
         .expect("describe")
         .transaction_version;
-    if !level.is_some_and(|v| v >= 2) {
+    if level.is_none_or(|v| v < 2) {
         support::loud(&format!(
             "the test cluster's finalized transaction.version is {level:?}, not 2 or more: \
              describe_and_roles_explain_a_transaction_version_2_leaders_pair has nothing to show"
