@@ -12,7 +12,20 @@ use crate::transport::{Coordinator, StateReader};
 use crate::watch::{leader_at, RoleLeader};
 
 /// The coordinator's current pair for `role`: one DescribeTransactions request. Use
-/// [`LeadershipStatus::authoritative`] to check a writer's token.
+/// [`LeadershipStatus::authoritative`] to check a writer's token, and
+/// [`LeadershipStatus::relation_to_lease`] to say how a lease read with
+/// [`describe_role_state`] stands to it.
+///
+/// **Transaction version 2.** This library's Kafka client keeps one pair per term (it sends
+/// EndTxn <= v3 and Produce <= v9, below KIP-890's transaction version 2), so a live leader of
+/// its own reads [`Current`](kafka_coordination_core::PairRelation::Current). A member whose
+/// client commits with transaction version 2 (EndTxn v5+, the default of franz-go and of the
+/// Java client 4.x, on a cluster at `transaction.version` 2 or more) gets a new epoch at every
+/// commit: its lease's pair falls behind its own producer's, and the relation reads
+/// [`CommitsLater { by }`](kafka_coordination_core::PairRelation::CommitsLater) instead of
+/// `Superseded`. Such a lease's pair is **not** authoritative for fencing: a guarded write must
+/// carry the producer's current pair, which only its client knows
+/// ([`LeadershipStatus::transaction_version`] says whether the cluster runs version 2).
 pub fn describe_leadership<C: Coordinator + ?Sized>(
     coordinator: &C,
     role: &str,

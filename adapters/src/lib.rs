@@ -149,7 +149,9 @@ pub use describe::{describe_leadership, describe_role_state, leader};
 pub use error::{Error, ErrorKind, TransportError};
 pub use health::{HealthCheck, StaleTerm, Unhealthy};
 pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
-pub use kafka_coordination_core::{FencingToken, LeadershipStatus, RoleState, Timing, UnixMillis};
+pub use kafka_coordination_core::{
+    FencingToken, LeadershipStatus, PairRelation, RoleState, Timing, UnixMillis,
+};
 pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;

@@ -1,13 +1,16 @@
 //! The `kafka-coordination` command-line tool (feature `cli`), run as a program: argument and
 //! configuration errors without a broker, and on a real Apache Kafka broker (`KAFKA_BOOTSTRAP`,
 //! see scripts/kafka-tests.sh) `topic create|check`, `describe`, `roles`, `watch`, two `run`
-//! supervisors with a leader SIGKILLed, and `deregister`.
+//! supervisors with a leader SIGKILLed, `deregister`, and how `describe` and `roles` show a
+//! leader whose client commits with transaction version 2.
 //!
 //! Real time passes here; no test sleeps for a verdict: each waits for an event (a line on a
 //! supervisor's stderr, a line in a file) with a generous bound.
 #![cfg(feature = "cli")]
 
 mod support;
+#[path = "support/tv2.rs"]
+mod tv2;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -904,4 +907,105 @@ fn with_again_a_supervisor_campaigns_again_after_each_term() {
         terms.windows(2).all(|p| p[0] < p[1]),
         "each term is a new, larger one: {terms:?}"
     );
+}
+
+/// A leader whose client commits with transaction version 2 (a bare TV2 client: EndTxn v5) has
+/// a lease pair three epochs behind its own producer's after three lease commits. `describe`
+/// says so (text: the verdict and a note naming KIP-890; JSON: `commits_later`, behind by 3)
+/// instead of a bare "superseded", and `roles` marks the pair `(+3 tv2)`.
+#[test]
+fn describe_and_roles_explain_a_transaction_version_2_leaders_pair() {
+    use kafka_coordination::core::record::Lease;
+    use kafka_coordination::core::token::FencingToken;
+    use kafka_coordination::{Clock, Coordinator};
+    let Some(b) = bootstrap() else { return };
+    let t = transport_with(KafkaConfig::new(&b, PARTITIONS));
+    let role = unique("tv2");
+    let role_name = Role::new(role.as_str()).expect("role");
+    let p = t.role_partition(&role_name).expect("partition");
+    let topic = t.config().topic().to_owned();
+    let mut client = tv2::Tv2Client::init(&b, &role, Duration::from_secs(60));
+    let level = t
+        .describe_epoch(&role_name)
+        .expect("describe")
+        .transaction_version;
+    if level.is_none_or(|v| v < 2) {
+        support::loud(&format!(
+            "the test cluster's finalized transaction.version is {level:?}, not 2 or more: \
+             describe_and_roles_explain_a_transaction_version_2_leaders_pair has nothing to show"
+        ));
+        return;
+    }
+    let minted: FencingToken = client.minted;
+    let granted_at = SystemClock.now();
+    let key = Key::lease(role_name.clone()).encode();
+    for _ in 0..3 {
+        let lease = Lease {
+            member: MemberId::new("tv2-member").expect("member"),
+            token: minted,
+            granted_at,
+            deadline: UnixMillis(SystemClock.now().0 + 120_000),
+        };
+        client.commit_one(&topic, p, &key, &lease.encode());
+    }
+
+    let d = describe_until(&b, &role, "the TV2 lease, committed", |d| {
+        d["leader"]["member"] == "tv2-member" && d["coordinator"]["state"] == "CompleteCommit"
+    });
+    assert_eq!(d["leader"]["token"], minted.to_string(), "{d}");
+    let c = &d["coordinator"];
+    assert_eq!(c["token"], client.pair.to_string(), "{d}");
+    assert_eq!(c["lease_pair_is_current"], false, "{d}");
+    assert_eq!(c["lease_pair_relation"]["relation"], "commits_later", "{d}");
+    assert_eq!(c["lease_pair_relation"]["behind_by"], 3, "{d}");
+    assert!(
+        c["transaction_version"].as_i64().is_some_and(|v| v >= 2),
+        "{d}"
+    );
+
+    let o = run({
+        let mut c = kc_on(&b);
+        c.args(["--partitions", &PARTITIONS.to_string(), "describe", &role]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = text(&o.stdout);
+    eprintln!("{out}");
+    assert!(
+        out.contains("3 epoch(s) behind the current one of the same producer"),
+        "{out}"
+    );
+    assert!(out.contains("note ") && out.contains("KIP-890"), "{out}");
+    assert!(!out.contains("superseded"), "{out}");
+
+    let o = run({
+        let mut c = kc_on(&b);
+        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "roles"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let all = json(&o);
+    let listed = all
+        .as_array()
+        .expect("an array")
+        .iter()
+        .find(|r| r["role"] == role.as_str())
+        .unwrap_or_else(|| panic!("{role} not listed: {all}"));
+    assert_eq!(
+        listed["lease_pair_relation"]["relation"], "commits_later",
+        "{listed}"
+    );
+    let o = run({
+        let mut c = kc_on(&b);
+        c.args(["--partitions", &PARTITIONS.to_string(), "roles"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = text(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(role.as_str()))
+        .unwrap_or_else(|| panic!("{role} not listed: {out}"));
+    assert!(line.contains("(+3 tv2)"), "{out}");
+    assert!(out.contains("(+N tv2): "), "{out}");
 }

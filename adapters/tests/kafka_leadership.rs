@@ -398,7 +398,9 @@ fn a_leader_renews_many_times_with_one_token() {
         assert_eq!(l.member.as_str(), "a", "lease {i}");
         assert_eq!(
             l.token, token,
-            "lease {i}: librdkafka (EndTxn v1) keeps the epoch of a term constant"
+            "lease {i}: the native client (EndTxn <= v3, Produce <= v9, below transaction \
+             version 2) keeps the epoch of a term constant, also on a cluster at \
+             transaction.version 2"
         );
         assert_eq!(l.granted_at, leases[0].granted_at, "lease {i}: one term");
     }

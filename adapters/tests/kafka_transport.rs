@@ -8,6 +8,8 @@
 #[path = "support/proxy.rs"]
 mod proxy;
 mod support;
+#[path = "support/tv2.rs"]
+mod tv2;
 
 use support::{transport_with, unique, PARTITIONS};
 
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_coordination::core::describe::LeadershipStatus;
+use kafka_coordination::core::describe::{LeadershipStatus, PairRelation, TransactionState};
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::token::FencingToken;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
@@ -91,11 +93,19 @@ fn renewals_keep_the_token_and_describe_agrees() {
         );
     }
     let status = t.describe_epoch(&role).expect("describe");
+    eprintln!(
+        "the cluster's finalized transaction.version: {:?} (2 or more: a client on EndTxn v5+ \
+         would get a new epoch at every commit)",
+        status.transaction_version
+    );
     assert_eq!(
         status.token, token,
-        "librdkafka (EndTxn v1) must keep the epoch constant for a term"
+        "the native client (EndTxn <= v3, Produce <= v9) must keep the epoch constant for a \
+         term, also on a cluster at transaction.version {:?}",
+        status.transaction_version
     );
     assert!(status.authoritative(&token));
+    assert_eq!(status.relation(&token, true), PairRelation::Current);
 
     let key = role.as_str().as_bytes();
     let batch = read_until(&t, p, start, |b| {
@@ -1439,5 +1449,125 @@ fn a_tail_written_without_pause_fetches_at_most_once_per_pace() {
         fetched <= bound,
         "the tail sent {fetched} Fetches in {took:?} while {written} records were appended: \
          more than one per {PACE:?}"
+    );
+}
+
+/// A member whose client commits with transaction version 2 (KIP-890: EndTxn v5, as franz-go's
+/// defaults and the Java client 4.x do) gets a new epoch at every commit, so the pair it wrote
+/// in its lease at InitProducerId is behind the coordinator's after its next commits, with no
+/// rival anywhere. Three lease commits by such a client: the coordinator's pair is three epochs
+/// ahead of the lease's, and the library reads that as the holder's own commits
+/// (`CommitsLater { by: 3 }`), not as superseded; the lease's pair no longer fences, the
+/// client's current one does.
+#[test]
+fn a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded() {
+    use kafka_coordination::core::record::{Key, Lease, MemberId};
+    use kafka_coordination::{describe_leadership, describe_role_state, UnixMillis};
+    let Some(b) = bootstrap() else { return };
+    let t = transport(&b);
+    let role = role("tv2");
+    let p = t.role_partition(&role).expect("partition");
+    let topic = t.config().topic().to_owned();
+    let mut client = tv2::Tv2Client::init(&b, role.as_str(), LEASE);
+    let minted = client.minted;
+    let before = t.describe_epoch(&role).expect("describe");
+    assert_eq!(before.token, minted);
+    match before.transaction_version {
+        Some(v) if v >= 2 => {}
+        other => {
+            support::loud(&format!(
+                "the test cluster's finalized transaction.version is {other:?}, not 2 or more: \
+                 a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded has \
+                 nothing to show"
+            ));
+            return;
+        }
+    }
+
+    let now = || {
+        UnixMillis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("time")
+                .as_millis() as i64,
+        )
+    };
+    let granted_at = now();
+    let key = Key::lease(role.clone()).encode();
+    let mut pairs = vec![minted];
+    for _ in 0..3 {
+        // The lease names the pair InitProducerId granted, as a member that records its
+        // term's pair does; each commit renews it.
+        let lease = Lease {
+            member: MemberId::new("tv2-member").expect("member"),
+            token: minted,
+            granted_at,
+            deadline: UnixMillis(now().0 + LEASE.as_millis() as i64),
+        };
+        pairs.push(client.commit_one(&topic, p, &key, &lease.encode()));
+    }
+    eprintln!("pairs: minted, then after each commit: {pairs:?}");
+    for (i, w) in pairs.windows(2).enumerate() {
+        assert_eq!(
+            (w[1].producer_id, w[1].producer_epoch),
+            (w[0].producer_id, w[0].producer_epoch + 1),
+            "commit {i} under transaction version 2 bumps the epoch by one, same producer id"
+        );
+    }
+
+    // A lease becomes readable once its commit marker lands (any of the three will do: each
+    // names the minted pair and a live deadline).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let state = loop {
+        let state = describe_role_state(&t, role.as_str()).expect("role state");
+        if state.lease().is_some() || Instant::now() >= deadline {
+            break state;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let lease = &state.lease().expect("the lease is readable").lease;
+    assert_eq!(lease.token, minted);
+
+    // Right after the last EndTxn the coordinator may still be writing its markers
+    // (PrepareCommit, with the new epoch already): the same reading, until CompleteCommit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let status = describe_leadership(&t, role.as_str()).expect("describe");
+        assert_eq!(
+            status.token, client.pair,
+            "the coordinator has the client's pair"
+        );
+        assert!(status.transaction_version_2());
+        assert_eq!(
+            status.relation_to_lease(lease, now()),
+            PairRelation::CommitsLater { by: 3 },
+            "{status:?}"
+        );
+        if status.state == Some(TransactionState::CompleteCommit) {
+            break status;
+        }
+        assert_eq!(
+            status.state,
+            Some(TransactionState::PrepareCommit),
+            "{status:?}"
+        );
+        assert!(Instant::now() < deadline, "the commit never completed");
+        thread::sleep(Duration::from_millis(20));
+    };
+    let relation = status.relation_to_lease(lease, now());
+    eprintln!("relation: {relation:?}: {relation}");
+    assert_eq!(relation, PairRelation::CommitsLater { by: 3 });
+    assert!(
+        !status.authoritative(&lease.token),
+        "the lease's pair does not fence"
+    );
+    assert!(
+        status.authoritative(&client.pair),
+        "the client's current pair does"
+    );
+    // Judged expired, the same evidence is no longer read as the holder's own commits.
+    assert_eq!(
+        status.relation_to_lease(lease, lease.deadline),
+        PairRelation::Superseded
     );
 }

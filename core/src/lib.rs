@@ -36,7 +36,7 @@ pub mod token;
 pub mod fuzzing;
 
 pub use config::{Timing, TimingError};
-pub use describe::{LeadershipStatus, TransactionState};
+pub use describe::{LeadershipStatus, PairRelation, TransactionState};
 pub use evaluate::{evaluate, Standing, Step};
 pub use machine::{Candidate, Command, EndReason, Event, MachineError, Status};
 pub use state::{Record, RoleState};

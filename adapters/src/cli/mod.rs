@@ -20,13 +20,13 @@ use kafka_coordination::core::record::{Key, MemberId, Role};
 use kafka_coordination::kafka::{Severity, TopicReport};
 use kafka_coordination::watch::{leader_at, roles, LeaseTracker};
 use kafka_coordination::{
-    blocking, describe_leadership, describe_role_state, Clock, Registrar, RoleLeader, SystemClock,
-    TransportError, UnixMillis, WatchEvent, WatchOptions,
+    blocking, describe_leadership, describe_role_state, Clock, Coordinator, PairRelation,
+    Registrar, RoleLeader, SystemClock, TransportError, UnixMillis, WatchEvent, WatchOptions,
 };
 use serde_json::json;
 
 use self::output::{
-    event_line, leader_json, leader_text, relative, time, vacancy_json, vacancy_text,
+    event_line, leader_json, leader_text, relation_json, relative, time, vacancy_json, vacancy_text,
 };
 use self::settings::Connection;
 
@@ -216,7 +216,10 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
             .map(|p| p.token)
             .filter(|_| state.lease().is_some()),
     };
-    let current = lease_pair.is_some_and(|t| status.authoritative(&t));
+    // Only a leading lease is live; a vacancy's previous lease expired or was resigned.
+    let live = matches!(leader, RoleLeader::Leading(_));
+    let relation = lease_pair.map(|t| status.relation(&t, live));
+    let current = relation.is_some_and(|r| r.is_current());
     let roster: Vec<(MemberId, i64, Option<usize>, bool)> = state
         .roster()
         .map(|(m, offset)| {
@@ -239,6 +242,8 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
                 "state": status.state.as_ref().map(|s| s.as_str().to_owned()),
                 "transaction_started_ms": status.transaction_started.map(|t| t.0),
                 "lease_pair_is_current": current,
+                "lease_pair_relation": relation_json(relation.as_ref()),
+                "transaction_version": status.transaction_version,
             },
             "roster": roster.iter().map(|(m, offset, rank, leader)| json!({
                 "member": m.as_str(), "join_offset": offset, "rank": rank, "leader": leader,
@@ -269,15 +274,14 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
             None => s.as_str().to_owned(),
         })
         .unwrap_or_else(|| "never taken".to_owned());
-    let verdict = match lease_pair {
-        Some(_) if current => "the lease's pair is the current one",
-        Some(_) => "the lease's pair is NOT the current one (superseded)",
-        None => "no lease",
-    };
+    let verdict = relation.map_or_else(|| "no lease".to_owned(), |r| r.to_string());
     println!(
         "coordinator  pair {} ({state_text}): {verdict}",
         status.token
     );
+    if let Some(note) = relation.as_ref().and_then(|r| r.note()) {
+        println!("note         {note}");
+    }
     println!("roster       {} member(s), in join order", roster.len());
     if roster.iter().any(|(m, ..)| state.passed_over(m)) {
         println!(
@@ -350,14 +354,37 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
             (name, t.current(now), members)
         })
         .collect();
+    // How each leader's lease pair stands at the coordinator: one batched DescribeTransactions
+    // per coordinator for the roles with a leader. A role the check cannot answer (no DESCRIBE
+    // ACL, a coordinator away) shows no relation; the listing itself does not fail for it.
+    let leading: Vec<Role> = rows
+        .iter()
+        .filter(|(_, leader, _)| leader.leader().is_some())
+        .filter_map(|(name, _, _)| Role::new(name.as_str()).ok())
+        .collect();
+    let statuses = if leading.is_empty() {
+        Vec::new()
+    } else {
+        client.describe_epochs(&leading)
+    };
+    let relation_of = |name: &str, l: &kafka_coordination::Leader| {
+        leading
+            .iter()
+            .position(|r| r.as_str() == name)
+            .and_then(|i| statuses.get(i))
+            .and_then(|s| s.as_ref().ok())
+            .map(|s| s.relation(&l.token, l.is_live(now)))
+    };
     if c.json {
         let v: Vec<_> = rows
             .iter()
             .map(|(name, leader, members)| {
+                let relation = leader.leader().and_then(|l| relation_of(name, l));
                 json!({
                     "role": name,
                     "members": members,
                     "leader": leader.leader().map(|l| leader_json(l, now)),
+                    "lease_pair_relation": relation_json(relation.as_ref()),
                     "vacancy": match leader { RoleLeader::Vacant(v) => Some(vacancy_json(v, now)), _ => None },
                 })
             })
@@ -370,24 +397,43 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
     };
     let rw = width(&|r| r.0.len(), 4);
     let lw = width(&|r| r.1.leader().map_or(1, |l| l.member.as_str().len()), 6);
-    let pw = width(
-        &|r| r.1.leader().map_or(1, |l| l.token.to_string().len()),
-        4,
-    );
+    // The lease's pair, marked when it is not the coordinator's current one: `(+N tv2)` when
+    // it is N epochs behind through the leader's own transaction-version-2 commits,
+    // `(superseded)` otherwise.
+    let pair_text = |name: &str, l: &kafka_coordination::Leader| match relation_of(name, l) {
+        Some(PairRelation::CommitsLater { by }) => format!("{} (+{by} tv2)", l.token),
+        Some(PairRelation::Superseded) => format!("{} (superseded)", l.token),
+        _ => l.token.to_string(),
+    };
+    let pairs: Vec<String> = rows
+        .iter()
+        .map(|(name, leader, _)| {
+            leader
+                .leader()
+                .map_or_else(|| "-".to_owned(), |l| pair_text(name, l))
+        })
+        .collect();
+    let pw = pairs.iter().map(String::len).max().unwrap_or(0).max(4);
     println!(
         "{:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {:>7}  LEASE",
         "ROLE", "LEADER", "TERM", "PAIR", "MEMBERS"
     );
-    for (name, leader, members) in &rows {
+    let mut tv2 = false;
+    for ((name, leader, members), pair) in rows.iter().zip(&pairs) {
         match leader {
-            RoleLeader::Leading(l) => println!(
-                "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  until {} ({})",
-                l.member.as_str(),
-                l.term,
-                l.token.to_string(),
-                time(l.deadline),
-                relative(l.deadline, now)
-            ),
+            RoleLeader::Leading(l) => {
+                tv2 |= matches!(
+                    relation_of(name, l),
+                    Some(PairRelation::CommitsLater { .. })
+                );
+                println!(
+                    "{name:<rw$}  {:<lw$}  {:>8}  {pair:<pw$}  {members:>7}  until {} ({})",
+                    l.member.as_str(),
+                    l.term,
+                    time(l.deadline),
+                    relative(l.deadline, now)
+                )
+            }
             RoleLeader::Vacant(v) => println!(
                 "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  {}",
                 "-",
@@ -395,6 +441,11 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
                 "-",
                 vacancy_text(v)
             ),
+        }
+    }
+    if tv2 {
+        if let Some(note) = (PairRelation::CommitsLater { by: 1 }).note() {
+            println!("(+N tv2): {note}");
         }
     }
     Ok(ExitCode::SUCCESS)

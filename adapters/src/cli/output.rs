@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use kafka_coordination::{Leader, UnixMillis, Vacancy, WatchEvent};
+use kafka_coordination::{Leader, PairRelation, UnixMillis, Vacancy, WatchEvent};
 use serde_json::{json, Value};
 
 /// `2025-03-01T12:00:00.123Z` for epoch milliseconds (UTC).
@@ -48,6 +48,23 @@ pub fn leader_json(l: &Leader, now: UnixMillis) -> Value {
         "offset": l.offset,
         "live": l.is_live(now),
     })
+}
+
+/// How a lease's pair stands to the coordinator's current pair: `{"relation": "current" |
+/// "commits_later" | "superseded", "behind_by": N or null, "note": text or null}`, or null
+/// when there is no lease (or the coordinator could not be asked).
+pub fn relation_json(relation: Option<&PairRelation>) -> Value {
+    match relation {
+        None => Value::Null,
+        Some(r) => json!({
+            "relation": r.name(),
+            "behind_by": match r {
+                PairRelation::CommitsLater { by } => Some(*by),
+                _ => None,
+            },
+            "note": r.note(),
+        }),
+    }
 }
 
 pub fn vacancy_json(v: &Vacancy, now: UnixMillis) -> Value {

@@ -107,10 +107,10 @@ impl DescribeClient {
                         }
                         let req =
                             DescribeTransactionsRequest::default().with_transactional_ids(ids);
-                        Ok(conn.call(&req, 0, deadline)?)
+                        Ok((conn.call(&req, 0, deadline)?, conn.transaction_version()))
                     })
                     .await;
-                let Ok(resp) = answered else {
+                let Ok((resp, transaction_version)) = answered else {
                     continue;
                 };
                 for state in resp.transaction_states {
@@ -121,7 +121,7 @@ impl DescribeClient {
                         continue;
                     };
                     out[i] = match state.error_code {
-                        code::NONE => Some(Ok(status_of(&state))),
+                        code::NONE => Some(Ok(status_of(&state, transaction_version))),
                         code::TRANSACTIONAL_ID_NOT_FOUND => Some(Ok(LeadershipStatus::NOT_FOUND)),
                         code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
                             Some(Err(unauthorized(&roles[i])))
@@ -172,7 +172,7 @@ fn describe_on(
         ))));
     };
     match state.error_code {
-        code::NONE => Ok(status_of(&state)),
+        code::NONE => Ok(status_of(&state, conn.transaction_version())),
         code::TRANSACTIONAL_ID_NOT_FOUND => Ok(LeadershipStatus::NOT_FOUND),
         code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Err(Attempt::Stop(unauthorized(role))),
         // COORDINATOR_LOAD_IN_PROGRESS: again; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE:
@@ -199,9 +199,13 @@ fn unauthorized(role: &Role) -> TransportError {
     .with_kafka_code(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 }
 
-/// The status in one answer of DescribeTransactions: the pair, the state and, while a
-/// transaction is open, when the coordinator began it.
-fn status_of(state: &TransactionStateResponse) -> LeadershipStatus {
+/// The status in one answer of DescribeTransactions: the pair, the state, while a
+/// transaction is open when the coordinator began it, and the cluster's finalized
+/// `transaction.version` as the coordinator's broker announced it.
+fn status_of(
+    state: &TransactionStateResponse,
+    transaction_version: Option<i16>,
+) -> LeadershipStatus {
     let parsed = TransactionState::parse(state.transaction_state.as_str());
     let open = matches!(
         parsed,
@@ -209,7 +213,8 @@ fn status_of(state: &TransactionStateResponse) -> LeadershipStatus {
             | TransactionState::PrepareCommit
             | TransactionState::PrepareAbort
     );
-    let status = LeadershipStatus::described(state.producer_id.0, state.producer_epoch, parsed);
+    let mut status = LeadershipStatus::described(state.producer_id.0, state.producer_epoch, parsed);
+    status.transaction_version = transaction_version;
     if open && state.transaction_start_time_ms >= 0 {
         status.with_transaction_started(UnixMillis(state.transaction_start_time_ms))
     } else {

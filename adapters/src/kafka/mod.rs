@@ -66,6 +66,19 @@
 //! - The pair stays constant for a whole term, also on Kafka 4.x: the client never sends the
 //!   request versions that opt into a bump at every commit (shown over 20+ renewals on a real
 //!   broker).
+//!
+//! # Transaction version 2 (KIP-890)
+//! The client sends InitProducerId <= v4, AddPartitionsToTxn <= v3, Produce <= v9 and
+//! EndTxn <= v3, all below transaction version 2, so a term has one pair from its
+//! InitProducerId to its end, as the spec's token needs, also on a Kafka 4.x cluster at
+//! `transaction.version=2` (the default of fresh 4.x clusters). Other members on the newest
+//! versions (franz-go's defaults, the Java client 4.x) get a new epoch at every commit: their
+//! lease names the pair they were granted, and DescribeTransactions shows their producer a few
+//! epochs further. Each connection records the cluster's finalized `transaction.version` from
+//! its ApiVersions answer; describes carry it
+//! ([`LeadershipStatus::transaction_version`](crate::LeadershipStatus::transaction_version)),
+//! and [`LeadershipStatus::relation`](crate::LeadershipStatus::relation) reads such a lease as
+//! [`CommitsLater`](crate::PairRelation::CommitsLater), not as superseded.
 //! - A commit whose answer was lost is committed again, never aborted; a produce whose answer
 //!   was lost is sent again with the same sequence (or its sequence is learned with
 //!   DescribeProducers). A healthy leader is not lost to a timeout.

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use super::context::lock;
@@ -54,6 +56,8 @@ pub(crate) struct Conn {
     stream: Box<dyn Stream>,
     /// API key -> the highest version both sides support.
     versions: HashMap<i16, i16>,
+    /// The cluster's finalized `transaction.version` level, from ApiVersions.
+    transaction_version: Option<i16>,
     correlation: i32,
     client_id: StrBytes,
     /// Where this connection counts its requests (its pool's table).
@@ -91,6 +95,7 @@ impl Conn {
             addr: addr.to_owned(),
             stream,
             versions: HashMap::new(),
+            transaction_version: None,
             correlation: 0,
             client_id: client_id.clone(),
             counts,
@@ -120,6 +125,16 @@ impl Conn {
         (v >= min).then_some(v)
     }
 
+    /// The cluster's finalized `transaction.version` feature level as this broker announced
+    /// it when the connection opened (ApiVersions v3's `finalized_features`; a feature at level
+    /// 0 is not listed, so its absence is 0), or `None` when the broker announced no finalized
+    /// features at all (epoch -1: no feature versioning, or not known yet). At 2 or more,
+    /// clients that send EndTxn v5+ get a new epoch at every commit (KIP-890); this client
+    /// sends older versions (see `txn.rs`).
+    pub(crate) fn transaction_version(&self) -> Option<i16> {
+        self.transaction_version
+    }
+
     fn negotiate(&mut self, deadline: Instant) -> Result<(), NetError> {
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("kafka-coordination"))
@@ -140,6 +155,7 @@ impl Conn {
                 self.addr, resp.error_code
             )));
         }
+        self.transaction_version = finalized_transaction_version(&resp);
         for k in resp.api_keys {
             let ours = ApiKey::try_from(k.api_key)
                 .ok()
@@ -364,6 +380,7 @@ impl Conn {
             socket: None,
             stream,
             versions: HashMap::new(),
+            transaction_version: None,
             correlation: 0,
             client_id: StrBytes::from_static_str("kafka-coordination-test"),
             counts: Arc::default(),
@@ -376,6 +393,20 @@ impl Conn {
     pub(crate) fn negotiate_versions(&mut self, deadline: Instant) -> Result<(), NetError> {
         self.negotiate(deadline)
     }
+}
+
+/// The finalized level of `transaction.version` in an ApiVersions answer (see
+/// [`Conn::transaction_version`]).
+fn finalized_transaction_version(resp: &ApiVersionsResponse) -> Option<i16> {
+    if resp.finalized_features_epoch < 0 {
+        return None;
+    }
+    Some(
+        resp.finalized_features
+            .iter()
+            .find(|f| f.name.as_str() == "transaction.version")
+            .map_or(0, |f| f.max_version_level),
+    )
 }
 
 fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
@@ -1563,6 +1594,51 @@ mod tests {
             &conn(frame).read_frame(soon()).expect("a frame")[..],
             [1, 2, 3]
         );
+    }
+
+    /// The finalized `transaction.version` comes from the ApiVersions answer: its level when
+    /// listed, 0 when finalized features are announced without it, unknown when none are.
+    #[test]
+    fn the_finalized_transaction_version_is_read_from_api_versions() {
+        use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey};
+        let answer = |features: Vec<FinalizedFeatureKey>, epoch: i64| {
+            let resp = ApiVersionsResponse::default()
+                .with_api_keys(vec![ApiVersion::default()
+                    .with_api_key(ApiKey::DescribeTransactions as i16)
+                    .with_min_version(0)
+                    .with_max_version(0)])
+                .with_finalized_features_epoch(epoch)
+                .with_finalized_features(features);
+            let mut b = bytes::BytesMut::new();
+            resp.encode(&mut b, 3).expect("encode");
+            // Header v0 (ApiVersions answers never carry tagged header fields): correlation 1.
+            let mut f = ((b.len() + 4) as i32).to_be_bytes().to_vec();
+            f.extend(1i32.to_be_bytes());
+            f.extend(&b[..]);
+            let mut c = conn(f);
+            c.negotiate(soon()).expect("negotiated");
+            assert_eq!(c.version::<DescribeTransactionsRequest>(), Some(0));
+            c.transaction_version()
+        };
+        let feature = |name: &'static str, level: i16| {
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version_level(level)
+                .with_max_version_level(level)
+        };
+        assert_eq!(
+            answer(
+                vec![
+                    feature("metadata.version", 27),
+                    feature("transaction.version", 2)
+                ],
+                12
+            ),
+            Some(2)
+        );
+        assert_eq!(answer(vec![feature("transaction.version", 1)], 12), Some(1));
+        assert_eq!(answer(vec![feature("metadata.version", 27)], 12), Some(0));
+        assert_eq!(answer(Vec::new(), -1), None);
     }
 
     /// A whole exchange over a replayed connection: a well-formed answer decodes; the same
