@@ -194,12 +194,15 @@ public final class Member {
                 continue;
             }
             read(100);
+            // The end is asked after the poll, so a position at the end means every record
+            // stable when the question left is applied. The instant counts from the question,
+            // not the answer: a process paused in between reads a stale answer on waking.
+            long askedAt = System.currentTimeMillis();
             long end = reader.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
-            long caughtUpAt = System.currentTimeMillis();
             if (reader.position(tp) < end) {
                 continue;
             }
-            standBy(caughtUpAt);
+            standBy(askedAt);
         }
     }
 
@@ -247,7 +250,7 @@ public final class Member {
     }
 
     /** A standby's step after a read that reached the last stable offset. */
-    private void standBy(long caughtUpAt) throws Exception {
+    private void standBy(long askedAt) throws Exception {
         long now = System.currentTimeMillis();
         if (lease == null) {
             if (noLeaseSince < 0) {
@@ -277,7 +280,7 @@ public final class Member {
         report("STANDBY rank=" + rank + " holder=" + (holder == null ? "-" : holder)
                 + " members=" + roster.size());
         // Challenge only on a fresh read: a pause between the read and now may hide a new lease.
-        if (now >= turn && now - caughtUpAt < 250) {
+        if (now >= turn && now - askedAt < 250) {
             challenge();
         }
     }
