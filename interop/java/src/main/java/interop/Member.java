@@ -279,8 +279,10 @@ public final class Member {
         long turn = base + rank * staggerMs;
         report("STANDBY rank=" + rank + " holder=" + (holder == null ? "-" : holder)
                 + " members=" + roster.size());
-        // Challenge only on a fresh read: a pause between the read and now may hide a new lease.
-        if (now >= turn && now - askedAt < 250) {
+        // Challenge only on a read asked for at or after the turn (the lease it shows had run
+        // out by then). A read asked for earlier is followed by another: the holder may have
+        // renewed meanwhile, or the member was paused between the question and now.
+        if (now >= turn && askedAt >= turn) {
             challenge();
         }
     }
