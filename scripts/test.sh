@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one test command: from a fresh clone, installs what is missing, checks the golden vectors
-# (and their partitions against Kafka's own murmur2), builds everything, runs a short fuzz run
-# (scripts/fuzz.sh), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every
-# test, runs the three-broker fault test and short seeded runs of the chaos suite
-# (scripts/chaos.sh), and stops the brokers, also when a test fails.
+# (and their partitions against Kafka's own murmur2), builds the Java member of the spec
+# (scripts/interop.sh: interop/java, whose own codec asserts the vectors too), builds
+# everything, runs a short fuzz run (scripts/fuzz.sh), starts a real Apache Kafka broker
+# (KRaft, from Maven Central), runs every test, runs the three-broker fault test and short
+# seeded runs of the chaos suite (scripts/chaos.sh), and stops the brokers, also when a test
+# fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -22,6 +24,11 @@ scripts/ensure-deps.sh
 step "golden vectors: generator agrees with the files, Kafka's murmur2 agrees with the partitions"
 python3 golden/generate.py --check
 scripts/golden-java-check.sh
+
+# Before the tests: adapters/tests/interop.rs runs this member against the library and fails,
+# when a broker is there, if its classpath file is missing.
+step "the Java member of the spec (interop/java): build, classpath file, golden vectors in Java"
+scripts/interop.sh
 
 step "build (all targets, all features) and the no_std core"
 cargo build --workspace --all-targets --features "$features"
