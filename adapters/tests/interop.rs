@@ -176,7 +176,10 @@ impl Java {
             .stderr(Stdio::piped());
         let mut child = c.spawn().expect("java starts (is a JDK 17+ installed?)");
         let stdin = child.stdin.take();
-        let out = Lines::of(&format!("java {member}"), child.stdout.take().expect("stdout"));
+        let out = Lines::of(
+            &format!("java {member}"),
+            child.stdout.take().expect("stdout"),
+        );
         drop(Lines::of(
             &format!("java {member} stderr"),
             child.stderr.take().expect("stderr"),
@@ -267,7 +270,13 @@ fn json(o: &Output) -> Value {
 /// `kafka-coordination describe`, which must exit 0.
 fn describe(bootstrap: &str, role: &str) -> Value {
     let o = kc_on(bootstrap)
-        .args(["--json", "--partitions", &PARTITIONS.to_string(), "describe", role])
+        .args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "describe",
+            role,
+        ])
         .output()
         .expect("the tool runs");
     assert_eq!(o.status.code(), Some(0), "describe {role}: {o:?}");
@@ -275,7 +284,12 @@ fn describe(bootstrap: &str, role: &str) -> Value {
 }
 
 /// `describe` until `expected` holds (bounded): a lease shows a moment after its commit.
-fn describe_until(bootstrap: &str, role: &str, what: &str, expected: impl Fn(&Value) -> bool) -> Value {
+fn describe_until(
+    bootstrap: &str,
+    role: &str,
+    what: &str,
+    expected: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + PROMPT;
     loop {
         let d = describe(bootstrap, role);
@@ -308,7 +322,10 @@ fn supervisor(bootstrap: &str, role: &str, member: &str) -> (Reaped, Lines) {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = c.spawn().expect("the supervisor starts");
-    let lines = Lines::of(&format!("kc {member}"), child.stderr.take().expect("stderr"));
+    let lines = Lines::of(
+        &format!("kc {member}"),
+        child.stderr.take().expect("stderr"),
+    );
     (Reaped(child), lines)
 }
 
@@ -352,7 +369,10 @@ fn at_rank(mut c: Candidacy, rank: usize) -> Candidacy {
             c.snapshot().rank
         );
         match c.elected_blocking_timeout(Duration::from_millis(20)) {
-            Ok(r) => panic!("elected while waiting for rank {rank}: {:?}", r.map(|l| l.token())),
+            Ok(r) => panic!(
+                "elected while waiting for rank {rank}: {:?}",
+                r.map(|l| l.token())
+            ),
             Err(back) => c = back,
         }
     }
@@ -380,7 +400,9 @@ fn a_java_leader_killed_a_rust_standby_takes_over() {
         .expect("the standby starts");
     let standby = at_rank(standby, 0);
     // The Java leader renews over the standby's turn: the library waits for a live lease.
-    java.wait_for("a renewal after the standby stood by", |l| l.starts_with("RENEWED"));
+    java.wait_for("a renewal after the standby stood by", |l| {
+        l.starts_with("RENEWED")
+    });
     assert!(
         !java.out.drain().iter().any(|l| l.starts_with("FENCED")),
         "the standby challenged a live leader: {:?}",
@@ -390,7 +412,9 @@ fn a_java_leader_killed_a_rust_standby_takes_over() {
     let leader = elected(standby, "the rust standby");
     assert_ne!(leader.token().to_string(), java_pair);
     let t = transport(&bootstrap);
-    let s = state_until(&t, &role, "the rust lease", |s| holder(s).as_deref() == Some("rust"));
+    let s = state_until(&t, &role, "the rust lease", |s| {
+        holder(s).as_deref() == Some("rust")
+    });
     assert_eq!(s.lease().expect("a lease").lease.token, leader.token());
     leader.resign_blocking().expect("resign");
 }
@@ -533,7 +557,13 @@ const COMPRESSED_TOPIC: &str = "__coordination_state_interop_compressed";
 /// `kafka-coordination describe` of a role on `topic`, which must exit 0.
 fn describe_on(bootstrap: &str, topic: &str, role: &str) -> Value {
     let o = kc_on(bootstrap)
-        .args(["--json", "--topic", topic, "--partitions", &PARTITIONS.to_string()])
+        .args([
+            "--json",
+            "--topic",
+            topic,
+            "--partitions",
+            &PARTITIONS.to_string(),
+        ])
         .args(["describe", role])
         .output()
         .expect("the tool runs");
@@ -562,14 +592,20 @@ fn compressed_batches_on_a_shared_partition(codec: &str) {
     java.wait_for("a renewal", |l| l.starts_with("RENEWED"));
     let candidacy = blocking::start(transport_with(config), &y, "rust", options())
         .expect("the candidacy starts");
-    let leader = elected(candidacy, &format!("the rust member of {y} (beside {codec} batches)"));
+    let leader = elected(
+        candidacy,
+        &format!("the rust member of {y} (beside {codec} batches)"),
+    );
     let deadline = Instant::now() + PROMPT;
     let d = loop {
         let d = describe_on(&bootstrap, COMPRESSED_TOPIC, &x);
         if d["leader"]["member"] == "java" {
             break d;
         }
-        assert!(Instant::now() < deadline, "never the Java member leading: {d}");
+        assert!(
+            Instant::now() < deadline,
+            "never the Java member leading: {d}"
+        );
         thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(roster_members(&d), ["java"], "{d}");
@@ -615,9 +651,15 @@ fn f_a_java_leader_paused_past_its_lease_is_fenced_by_a_rust_successor() {
     java.signal(libc::SIGCONT);
     let fenced = java.wait_for("FENCED", |l| l.starts_with("FENCED"));
     assert_eq!(java.exit_code(), Some(3), "{fenced}");
-    assert!(!leader.is_done(), "the rust leader lost its term: {:?}", leader.err());
+    assert!(
+        !leader.is_done(),
+        "the rust leader lost its term: {:?}",
+        leader.err()
+    );
     let t = transport(&bootstrap);
-    let s = state_until(&t, &role, "the rust lease", |s| holder(s).as_deref() == Some("rust"));
+    let s = state_until(&t, &role, "the rust lease", |s| {
+        holder(s).as_deref() == Some("rust")
+    });
     assert_eq!(s.lease().expect("a lease").lease.token, leader.token());
     leader.resign_blocking().expect("resign");
 }
@@ -642,7 +684,10 @@ fn f_a_rust_leader_paused_past_its_lease_is_fenced_by_a_java_successor() {
         .as_str()
         .unwrap_or_default()
         .to_lowercase();
-    assert!(reason.contains("fenc"), "the term ended, but not fenced: {over}");
+    assert!(
+        reason.contains("fenc"),
+        "the term ended, but not fenced: {over}"
+    );
     // The Java member leads on, unfenced.
     java.wait_for("a renewal after the fence", |l| l.starts_with("RENEWED"));
     assert!(
