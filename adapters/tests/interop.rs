@@ -522,6 +522,18 @@ fn d_describe_and_roles_name_a_java_leader() {
     let id = pair.split('/').next().expect("an id");
     let coordinator = d["coordinator"]["token"].as_str().expect("a pair");
     assert_eq!(coordinator.split('/').next(), Some(id), "{d}");
+    // The Java client commits with transaction version 2 when the cluster has it: its epoch
+    // moves at every commit, and describe says so instead of calling a live leader superseded.
+    let relation = &d["coordinator"]["lease_pair_relation"]["relation"];
+    if coordinator == pair {
+        assert_eq!(relation, "current", "{d}");
+    } else {
+        assert!(
+            d["coordinator"]["transaction_version"].as_i64() >= Some(2),
+            "the pair moved without transaction version 2: {d}"
+        );
+        assert_eq!(relation, "commits_later", "{d}");
+    }
 
     let o = kc_on(&bootstrap)
         .args(["--json", "--partitions", &PARTITIONS.to_string(), "roles"])
