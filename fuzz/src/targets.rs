@@ -723,7 +723,7 @@ fn run_batches(input: &Input) -> Outcome {
         .map(|p| (p[0], p[1]))
         .collect();
     match kafka::fetched(&input.bytes, from, &aborted) {
-        Ok(n) if changed == 0 && n != 2 => {
+        Ok((n, _)) if changed == 0 && n != 2 => {
             Outcome::Violation(format!("the sample batches gave {n} records, not 2"))
         }
         Ok(_) => Outcome::Accepted,

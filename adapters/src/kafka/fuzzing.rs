@@ -22,6 +22,9 @@ use super::net::{Conn, NetError, Replay};
 use super::security::{Mechanism, Scram};
 use super::wire;
 
+/// The bound of [`fetched`] on the decompressed records of one batch.
+pub const DECOMPRESSED_LIMIT: usize = 128 * 1024;
+
 /// The nonce [`scram`]'s client sends; a server-first message must extend it.
 pub const SCRAM_NONCE: &str = "fyko+d2lbbFgONRv9qkxdawL";
 
@@ -114,12 +117,26 @@ pub fn exchange(api_key: i16, version: i16, answers: &[u8]) -> Result<(), String
 /// The records of one partition's fetched bytes (`records` of a Fetch answer) as the reader
 /// keeps them: parsed, filtered as read_committed, and added to a view that covers the
 /// partition from `from`. Returns how many records the view then serves.
-pub fn fetched(records: &[u8], from: i64, aborted: &[(i64, i64)]) -> Result<usize, String> {
-    let decoded = batch::decode_batches(&Bytes::copy_from_slice(records), from, aborted)
-        .map_err(|e| format!("{e:?}"))?;
+///
+/// Each batch decompresses to at most [`DECOMPRESSED_LIMIT`] bytes (the transport allows
+/// 64 MiB), so that the harness's allocation bound holds; a batch past it is skipped, as the
+/// transport skips one past its bound. The second number is how many batches were skipped.
+pub fn fetched(
+    records: &[u8],
+    from: i64,
+    aborted: &[(i64, i64)],
+) -> Result<(usize, usize), String> {
+    let decoded = batch::decode_batches_within(
+        &Bytes::copy_from_slice(records),
+        from,
+        aborted,
+        DECOMPRESSED_LIMIT,
+    )
+    .map_err(|e| format!("{e:?}"))?;
+    let skipped = decoded.skipped.len();
     let mut view = View::starting_at(from);
     view.append(decoded);
-    Ok(view.since(from).len())
+    Ok((view.since(from).len(), skipped))
 }
 
 /// A SCRAM exchange (SHA-512 when `sha512`, else SHA-256) as user `user` with the client nonce

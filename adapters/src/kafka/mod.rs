@@ -110,6 +110,7 @@
 mod batch;
 mod classify;
 mod cluster;
+mod codec;
 mod config;
 mod context;
 mod describe;
@@ -293,6 +294,17 @@ impl KafkaTransport {
     /// timeout. A figure to watch next to [`requests_sent`](Self::requests_sent).
     pub fn requests_abandoned(&self) -> u64 {
         self.cluster.requests_abandoned() + self.reader.requests_abandoned()
+    }
+
+    /// How many record batches of the state topic the reader passed because their records
+    /// could not be read: a well-formed batch (its CRC holds) with an unknown compression
+    /// codec, compressed data its codec refuses, records that decompress past 64 MiB, malformed
+    /// records, or an old message format (v0/v1). Each is logged as a warning (feature
+    /// `tracing`) naming the topic-partition, the batch's offsets and the reason; the records
+    /// after it are read. Anything above 0 means some member writes batches this reader cannot
+    /// read, so its registrations or leases may be missing from every view.
+    pub fn batches_skipped(&self) -> u64 {
+        self.reader.batches_skipped()
     }
 
     /// How many requests of each kind this transport sent on its native connections so far,
