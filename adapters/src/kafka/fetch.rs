@@ -338,7 +338,7 @@ impl Inner {
                 s.reason
             );
             #[cfg(not(feature = "tracing"))]
-            let _ = s;
+            let _ = (s, partition);
         }
     }
 
