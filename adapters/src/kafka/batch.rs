@@ -877,7 +877,11 @@ mod tests {
         b.to_vec()
     }
 
-    fn codecs() -> Vec<(&'static str, i16, Box<dyn Fn(&[u8]) -> Vec<u8>>)> {
+    /// A compressor of a batch's records section.
+    type Compress = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+
+    /// Each way a member may compress a batch: a name, the codec number, the compressor.
+    fn codecs() -> Vec<(&'static str, i16, Compress)> {
         use lz4_flex::frame::{BlockMode, BlockSize, FrameInfo};
         vec![
             ("gzip", 1, Box::new(gzip)),

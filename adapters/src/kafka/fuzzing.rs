@@ -53,7 +53,7 @@ pub fn sample_batches() -> Vec<u8> {
 /// compressed bytes followed by [`seal_batches`] reaches the decompressors.
 pub fn compressed_sample_batches() -> Vec<(i16, Vec<u8>)> {
     let sample = sample_batches();
-    let compressors: [(i16, fn(&[u8]) -> Vec<u8>); 5] = [
+    let compressors: [(i16, Compressor); 5] = [
         (1, gzip),
         (2, |d| {
             snap::raw::Encoder::new()
@@ -72,9 +72,12 @@ pub fn compressed_sample_batches() -> Vec<(i16, Vec<u8>)> {
         .collect()
 }
 
+/// A compressor of a batch's records section.
+type Compressor = fn(&[u8]) -> Vec<u8>;
+
 /// `records` with the records section of every whole non-control batch compressed, its codec
 /// set and its length and CRC-32C fixed.
-fn compress_data_batches(records: &[u8], codec: i16, compress: fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
+fn compress_data_batches(records: &[u8], codec: i16, compress: Compressor) -> Vec<u8> {
     const HEADER: usize = 61;
     let mut out = Vec::new();
     let mut rest = records;

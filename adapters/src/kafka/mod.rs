@@ -59,6 +59,17 @@
 //!   `sasl.password`; `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
 //!   `ssl.endpoint.identification.algorithm`. They are checked when the client is built.
 //!
+//! # Which batches can be read
+//! The reader reads every record batch Kafka stores in the state topic: message format v2,
+//! uncompressed or compressed with gzip, snappy (raw, as franz-go and librdkafka write it, or
+//! snappy-java's xerial framing, as the Java client writes it), lz4 or zstd, whether a
+//! producer chose the codec or the topic's `compression.type` imposed it. A batch may hold at
+//! most 64 MiB of records once decompressed. A batch whose CRC holds but whose records cannot
+//! be read (an unknown codec, bad compressed data, over 64 MiB, malformed records, an old
+//! v0/v1 entry) is skipped: the records after it are read, a warning names the
+//! topic-partition, the batch's offsets and the reason, and
+//! [`KafkaTransport::batches_skipped`] counts it. Bytes that fail their CRC are retried.
+//!
 //! # Guarantees
 //! - The token is the (producer id, epoch) InitProducerId answered. Only the library sends
 //!   InitProducerId for a role (a challenge, or a resign's supersede): nothing bumps a role's
