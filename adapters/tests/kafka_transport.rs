@@ -1570,4 +1570,156 @@ fn a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded() {
         status.relation_to_lease(lease, lease.deadline),
         PairRelation::Superseded
     );
+
+// ---- compressed batches ----------------------------------------------------------------------
+
+/// Creates `topic` (compacted, [`PARTITIONS`] partitions) with `compression.type` = `codec`.
+fn create_compressed_topic(bootstrap: &str, topic: &str, codec: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let replication = support::replication();
+    let min_isr = if replication > 1 { "2" } else { "1" };
+    let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(replication))
+        .set("cleanup.policy", "compact")
+        .set("min.insync.replicas", min_isr)
+        .set("compression.type", codec);
+    let created = futures_lite::future::block_on(admin.create_topics([&new], &AdminOptions::new()))
+        .expect("create topics");
+    for r in created {
+        r.map_err(|(t, e)| format!("{t}: {e}"))
+            .expect("topic created");
+    }
+}
+
+/// A role name whose partition is `p` (of [`PARTITIONS`]).
+fn role_on(t: &KafkaTransport, prefix: &str, p: i32) -> Role {
+    loop {
+        let r = role(prefix);
+        if t.role_partition(&r).expect("partition") == p {
+            return r;
+        }
+    }
+}
+
+/// Issue 32: registrations of another member of the spec arrive compressed (franz-go writes
+/// snappy by default; a topic's compression.type recompresses everything). For each codec,
+/// role A's foreign registration sits compressed on the partition of role B: B still gets
+/// elected, and A's roster shows the foreign member. snappy and lz4 are the producer's codec
+/// (librdkafka here is built without zlib and zstd); gzip and zstd are the topic's
+/// `compression.type`, so the broker recompresses every batch, our own included.
+#[test]
+fn compressed_registrations_of_a_foreign_member_are_read_with_every_codec() {
+    use kafka_coordination::core::record::{Key, MemberId, Registration};
+    use kafka_coordination::{blocking, describe_role_state, Options};
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let Some(b) = bootstrap() else { return };
+    for (codec, by_topic) in [
+        ("snappy", false),
+        ("lz4", false),
+        ("gzip", true),
+        ("zstd", true),
+    ] {
+        let topic = unique(&format!("coordination-{codec}"));
+        create_compressed_topic(&b, &topic, if by_topic { codec } else { "producer" });
+        let client = Arc::new(transport_with(
+            KafkaConfig::new(&b, PARTITIONS).with_topic(topic.clone()),
+        ));
+        let role_b = role(&format!("codec-b-{codec}"));
+        let p = client.role_partition(&role_b).expect("partition");
+        let role_a = role_on(&client, &format!("codec-a-{codec}"), p);
+        // A long, repetitive member id: compression pays, so librdkafka does not fall back to
+        // an uncompressed batch.
+        let foreign =
+            MemberId::new(format!("foreign-{codec}-{}", "abcdefgh".repeat(64))).expect("member");
+        let key = Key::registration(role_a.clone(), foreign.clone()).encode();
+        let value = Registration {
+            member: foreign.clone(),
+            registered_at: kafka_coordination::UnixMillis(1_700_000_000_000),
+        }
+        .encode();
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &b)
+            .set("compression.codec", if by_topic { "none" } else { codec })
+            .set("linger.ms", "0")
+            .create()
+            .expect("producer");
+        producer
+            .send(
+                BaseRecord::to(&topic)
+                    .partition(p)
+                    .key(&key[..])
+                    .payload(&value[..]),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(10)).expect("flush");
+
+        let leader =
+            blocking::acquire_leadership(Arc::clone(&client), role_b.as_str(), "b", Options::new())
+                .unwrap_or_else(|e| panic!("{codec}: role B elected: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let roster = loop {
+            let state = describe_role_state(&*client, role_a.as_str()).expect("describe A");
+            let roster: Vec<String> = state.roster().map(|(m, _)| m.to_string()).collect();
+            if !roster.is_empty() || Instant::now() >= deadline {
+                break roster;
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(roster, vec![foreign.to_string()], "{codec}");
+        assert_eq!(client.batches_skipped(), 0, "{codec}");
+        if by_topic {
+            let findings = client
+                .describe_topic()
+                .expect("describe")
+                .findings(PARTITIONS);
+            assert!(
+                findings
+                    .iter()
+                    .any(|f| f.message.contains(&format!("compression.type={codec}"))),
+                "{codec}: {findings:?}"
+            );
+        }
+        assert!(leader.resign_blocking().is_ok(), "{codec}");
+    }
+}
+
+/// A state topic created with `compression.type=zstd`: every batch is stored zstd-compressed
+/// (our registrations and lease writes too). Elections, a takeover and reads work as on an
+/// uncompressed topic, and no batch is skipped.
+#[test]
+fn a_state_topic_with_compression_type_zstd_works_as_an_uncompressed_one() {
+    use kafka_coordination::{blocking, describe_leadership, describe_role_state, Options};
+
+    let Some(b) = bootstrap() else { return };
+    let topic = unique("coordination-zstd");
+    create_compressed_topic(&b, &topic, "zstd");
+    let config = KafkaConfig::new(&b, PARTITIONS).with_topic(topic);
+    let one = Arc::new(transport_with(config.clone()));
+    let two = Arc::new(transport_with(config));
+    let role = role("zstd");
+    let first =
+        blocking::acquire_leadership(Arc::clone(&one), role.as_str(), "one", Options::new())
+            .expect("one elected");
+    let standby = blocking::start(Arc::clone(&two), role.as_str(), "two", Options::new())
+        .expect("two stands by");
+    let status = describe_leadership(&*two, role.as_str()).expect("describe");
+    assert!(status.authoritative(&first.token()));
+    assert!(first.resign_blocking().is_ok());
+    let second = standby
+        .elected_blocking()
+        .expect("two elected after the resign");
+    assert!(second.token() != first.token());
+    let state = describe_role_state(&*one, role.as_str()).expect("describe");
+    let roster: Vec<String> = state.roster().map(|(m, _)| m.to_string()).collect();
+    assert!(roster.contains(&"two".to_owned()), "{roster:?}");
+    assert_eq!(one.batches_skipped() + two.batches_skipped(), 0);
+    assert!(second.resign_blocking().is_ok());
 }

@@ -153,8 +153,8 @@ fn describe(input: &Input) -> String {
 }
 
 /// Why a run failed, if it did.
-fn failure(run: &Run, input: &Input) -> Option<String> {
-    let limit = bound(input.len());
+fn failure(t: &Target, run: &Run, input: &Input) -> Option<String> {
+    let limit = bound(input.len()) + t.allowance;
     match &run.outcome {
         Err(panic) => Some(format!("panicked: {panic}")),
         Ok(Outcome::Violation(why)) => Some(format!("property broken: {why}")),
@@ -221,9 +221,9 @@ fn main() -> ExitCode {
             "  largest allocation {} bytes, peak {} bytes (bound {})",
             run.usage.largest,
             run.usage.peak,
-            bound(input.len())
+            bound(input.len()) + t.allowance
         );
-        return match failure(&run, &input) {
+        return match failure(t, &run, &input) {
             Some(why) => {
                 println!("  FAILED: {why}");
                 ExitCode::FAILURE
@@ -272,14 +272,15 @@ fn main() -> ExitCode {
             tally.input_bytes += input.len() as u64;
             tally.largest = tally.largest.max(run.usage.largest);
             tally.peak = tally.peak.max(run.usage.peak);
-            let used = run.usage.peak.max(run.usage.largest) as f64 / bound(input.len()) as f64;
+            let used = run.usage.peak.max(run.usage.largest) as f64
+                / (bound(input.len()) + t.allowance) as f64;
             tally.bound_use = tally.bound_use.max(used);
             match &run.outcome {
                 Ok(Outcome::Accepted) => tally.accepted += 1,
                 Ok(Outcome::Refused) => tally.refused += 1,
                 _ => {}
             }
-            if let Some(why) = failure(&run, &input) {
+            if let Some(why) = failure(t, &run, &input) {
                 tally.failed += 1;
                 failures += 1;
                 println!(

@@ -525,7 +525,10 @@ fn print_report(
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .count();
-    let warnings = findings.len() - errors;
+    let warnings = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .count();
     let ok = errors == 0 && (!strict || warnings == 0);
     if c.json {
         let v = json!({
@@ -537,8 +540,13 @@ fn print_report(
             "replication_factor": report.replication_factor,
             "cleanup_policy": report.cleanup_policy,
             "min_insync_replicas": report.min_insync_replicas,
+            "compression_type": report.compression_type,
             "findings": findings.iter().map(|f| json!({
-                "severity": match f.severity { Severity::Error => "error", _ => "warning" },
+                "severity": match f.severity {
+                    Severity::Error => "error",
+                    Severity::Info => "info",
+                    _ => "warning",
+                },
                 "message": f.message,
             })).collect::<Vec<_>>(),
             "ok": ok,
@@ -555,18 +563,20 @@ fn print_report(
         if report.exists {
             let show = |v: Option<String>| v.unwrap_or_else(|| "?".to_owned());
             println!(
-                "topic {}: {} partitions, replication factor {}, cleanup.policy={}, min.insync.replicas={} (cluster of {} broker(s))",
+                "topic {}: {} partitions, replication factor {}, cleanup.policy={}, min.insync.replicas={}, compression.type={} (cluster of {} broker(s))",
                 report.topic,
                 show(report.partitions.map(|p| p.to_string())),
                 show(report.replication_factor.map(|p| p.to_string())),
                 show(report.cleanup_policy.clone()),
                 show(report.min_insync_replicas.map(|p| p.to_string())),
+                show(report.compression_type.clone()),
                 report.brokers
             );
         }
         for f in &findings {
             let label = match f.severity {
                 Severity::Error => "error",
+                Severity::Info => "info",
                 _ => "warning",
             };
             println!("{label}: {}", f.message);

@@ -1,16 +1,25 @@
-//! The record batches of a read_committed Fetch answer: parsed by hand (magic v2, no
-//! compression) and filtered as Kafka's consumer filters them.
+//! The record batches of a read_committed Fetch answer: parsed by hand and filtered as Kafka's
+//! consumer filters them.
+//!
+//! Every batch Kafka can hold is read: magic v2, uncompressed or compressed with gzip, snappy
+//! (raw or xerial-framed), lz4 or zstd (see `codec.rs`), up to [`MAX_DECOMPRESSED`] bytes of
+//! records per batch. A well-framed batch whose CRC-32C holds but whose records cannot be read
+//! (an unknown codec, bad compressed data, past the bound, malformed records, an old v0/v1
+//! entry) is **skipped**: its offsets are passed and it is reported in [`Decoded::skipped`].
+//! Bytes that are no batch at all, or fail their CRC, are a [`Corrupt`] error (transport damage:
+//! the broker checked every CRC on produce), and the Fetch is tried again.
 //!
 //! The parser trusts no length, count or offset in the bytes: every length is checked against
 //! the bytes that remain before it is used, nothing is allocated from a count on the wire (a
 //! batch's records are collected as they parse), offsets are added with overflow checks, and
-//! a batch's CRC-32C is verified before any of its records is read. Bytes that are no valid
-//! batch give a [`DecodeError`], never a panic.
+//! a batch's CRC-32C is verified before any of its records is read or decompressed. Bad bytes
+//! never panic.
 
 use std::collections::HashSet;
 
 use bytes::Bytes;
 
+use super::codec;
 use crate::transport::Record;
 
 /// The size of a record batch's header (magic v2), from its base offset to its record count.
@@ -19,6 +28,10 @@ const BATCH_HEADER: usize = 61;
 const LOG_OVERHEAD: usize = 12;
 /// Where the CRC-covered part of a batch starts (its attributes).
 const CRC_FROM: usize = 21;
+/// The most bytes the records of one compressed batch may take once decompressed: 64 MiB, 8
+/// times the largest Fetch answer the reader asks for (a batch is at most the topic's
+/// `max.message.bytes`, 1 MiB by default). A batch that inflates past it is skipped.
+pub(crate) const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 
 /// The records of one partition's fetched bytes that a read_committed consumer returns.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -27,18 +40,26 @@ pub(crate) struct Decoded {
     pub(crate) records: Vec<Record>,
     /// The offset after the last complete batch (at least `from`): where the next Fetch starts.
     pub(crate) next: i64,
+    /// The batches passed because their records could not be read, in offset order.
+    pub(crate) skipped: Vec<Skipped>,
 }
 
-/// Why fetched bytes could not be read.
+/// A well-framed batch with a valid CRC whose records could not be read: passed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    /// Its first offset (an old-format entry: the offset it carries).
+    pub(crate) base: i64,
+    /// Its last offset.
+    pub(crate) last: i64,
+    /// Why it could not be read.
+    pub(crate) reason: String,
+}
+
+/// Fetched bytes that are no record batch, or a batch that fails its CRC.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum DecodeError {
-    /// A batch this reader cannot read (an old message format, compression).
-    Unsupported(String),
-    /// Bytes that are no record batch.
-    Corrupt(String),
-}
+pub(crate) struct Corrupt(pub(crate) String);
 
-/// One record of a batch: its offset, key and value (slices of the fetched bytes).
+/// One record of a batch: its offset, key and value (slices of the batch's record bytes).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct RawRecord {
     pub(crate) offset: i64,
@@ -57,6 +78,28 @@ struct Header {
     compression: i16,
 }
 
+/// What a batch's content is, once its framing is read.
+enum Framed {
+    /// A magic v2 batch.
+    V2(Header),
+    /// An old-format (v0/v1) entry carrying this offset, its CRC-32 checked.
+    Old { offset: i64, magic: i8 },
+}
+
+/// Why a well-framed batch's records could not be read.
+enum Unread {
+    /// Bytes that are no batch, or a CRC mismatch: the whole decode fails.
+    Corrupt(Corrupt),
+    /// The batch is valid but unreadable: it is skipped, for this reason.
+    Skip(String),
+}
+
+impl From<Corrupt> for Unread {
+    fn from(c: Corrupt) -> Self {
+        Unread::Corrupt(c)
+    }
+}
+
 fn be_i64(b: &[u8], at: usize) -> i64 {
     let mut x = [0u8; 8];
     x.copy_from_slice(&b[at..at + 8]);
@@ -73,23 +116,41 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }
 
-fn corrupt(base: i64, why: impl std::fmt::Display) -> DecodeError {
-    DecodeError::Corrupt(format!("the batch at offset {base}: {why}"))
+fn corrupt(base: i64, why: impl std::fmt::Display) -> Corrupt {
+    Corrupt(format!("the batch at offset {base}: {why}"))
 }
 
-/// Reads the header of the batch that `batch` holds exactly (`LOG_OVERHEAD + length` bytes).
-fn header(batch: &[u8]) -> Result<Header, DecodeError> {
+/// Reads the framing of the batch that `batch` holds exactly (`LOG_OVERHEAD + length` bytes).
+fn framing(batch: &[u8]) -> Result<Framed, Corrupt> {
     let base = be_i64(batch, 0);
     if batch.len() < 17 {
         return Err(corrupt(base, "shorter than its header"));
     }
     let magic = batch[16] as i8;
-    if magic != 2 {
-        return Err(DecodeError::Unsupported(format!(
-            "a record batch at offset {base} has message format v{magic}; only v2 (Kafka 0.11 \
-             and later) is read"
-        )));
+    match magic {
+        2 => header(batch).map(Framed::V2),
+        // offset (8), size (4), CRC-32 (4) of the rest, from the magic on.
+        0 | 1 => {
+            let stored = be_i32(batch, 12) as u32;
+            let actual = crc32fast::hash(&batch[16..]);
+            if stored != actual {
+                return Err(corrupt(
+                    base,
+                    format!("its CRC-32 is {actual:#010x}, it claims {stored:#010x}"),
+                ));
+            }
+            Ok(Framed::Old {
+                offset: base,
+                magic,
+            })
+        }
+        other => Err(corrupt(base, format!("message format v{other} is unknown"))),
     }
+}
+
+/// Reads the header of the magic v2 batch that `batch` holds exactly.
+fn header(batch: &[u8]) -> Result<Header, Corrupt> {
+    let base = be_i64(batch, 0);
     if batch.len() < BATCH_HEADER {
         return Err(corrupt(base, "shorter than its header"));
     }
@@ -112,12 +173,23 @@ fn header(batch: &[u8]) -> Result<Header, DecodeError> {
 /// (a truncated last batch is left for the next Fetch), as Kafka's consumer does: control
 /// batches are skipped, and so are the batches of aborted transactions. `aborted` is the
 /// answer's (producer id, first offset) list: a producer's transactional batches are aborted
-/// from its first offset until that producer's ABORT marker.
+/// from its first offset until that producer's ABORT marker. A batch whose records cannot be
+/// read is passed and listed in [`Decoded::skipped`] (see the [module docs](self)).
 pub(crate) fn decode_batches(
     raw: &Bytes,
     from: i64,
     aborted: &[(i64, i64)],
-) -> Result<Decoded, DecodeError> {
+) -> Result<Decoded, Corrupt> {
+    decode_batches_within(raw, from, aborted, MAX_DECOMPRESSED)
+}
+
+/// [`decode_batches`] with `limit` bytes of decompressed records per batch.
+pub(crate) fn decode_batches_within(
+    raw: &Bytes,
+    from: i64,
+    aborted: &[(i64, i64)],
+    limit: usize,
+) -> Result<Decoded, Corrupt> {
     let mut pending: Vec<(i64, i64)> = aborted.iter().map(|&(pid, first)| (first, pid)).collect();
     pending.sort_unstable();
     let mut pending = pending.into_iter().peekable();
@@ -125,6 +197,7 @@ pub(crate) fn decode_batches(
     let mut out = Decoded {
         records: Vec::new(),
         next: from,
+        skipped: Vec::new(),
     };
     let mut pos = 0usize;
     while raw.len() - pos >= LOG_OVERHEAD {
@@ -137,8 +210,26 @@ pub(crate) fn decode_batches(
             break;
         }
         let batch = raw.slice(pos..pos + size);
-        let h = header(&batch)?;
         pos += size;
+        let h = match framing(&batch)? {
+            Framed::V2(h) => h,
+            Framed::Old { offset, magic } => {
+                let after = offset
+                    .checked_add(1)
+                    .ok_or_else(|| corrupt(offset, "its offset is the largest offset"))?;
+                out.next = out.next.max(after);
+                if offset >= from {
+                    out.skipped.push(Skipped {
+                        base: offset,
+                        last: offset,
+                        reason: format!(
+                            "message format v{magic} (before Kafka 0.11) is not read; only v2"
+                        ),
+                    });
+                }
+                continue;
+            }
+        };
         // `last_offset >= base`, and base + an i32 fits when it did not overflow: `+ 1` is
         // checked all the same.
         let after = h
@@ -149,6 +240,11 @@ pub(crate) fn decode_batches(
         if h.last_offset < from {
             continue;
         }
+        let skip = |reason: String| Skipped {
+            base: h.base,
+            last: h.last_offset,
+            reason,
+        };
         if h.producer_id >= 0 {
             while let Some(&(first, pid)) = pending.peek() {
                 if first > h.last_offset {
@@ -158,8 +254,18 @@ pub(crate) fn decode_batches(
                 pending.next();
             }
             if h.control {
-                if is_abort_marker(&batch, h)? {
-                    aborting.remove(&h.producer_id);
+                match is_abort_marker(&batch, h, limit) {
+                    Ok(true) => {
+                        aborting.remove(&h.producer_id);
+                    }
+                    Ok(false) => {}
+                    Err(Unread::Corrupt(c)) => return Err(c),
+                    // A transaction in the aborted list ends with an ABORT marker: the next
+                    // control batch of a producer that is aborting is that marker.
+                    Err(Unread::Skip(why)) => {
+                        aborting.remove(&h.producer_id);
+                        out.skipped.push(skip(format!("a control batch: {why}")));
+                    }
                 }
                 continue;
             }
@@ -170,22 +276,20 @@ pub(crate) fn decode_batches(
         if h.control {
             continue;
         }
-        if h.compression != 0 {
-            return Err(DecodeError::Unsupported(format!(
-                "the record batch at offset {} is compressed (codec {}); this reader reads \
-                 uncompressed batches only: write the state topic without compression \
-                 (compression.type=none or producer, and no compression.codec on the clients)",
-                h.base, h.compression
-            )));
-        }
-        for r in records(&batch)? {
-            if r.offset >= from {
-                out.records.push(Record {
-                    offset: r.offset,
-                    key: r.key.map(|k| k.to_vec()).unwrap_or_default(),
-                    value: r.value.map(|v| v.to_vec()),
-                });
+        match records_within(&batch, limit) {
+            Ok(records) => {
+                for r in records {
+                    if r.offset >= from {
+                        out.records.push(Record {
+                            offset: r.offset,
+                            key: r.key.map(|k| k.to_vec()).unwrap_or_default(),
+                            value: r.value.map(|v| v.to_vec()),
+                        });
+                    }
+                }
             }
+            Err(Unread::Corrupt(c)) => return Err(c),
+            Err(Unread::Skip(why)) => out.skipped.push(skip(why)),
         }
     }
     Ok(out)
@@ -193,20 +297,17 @@ pub(crate) fn decode_batches(
 
 /// Whether a control batch holds an ABORT marker (its first record's key is version i16 and
 /// type i16: 0 abort, 1 commit).
-fn is_abort_marker(batch: &Bytes, h: Header) -> Result<bool, DecodeError> {
-    if h.compression != 0 {
-        return Err(corrupt(h.base, "a compressed control batch"));
-    }
-    let records = records(batch)?;
+fn is_abort_marker(batch: &Bytes, _h: Header, limit: usize) -> Result<bool, Unread> {
+    let records = records_within(batch, limit)?;
     Ok(records
         .first()
         .and_then(|r| r.key.as_ref())
         .is_some_and(|k| k.len() >= 4 && be_i16(k, 0) >= 0 && be_i16(k, 2) == 0))
 }
 
-/// The records of one uncompressed batch (`batch` holds exactly the batch), after its CRC is
-/// checked.
-pub(crate) fn records(batch: &Bytes) -> Result<Vec<RawRecord>, DecodeError> {
+/// The records of one magic v2 batch (`batch` holds exactly the batch), after its CRC is
+/// checked: decompressed first when the batch is compressed.
+fn records_within(batch: &Bytes, limit: usize) -> Result<Vec<RawRecord>, Unread> {
     let h = header(batch)?;
     let stored = be_i32(batch, 17) as u32;
     let actual = crc32c::crc32c(&batch[CRC_FROM..]);
@@ -214,35 +315,52 @@ pub(crate) fn records(batch: &Bytes) -> Result<Vec<RawRecord>, DecodeError> {
         return Err(corrupt(
             h.base,
             format!("its CRC-32C is {actual:#010x}, it claims {stored:#010x}"),
-        ));
+        )
+        .into());
     }
     let count = be_i32(batch, 57);
-    let count =
-        u32::try_from(count).map_err(|_| corrupt(h.base, "its record count is negative"))?;
+    let count = u32::try_from(count)
+        .map_err(|_| Unread::Skip(format!("its record count {count} is negative")))?;
+    let body = if h.compression == 0 {
+        batch.slice(BATCH_HEADER..)
+    } else {
+        let plain =
+            codec::decompress(h.compression, &batch[BATCH_HEADER..], limit).map_err(|f| {
+                Unread::Skip(format!(
+                    "{} batch (codec {}): {f}",
+                    codec::name(h.compression),
+                    h.compression
+                ))
+            })?;
+        Bytes::from(plain)
+    };
     let mut r = Cursor {
-        bytes: batch,
-        at: BATCH_HEADER,
-        base: h.base,
+        bytes: &body,
+        at: 0,
     };
     // Collected as they parse: a count on the wire sizes nothing.
     let mut out = Vec::new();
     for _ in 0..count {
-        out.push(r.record()?);
+        out.push(r.record(h.base).map_err(Unread::Skip)?);
     }
-    if r.at != batch.len() {
-        return Err(corrupt(
-            h.base,
-            format!("{} bytes follow its {count} records", batch.len() - r.at),
-        ));
+    if r.at != body.len() {
+        return Err(Unread::Skip(format!(
+            "{} bytes follow its {count} records",
+            body.len() - r.at
+        )));
     }
     Ok(out)
 }
 
-/// A cursor over a batch's records.
+/// A cursor over a batch's records (decompressed, if they were compressed).
 struct Cursor<'a> {
     bytes: &'a Bytes,
     at: usize,
-    base: i64,
+}
+
+/// Why a batch's records are malformed (the batch is named where it is skipped).
+fn bad(why: impl std::fmt::Display) -> String {
+    why.to_string()
 }
 
 impl Cursor<'_> {
@@ -250,17 +368,17 @@ impl Cursor<'_> {
         self.bytes.len() - self.at
     }
 
-    fn byte(&mut self) -> Result<u8, DecodeError> {
+    fn byte(&mut self) -> Result<u8, String> {
         let b = *self
             .bytes
             .get(self.at)
-            .ok_or_else(|| corrupt(self.base, "a record ends early"))?;
+            .ok_or_else(|| bad("a record ends early"))?;
         self.at += 1;
         Ok(b)
     }
 
     /// A zigzag varint of at most ten bytes.
-    fn varlong(&mut self) -> Result<i64, DecodeError> {
+    fn varlong(&mut self) -> Result<i64, String> {
         let mut raw: u64 = 0;
         for i in 0..10 {
             let b = self.byte()?;
@@ -269,17 +387,17 @@ impl Cursor<'_> {
                 return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
             }
         }
-        Err(corrupt(self.base, "a varint runs past ten bytes"))
+        Err(bad("a varint runs past ten bytes"))
     }
 
     /// A zigzag varint that must fit an `i32`, as Kafka's records require.
-    fn varint(&mut self) -> Result<i32, DecodeError> {
+    fn varint(&mut self) -> Result<i32, String> {
         let v = self.varlong()?;
-        i32::try_from(v).map_err(|_| corrupt(self.base, format!("varint {v} does not fit 32 bits")))
+        i32::try_from(v).map_err(|_| bad(format!("varint {v} does not fit 32 bits")))
     }
 
     /// `len` bytes (`-1`: none).
-    fn bytes_of(&mut self, len: i32, what: &str) -> Result<Option<Bytes>, DecodeError> {
+    fn bytes_of(&mut self, len: i32, what: &str) -> Result<Option<Bytes>, String> {
         if len == -1 {
             return Ok(None);
         }
@@ -287,61 +405,57 @@ impl Cursor<'_> {
             .ok()
             .filter(|&n| n <= self.left())
             .ok_or_else(|| {
-                corrupt(
-                    self.base,
-                    format!("a {what} of {len} bytes where {} remain", self.left()),
-                )
+                bad(format!(
+                    "a {what} of {len} bytes where {} remain",
+                    self.left()
+                ))
             })?;
         let s = self.bytes.slice(self.at..self.at + n);
         self.at += n;
         Ok(Some(s))
     }
 
-    fn record(&mut self) -> Result<RawRecord, DecodeError> {
+    fn record(&mut self, base: i64) -> Result<RawRecord, String> {
         let length = self.varint()?;
         let start = self.at;
         let length = usize::try_from(length)
             .ok()
             .filter(|&n| n <= self.left())
             .ok_or_else(|| {
-                corrupt(
-                    self.base,
-                    format!("a record of {length} bytes where {} remain", self.left()),
-                )
+                bad(format!(
+                    "a record of {length} bytes where {} remain",
+                    self.left()
+                ))
             })?;
         let _attributes = self.byte()?;
         let _timestamp_delta = self.varlong()?;
         let delta = self.varint()?;
-        let offset = self
-            .base
+        let offset = base
             .checked_add(i64::from(delta))
             .filter(|_| delta >= 0)
-            .ok_or_else(|| corrupt(self.base, format!("a record's offset delta {delta}")))?;
+            .ok_or_else(|| bad(format!("a record's offset delta {delta}")))?;
         let key_len = self.varint()?;
         let key = self.bytes_of(key_len, "key")?;
         let value_len = self.varint()?;
         let value = self.bytes_of(value_len, "value")?;
         let headers = self.varint()?;
         if headers < 0 {
-            return Err(corrupt(self.base, format!("{headers} record headers")));
+            return Err(bad(format!("{headers} record headers")));
         }
         for _ in 0..headers {
             let len = self.varint()?;
             if len < 0 {
-                return Err(corrupt(self.base, "a header key of negative length"));
+                return Err(bad("a header key of negative length"));
             }
             self.bytes_of(len, "header key")?;
             let len = self.varint()?;
             self.bytes_of(len, "header value")?;
         }
         if self.at - start != length {
-            return Err(corrupt(
-                self.base,
-                format!(
-                    "a record claims {length} bytes but holds {}",
-                    self.at - start
-                ),
-            ));
+            return Err(bad(format!(
+                "a record claims {length} bytes but holds {}",
+                self.at - start
+            )));
         }
         Ok(RawRecord { offset, key, value })
     }
@@ -548,7 +662,8 @@ mod tests {
             empty,
             Decoded {
                 records: vec![],
-                next: 42
+                next: 42,
+                skipped: vec![],
             }
         );
     }
@@ -561,14 +676,43 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
         let err = decode_batches(&Bytes::from(bad), 0, &[]).expect_err("crc");
-        assert!(
-            matches!(&err, DecodeError::Corrupt(m) if m.contains("CRC")),
-            "{err:?}"
-        );
-        let mut old = b.to_vec();
-        old[16] = 1;
-        let err = decode_batches(&Bytes::from(old), 0, &[]).expect_err("magic");
-        assert!(matches!(err, DecodeError::Unsupported(_)), "{err:?}");
+        assert!(err.0.contains("CRC"), "{err:?}");
+        let mut unknown = b.to_vec();
+        unknown[16] = 3;
+        let err = decode_batches(&Bytes::from(unknown), 0, &[]).expect_err("magic");
+        assert!(err.0.contains("v3"), "{err:?}");
+    }
+
+    /// An old-format (v1) entry: offset, size, CRC-32, magic 1, attributes, timestamp, key,
+    /// value.
+    fn old_entry(offset: i64, value: &[u8]) -> Vec<u8> {
+        let mut body = vec![1u8, 0];
+        body.extend(0i64.to_be_bytes());
+        body.extend((-1i32).to_be_bytes());
+        body.extend((value.len() as i32).to_be_bytes());
+        body.extend(value);
+        let mut e = offset.to_be_bytes().to_vec();
+        e.extend(((body.len() + 4) as i32).to_be_bytes());
+        e.extend(crc32fast::hash(&body).to_be_bytes());
+        e.extend(body);
+        e
+    }
+
+    #[test]
+    fn an_old_format_entry_is_skipped_and_a_damaged_one_is_corrupt() {
+        let mut raw = old_entry(3, b"old");
+        let mut b = BytesMut::new();
+        batch(&mut b, -1, false, false, &[(4, b"k", Some(b"new"))]);
+        raw.extend_from_slice(&b);
+        let d = decode_batches(&Bytes::from(raw.clone()), 0, &[]).expect("decode");
+        assert_eq!(offsets_and_values(&d), vec![(4, Some(b"new".to_vec()))]);
+        assert_eq!(d.skipped.len(), 1);
+        assert_eq!((d.skipped[0].base, d.skipped[0].last), (3, 3));
+        assert!(d.skipped[0].reason.contains("v1"), "{:?}", d.skipped);
+        assert_eq!(d.next, 5);
+        raw[30] ^= 1;
+        let err = decode_batches(&Bytes::from(raw), 0, &[]).expect_err("crc");
+        assert!(err.0.contains("CRC-32"), "{err:?}");
     }
 
     /// A batch whose header and records are set byte by byte, with a correct CRC: what a
@@ -595,13 +739,15 @@ mod tests {
     }
 
     /// Bounds that kafka-protocol's record decoder did not check, each a panic (overflow) or
-    /// an allocation sized by the wire (2^31 records, 2^31 headers): each is now a
-    /// `Corrupt` error, with nothing allocated from the count.
+    /// an allocation sized by the wire (2^31 records, 2^31 headers): a header that is no
+    /// batch is a `Corrupt` error; malformed records in a batch whose CRC holds skip it. Nothing
+    /// is allocated from the count.
     #[test]
     fn counts_lengths_and_offsets_from_the_wire_are_checked() {
         let corrupt = |raw: Bytes, from: i64| match decode_batches(&raw, from, &[]) {
-            Err(DecodeError::Corrupt(why)) => why,
-            other => panic!("expected Corrupt, got {other:?}"),
+            Err(Corrupt(why)) => why,
+            Ok(d) if d.records.is_empty() && d.skipped.len() == 1 => d.skipped[0].reason.clone(),
+            other => panic!("expected a refusal, got {other:?}"),
         };
         // i32::MAX records in an empty batch.
         let why = corrupt(forged(0, 0, i32::MAX, &[]), 0);
@@ -644,5 +790,280 @@ mod tests {
         );
         assert_eq!(d.records[0].value, None);
         assert_eq!(d.next, 6);
+    }
+
+    // ---- compressed batches ----------------------------------------------------------------
+
+    /// `plain` (one uncompressed batch, exactly) with its records section replaced by
+    /// `compress(records)`, codec `codec` in its attributes, and its length and CRC fixed.
+    fn compressed(plain: &[u8], codec: i16, compress: impl Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
+        let mut b = plain[..BATCH_HEADER].to_vec();
+        b.extend(compress(&plain[BATCH_HEADER..]));
+        let length = i32::try_from(b.len() - LOG_OVERHEAD).expect("small");
+        b[8..12].copy_from_slice(&length.to_be_bytes());
+        let attributes = (be_i16(&b, 21) & !0x07) | codec;
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_FROM..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).expect("gzip");
+        e.finish().expect("gzip")
+    }
+
+    fn snappy_raw(data: &[u8]) -> Vec<u8> {
+        snap::raw::Encoder::new()
+            .compress_vec(data)
+            .expect("snappy")
+    }
+
+    /// snappy-java's framing, in blocks of at most `chunk` bytes of input.
+    fn snappy_xerial(data: &[u8], chunk: usize) -> Vec<u8> {
+        let mut out = XERIAL_TEST_MAGIC.to_vec();
+        out.extend(1i32.to_be_bytes());
+        out.extend(1i32.to_be_bytes());
+        for part in data.chunks(chunk) {
+            let block = snappy_raw(part);
+            out.extend(i32::try_from(block.len()).expect("small").to_be_bytes());
+            out.extend(block);
+        }
+        out
+    }
+
+    const XERIAL_TEST_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+
+    fn lz4_with(info: lz4_flex::frame::FrameInfo) -> impl Fn(&[u8]) -> Vec<u8> {
+        move |data| {
+            use std::io::Write;
+            let mut e = lz4_flex::frame::FrameEncoder::with_frame_info(info.clone(), Vec::new());
+            e.write_all(data).expect("lz4");
+            e.finish().expect("lz4")
+        }
+    }
+
+    fn lz4(data: &[u8]) -> Vec<u8> {
+        lz4_with(lz4_flex::frame::FrameInfo::new())(data)
+    }
+
+    fn zstd(data: &[u8]) -> Vec<u8> {
+        ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+    }
+
+    /// Several registration-like records at offsets `first..first + 5`.
+    fn plain_batch(first: i64, producer_id: i64, transactional: bool) -> Vec<u8> {
+        let values: Vec<Vec<u8>> = (0..5)
+            .map(|i| {
+                format!("{{\"member\":\"node-{i}\",\"registered_at\":17000000{i}}}").into_bytes()
+            })
+            .collect();
+        let keys: Vec<Vec<u8>> = (0..5)
+            .map(|i| format!("reg/role-a/node-{i}").into_bytes())
+            .collect();
+        let recs: Vec<Rec<'_>> = (0..5)
+            .map(|i| {
+                (
+                    first + i as i64,
+                    keys[i].as_slice(),
+                    Some(values[i].as_slice()),
+                )
+            })
+            .collect();
+        let mut b = BytesMut::new();
+        batch(&mut b, producer_id, transactional, false, &recs);
+        b.to_vec()
+    }
+
+    /// A compressor of a batch's records section.
+    type Compress = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+
+    /// Each way a member may compress a batch: a name, the codec number, the compressor.
+    fn codecs() -> Vec<(&'static str, i16, Compress)> {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameInfo};
+        vec![
+            ("gzip", 1, Box::new(gzip)),
+            ("snappy raw", 2, Box::new(snappy_raw)),
+            (
+                "snappy xerial",
+                2,
+                Box::new(|d: &[u8]| snappy_xerial(d, 32 * 1024)),
+            ),
+            (
+                "snappy xerial, small blocks",
+                2,
+                Box::new(|d: &[u8]| snappy_xerial(d, 40)),
+            ),
+            ("lz4", 3, Box::new(lz4)),
+            (
+                "lz4 linked, checksummed",
+                3,
+                Box::new(lz4_with(
+                    FrameInfo::new()
+                        .block_mode(BlockMode::Linked)
+                        .block_size(BlockSize::Max64KB)
+                        .block_checksums(true)
+                        .content_checksum(true),
+                )),
+            ),
+            ("zstd", 4, Box::new(zstd)),
+        ]
+    }
+
+    #[test]
+    fn every_codec_reads_the_same_records_as_the_uncompressed_batch() {
+        let plain = plain_batch(10, -1, false);
+        let want = decode_batches(&Bytes::from(plain.clone()), 0, &[]).expect("plain");
+        assert_eq!(want.records.len(), 5);
+        for (name, codec, compress) in codecs() {
+            let b = compressed(&plain, codec, compress.as_ref());
+            assert_ne!(b, plain, "{name}");
+            let d = decode_batches(&Bytes::from(b), 0, &[]).expect(name);
+            assert_eq!(d, want, "{name}");
+            assert!(d.skipped.is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn linked_lz4_blocks_refer_back_across_block_boundaries() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameInfo};
+        // Over 64 KiB of repeated text: later blocks refer into earlier ones.
+        let value = b"the same registration of a member, again and again; ".repeat(3000);
+        let mut b = BytesMut::new();
+        batch(
+            &mut b,
+            -1,
+            false,
+            false,
+            &[(0, b"k", Some(&value)), (1, b"j", Some(&value))],
+        );
+        let linked = lz4_with(
+            FrameInfo::new()
+                .block_mode(BlockMode::Linked)
+                .block_size(BlockSize::Max64KB),
+        );
+        let raw = compressed(&b, 3, linked);
+        assert!(raw.len() < value.len() / 4, "compressed: {}", raw.len());
+        let d = decode_batches(&Bytes::from(raw), 0, &[]).expect("decode");
+        assert!(d.skipped.is_empty(), "{:?}", d.skipped);
+        assert_eq!(d.records.len(), 2);
+        assert!(d
+            .records
+            .iter()
+            .all(|r| r.value.as_deref() == Some(&value[..])));
+    }
+
+    #[test]
+    fn a_compressed_batch_of_an_aborted_transaction_is_still_removed() {
+        for (name, codec, compress) in codecs() {
+            let mut raw = compressed(&plain_batch(0, 9, true), codec, compress.as_ref());
+            raw.extend(compressed(
+                &plain_batch(5, 7, true),
+                codec,
+                compress.as_ref(),
+            ));
+            let mut m = BytesMut::new();
+            marker(&mut m, 9, 10, false);
+            marker(&mut m, 7, 11, true);
+            raw.extend_from_slice(&m);
+            let d = decode_batches(&Bytes::from(raw), 0, &[(9, 0)]).expect(name);
+            assert_eq!(
+                d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+                vec![5, 6, 7, 8, 9],
+                "{name}"
+            );
+            assert!(d.skipped.is_empty(), "{name}");
+            assert_eq!(d.next, 12, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_batch_that_inflates_past_the_bound_is_skipped_and_the_next_one_read() {
+        // 1 MiB of one byte as a value: a few KiB compressed, 1 MiB + a little decompressed.
+        let value = vec![b'a'; 1 << 20];
+        let mut b = BytesMut::new();
+        batch(&mut b, -1, false, false, &[(0, b"k", Some(&value))]);
+        let limit = 256 * 1024;
+        for (name, codec, compress) in codecs().into_iter().filter(|c| !c.0.contains("small")) {
+            let mut raw = compressed(&b, codec, compress.as_ref());
+            assert!(raw.len() < 64 * 1024, "{name}: {}", raw.len());
+            raw.extend(compressed(
+                &plain_batch(1, -1, false),
+                codec,
+                compress.as_ref(),
+            ));
+            let d = decode_batches_within(&Bytes::from(raw.clone()), 0, &[], limit).expect(name);
+            assert_eq!(d.skipped.len(), 1, "{name}: {:?}", d.skipped);
+            let s = &d.skipped[0];
+            assert_eq!((s.base, s.last), (0, 0), "{name}");
+            assert!(
+                s.reason.contains(&limit.to_string()),
+                "{name}: {}",
+                s.reason
+            );
+            assert_eq!(
+                d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+                vec![1, 2, 3, 4, 5],
+                "{name}"
+            );
+            assert_eq!(d.next, 6, "{name}");
+            // Within the transport's own bound it reads.
+            let d = decode_batches(&Bytes::from(raw), 0, &[]).expect(name);
+            assert!(d.skipped.is_empty(), "{name}: {:?}", d.skipped);
+            assert_eq!(d.records[0].value.as_deref(), Some(&value[..]), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_codec_or_bad_compressed_data_skips_only_that_batch() {
+        let plain = plain_batch(0, -1, false);
+        let next = plain_batch(5, -1, false);
+        let cases: Vec<(i16, Vec<u8>, &str)> = vec![
+            (5, plain.clone(), "codec 5 is unknown"),
+            (7, plain.clone(), "codec 7 is unknown"),
+            (1, gzip(b"short").into_iter().take(12).collect(), "gzip"),
+            (2, vec![0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2], "snappy"),
+            (3, b"not an lz4 frame".to_vec(), "lz4"),
+            (4, b"not a zstd frame".to_vec(), "zstd"),
+            // A valid frame whose records are malformed: 5 records claimed, 1 byte given.
+            (4, zstd(&[0x80]), "ends early"),
+        ];
+        for (codec, payload, why) in cases {
+            let b = compressed(&plain, codec, |_| payload.clone());
+            let mut raw = b.clone();
+            raw.extend_from_slice(&next);
+            let d = decode_batches(&Bytes::from(raw), 0, &[]).expect(why);
+            assert_eq!(d.skipped.len(), 1, "{why}");
+            assert_eq!((d.skipped[0].base, d.skipped[0].last), (0, 4), "{why}");
+            assert!(
+                d.skipped[0].reason.contains(why),
+                "{why}: {}",
+                d.skipped[0].reason
+            );
+            assert_eq!(
+                d.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+                vec![5, 6, 7, 8, 9],
+                "{why}"
+            );
+            assert_eq!(d.next, 10);
+            // Its CRC damaged, the same batch is corrupt: the Fetch is tried again.
+            let mut damaged = b.clone();
+            let last = damaged.len() - 1;
+            damaged[last] ^= 0x55;
+            assert!(
+                decode_batches(&Bytes::from(damaged), 0, &[]).is_err(),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_skipped_batch_before_the_fetch_offset_is_not_reported() {
+        let b = compressed(&plain_batch(0, -1, false), 6, |d| d.to_vec());
+        let d = decode_batches(&Bytes::from(b), 5, &[]).expect("decode");
+        assert!(d.skipped.is_empty());
+        assert_eq!(d.next, 5);
     }
 }

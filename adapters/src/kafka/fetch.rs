@@ -32,6 +32,7 @@
 //!   stable offset or high watermark): a `Host` serves its standbys' long polls that way.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,12 +45,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::batch::{decode_batches, DecodeError, Decoded};
+use super::batch::{decode_batches, Decoded, Skipped};
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::context::lock;
 use super::net::Conn;
 use crate::error::TransportError;
+use crate::log::log_warn;
 use crate::transport::{ReadBatch, Record, TailHook, TailHooks};
 
 /// The highest Fetch version used: v13 and later name topics by id.
@@ -106,6 +108,7 @@ impl SharedReader {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 hooks: TailHooks::default(),
+                skipped: AtomicU64::new(0),
             }),
         })
     }
@@ -123,6 +126,11 @@ impl SharedReader {
     /// How many requests of each API the Fetch loops sent.
     pub(crate) fn requests_by_api(&self) -> Vec<(i16, u64)> {
         self.inner.fetch.requests_by_api()
+    }
+
+    /// How many record batches the reader passed because their records could not be read.
+    pub(crate) fn batches_skipped(&self) -> u64 {
+        self.inner.skipped.load(Ordering::Relaxed)
     }
 
     /// Committed records of `partition` at offsets `>= from_offset`, in offset order, and how
@@ -229,6 +237,8 @@ struct Inner {
     changed: Condvar,
     /// Called by the fetch threads with each partition whose view or limits an answer moved.
     hooks: TailHooks,
+    /// Batches passed because their records could not be read (see [`Inner::passed`]).
+    skipped: AtomicU64,
 }
 
 #[derive(Default)]
@@ -309,6 +319,27 @@ enum Fetched {
 impl Inner {
     fn what(&self, partition: i32) -> String {
         format!("reading {}/{partition}", self.topic)
+    }
+
+    /// Logs and counts the batches of `partition` that a Fetch answer applied to its view
+    /// passed: each is warned about once (the view moved past it).
+    fn passed(&self, partition: i32, skipped: &[Skipped]) {
+        for s in skipped {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            log_warn!(
+                topic = %self.topic,
+                partition,
+                base_offset = s.base,
+                last_offset = s.last,
+                "skipped the record batch at offsets {}..={} of {}/{partition}: {}",
+                s.base,
+                s.last,
+                self.topic,
+                s.reason
+            );
+            #[cfg(not(feature = "tracing"))]
+            let _ = (s, partition);
+        }
     }
 
     /// Whether a fetch thread tails `partition` and its view has caught up once.
@@ -431,7 +462,7 @@ impl Inner {
             };
             match fetched {
                 Fetched::Data {
-                    decoded,
+                    mut decoded,
                     stable,
                     high_watermark,
                 } => {
@@ -439,6 +470,7 @@ impl Inner {
                     let mut st = lock(&self.state);
                     let part = st.parts.entry(partition).or_insert_with(Part::new);
                     if part.view.end == at {
+                        self.passed(partition, &std::mem::take(&mut decoded.skipped));
                         part.view.append(decoded);
                         part.limits = (stable, high_watermark);
                         if part.view.end >= stable {
@@ -561,13 +593,13 @@ impl Inner {
             .map(|a| (a.producer_id.0, a.first_offset))
             .collect();
         let raw = data.records.unwrap_or_default();
-        let decoded = decode_batches(&raw, at, &aborted).map_err(|e| match e {
-            DecodeError::Unsupported(why) => Attempt::Stop(TransportError::config(format!(
-                "{what} at offset {at}: {why}"
-            ))),
-            DecodeError::Corrupt(why) => Attempt::again(format!(
-                "{what} at offset {at}: a corrupt record batch: {why}"
-            )),
+        // A batch that cannot be read is skipped (and reported where the answer is applied);
+        // only bytes that are no batch, or fail their CRC, fail the Fetch (tried again).
+        let decoded = decode_batches(&raw, at, &aborted).map_err(|e| {
+            Attempt::again(format!(
+                "{what} at offset {at}: a corrupt record batch: {}",
+                e.0
+            ))
         })?;
         Ok(Fetched::Data {
             decoded,
@@ -789,6 +821,7 @@ impl Inner {
         let mut out_of_range = Vec::new();
         let mut moved = false;
         let mut news = Vec::new();
+        let mut passed = Vec::new();
         {
             let mut st = lock(&self.state);
             for (partition, at, outcome) in outcomes {
@@ -801,10 +834,11 @@ impl Inner {
                 }
                 match outcome {
                     Ok(Fetched::Data {
-                        decoded,
+                        mut decoded,
                         stable,
                         high_watermark,
                     }) => {
+                        passed.push((partition, std::mem::take(&mut decoded.skipped)));
                         moved |= decoded.next > at;
                         if decoded.next > at || part.limits != (stable, high_watermark) {
                             news.push(partition);
@@ -819,6 +853,9 @@ impl Inner {
                     Err(_) => lost.push(partition),
                 }
             }
+        }
+        for (partition, skipped) in passed {
+            self.passed(partition, &skipped);
         }
         if moved {
             self.changed.notify_all();
@@ -982,11 +1019,13 @@ mod tests {
         v.append(Decoded {
             records: records[..10].to_vec(),
             next: 10,
+            ..Decoded::default()
         });
         assert_eq!(v.since(0), records[..10].to_vec(), "nothing compacted yet");
         v.append(Decoded {
             records: records[10..].to_vec(),
             next: n + 5,
+            ..Decoded::default()
         });
         assert_eq!(v.end, n + 5, "the end covers skipped markers");
         let all = v.since(0);
@@ -1022,6 +1061,7 @@ mod tests {
         v.append(Decoded {
             records: vec![rec(3, "z", Some("old"))],
             next: 4,
+            ..Decoded::default()
         });
         assert_eq!(v.since(0), all);
         assert_eq!(v.end, n + 5);

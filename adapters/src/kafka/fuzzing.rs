@@ -22,6 +22,9 @@ use super::net::{Conn, NetError, Replay};
 use super::security::{Mechanism, Scram};
 use super::wire;
 
+/// The bound of [`fetched`] on the decompressed records of one batch.
+pub const DECOMPRESSED_LIMIT: usize = 128 * 1024;
+
 /// The nonce [`scram`]'s client sends; a server-first message must extend it.
 pub const SCRAM_NONCE: &str = "fyko+d2lbbFgONRv9qkxdawL";
 
@@ -42,6 +45,107 @@ pub fn samples() -> Vec<(i16, i16, Vec<u8>)> {
 /// (offsets 40 and 41) and its commit marker (42).
 pub fn sample_batches() -> Vec<u8> {
     super::samples::record_batches().to_vec()
+}
+
+/// [`sample_batches`] with the records of its data batch compressed, once per way a member
+/// may compress them: `(codec, bytes)` for gzip, raw snappy, xerial-framed snappy, an LZ4
+/// frame and zstd. Each reads as the uncompressed sample does (two records); a mutation of the
+/// compressed bytes followed by [`seal_batches`] reaches the decompressors.
+pub fn compressed_sample_batches() -> Vec<(i16, Vec<u8>)> {
+    let sample = sample_batches();
+    let compressors: [(i16, Compressor); 5] = [
+        (1, gzip),
+        (2, |d| {
+            snap::raw::Encoder::new()
+                .compress_vec(d)
+                .unwrap_or_default()
+        }),
+        (2, xerial),
+        (3, lz4_frame),
+        (4, |d| {
+            ruzstd::encoding::compress_to_vec(d, ruzstd::encoding::CompressionLevel::Fastest)
+        }),
+    ];
+    compressors
+        .iter()
+        .map(|&(codec, compress)| (codec, compress_data_batches(&sample, codec, compress)))
+        .collect()
+}
+
+/// A compressor of a batch's records section.
+type Compressor = fn(&[u8]) -> Vec<u8>;
+
+/// `records` with the records section of every whole non-control batch compressed, its codec
+/// set and its length and CRC-32C fixed.
+fn compress_data_batches(records: &[u8], codec: i16, compress: Compressor) -> Vec<u8> {
+    const HEADER: usize = 61;
+    let mut out = Vec::new();
+    let mut rest = records;
+    while rest.len() >= HEADER {
+        let len = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        let size = usize::try_from(len).map_or(0, |l| l + 12);
+        if size < HEADER || size > rest.len() {
+            break;
+        }
+        let (batch, tail) = rest.split_at(size);
+        rest = tail;
+        let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+        if attributes & 0x20 != 0 {
+            out.extend_from_slice(batch);
+            continue;
+        }
+        let mut b = batch[..HEADER].to_vec();
+        b.extend(compress(&batch[HEADER..]));
+        let len = i32::try_from(b.len() - 12).unwrap_or(i32::MAX);
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        b[21..23].copy_from_slice(&((attributes & !0x07) | codec).to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        out.extend(b);
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = e.write_all(data);
+    e.finish().unwrap_or_default()
+}
+
+/// snappy-java's framing: magic, version 1, compatible version 1, then length-prefixed raw
+/// blocks (here of 16 bytes of input each, so that there are several).
+fn xerial(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![
+        0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1,
+    ];
+    for part in data.chunks(16) {
+        let block = snap::raw::Encoder::new()
+            .compress_vec(part)
+            .unwrap_or_default();
+        out.extend(i32::try_from(block.len()).unwrap_or(0).to_be_bytes());
+        out.extend(block);
+    }
+    out
+}
+
+/// One LZ4 frame of independent 64 KiB blocks, one block per 32 bytes of input, with block
+/// checksums' space and a content size (neither is verified by the reader).
+fn lz4_frame(data: &[u8]) -> Vec<u8> {
+    let mut out = 0x184D_2204u32.to_le_bytes().to_vec();
+    out.extend([0x60 | 0x10 | 0x08, 0x40]);
+    out.extend((data.len() as u64).to_le_bytes());
+    out.push(0);
+    for part in data.chunks(32) {
+        let block = lz4_flex::block::compress(part);
+        out.extend(u32::try_from(block.len()).unwrap_or(0).to_le_bytes());
+        out.extend(block);
+        out.extend([0u8; 4]);
+    }
+    out.extend([0u8; 4]);
+    out
 }
 
 /// The response header version of API `api_key` at `version` (0: a correlation id; 1: and
@@ -114,12 +218,26 @@ pub fn exchange(api_key: i16, version: i16, answers: &[u8]) -> Result<(), String
 /// The records of one partition's fetched bytes (`records` of a Fetch answer) as the reader
 /// keeps them: parsed, filtered as read_committed, and added to a view that covers the
 /// partition from `from`. Returns how many records the view then serves.
-pub fn fetched(records: &[u8], from: i64, aborted: &[(i64, i64)]) -> Result<usize, String> {
-    let decoded = batch::decode_batches(&Bytes::copy_from_slice(records), from, aborted)
-        .map_err(|e| format!("{e:?}"))?;
+///
+/// Each batch decompresses to at most [`DECOMPRESSED_LIMIT`] bytes (the transport allows
+/// 64 MiB), so that the harness's allocation bound holds; a batch past it is skipped, as the
+/// transport skips one past its bound. The second number is how many batches were skipped.
+pub fn fetched(
+    records: &[u8],
+    from: i64,
+    aborted: &[(i64, i64)],
+) -> Result<(usize, usize), String> {
+    let decoded = batch::decode_batches_within(
+        &Bytes::copy_from_slice(records),
+        from,
+        aborted,
+        DECOMPRESSED_LIMIT,
+    )
+    .map_err(|e| format!("{e:?}"))?;
+    let skipped = decoded.skipped.len();
     let mut view = View::starting_at(from);
     view.append(decoded);
-    Ok(view.since(from).len())
+    Ok((view.since(from).len(), skipped))
 }
 
 /// A SCRAM exchange (SHA-512 when `sha512`, else SHA-256) as user `user` with the client nonce

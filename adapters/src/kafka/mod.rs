@@ -59,6 +59,17 @@
 //!   `sasl.password`; `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
 //!   `ssl.endpoint.identification.algorithm`. They are checked when the client is built.
 //!
+//! # Which batches can be read
+//! The reader reads every record batch Kafka stores in the state topic: message format v2,
+//! uncompressed or compressed with gzip, snappy (raw, as franz-go and librdkafka write it, or
+//! snappy-java's xerial framing, as the Java client writes it), lz4 or zstd, whether a
+//! producer chose the codec or the topic's `compression.type` imposed it. A batch may hold at
+//! most 64 MiB of records once decompressed. A batch whose CRC holds but whose records cannot
+//! be read (an unknown codec, bad compressed data, over 64 MiB, malformed records, an old
+//! v0/v1 entry) is skipped: the records after it are read, a warning names the
+//! topic-partition, the batch's offsets and the reason, and
+//! [`KafkaTransport::batches_skipped`] counts it. Bytes that fail their CRC are retried.
+//!
 //! # Guarantees
 //! - The token is the (producer id, epoch) InitProducerId answered. Only the library sends
 //!   InitProducerId for a role (a challenge, or a resign's supersede): nothing bumps a role's
@@ -123,6 +134,7 @@
 mod batch;
 mod classify;
 mod cluster;
+mod codec;
 mod config;
 mod context;
 mod describe;
@@ -306,6 +318,17 @@ impl KafkaTransport {
     /// timeout. A figure to watch next to [`requests_sent`](Self::requests_sent).
     pub fn requests_abandoned(&self) -> u64 {
         self.cluster.requests_abandoned() + self.reader.requests_abandoned()
+    }
+
+    /// How many record batches of the state topic the reader passed because their records
+    /// could not be read: a well-formed batch (its CRC holds) with an unknown compression
+    /// codec, compressed data its codec refuses, records that decompress past 64 MiB, malformed
+    /// records, or an old message format (v0/v1). Each is logged as a warning (feature
+    /// `tracing`) naming the topic-partition, the batch's offsets and the reason; the records
+    /// after it are read. Anything above 0 means some member writes batches this reader cannot
+    /// read, so its registrations or leases may be missing from every view.
+    pub fn batches_skipped(&self) -> u64 {
+        self.reader.batches_skipped()
     }
 
     /// How many requests of each kind this transport sent on its native connections so far,

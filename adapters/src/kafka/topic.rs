@@ -421,6 +421,8 @@ pub enum Severity {
     Error,
     /// It works, but not as safely as it should (durability).
     Warning,
+    /// Worth knowing; nothing to fix for this library.
+    Info,
 }
 
 /// One thing wrong with the state topic, and how to fix it.
@@ -451,12 +453,15 @@ pub struct TopicReport {
     pub cleanup_policy: Option<String>,
     /// Its `min.insync.replicas`.
     pub min_insync_replicas: Option<i32>,
+    /// Its `compression.type` (`producer`, Kafka's default, keeps what each producer sent).
+    pub compression_type: Option<String>,
 }
 
 impl TopicReport {
     /// What is wrong with the topic for members configured with `partitions`: errors for what
-    /// the library refuses or what makes every write fail, warnings for weak durability.
-    /// Empty when all is well.
+    /// the library refuses or what makes every write fail, warnings for weak durability, and
+    /// an [`Info`](Severity::Info) line naming a `compression.type` that recompresses every
+    /// batch. Empty when all is well.
     pub fn findings(&self, partitions: i32) -> Vec<Finding> {
         let topic = &self.topic;
         let mut out = Vec::new();
@@ -523,6 +528,15 @@ impl TopicReport {
                 ));
             }
         }
+        let compression = self.compression_type.as_deref().map(str::trim);
+        if let Some(codec) = compression.filter(|c| !matches!(*c, "producer" | "uncompressed")) {
+            out.push(Finding {
+                severity: Severity::Info,
+                message: format!(
+                    "topic {topic} has compression.type={codec}: the broker stores every batch                      written to it compressed with {codec}. This library reads gzip, snappy, lz4                      and zstd batches, but members on older versions of it, or other clients,                      may not; compression.type=producer (Kafka's default) keeps what each                      producer sent"
+                ),
+            });
+        }
         out
     }
 }
@@ -539,17 +553,20 @@ pub(crate) fn describe(config: &KafkaConfig) -> Result<TopicReport, TransportErr
         replication_factor: None,
         cleanup_policy: None,
         min_insync_replicas: None,
+        compression_type: None,
     };
     if let Some((partitions, replicas)) = layout {
         report.partitions = i32::try_from(partitions).ok();
         report.replication_factor = i32::try_from(replicas).ok();
-        let settings = admin.topic_settings(&["cleanup.policy", "min.insync.replicas"])?;
+        let settings =
+            admin.topic_settings(&["cleanup.policy", "min.insync.replicas", "compression.type"])?;
         let mut settings = settings.into_iter();
         report.cleanup_policy = settings.next().flatten();
         report.min_insync_replicas = settings
             .next()
             .flatten()
             .and_then(|v| v.trim().parse().ok());
+        report.compression_type = settings.next().flatten();
     }
     Ok(report)
 }
@@ -570,5 +587,45 @@ mod tests {
             block_on(std::future::pending::<()>(), Duration::from_millis(10)),
             None
         );
+    }
+
+    fn healthy(compression_type: Option<&str>) -> TopicReport {
+        TopicReport {
+            topic: "t".into(),
+            brokers: 3,
+            exists: true,
+            partitions: Some(16),
+            replication_factor: Some(3),
+            cleanup_policy: Some("compact".into()),
+            min_insync_replicas: Some(2),
+            compression_type: compression_type.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_recompressing_compression_type_is_reported_as_information_only() {
+        for quiet in [None, Some("producer"), Some("uncompressed")] {
+            assert_eq!(healthy(quiet).findings(16), vec![], "{quiet:?}");
+        }
+        for codec in ["zstd", "lz4", "snappy", "gzip"] {
+            let findings = healthy(Some(codec)).findings(16);
+            assert_eq!(findings.len(), 1, "{codec}");
+            assert_eq!(findings[0].severity, Severity::Info);
+            assert!(
+                findings[0]
+                    .message
+                    .contains(&format!("compression.type={codec}")),
+                "{}",
+                findings[0].message
+            );
+        }
+        // No finding suggests a value the broker refuses (`none`).
+        let mut broken = healthy(Some("gzip"));
+        broken.cleanup_policy = Some("delete".into());
+        broken.min_insync_replicas = Some(1);
+        broken.replication_factor = Some(1);
+        for f in broken.findings(8) {
+            assert!(!f.message.contains("=none"), "{}", f.message);
+        }
     }
 }
