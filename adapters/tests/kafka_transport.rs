@@ -1570,6 +1570,7 @@ fn a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded() {
         status.relation_to_lease(lease, lease.deadline),
         PairRelation::Superseded
     );
+}
 
 // ---- compressed batches ----------------------------------------------------------------------
 
