@@ -249,6 +249,12 @@ impl Shared {
         });
     }
 
+    /// Whether the candidacy's term is over or ending: fenced, asked to resign, or ended.
+    pub(crate) fn term_is_over(&self) -> bool {
+        let s = self.lock();
+        s.deposed.is_some() || s.outcome.is_some() || s.cancel
+    }
+
     pub(crate) fn request_cancel(&self) {
         self.update(|s| s.cancel = true);
         self.doorbell.ring();

@@ -97,6 +97,10 @@ impl<T: Coordinator> Coordinator for Link<T> {
     fn release_role(&self, role: &Role) {
         self.inner.release_role(role)
     }
+
+    fn claims_scope(&self) -> Option<usize> {
+        self.inner.claims_scope()
+    }
 }
 
 impl<T: StateReader> StateReader for Link<T> {

@@ -123,6 +123,15 @@ pub trait Coordinator {
     fn release_role(&self, role: &Role) {
         let _ = role;
     }
+
+    /// Which set of claims [`claim_role`](Coordinator::claim_role) checks: transports (and
+    /// their clones and wrappers) that answer the same value share one. A driver uses it to
+    /// tell a candidacy of this process that is still leaving a role on this transport (a new
+    /// candidacy then waits for its exit) from one on another transport. The default, `None`,
+    /// groups every such transport together. Wrappers forward it.
+    fn claims_scope(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// What [`Coordinator::start_describe_epochs`] hands its answers to: one per role, in the
@@ -461,6 +470,9 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
     }
     fn release_role(&self, role: &Role) {
         (**self).release_role(role)
+    }
+    fn claims_scope(&self) -> Option<usize> {
+        (**self).claims_scope()
     }
 }
 

@@ -675,6 +675,56 @@ fn a_live_member_passed_over_registers_again_at_the_tail(flavour: Flavour) {
     assert!(w.advance_until(LEASE * 2, || s.is_leader()), "s took over");
 }
 
+/// A member that campaigns again on the same transport the moment its term ends gets no
+/// configuration error: the new candidacy waits for the old one's exit (here a deregistration
+/// that fails and is retried after backoffs), then registers, at the tail. Two live
+/// candidacies of one role on one transport stay an error.
+fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
+    use kafka_coordination::memory::BrokerOp;
+    use kafka_coordination::ErrorKind;
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let second = w.try_join_on(a.link().clone(), ROLE, "a2", w.options());
+    let message = second.err().expect("a second live candidacy is refused").to_string();
+    assert!(message.contains("already has a candidacy"), "{message}");
+    // a is cut off, b takes over, a comes back and is fenced at its next renewal. Its exit's
+    // deregistration fails three times (retried after 100, 200 and 400 ms), so the exit is
+    // still under way when a campaigns again.
+    a.link().cut();
+    assert!(w.advance_until(LEASE * 2, || b.is_leader()), "b took over");
+    w.broker().fail_next_op(BrokerOp::Append, 3, ErrorKind::Retriable);
+    a.link().restore();
+    assert!(
+        w.advance_until(LEASE, || a.error().is_some()),
+        "a learnt it was fenced"
+    );
+    assert!(matches!(a.error(), Some(Error::Fenced { .. })), "{:?}", a.error());
+    assert!(!a.is_done(), "its exit is still under way");
+    assert_eq!(
+        w.roster(ROLE),
+        ["a", "b"],
+        "a's exit has not withdrawn its registration yet"
+    );
+    let again = w
+        .try_join_on(a.link().clone(), ROLE, "a", w.options())
+        .expect("campaigning again right after a term is no error");
+    w.settle();
+    assert!(
+        w.advance_until(LEASE, || again.rank() == Some(0)),
+        "the new candidacy is a standby behind b: {:?}",
+        again.snapshot()
+    );
+    assert_eq!(
+        w.roster(ROLE),
+        ["b", "a"],
+        "the old exit's deregistration came first, the new registration after it"
+    );
+    assert!(a.is_done() && !again.is_done());
+    b.link().cut();
+    assert!(w.advance_until(LEASE * 2, || again.is_leader()), "a leads again");
+}
+
 macro_rules! scenarios {
     ($flavour:ident, $value:expr) => {
         mod $flavour {
@@ -683,6 +733,10 @@ macro_rules! scenarios {
             #[test]
             fn single_member_is_elected() {
                 super::single_member_is_elected(F)
+            }
+            #[test]
+            fn campaigning_again_at_once_waits_for_the_previous_exit() {
+                super::campaigning_again_at_once_waits_for_the_previous_exit(F)
             }
             #[test]
             fn a_second_live_process_with_the_same_member_id_is_detected() {

@@ -3,6 +3,7 @@
 //! differ only in how they wait.
 
 #[cfg(feature = "blocking")]
+mod claims;
 mod thread;
 #[cfg(feature = "blocking")]
 pub(crate) use thread::run_blocking;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination_core::config::Timing;
-use kafka_coordination_core::machine::{Candidate, Command, Event};
+use kafka_coordination_core::machine::{Candidate, Cleanup, Command, EndReason, Event};
 use kafka_coordination_core::record::{MemberId, Role};
 use kafka_coordination_core::time::UnixMillis;
 
@@ -319,9 +320,26 @@ pub(crate) struct Driver<T: Transport + Send + Sync + ?Sized + 'static> {
     /// The candidacy's metrics (nothing without the `metrics` feature).
     meter: crate::metrics::Meter,
     /// Releases the role on the transport: run once, when the candidate ends or the driver is
-    /// dropped (a runtime that went away).
+    /// dropped (a runtime that went away). `None` while the driver waits for `gate`.
     release: Option<Box<dyn FnOnce() + Send>>,
+    /// The claim of this process's previous candidacy of the role, whose exit this one waits
+    /// for before it sends anything (see [`claims`]).
+    gate: Option<Arc<claims::Claim>>,
+    /// What a candidate is made of, to make it afresh when the gate opens.
+    fresh: Fresh,
 }
+
+/// The settings of a driver's candidate, kept to build it again once the driver may start.
+struct Fresh {
+    timing: Timing,
+    give_up_after: Duration,
+    evict: bool,
+    spread: bool,
+}
+
+/// How often a driver that waits for a previous candidacy's exit looks again, in case no ring
+/// reaches it (a host's bell).
+const GATE_RECHECK: Duration = Duration::from_millis(20);
 
 /// How long a driver dropped with its candidate still running (its runtime went away) may
 /// spend on the spot resigning, in real time.
@@ -367,13 +385,21 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             partitions: transport.partitions(),
             ..options.timing
         };
-        let mut candidate = Candidate::new(role.clone(), member.clone(), timing, clock.now())?;
-        candidate.set_give_up_after(Some(options.give_up_after_or_default()));
-        candidate.set_evict_passed_over(options.evict_passed_over);
-        transport.claim_role(&role).map_err(Error::Transport)?;
-        let release: Box<dyn FnOnce() + Send> = {
-            let (transport, role) = (Arc::clone(&transport), role.clone());
-            Box::new(move || transport.release_role(&role))
+        let fresh = Fresh {
+            timing,
+            give_up_after: options.give_up_after_or_default(),
+            evict: options.evict_passed_over,
+            spread: false,
+        };
+        let candidate = fresh.candidate(&role, &member, clock.now())?;
+        // A role this process's previous candidacy still holds while its exit runs is handed
+        // over once that exit is done; any other holder is a second live candidacy.
+        let gate = match transport.claim_role(&role) {
+            Ok(()) => None,
+            Err(e) => match claims::ending(&(transport.claims_scope(), role.clone())) {
+                Some(previous) => Some(previous),
+                None => return Err(Error::Transport(e)),
+            },
         };
         let own_bell = hosted.is_none();
         let doorbell = match (hosted, clock.as_manual()) {
@@ -391,7 +417,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
             manual.register(Arc::downgrade(&participant));
         }
-        let driver = Driver {
+        let mut driver = Driver {
             candidate,
             transport,
             clock,
@@ -400,9 +426,79 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             resign_sent: false,
             in_flight: None,
             meter,
-            release: Some(release),
+            release: None,
+            gate,
+            fresh,
         };
+        if driver.gate.is_none() {
+            driver.hold();
+        }
         Ok((driver, Candidacy::new(shared)))
+    }
+
+    /// Records this driver's claim on its role and how to let it go.
+    fn hold(&mut self) {
+        let key = (self.transport.claims_scope(), self.shared.role.clone());
+        let claim = claims::hold(&key, &self.shared);
+        let transport = Arc::clone(&self.transport);
+        self.release = Some(Box::new(move || {
+            transport.release_role(&key.1);
+            claims::release(&key, &claim);
+        }));
+    }
+
+    /// While the previous candidacy of the role in this process is still leaving: what to do
+    /// instead of draining the machine. `None` once this driver may start (its candidate is
+    /// then made afresh, so it registers as of now).
+    fn admit(&mut self) -> Option<Next> {
+        let previous = self.gate.clone()?;
+        if self.shared.lock().cancel {
+            // Cancelled before it sent anything: nothing to undo.
+            self.gate = None;
+            let nothing_left = Cleanup {
+                superseded: true,
+                lease_cleared: true,
+                deregistered: true,
+            };
+            self.shared.finish_ended(EndReason::Resigned, nothing_left);
+            return Some(Next::Ended);
+        }
+        if !previous.released() {
+            previous.wake_on_release(&self.shared);
+            if !previous.released() {
+                return Some(Next::Wait(Some(self.clock.now() + GATE_RECHECK)));
+            }
+        }
+        if let Err(e) = self.transport.claim_role(&self.shared.role) {
+            // Still held: by another candidacy that is leaving (wait for it too), or by a
+            // live one.
+            match claims::ending(&(self.transport.claims_scope(), self.shared.role.clone())) {
+                Some(next) => {
+                    self.gate = Some(next);
+                    return Some(Next::Wait(Some(self.clock.now())));
+                }
+                None => {
+                    self.gate = None;
+                    self.shared.finish(Error::Transport(e));
+                    return Some(Next::Ended);
+                }
+            }
+        }
+        self.gate = None;
+        self.hold();
+        log_debug!(role = %self.shared.role, member = %self.shared.member, "the previous candidacy of the role in this process has left: starting");
+        match self
+            .fresh
+            .candidate(&self.shared.role, &self.shared.member, self.clock.now())
+        {
+            Ok(c) => self.candidate = c,
+            // The same settings were accepted when the driver was made.
+            Err(e) => {
+                self.shared.finish(e);
+                return Some(Next::Ended);
+            }
+        }
+        None
     }
 
     fn handle(&mut self, event: Event) -> Result<(), Error> {
@@ -436,6 +532,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
 
     /// See [`Candidate::spread_renewals`].
     pub(crate) fn spread_renewals(&mut self) {
+        self.fresh.spread = true;
         self.candidate.spread_renewals();
     }
 
@@ -467,6 +564,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
 
     /// Drains the machine's commands: publishes notifications, returns the I/O to do.
     pub(crate) fn drain(&mut self) -> Next {
+        if let Some(next) = self.admit() {
+            return next;
+        }
         let mut io = None;
         while let Some(cmd) = self.candidate.poll_command() {
             match cmd {
@@ -619,6 +719,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
     /// thread, for at most [`EXIT_ON_DROP`], so the role is handed over instead of left to its
     /// lease, and every wait on the handles returns ([`Error::Stopped`]).
     pub(crate) fn exit_now(&mut self) {
+        if self.gate.is_some() {
+            // It never started: nothing to undo.
+            self.shared.request_cancel();
+            self.admit();
+            return;
+        }
         log_warn!(role = %self.shared.role, member = %self.shared.member, "the driver's runtime went away: resigning on the spot");
         self.shared.update(|s| {
             s.stopping = true;
@@ -735,4 +841,16 @@ pub(crate) enum Wait {
     ClockMoves(UnixMillis),
     /// Wait for the doorbell or this much real time.
     For(UnixMillis, Duration),
+}
+
+impl Fresh {
+    fn candidate(&self, role: &Role, member: &MemberId, now: UnixMillis) -> Result<Candidate, Error> {
+        let mut c = Candidate::new(role.clone(), member.clone(), self.timing, now)?;
+        c.set_give_up_after(Some(self.give_up_after));
+        c.set_evict_passed_over(self.evict);
+        if self.spread {
+            c.spread_renewals();
+        }
+        Ok(c)
+    }
 }

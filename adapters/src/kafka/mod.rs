@@ -686,6 +686,10 @@ impl Coordinator for KafkaTransport {
         Ok(())
     }
 
+    fn claims_scope(&self) -> Option<usize> {
+        Some(Arc::as_ptr(&self.sessions).cast::<u8>() as usize)
+    }
+
     fn release_role(&self, role: &Role) {
         self.sessions.release(role);
         lock(&self.claims).remove(role);

@@ -250,6 +250,10 @@ impl Coordinator for MemoryTransport {
         Ok(())
     }
 
+    fn claims_scope(&self) -> Option<usize> {
+        Some(Arc::as_ptr(&self.claims).cast::<u8>() as usize)
+    }
+
     /// Forgets the session for `role` (later lease writes of this member for it fail) and the
     /// claim.
     fn release_role(&self, role: &Role) {

@@ -190,6 +190,9 @@ impl Coordinator for Link {
     fn release_role(&self, role: &Role) {
         self.kafka.release_role(role)
     }
+    fn claims_scope(&self) -> Option<usize> {
+        self.kafka.claims_scope()
+    }
 }
 
 impl StateReader for Link {
