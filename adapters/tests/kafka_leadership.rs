@@ -1753,3 +1753,42 @@ fn current_lease_opt(reader: &KafkaTransport, role: &str) -> Option<Lease> {
         .lease()
         .map(|e| e.lease.clone())
 }
+
+// ---- campaigning again -----------------------------------------------------------------------
+
+/// A service that campaigns again on the same client the moment its term ends gets no
+/// configuration error: a `Leadership` dropped while leading resigns in the background (a new
+/// epoch, the lease cleared, the registration withdrawn: several round trips), and a
+/// candidacy started right after it waits for that exit, then registers and is elected.
+#[test]
+fn a_member_campaigns_again_on_its_client_while_its_last_exit_runs() {
+    let Some(b) = bootstrap() else { return };
+    let role = unique("campaign-again");
+    let client = Arc::new(transport(&b));
+    let reader = transport(&b);
+    for round in 0..3 {
+        let leadership = elected(
+            blocking::start(Arc::clone(&client), &role, "a", options()).expect("start"),
+            LEASE + SLACK,
+        );
+        let token = leadership.token();
+        drop(leadership);
+        let again = blocking::start(Arc::clone(&client), &role, "a", options())
+            .unwrap_or_else(|e| panic!("round {round}: campaigning again failed: {e}"));
+        let next = elected(again, LEASE + SLACK);
+        assert_ne!(next.token(), token, "round {round}: a new term");
+        let status = describe_leadership(&reader, &role).expect("describe");
+        assert!(status.authoritative(&next.token()) && !status.authoritative(&token));
+        let state = eventually_state(&reader, &role, "one registration of a", |s| {
+            s.roster().map(|(m, _)| m.as_str().to_owned()).collect::<Vec<_>>() == ["a"]
+        });
+        assert_eq!(state.len(), 1);
+        next.resign_blocking().expect("resign");
+    }
+    // Two live candidacies of one role on one client are still refused.
+    let first = blocking::start(Arc::clone(&client), &role, "a", options()).expect("start");
+    let second = blocking::start(Arc::clone(&client), &role, "b", options());
+    let message = second.err().expect("refused").to_string();
+    assert!(message.contains("already has a candidacy"), "{message}");
+    drop(first);
+}
