@@ -909,6 +909,52 @@ fn with_again_a_supervisor_campaigns_again_after_each_term() {
     );
 }
 
+/// With `--again`, a supervisor whose term is lost (another client mints the role's epoch,
+/// fencing it) campaigns again at once on the same client, while its last term's exit may still
+/// run, and is elected again: no configuration error ends it.
+#[test]
+fn with_again_a_fenced_supervisor_campaigns_again_at_once() {
+    use kafka_coordination::Coordinator;
+    let Some(bootstrap) = bootstrap() else { return };
+    let thief = transport_with(KafkaConfig::new(&bootstrap, PARTITIONS));
+    let role = unique("kc-cli-again-fenced");
+    let role_name = Role::new(role.as_str()).expect("role");
+    let mut sup = {
+        let mut c = kc_on(&bootstrap);
+        c.args([
+            "--json",
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "run",
+            "--again",
+        ])
+        .args(["--role", &role, "--member", "m", "--lease-duration", "2s"])
+        .args(["--renew-interval", "500ms", "--", "sleep", "600"])
+        .stderr(Stdio::piped());
+        Reaped(c.spawn().expect("the supervisor starts"))
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    let first = events.wait_for("the first term", |v| v["event"] == "elected");
+    thief
+        .acquire_epoch(&role_name, Duration::from_secs(2))
+        .expect("another client mints the role's epoch");
+    events.wait_for("the fence", |v| v["event"] == "term_over");
+    let second = events.wait_for("a term after the fence", |v| v["event"] == "elected");
+    assert!(
+        second["term"].as_i64() > first["term"].as_i64(),
+        "{first} then {second}"
+    );
+    assert!(
+        sup.try_wait().expect("wait").is_none(),
+        "the supervisor is still running"
+    );
+    // SAFETY: kill(2) on our own child process.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(sup.id()).expect("pid"), libc::SIGTERM);
+    }
+    sup.wait().expect("the supervisor exits");
+}
+
 /// A leader whose client commits with transaction version 2 (a bare TV2 client: EndTxn v5) has
 /// a lease pair three epochs behind its own producer's after three lease commits. `describe`
 /// says so (text: the verdict and a note naming KIP-890; JSON: `commits_later`, behind by 3)
