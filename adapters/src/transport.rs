@@ -111,7 +111,10 @@ pub trait Coordinator {
     /// candidacies (one client per process) refuses a second candidacy for a role it already
     /// holds or contests, with a [`Config`](crate::ErrorKind::Config) error: two candidacies of
     /// one process for one role would fence each other. Drivers call it when a candidacy
-    /// starts. The default accepts everything.
+    /// starts; when the holder is a candidacy whose term is over and whose exit still runs,
+    /// the driver waits for that exit ([`release_role`](Coordinator::release_role)) and asks
+    /// again, so campaigning again right after a term is no error. The default accepts
+    /// everything.
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
         let _ = role;
         Ok(())
