@@ -1788,7 +1788,10 @@ fn a_member_campaigns_again_on_its_client_while_its_last_exit_runs() {
     // Two live candidacies of one role on one client are still refused.
     let first = blocking::start(Arc::clone(&client), &role, "a", options()).expect("start");
     let second = blocking::start(Arc::clone(&client), &role, "b", options());
-    let message = second.err().expect("refused").to_string();
+    let Err(refused) = second else {
+        panic!("a second live candidacy of the role on the client was accepted")
+    };
+    let message = refused.to_string();
     assert!(message.contains("already has a candidacy"), "{message}");
     drop(first);
 }
