@@ -696,13 +696,18 @@ fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
     // still under way when a campaigns again.
     a.link().cut();
     assert!(w.advance_until(LEASE * 2, || b.is_leader()), "b took over");
-    w.broker().fail_next_op(BrokerOp::Append, 3, ErrorKind::Retriable);
+    w.broker()
+        .fail_next_op(BrokerOp::Append, 3, ErrorKind::Retriable);
     a.link().restore();
     assert!(
         w.advance_until(LEASE, || a.error().is_some()),
         "a learnt it was fenced"
     );
-    assert!(matches!(a.error(), Some(Error::Fenced { .. })), "{:?}", a.error());
+    assert!(
+        matches!(a.error(), Some(Error::Fenced { .. })),
+        "{:?}",
+        a.error()
+    );
     assert!(!a.is_done(), "its exit is still under way");
     assert_eq!(
         w.roster(ROLE),
@@ -725,7 +730,10 @@ fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
     );
     assert!(a.is_done() && !again.is_done());
     b.link().cut();
-    assert!(w.advance_until(LEASE * 2, || again.is_leader()), "a leads again");
+    assert!(
+        w.advance_until(LEASE * 2, || again.is_leader()),
+        "a leads again"
+    );
 }
 
 macro_rules! scenarios {
