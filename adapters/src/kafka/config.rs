@@ -316,6 +316,20 @@ impl KafkaConfig {
             .to_ascii_lowercase()
     }
 
+    /// A warning when these settings send the password in clear: SASL PLAIN over
+    /// `security.protocol=SASL_PLAINTEXT`, where anyone on the path reads it (SCRAM sends only
+    /// a proof of it; `SASL_SSL` encrypts it). The transport logs it (feature `tracing`) when
+    /// it is built; the command-line tool prints it.
+    pub fn cleartext_password_warning(&self) -> Option<&'static str> {
+        let plain = self
+            .property_among(&["sasl.mechanism", "sasl.mechanisms"])
+            .is_some_and(|(_, m)| m.trim().eq_ignore_ascii_case("PLAIN"));
+        (plain && self.security_protocol().trim() == "sasl_plaintext").then_some(
+            "sasl.mechanism=PLAIN over security.protocol=SASL_PLAINTEXT sends the password in \
+             clear: use SASL_SSL, or SCRAM-SHA-256/512",
+        )
+    }
+
     /// A librdkafka configuration with the bootstrap servers, the client id, a few defaults
     /// that suit short coordination calls, the caller's `defaults`, and the user's properties
     /// on top. Callers set the properties that carry guarantees after this.
