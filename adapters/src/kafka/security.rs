@@ -1341,7 +1341,10 @@ mod tests {
             ],
         ] {
             let (lines, warning) = logged(&quiet);
-            assert!(lines.is_empty() && warning.is_none(), "{quiet:?}: {lines:?}");
+            assert!(
+                lines.is_empty() && warning.is_none(),
+                "{quiet:?}: {lines:?}"
+            );
         }
     }
 
