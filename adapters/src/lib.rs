@@ -41,7 +41,7 @@ pub use kafka_coordination_core as core;
     feature = "kafka",
     feature = "tokio"
 ))]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 mod readme {}
 
 mod log;
