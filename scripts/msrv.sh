@@ -11,8 +11,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo metadata --format-version 1 --all-features --locked >target/msrv-metadata.json
-declared=$(python3 - target/msrv-metadata.json <<'PY'
+metadata=$(mktemp)
+trap 'rm -f "$metadata"' EXIT
+cargo metadata --format-version 1 --all-features --locked >"$metadata"
+declared=$(python3 - "$metadata" <<'PY'
 import json, sys
 
 meta = json.load(open(sys.argv[1]))
