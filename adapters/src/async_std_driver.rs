@@ -1,6 +1,11 @@
 //! The async-std flavour: the driver is an async-std task and transport calls run on async-std's
-//! blocking pool. async-std is deprecated upstream; this flavour shares its loop with the smol
-//! one and is tested under async-std's own executor.
+//! blocking pool.
+//!
+//! async-std is discontinued upstream: its authors recommend [smol](https://docs.rs/smol)
+//! instead (this crate's `smol_driver`, feature `smol`, has the same API). The feature is kept
+//! working for services that still run async-std: this flavour shares the driver loop of the
+//! smol one (only the runtime glue above differs) and is tested under async-std's own executor.
+//! New code should choose `smol_driver`.
 
 use std::time::Duration;
 

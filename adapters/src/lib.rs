@@ -10,7 +10,9 @@
 //!   each with `start`, `acquire_leadership`, `describe_leadership`, `describe_role_state`,
 //!   `watch`, `leader`. The same names in every module; the async modules' functions are
 //!   `async`. (No module is named after a runtime crate, so `use kafka_coordination::tokio_driver;`
-//!   leaves `tokio` alone.)
+//!   leaves `tokio` alone.) async-std is discontinued upstream (its authors recommend smol):
+//!   `async_std_driver` is kept working, on the smol driver's code, for services that still
+//!   run it; new code should use `smol_driver`.
 //! * Many roles in one process: a [`host::Host`] runs any number of candidacies on one thread
 //!   (`blocking::host`) or one task (`tokio_driver::host`, ...), sharing timers, partition
 //!   reads and a bounded pool of I/O threads.
@@ -41,7 +43,7 @@ pub use kafka_coordination_core as core;
     feature = "kafka",
     feature = "tokio"
 ))]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 mod readme {}
 
 mod log;

@@ -185,6 +185,34 @@ fn a_bad_flag_or_a_bad_file_is_a_clear_usage_error() {
     assert_eq!(err["exit_code"], 2);
 }
 
+/// SASL PLAIN over SASL_PLAINTEXT: the tool warns that the password goes in clear, and neither
+/// the warning nor the error (no broker listens) shows the password.
+#[test]
+fn plain_over_a_plaintext_connection_is_warned_about_without_the_password() {
+    let o = run({
+        let mut c = kc();
+        c.env("KC_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+            .env("KC_SASL_PASSWORD", "pw-in-clear-93")
+            .args(["--partitions", "1", "--request-timeout", "1s"])
+            .args([
+                "--security-protocol",
+                "SASL_PLAINTEXT",
+                "--sasl-mechanism",
+                "PLAIN",
+            ])
+            .args(["--sasl-username", "alice", "describe", "r"]);
+        c
+    });
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("warning: sasl.mechanism=PLAIN over security.protocol=SASL_PLAINTEXT sends the password in clear"),
+        "{err}"
+    );
+    assert!(!err.contains("pw-in-clear-93"), "{err}");
+    assert!(!text(&o.stdout).contains("pw-in-clear-93"));
+}
+
 // ---- topic ----------------------------------------------------------------------------------
 
 /// Creates `topic` with `cleanup.policy=delete` through the admin API.
@@ -775,6 +803,62 @@ fn a_supervisor_exits_with_its_childs_code_and_resigns() {
     assert_eq!(d["leader"], Value::Null, "{d}");
     assert_eq!(d["vacancy"]["reason"], "resigned", "{d}");
     assert!(roster(&d).is_empty(), "{d}");
+}
+
+/// `run` hands its child no connection secret from its own environment unless
+/// `--pass-secrets` asks for it.
+#[test]
+fn a_supervisors_child_gets_no_connection_secret_unless_asked() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let child_env = |pass_secrets: bool| {
+        let role = unique("kc-cli-secrets");
+        let o = run({
+            let mut c = kc_on(&bootstrap);
+            // Ignored on a PLAINTEXT listener, yet in the supervisor's environment.
+            c.env("KC_SASL_PASSWORD", "pw-child-61")
+                .env("KC_SASL_OAUTHBEARER_TOKEN", "tok-child-61")
+                .args([
+                    "--partitions",
+                    &PARTITIONS.to_string(),
+                    "run",
+                    "--role",
+                    &role,
+                ])
+                .args([
+                    "--member",
+                    "m",
+                    "--lease-duration",
+                    "2s",
+                    "--renew-interval",
+                    "500ms",
+                ]);
+            if pass_secrets {
+                c.arg("--pass-secrets");
+            }
+            c.args(["--", "sh", "-c", "env"]);
+            c
+        });
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let env = child_env(false);
+    assert!(env.contains("KC_ROLE=kc-cli-secrets"), "{env}");
+    assert!(
+        env.contains(&format!("KC_BOOTSTRAP_SERVERS={bootstrap}")),
+        "{env}"
+    );
+    assert!(
+        !env.contains("pw-child-61") && !env.contains("KC_SASL_PASSWORD"),
+        "{env}"
+    );
+    assert!(!env.contains("tok-child-61"), "{env}");
+    let env = child_env(true);
+    assert!(env.contains("KC_SASL_PASSWORD=pw-child-61"), "{env}");
+    assert!(
+        env.contains("KC_SASL_OAUTHBEARER_TOKEN=tok-child-61"),
+        "{env}"
+    );
 }
 
 #[test]

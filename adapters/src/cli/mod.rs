@@ -26,7 +26,8 @@ use kafka_coordination::{
 use serde_json::json;
 
 use self::output::{
-    event_line, leader_json, leader_text, relation_json, relative, time, vacancy_json, vacancy_text,
+    escaped, event_line, leader_json, leader_text, relation_json, relative, time, vacancy_json,
+    vacancy_text,
 };
 use self::settings::Connection;
 
@@ -255,8 +256,9 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "role         {role} (partition {partition} of {})",
-        client.config().topic()
+        "role         {} (partition {partition} of {})",
+        escaped(role),
+        escaped(client.config().topic())
     );
     match &leader {
         RoleLeader::Leading(l) => println!(
@@ -298,7 +300,7 @@ fn describe(c: &Connection, role: &str) -> Result<ExitCode, Failure> {
                 (None, _) if state.passed_over(m) => "passed".to_owned(),
                 (None, _) => "-".to_owned(),
             };
-            println!("  {rank:<6} {:<24} {offset}", m.as_str());
+            println!("  {rank:<6} {:<24} {offset}", escaped(m.as_str()));
         }
     }
     if state.malformed() > 0 {
@@ -392,11 +394,22 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
         println!("{}", serde_json::Value::Array(v));
         return Ok(ExitCode::SUCCESS);
     }
-    let width = |f: &dyn Fn(&(String, RoleLeader, usize)) -> usize, min: usize| {
-        rows.iter().map(f).max().unwrap_or(0).max(min)
+    // The names as printed (escaped), which the column widths follow.
+    let names: Vec<(String, String)> = rows
+        .iter()
+        .map(|(name, leader, _)| {
+            let member = leader.leader().map_or_else(
+                || "-".to_owned(),
+                |l| escaped(l.member.as_str()).into_owned(),
+            );
+            (escaped(name).into_owned(), member)
+        })
+        .collect();
+    let width = |f: &dyn Fn(&(String, String)) -> usize, min: usize| {
+        names.iter().map(f).max().unwrap_or(0).max(min)
     };
-    let rw = width(&|r| r.0.len(), 4);
-    let lw = width(&|r| r.1.leader().map_or(1, |l| l.member.as_str().len()), 6);
+    let rw = width(&|r| r.0.chars().count(), 4);
+    let lw = width(&|r| r.1.chars().count(), 6);
     // The lease's pair, marked when it is not the coordinator's current one: `(+N tv2)` when
     // it is N epochs behind through the leader's own transaction-version-2 commits,
     // `(superseded)` otherwise.
@@ -419,7 +432,7 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
         "ROLE", "LEADER", "TERM", "PAIR", "MEMBERS"
     );
     let mut tv2 = false;
-    for ((name, leader, members), pair) in rows.iter().zip(&pairs) {
+    for (((name, leader, members), pair), (shown, member)) in rows.iter().zip(&pairs).zip(&names) {
         match leader {
             RoleLeader::Leading(l) => {
                 tv2 |= matches!(
@@ -427,16 +440,14 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
                     Some(PairRelation::CommitsLater { .. })
                 );
                 println!(
-                    "{name:<rw$}  {:<lw$}  {:>8}  {pair:<pw$}  {members:>7}  until {} ({})",
-                    l.member.as_str(),
+                    "{shown:<rw$}  {member:<lw$}  {:>8}  {pair:<pw$}  {members:>7}  until {} ({})",
                     l.term,
                     time(l.deadline),
                     relative(l.deadline, now)
                 )
             }
             RoleLeader::Vacant(v) => println!(
-                "{name:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {members:>7}  {}",
-                "-",
+                "{shown:<rw$}  {member:<lw$}  {:>8}  {:<pw$}  {members:>7}  {}",
                 "-",
                 "-",
                 vacancy_text(v)
@@ -457,9 +468,11 @@ fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<E
     let client = c.connect()?;
     let state = describe_role_state(&client, role).map_err(Failure::from_error)?;
     if state.join_offset(&member_id).is_none() {
-        let roster: Vec<&str> = state.roster().map(|(m, _)| m.as_str()).collect();
+        let roster: Vec<_> = state.roster().map(|(m, _)| escaped(m.as_str())).collect();
         return Err(Failure::failed(format!(
-            "member {member} is not registered for role {role} (roster: {})",
+            "member {} is not registered for role {} (roster: {})",
+            escaped(member),
+            escaped(role),
             if roster.is_empty() {
                 "empty".to_owned()
             } else {
@@ -472,9 +485,11 @@ fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<E
     let is_leader = leading.leader().filter(|l| l.member == member_id).cloned();
     if let (Some(l), false) = (&is_leader, force) {
         return Err(Failure::failed(format!(
-            "member {member} holds the live lease of role {role} (term {}, until {}): it is the \
-             leader, not a ghost. Stop its process (it resigns), or pass --force to remove its \
+            "member {} holds the live lease of role {} (term {}, until {}): it is the leader, \
+             not a ghost. Stop its process (it resigns), or pass --force to remove its \
              registration anyway (its term goes on; it is not fenced)",
+            escaped(member),
+            escaped(role),
             l.term,
             time(l.deadline)
         )));
@@ -493,24 +508,13 @@ fn deregister(c: &Connection, role: &str, member: &str, force: bool) -> Result<E
         );
     } else {
         println!(
-            "removed the registration of {member} from role {role} (tombstone at offset {offset}); \
-             the members behind it move up one rank"
+            "removed the registration of {} from role {} (tombstone at offset {offset}); the \
+             members behind it move up one rank",
+            escaped(member),
+            escaped(role)
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn topic_config(c: &Connection) -> Result<kafka_coordination::kafka::KafkaConfig, Failure> {
-    let (settings, _) = c.settings()?;
-    if settings.bootstrap_servers.is_none() {
-        return c.kafka_config(); // says what is missing
-    }
-    let explicit = settings.partitions;
-    let config = settings
-        .clone()
-        .into_config_with(Some(explicit.unwrap_or(16)))
-        .map_err(Failure::config)?;
-    Ok(config)
 }
 
 fn print_report(
@@ -594,7 +598,7 @@ fn print_report(
 }
 
 fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
-    let config = topic_config(c)?;
+    let config = c.topic_config(16)?;
     let client =
         kafka_coordination::kafka::KafkaTransport::new(config).map_err(Failure::transport)?;
     match action {

@@ -1,9 +1,45 @@
 //! How the tool prints: times, leaders and vacancies, as text or JSON.
+//!
+//! Role and member names come from the state topic, which anyone allowed to write it fills:
+//! every name in a text line goes through [`escaped`], so that a name cannot move the cursor,
+//! retitle the terminal or reorder the line. JSON escapes control characters itself.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use kafka_coordination::{Leader, PairRelation, UnixMillis, Vacancy, WatchEvent};
 use serde_json::{json, Value};
+
+/// Whether `c` must not reach a terminal as it is: a control character (C0, DEL, C1), a
+/// bidirectional formatting character (which reorders what follows it), or a line or
+/// paragraph separator.
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `name` for a text line: each unsafe character (see above) as `\u{..}` and a backslash as
+/// `\\`, so that what is shown is unambiguous; a name with neither is returned as it is.
+pub fn escaped(name: &str) -> Cow<'_, str> {
+    if !name.chars().any(|c| c == '\\' || is_unsafe(c)) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if is_unsafe(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// `2025-03-01T12:00:00.123Z` for epoch milliseconds (UTC).
 pub fn time(at: UnixMillis) -> String {
@@ -78,7 +114,7 @@ pub fn vacancy_json(v: &Vacancy, now: UnixMillis) -> Value {
 pub fn leader_text(l: &Leader) -> String {
     format!(
         "{} with pair {}, term {}, lease until {}",
-        l.member,
+        escaped(l.member.as_str()),
         l.token,
         l.term,
         time(l.deadline)
@@ -89,7 +125,7 @@ pub fn vacancy_text(v: &Vacancy) -> String {
     let was = v
         .previous
         .as_ref()
-        .map(|p| format!(" (was {}, term {})", p.member, p.term))
+        .map(|p| format!(" (was {}, term {})", escaped(p.member.as_str()), p.term))
         .unwrap_or_default();
     match v.reason {
         kafka_coordination::VacancyReason::Expired => {
@@ -137,12 +173,86 @@ pub fn event_line(role: &str, e: &WatchEvent, now: UnixMillis, json: bool) -> St
         WatchEvent::Renewed(l) => format!("renewed {}", leader_text(l)),
         WatchEvent::Vacant(v) => vacancy_text(v),
     };
-    format!("{} {role} {what}", time(now))
+    format!("{} {} {what}", time(now), escaped(role))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_escaped_for_the_terminal() {
+        assert!(matches!(escaped("billing-1 ok"), Cow::Borrowed(_)));
+        assert_eq!(escaped("caf\u{e9} \u{4e2d}"), "caf\u{e9} \u{4e2d}");
+        // C0 (ESC, BEL, newline, CR), DEL, C1 (CSI), bidi overrides and isolates.
+        assert_eq!(
+            escaped("a\u{1b}]0;owned\u{7}\nb\r\u{7f}\u{9b}2J\u{202e}x\u{2066}y\u{200f}"),
+            "a\\u{1b}]0;owned\\u{7}\\u{a}b\\u{d}\\u{7f}\\u{9b}2J\\u{202e}x\\u{2066}y\\u{200f}"
+        );
+        assert_eq!(
+            escaped("a\\u{1b}"),
+            "a\\\\u{1b}",
+            "a literal escape stays distinct"
+        );
+        for c in (0..0x20).chain(0x7f..0xa0).filter_map(char::from_u32) {
+            let name = format!("m{c}");
+            let shown = escaped(&name);
+            assert!(!shown.chars().any(char::is_control), "{c:?}: {shown:?}");
+        }
+    }
+
+    /// Every text line that prints a name from the topic escapes it.
+    #[test]
+    fn text_lines_escape_role_and_member_names() {
+        use kafka_coordination::core::record::MemberId;
+        use kafka_coordination::{FencingToken, VacancyReason};
+        let evil = "m\u{1b}[2J\u{202e}";
+        let leader = Leader {
+            member: MemberId::new(evil).expect("a valid name"),
+            token: FencingToken {
+                producer_id: 7,
+                producer_epoch: 1,
+            },
+            term: 3,
+            granted_at: UnixMillis(0),
+            deadline: UnixMillis(1000),
+            offset: 5,
+        };
+        let vacancy = Vacancy {
+            reason: VacancyReason::Expired,
+            previous: Some(leader.clone()),
+            offset: Some(6),
+        };
+        for line in [
+            leader_text(&leader),
+            vacancy_text(&vacancy),
+            event_line(
+                evil,
+                &WatchEvent::Leading(leader.clone()),
+                UnixMillis(0),
+                false,
+            ),
+            event_line(
+                evil,
+                &WatchEvent::Vacant(vacancy.clone()),
+                UnixMillis(0),
+                false,
+            ),
+        ] {
+            assert!(
+                !line.contains('\u{1b}') && !line.contains('\u{202e}'),
+                "{line:?}"
+            );
+            assert!(line.contains("m\\u{1b}[2J\\u{202e}"), "{line:?}");
+        }
+        let json = event_line(evil, &WatchEvent::Leading(leader), UnixMillis(0), true);
+        let v: Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(
+            v["member"], evil,
+            "JSON keeps the name, escaped by JSON itself"
+        );
+        assert_eq!(v["role"], evil);
+    }
 
     #[test]
     fn times_are_utc_rfc3339_with_milliseconds() {

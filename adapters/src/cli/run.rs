@@ -16,6 +16,9 @@
 //!   (they are in its process group, which the supervisor signals only while alive). On other
 //!   Unix systems nothing kills the child when its supervisor dies: there the child must use
 //!   the term for its writes, or watch its parent.
+//! * The child inherits the supervisor's environment without its connection secrets
+//!   (`KC_SASL_PASSWORD`, and any other `KC_*` variable named as a secret: see
+//!   [`is_secret_variable`]) unless `--pass-secrets` asks for them.
 //! * A leader that cannot reach the cluster keeps its child running (leaders do not fence
 //!   themselves on time); a standby takes over after the lease, and the old leader's child is
 //!   stopped when its supervisor sees the fence.
@@ -34,7 +37,8 @@ use kafka_coordination::options::{parse_duration, TimingSettings};
 use kafka_coordination::{blocking, Clock, Error, Leadership, Options, SystemClock};
 use serde_json::{json, Value};
 
-use super::settings::Connection;
+use super::output::escaped;
+use super::settings::{is_secret_variable, Connection};
 use super::Failure;
 
 #[derive(Args, Debug)]
@@ -65,6 +69,10 @@ pub struct RunArgs {
     /// exiting.
     #[arg(long)]
     again: bool,
+    /// Hand the child the supervisor's connection secrets too (KC_SASL_PASSWORD, ...): by
+    /// default they are removed from its environment.
+    #[arg(long)]
+    pass_secrets: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -112,7 +120,11 @@ impl Reporter {
             v["at_ms"] = SystemClock.now().0.into();
             eprintln!("{v}");
         } else {
-            eprintln!("kafka-coordination: [{} {}] {text}", self.role, self.member);
+            eprintln!(
+                "kafka-coordination: [{} {}] {text}",
+                escaped(&self.role),
+                escaped(&self.member)
+            );
         }
     }
 }
@@ -147,20 +159,42 @@ fn signal_group(pid: u32, signal: i32) {
     }
 }
 
+/// The names among `inherited` (the supervisor's environment variables) that the child must
+/// not see: the connection secrets, unless `pass_secrets`.
+fn withheld<I: IntoIterator<Item = OsString>>(inherited: I, pass_secrets: bool) -> Vec<OsString> {
+    if pass_secrets {
+        return Vec::new();
+    }
+    inherited
+        .into_iter()
+        .filter(|name| name.to_str().is_some_and(is_secret_variable))
+        .collect()
+}
+
 /// Starts the child in a process group of its own; on Linux the kernel kills it if the
-/// supervisor dies.
-fn spawn_child(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child> {
+/// supervisor dies. `env` is set on top of the supervisor's environment less `withhold`.
+fn spawn_child(
+    command: &[OsString],
+    env: &[(&str, String)],
+    withhold: &[OsString],
+) -> io::Result<Child> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command given"))?;
     let mut cmd = Command::new(program);
     cmd.args(args);
+    for k in withhold {
+        cmd.env_remove(k);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
     let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
-    // functions (setpgid, prctl, getppid).
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // functions may be called: another thread of the supervisor may have held the allocator's
+    // lock at the fork, so allocating could deadlock the child. It calls setpgid, prctl and
+    // getppid, and builds its errors from an errno (`last_os_error`, `from_raw_os_error`),
+    // which allocates nothing (`io::Error::other` or `new` with a message would box it).
     unsafe {
         cmd.pre_exec(move || {
             if libc::setpgid(0, 0) != 0 {
@@ -171,11 +205,10 @@ fn spawn_child(command: &[OsString], env: &[(&str, String)]) -> io::Result<Child
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                // The supervisor died between the fork and the prctl: do not start.
+                // The supervisor died between the fork and the prctl: do not start. ESRCH (no
+                // such process: the parent is gone); nobody is left to read the error.
                 if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                    return Err(io::Error::other(
-                        "the supervisor exited before the child started",
-                    ));
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
             }
             #[cfg(not(target_os = "linux"))]
@@ -262,7 +295,7 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
                     }
                     return Err(Failure::failed(format!(
                         "the candidacy for role {} failed: {e}",
-                        args.role
+                        escaped(&args.role)
                     )));
                 }
                 Ok(Msg::Rank(Some(r))) => out.say(
@@ -295,7 +328,8 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
             ("KC_TERM", term.to_string()),
             ("KC_SUPERVISOR_PID", std::process::id().to_string()),
         ];
-        let child = match spawn_child(&args.command, &env) {
+        let withhold = withheld(std::env::vars_os().map(|(k, _)| k), args.pass_secrets);
+        let child = match spawn_child(&args.command, &env, &withhold) {
             Ok(child) => child,
             Err(e) => {
                 let _ = leadership.resign_blocking();
@@ -406,6 +440,95 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
         }
         if stopping.is_some() || !args.again {
             return Ok(ExitCode::from(code));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    /// Every environment variable of the tool's flags that carries a secret is withheld, the
+    /// others are passed on, and `--pass-secrets` passes everything.
+    #[test]
+    fn the_child_gets_no_connection_secret_unless_asked() {
+        let command = <Connection as clap::Args>::augment_args(clap::Command::new("kc"));
+        let variables: Vec<OsString> = command
+            .get_arguments()
+            .filter_map(|a| a.get_env().map(OsString::from))
+            .collect();
+        assert!(variables.contains(&"KC_SASL_PASSWORD".into()));
+        let mut inherited = variables.clone();
+        inherited.extend(names(&[
+            "PATH",
+            "HOME",
+            "KC_SASL_OAUTHBEARER_TOKEN",
+            "MY_PASSWORD",
+        ]));
+        let withheld = withheld(inherited.clone(), false);
+        assert_eq!(
+            withheld,
+            names(&["KC_SASL_PASSWORD", "KC_SASL_OAUTHBEARER_TOKEN"]),
+            "the secrets among {variables:?}"
+        );
+        for arg in command.get_arguments() {
+            let (Some(env), id) = (arg.get_env(), arg.get_id().as_str()) else {
+                continue;
+            };
+            let secret = kafka_coordination::kafka::is_secret_property(id);
+            assert_eq!(withheld.contains(&env.into()), secret, "{id} ({env:?})");
+        }
+        assert!(super::withheld(inherited, true).is_empty());
+    }
+
+    #[test]
+    fn connection_debug_shows_no_secret() {
+        let cli = <Connection as clap::FromArgMatches>::from_arg_matches(
+            &<Connection as clap::Args>::augment_args(clap::Command::new("kc"))
+                .try_get_matches_from([
+                    "kc",
+                    "--sasl-username",
+                    "alice",
+                    "--sasl-password",
+                    "flag-pw-77",
+                    "-X",
+                    "ssl.key.pem=pem-body-77",
+                    "-X",
+                    "sasl.jaas.config=jaas-77",
+                    "-X",
+                    "client.rack=rack-a",
+                ])
+                .expect("valid flags"),
+        )
+        .expect("parsed");
+        for shown in [format!("{cli:?}"), format!("{cli:#?}")] {
+            for secret in ["flag-pw-77", "pem-body-77", "jaas-77"] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+            assert!(
+                shown.contains("alice") && shown.contains("rack-a"),
+                "{shown}"
+            );
+            assert!(
+                shown.contains("ssl.key.pem") && shown.contains("<redacted>"),
+                "{shown}"
+            );
+        }
+        let Ok((settings, _)) = cli.settings() else {
+            panic!("settings without a file")
+        };
+        let file = super::super::settings::FileSettings {
+            kafka: settings,
+            ..Default::default()
+        };
+        for shown in [format!("{file:?}"), format!("{file:#?}")] {
+            for secret in ["flag-pw-77", "pem-body-77", "jaas-77"] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
         }
     }
 }

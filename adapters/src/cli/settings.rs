@@ -5,13 +5,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use kafka_coordination::kafka::{KafkaConfig, KafkaSettings, KafkaTransport, SecuritySettings};
+use kafka_coordination::kafka::{
+    is_secret_property, KafkaConfig, KafkaSettings, KafkaTransport, SecuritySettings,
+};
 use kafka_coordination::options::{parse_duration, TimingSettings};
 
 use super::Failure;
 
-/// The settings every subcommand takes.
-#[derive(Args, Clone, Debug)]
+/// The settings every subcommand takes. Its `Debug` shows no secret (see
+/// [`is_secret_property`]).
+#[derive(Args, Clone)]
 pub struct Connection {
     /// A TOML file with a `[kafka]` table (bootstrap_servers, partitions, topic, client_id,
     /// request_timeout, operation_timeout, [kafka.security], [kafka.properties],
@@ -73,6 +76,66 @@ pub struct Connection {
     /// Print JSON (one object per line) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+}
+
+/// `value`, or `<redacted>` when `key` names a secret.
+fn shown<'a>(key: &str, value: &'a str) -> &'a str {
+    if is_secret_property(key) {
+        "<redacted>"
+    } else {
+        value
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let properties: Vec<(&str, &str)> = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), shown(k, v)))
+            .collect();
+        f.debug_struct("Connection")
+            .field("config", &self.config)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("partitions", &self.partitions)
+            .field("topic", &self.topic)
+            .field("client_id", &self.client_id)
+            .field("request_timeout", &self.request_timeout)
+            .field("security_protocol", &self.security_protocol)
+            .field("sasl_mechanism", &self.sasl_mechanism)
+            .field("sasl_username", &self.sasl_username)
+            .field(
+                "sasl_password",
+                &self
+                    .sasl_password
+                    .as_deref()
+                    .map(|v| shown("sasl.password", v)),
+            )
+            .field("ssl_ca_location", &self.ssl_ca_location)
+            .field("ssl_certificate_location", &self.ssl_certificate_location)
+            .field("ssl_key_location", &self.ssl_key_location)
+            .field("properties", &properties)
+            .field("json", &self.json)
+            .finish()
+    }
+}
+
+/// Whether the supervisor's environment variable `name` carries a connection secret
+/// (`KC_SASL_PASSWORD`, and any other `KC_*` variable that [`is_secret_property`] names): `run`
+/// does not hand it to its child unless asked to (`--pass-secrets`).
+pub fn is_secret_variable(name: &str) -> bool {
+    name.starts_with("KC_") && is_secret_property(name)
+}
+
+/// The warning for settings that send a password in clear, if they do.
+fn warn_about(config: &KafkaConfig, json: bool) {
+    if let Some(warning) = config.cleartext_password_warning() {
+        if json {
+            eprintln!("{}", serde_json::json!({ "warning": warning }));
+        } else {
+            eprintln!("kafka-coordination: warning: {warning}");
+        }
+    }
 }
 
 fn parse_property(s: &str) -> Result<(String, String), String> {
@@ -152,12 +215,15 @@ impl Connection {
             ));
         }
         if settings.partitions.is_some() {
-            return settings.into_config().map_err(Failure::config);
+            let config = settings.into_config().map_err(Failure::config)?;
+            warn_about(&config, self.json);
+            return Ok(config);
         }
         let probe = settings
             .clone()
             .into_config_with(Some(1))
             .map_err(Failure::config)?;
+        warn_about(&probe, self.json);
         let report = KafkaTransport::new(probe)
             .and_then(|t| t.describe_topic())
             .map_err(Failure::transport)?;
@@ -169,6 +235,20 @@ impl Connection {
                 report.topic
             ))),
         }
+    }
+
+    /// [`kafka_config`](Self::kafka_config) for `topic`: without a partition count anywhere,
+    /// `default_partitions`, and the topic need not exist.
+    pub fn topic_config(&self, default_partitions: i32) -> Result<KafkaConfig, Failure> {
+        let (settings, _) = self.settings()?;
+        if settings.bootstrap_servers.is_none() {
+            return self.kafka_config(); // says what is missing
+        }
+        let config = settings
+            .into_config_with(Some(default_partitions))
+            .map_err(Failure::config)?;
+        warn_about(&config, self.json);
+        Ok(config)
     }
 
     /// A client on the configuration, with the state topic checked.

@@ -96,6 +96,7 @@
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use super::cluster::code;
+use super::config::shown_value;
 use crate::error::{ErrorKind, TransportError};
 
 /// What the transport does about an error code: see the [module docs](self).
@@ -197,8 +198,11 @@ pub(crate) fn acl_hint(
 /// A [`TransportError`] for `error`, met while doing `what`.
 pub(crate) fn from_kafka(what: &str, error: &KafkaError, bootstrap: &str) -> TransportError {
     match error {
+        // A secret's value is not repeated (see `is_secret_property`); the error is not kept
+        // as the source either, since its own `Display` shows the value.
         KafkaError::ClientConfig(_, desc, key, value) => TransportError::config(format!(
-            "{what}: librdkafka refused property {key}={value}: {desc}"
+            "{what}: librdkafka refused property {key}={}: {desc}",
+            shown_value(key, value)
         )),
         KafkaError::ClientCreation(msg) => TransportError::config(format!(
             "{what}: could not create the librdkafka client: {msg}"
@@ -366,5 +370,39 @@ mod tests {
         );
         assert!(e.is_retriable());
         assert!(e.message().contains("h:1"), "{}", e.message());
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use rdkafka::types::RDKafkaConfRes;
+
+    use super::*;
+
+    /// librdkafka refuses a property it does not know (`sasl.jaas.config` is Java's): the
+    /// message names the key, never a secret's value.
+    #[test]
+    fn a_refused_secret_property_is_named_without_its_value() {
+        let refused = |key: &str, value: &str| {
+            let e = KafkaError::ClientConfig(
+                RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
+                "No such configuration property".to_owned(),
+                key.to_owned(),
+                value.to_owned(),
+            );
+            let t = from_kafka("creating a client", &e, "127.0.0.1:9092");
+            (t.to_string(), format!("{t:?}"))
+        };
+        let jaas = "PlainLoginModule required username=\"u\" password=\"s3cret-jaas\";";
+        for (shown, debug) in [
+            refused("sasl.jaas.config", jaas),
+            refused("ssl.key.pem", "s3cret-jaas"),
+        ] {
+            assert!(shown.contains("<redacted>"), "{shown}");
+            assert!(!shown.contains("s3cret-jaas"), "{shown}");
+            assert!(!debug.contains("s3cret-jaas"), "{debug}");
+        }
+        let (shown, _) = refused("client.rack", "eu-west-1a");
+        assert!(shown.contains("client.rack=eu-west-1a"), "{shown}");
     }
 }

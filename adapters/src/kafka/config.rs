@@ -23,7 +23,10 @@ pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600
 ///     .with_request_timeout(Duration::from_secs(5));
 /// assert_eq!(config.partitions(), 16);
 /// ```
-#[derive(Clone, Debug)]
+///
+/// Its `Debug` shows every property's key but never a secret's value (see
+/// [`is_secret_property`]).
+#[derive(Clone)]
 pub struct KafkaConfig {
     bootstrap_servers: String,
     partitions: i32,
@@ -34,6 +37,87 @@ pub struct KafkaConfig {
     client_id: String,
     address_overrides: Vec<(String, String)>,
     connections_per_broker: usize,
+}
+
+/// Whether the value of property `key` is a secret: a key (compared case-insensitively) whose
+/// last word is `password` or `pem` (after a `.`, `_` or `-`, so that `sasl.password`, the flag
+/// `sasl_password` and the variable `KC_SASL_PASSWORD` all count), or that contains
+/// `sasl.jaas.config`, `token` or `secret` (`ssl.key.password`, `ssl.key.pem`, `ssl.ca.pem`,
+/// `sasl.oauthbearer.client.secret`, ...). The `Debug` of [`KafkaConfig`], of the settings
+/// types and of the command-line tool's flags shows such a value as `"<redacted>"` (the key stays
+/// visible, so that one can see it is set), and no error message of this crate repeats one.
+///
+/// Public PEM certificates (`ssl.ca.pem`) are redacted too: one rule that errs on the side of
+/// hiding is easier to trust than a list.
+///
+/// ```
+/// use kafka_coordination::kafka::{is_secret_property, KafkaConfig};
+///
+/// assert!(is_secret_property("sasl.password"));
+/// assert!(is_secret_property("SSL.KEY.PEM"));
+/// assert!(!is_secret_property("sasl.username"));
+/// let config = KafkaConfig::new("127.0.0.1:9092", 1).with_property("sasl.password", "hunter2");
+/// let shown = format!("{config:?}");
+/// assert!(shown.contains("sasl.password") && !shown.contains("hunter2"));
+/// ```
+pub fn is_secret_property(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    // The last word of the key: after a `.`, or a `_` or `-` (flag and variable names).
+    let ends_with = |word: &str| {
+        key.strip_suffix(word)
+            .is_some_and(|rest| rest.is_empty() || rest.ends_with(['.', '_', '-']))
+    };
+    ends_with("password")
+        || ends_with("pem")
+        || key.contains("sasl.jaas.config")
+        || key.contains("token")
+        || key.contains("secret")
+}
+
+/// What `Debug` shows for a secret's value.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+/// `value`, or [`REDACTED`] when `key` names a secret.
+pub(crate) fn shown_value<'a>(key: &str, value: &'a str) -> &'a str {
+    if is_secret_property(key) {
+        REDACTED
+    } else {
+        value
+    }
+}
+
+/// `(key, value)` pairs as a `Debug` map with every secret's value redacted.
+pub(crate) struct ShownProperties<I>(pub(crate) I);
+
+impl<'a, I> std::fmt::Debug for ShownProperties<I>
+where
+    I: Iterator<Item = (&'a str, &'a str)> + Clone,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.clone().map(|(k, v)| (k, shown_value(k, v))))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let properties = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        f.debug_struct("KafkaConfig")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("partitions", &self.partitions)
+            .field("topic", &self.topic)
+            .field("properties", &ShownProperties(properties))
+            .field("request_timeout", &self.request_timeout)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("client_id", &self.client_id)
+            .field("address_overrides", &self.address_overrides)
+            .field("connections_per_broker", &self.connections_per_broker)
+            .finish()
+    }
 }
 
 /// The native connections per broker a client may open by default. A process whose calls never
@@ -232,6 +316,20 @@ impl KafkaConfig {
             .to_ascii_lowercase()
     }
 
+    /// A warning when these settings send the password in clear: SASL PLAIN over
+    /// `security.protocol=SASL_PLAINTEXT`, where anyone on the path reads it (SCRAM sends only
+    /// a proof of it; `SASL_SSL` encrypts it). The transport logs it (feature `tracing`) when
+    /// it is built; the command-line tool prints it.
+    pub fn cleartext_password_warning(&self) -> Option<&'static str> {
+        let plain = self
+            .property_among(&["sasl.mechanism", "sasl.mechanisms"])
+            .is_some_and(|(_, m)| m.trim().eq_ignore_ascii_case("PLAIN"));
+        (plain && self.security_protocol().trim() == "sasl_plaintext").then_some(
+            "sasl.mechanism=PLAIN over security.protocol=SASL_PLAINTEXT sends the password in \
+             clear: use SASL_SSL, or SCRAM-SHA-256/512",
+        )
+    }
+
     /// A librdkafka configuration with the bootstrap servers, the client id, a few defaults
     /// that suit short coordination calls, the caller's `defaults`, and the user's properties
     /// on top. Callers set the properties that carry guarantees after this.
@@ -299,7 +397,10 @@ impl std::fmt::Debug for SecuritySettings {
             .field("sasl_username", &self.sasl_username)
             .field(
                 "sasl_password",
-                &self.sasl_password.as_ref().map(|_| "<redacted>"),
+                &self
+                    .sasl_password
+                    .as_deref()
+                    .map(|v| shown_value("sasl.password", v)),
             )
             .field("ssl_ca_location", &self.ssl_ca_location)
             .field("ssl_certificate_location", &self.ssl_certificate_location)
@@ -401,7 +502,7 @@ impl SecuritySettings {
 /// ```
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSettings {
     /// See [`KafkaConfig::new`].
@@ -427,6 +528,28 @@ pub struct KafkaSettings {
     /// See [`KafkaConfig::with_address_override`].
     #[serde(default)]
     pub address_overrides: std::collections::BTreeMap<String, String>,
+}
+
+/// Secrets shown as `"<redacted>"` (see [`is_secret_property`]).
+#[cfg(feature = "serde")]
+impl std::fmt::Debug for KafkaSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let properties = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        f.debug_struct("KafkaSettings")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("partitions", &self.partitions)
+            .field("topic", &self.topic)
+            .field("client_id", &self.client_id)
+            .field("request_timeout", &self.request_timeout)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("security", &self.security)
+            .field("properties", &ShownProperties(properties))
+            .field("address_overrides", &self.address_overrides)
+            .finish()
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -571,5 +694,119 @@ mod tests {
         .into_config_with(Some(12))
         .expect("a default count");
         assert_eq!(with_default.partitions(), 12);
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    /// Secret values of every kind the predicate names, each unlike anything else printed.
+    const SECRETS: [(&str, &str); 6] = [
+        ("sasl.password", "pw-0d1e"),
+        ("ssl.key.pem", "-----BEGIN PRIVATE KEY-----pem-7a3f"),
+        ("ssl.key.password", "keypw-55c2"),
+        (
+            "sasl.jaas.config",
+            "PlainLoginModule required password=\"jaas-9b41\";",
+        ),
+        ("sasl.oauthbearer.token", "tok-e6f0"),
+        ("sasl.oauthbearer.client.secret", "sec-3c88"),
+    ];
+
+    fn assert_hidden(shown: &str) {
+        for (key, value) in SECRETS {
+            assert!(!shown.contains(value), "{key}'s value is shown: {shown}");
+        }
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn the_predicate_names_passwords_pems_jaas_tokens_and_secrets() {
+        for (key, _) in SECRETS {
+            assert!(is_secret_property(key), "{key}");
+        }
+        for key in [
+            "SASL.PASSWORD",
+            " ssl.ca.pem ",
+            "sasl_password",
+            "KC_SASL_PASSWORD",
+            "password",
+        ] {
+            assert!(is_secret_property(key), "{key}");
+        }
+        for key in [
+            "sasl.username",
+            "security.protocol",
+            "ssl.key.location",
+            "bootstrap.servers",
+            "passwordless.mode",
+            "client.rack",
+        ] {
+            assert!(!is_secret_property(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn kafka_config_debug_keeps_keys_and_hides_secret_values() {
+        let config = SECRETS
+            .iter()
+            .fold(KafkaConfig::new("127.0.0.1:9092", 3), |c, (k, v)| {
+                c.with_property(*k, *v)
+            })
+            .with_property("client.rack", "rack-visible");
+        for shown in [format!("{config:?}"), format!("{config:#?}")] {
+            assert_hidden(&shown);
+            for (key, _) in SECRETS {
+                assert!(shown.contains(key), "the key {key} is shown: {shown}");
+            }
+            assert!(shown.contains("rack-visible"), "{shown}");
+            assert!(shown.contains("127.0.0.1:9092"), "{shown}");
+        }
+    }
+
+    /// A property librdkafka does not know is refused when the admin client is built (the
+    /// topic check); the error names it but never repeats its value.
+    #[test]
+    fn a_refused_secret_property_is_not_repeated_in_the_error() {
+        let jaas = SECRETS[3];
+        let config = KafkaConfig::new("127.0.0.1:1", 1)
+            .with_request_timeout(Duration::from_secs(1))
+            .with_property(jaas.0, jaas.1);
+        let e = super::super::KafkaTransport::new(config)
+            .and_then(|t| t.describe_topic())
+            .expect_err("librdkafka refuses sasl.jaas.config");
+        let (shown, debug) = (e.to_string(), format!("{e:?}"));
+        assert!(shown.contains("sasl.jaas.config"), "{shown}");
+        assert!(!shown.contains("jaas-9b41"), "{shown}");
+        assert!(!debug.contains("jaas-9b41"), "{debug}");
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn settings_debug_hides_secret_values() {
+        let mut properties = std::collections::BTreeMap::new();
+        for (k, v) in SECRETS {
+            properties.insert(k.to_owned(), v.to_owned());
+        }
+        let settings = KafkaSettings {
+            bootstrap_servers: Some("127.0.0.1:9092".into()),
+            security: SecuritySettings {
+                sasl_username: Some("alice".into()),
+                sasl_password: Some(SECRETS[0].1.into()),
+                ..SecuritySettings::default()
+            },
+            properties,
+            ..KafkaSettings::default()
+        };
+        for shown in [
+            format!("{settings:?}"),
+            format!("{settings:#?}"),
+            format!("{:?}", settings.security),
+            format!("{:#?}", settings.security),
+        ] {
+            assert_hidden(&shown);
+            assert!(shown.contains("alice"), "{shown}");
+        }
     }
 }

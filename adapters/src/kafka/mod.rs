@@ -162,7 +162,8 @@ use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{
-    KafkaConfig, DEFAULT_CONNECTIONS_PER_BROKER, MAX_CONNECTIONS_PER_BROKER, STATE_TOPIC,
+    is_secret_property, KafkaConfig, DEFAULT_CONNECTIONS_PER_BROKER, MAX_CONNECTIONS_PER_BROKER,
+    STATE_TOPIC,
 };
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};

@@ -17,7 +17,8 @@
 //! OpenSSL-only tuning (`ssl.cipher.suites`, `ssl.curves.list`, `ssl.sigalgs.list`) does not
 //! apply: rustls uses its own safe defaults (TLS 1.2 and 1.3). The `SSL*` properties are ignored
 //! with `PLAINTEXT` and `SASL_PLAINTEXT`, the `sasl.*` ones with `PLAINTEXT` and `SSL`, as
-//! librdkafka does.
+//! librdkafka does. `PLAIN` over `SASL_PLAINTEXT` works but sends the password in clear: the
+//! transport logs a warning when it is built (see [`KafkaConfig::cleartext_password_warning`]).
 //!
 //! SASL runs after version negotiation: SaslHandshake v1, then SaslAuthenticate (KIP-152).
 //! SCRAM follows RFC 5802 and RFC 7677 (client-first, server-first, client-final,
@@ -53,6 +54,7 @@ use rustls::{
 use super::config::KafkaConfig;
 use super::net::{Conn, NetError, Stream};
 use crate::error::TransportError;
+use crate::log::log_warn;
 
 /// `security.protocol`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +171,9 @@ impl Security {
         } else {
             None
         };
+        if let Some(warning) = config.cleartext_password_warning() {
+            log_warn!(bootstrap_servers = %config.bootstrap_servers(), "{warning}");
+        }
         Ok(Security { tls, sasl })
     }
 
@@ -1261,6 +1266,86 @@ mod tests {
         let e = Security::from_config(&config(props)).expect_err("refused");
         assert_eq!(e.kind(), ErrorKind::Config, "{e}");
         e.message().to_owned()
+    }
+
+    /// SASL PLAIN over a plaintext connection is warned about (the password goes in clear),
+    /// without the password; SCRAM, or PLAIN inside TLS, is not.
+    #[cfg(feature = "tracing")]
+    #[test]
+    fn plain_over_a_plaintext_connection_is_warned_about() {
+        use std::sync::Mutex;
+        use tracing::span::{Attributes, Id, Record};
+
+        /// A subscriber that keeps each event as `LEVEL field=value ...`.
+        struct Capture(Arc<Mutex<Vec<String>>>);
+        struct Line<'a>(&'a mut String);
+        impl tracing::field::Visit for Line<'_> {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        impl tracing::Subscriber for Capture {
+            fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+                true
+            }
+            fn new_span(&self, _: &Attributes<'_>) -> Id {
+                Id::from_u64(1)
+            }
+            fn record(&self, _: &Id, _: &Record<'_>) {}
+            fn record_follows_from(&self, _: &Id, _: &Id) {}
+            fn event(&self, event: &tracing::Event<'_>) {
+                let mut line = format!("{} ", event.metadata().level());
+                event.record(&mut Line(&mut line));
+                self.0.lock().expect("not poisoned").push(line);
+            }
+            fn enter(&self, _: &Id) {}
+            fn exit(&self, _: &Id) {}
+        }
+        let logged = |props: &[(&str, &str)]| {
+            let lines = Arc::new(Mutex::new(Vec::new()));
+            let config = config(props);
+            tracing::subscriber::with_default(Capture(Arc::clone(&lines)), || {
+                Security::from_config(&config).expect("valid settings");
+            });
+            let lines = lines.lock().expect("not poisoned").clone();
+            (lines, config.cleartext_password_warning())
+        };
+        let user = ("sasl.username", "alice");
+        let password = ("sasl.password", "pw-in-clear-51");
+        let (lines, warning) = logged(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "plain"),
+            user,
+            password,
+        ]);
+        assert!(warning.is_some_and(|w| w.contains("in clear")));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("WARN") && lines[0].contains("sends the password in clear"),
+            "{lines:?}"
+        );
+        assert!(!lines[0].contains("pw-in-clear-51"), "{lines:?}");
+        for quiet in [
+            vec![
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "SCRAM-SHA-256"),
+                user,
+                password,
+            ],
+            vec![
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "PLAIN"),
+                ("ssl.ca.pem", TEST_CA),
+                user,
+                password,
+            ],
+        ] {
+            let (lines, warning) = logged(&quiet);
+            assert!(
+                lines.is_empty() && warning.is_none(),
+                "{quiet:?}: {lines:?}"
+            );
+        }
     }
 
     /// An empty scratch directory of this test process.
