@@ -39,7 +39,13 @@ impl Claim {
 
     /// Asks for a ring of `waiter`'s doorbell when the role is let go (at once if it was).
     pub(crate) fn wake_on_release(&self, waiter: &Arc<Shared>) {
-        lock(&self.waiters).push(Arc::downgrade(waiter));
+        let waiter_ref = Arc::downgrade(waiter);
+        {
+            let mut waiters = lock(&self.waiters);
+            if !waiters.iter().any(|w| w.ptr_eq(&waiter_ref)) {
+                waiters.push(waiter_ref);
+            }
+        }
         if self.released() {
             waiter.doorbell.ring();
         }

@@ -398,7 +398,11 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             Ok(()) => None,
             Err(e) => match claims::ending(&(transport.claims_scope(), role.clone())) {
                 Some(previous) => Some(previous),
-                None => return Err(Error::Transport(e)),
+                // An exit that let the role go between the two looks leaves it free.
+                None => {
+                    transport.claim_role(&role).map_err(|_| Error::Transport(e))?;
+                    None
+                }
             },
         };
         let own_bell = hosted.is_none();
