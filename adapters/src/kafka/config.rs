@@ -34,6 +34,8 @@ pub struct KafkaConfig {
     client_id: String,
     address_overrides: Vec<(String, String)>,
     connections_per_broker: usize,
+    /// `sasl.mechanism=OAUTHBEARER`'s tokens (see `oauth.rs`).
+    pub(super) token_provider: Option<super::oauth::ProviderRef>,
 }
 
 /// The native connections per broker a client may open by default. A process whose calls never
@@ -59,6 +61,7 @@ impl KafkaConfig {
             client_id: "kafka-coordination".to_owned(),
             address_overrides: Vec::new(),
             connections_per_broker: DEFAULT_CONNECTIONS_PER_BROKER,
+            token_provider: None,
         }
     }
 

@@ -132,6 +132,7 @@ mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
 mod net;
+mod oauth;
 mod registrar;
 #[cfg(any(test, feature = "fuzzing"))]
 mod samples;
@@ -154,6 +155,7 @@ pub use self::config::{
 };
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};
+pub use self::oauth::{OAuthToken, TokenProvider};
 pub use self::topic::{Finding, Severity, TopicReport};
 pub use crate::transport::GuardedRecord;
 
@@ -306,6 +308,15 @@ impl KafkaTransport {
     /// timeout. A figure to watch next to [`requests_sent`](Self::requests_sent).
     pub fn requests_abandoned(&self) -> u64 {
         self.cluster.requests_abandoned() + self.reader.requests_abandoned()
+    }
+
+    /// How many times the transport's transactional and registration connections
+    /// authenticated again on the same connection because the broker limits SASL sessions
+    /// (KIP-368: `connections.max.reauth.ms`, or an OAUTHBEARER token's lifetime), and how
+    /// many it replaced because their session was about to end while they were idle. Both
+    /// stay 0 without SASL or without a session limit.
+    pub fn sasl_reauthentications(&self) -> (u64, u64) {
+        self.cluster.reauthentications()
     }
 
     /// How many requests of each kind this transport sent on its native connections so far,
