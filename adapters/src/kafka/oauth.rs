@@ -2,7 +2,7 @@
 //! application supplies ([`KafkaConfig::with_token_provider`]); this client fetches no token
 //! itself.
 //!
-//! One token serves every connection of a client. It is used until 80% of its lifetime has
+//! One token serves every connection built from a configuration and its clones. It is used until 80% of its lifetime has
 //! passed (librdkafka's and the Java client's rule), then the next connection that
 //! authenticates asks the provider for a fresh one; a provider that fails is asked again after
 //! a backoff (1 s, doubling, at most 30 s) while the current token stays in use until it
@@ -183,9 +183,10 @@ impl fmt::Debug for OAuthToken {
     }
 }
 
-/// A [`TokenProvider`] held by a [`KafkaConfig`] (shown as `TokenProvider(..)`).
+/// A [`TokenProvider`] held by a [`KafkaConfig`], with its token: every client built from the
+/// configuration (or a clone of it) shares one token. Shown as `TokenProvider(..)`.
 #[derive(Clone)]
-pub(crate) struct ProviderRef(pub(crate) Arc<dyn TokenProvider>);
+pub(crate) struct ProviderRef(Arc<TokenCache>);
 
 impl fmt::Debug for ProviderRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -195,16 +196,18 @@ impl fmt::Debug for ProviderRef {
 
 impl KafkaConfig {
     /// The source of tokens for `sasl.mechanism=OAUTHBEARER` (see [`TokenProvider`]); without
-    /// it that mechanism is refused. Each client built from this configuration (a
-    /// [`KafkaTransport`](super::KafkaTransport) has a few: its transactions, its reader, its
-    /// describes) caches its own token.
+    /// it that mechanism is refused. Every connection of the clients built from this
+    /// configuration and its clones (a [`KafkaTransport`](super::KafkaTransport) has a few:
+    /// its transactions, its reader, its describes) uses the same token, refreshed as the
+    /// module docs say.
     pub fn with_token_provider(mut self, provider: impl TokenProvider + 'static) -> Self {
-        self.token_provider = Some(ProviderRef(Arc::new(provider)));
+        let cache = TokenCache::new(Arc::new(provider));
+        self.token_provider = Some(ProviderRef(Arc::new(cache)));
         self
     }
 
-    /// See [`with_token_provider`](Self::with_token_provider).
-    pub(crate) fn token_provider(&self) -> Option<&Arc<dyn TokenProvider>> {
+    /// The token of [`with_token_provider`](Self::with_token_provider)'s provider.
+    pub(crate) fn token_cache(&self) -> Option<&Arc<TokenCache>> {
         self.token_provider.as_ref().map(|p| &p.0)
     }
 }
@@ -282,7 +285,9 @@ impl TokenCache {
                 return Err(format!(
                     "the token provider returned {} that expired already ({:?} ago)",
                     t.who(),
-                    now.duration_since(t.expires_at).unwrap_or_default()
+                    now.duration_since(t.expires_at)
+                        .map(|d| Duration::from_millis(d.as_millis() as u64))
+                        .unwrap_or_default()
                 ));
             }
             Ok(t)
@@ -399,7 +404,7 @@ mod tests {
             .with_token_provider(move || Ok(OAuthToken::new(SECRET, at(5))));
         let shown = format!("{config:?}");
         assert!(shown.contains("TokenProvider(..)"), "{shown}");
-        let cache = TokenCache::new(Arc::clone(config.token_provider().expect("set")));
+        let cache = config.token_cache().expect("set");
         cache.token(at(0)).expect("token");
         let shown = format!("{cache:?}");
         assert!(

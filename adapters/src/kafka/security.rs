@@ -812,7 +812,7 @@ impl Sasl {
                 )));
             }
         }
-        let Some(provider) = config.token_provider() else {
+        let Some(tokens) = config.token_cache() else {
             return Err(config_err(format!(
                 "security.protocol={protocol} with sasl.mechanism=OAUTHBEARER needs a token \
                  provider: the native client does not fetch OAuth tokens itself; supply one with \
@@ -822,7 +822,7 @@ impl Sasl {
         };
         Ok(Sasl {
             mechanism: Mechanism::OAuthBearer,
-            credentials: Credentials::Token(Arc::new(TokenCache::new(Arc::clone(provider)))),
+            credentials: Credentials::Token(Arc::clone(tokens)),
         })
     }
 
@@ -939,14 +939,17 @@ impl Sasl {
         let broker_says = match conn.call(&req, version, deadline) {
             Ok(resp) => resp
                 .error_message
-                .map(|m| format!("; the broker: {}", token.redact(shown(m.as_bytes()))))
+                .map(|m| token.redact(shown(m.as_bytes())))
+                .filter(|m| *m != status)
+                .map(|m| format!("; the broker: {m}"))
                 .unwrap_or_default(),
             // The broker may close the connection instead of answering: the refusal stands.
             Err(_) => String::new(),
         };
+        let whole = |d: Duration| Duration::from_secs(d.as_secs());
         let expiry = match token.expires_at().duration_since(now) {
-            Ok(left) => format!("expiring in {left:?}"),
-            Err(e) => format!("expired {:?} ago", e.duration()),
+            Ok(left) => format!("expiring in {:?}", whole(left)),
+            Err(e) => format!("expired {:?} ago", whole(e.duration())),
         };
         Err(NetError::Stop(TransportError::unauthorized(format!(
             "SASL authentication with mechanism OAUTHBEARER failed at {}: the broker refused {} \
@@ -1034,10 +1037,18 @@ impl Sasl {
     }
 }
 
-/// A broker's text for a message: printable ASCII kept, anything else escaped, at most 300
-/// characters.
+/// A broker's text for a message: printable ASCII kept, anything else escaped (no terminal
+/// escapes reach a log), at most 300 characters.
 fn shown(bytes: &[u8]) -> String {
-    let text: String = String::from_utf8_lossy(bytes).escape_default().collect();
+    let text: String = String::from_utf8_lossy(bytes)
+        .chars()
+        .flat_map(|c| {
+            let keep = c == ' ' || c.is_ascii_graphic();
+            let kept = keep.then_some(c).into_iter();
+            let escaped = (!keep).then(|| c.escape_default()).into_iter().flatten();
+            kept.chain(escaped)
+        })
+        .collect();
     match text.char_indices().nth(300) {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text,
