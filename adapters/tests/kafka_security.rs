@@ -588,3 +588,41 @@ fn oauthbearer_a_leader_keeps_its_connections_past_the_session_lifetime() {
     assert_eq!(offsets.len(), 1);
     assert!(leader.resign_blocking().is_ok());
 }
+
+/// KIP-368 for the password mechanisms too: the same listener limits SCRAM-SHA-512 and PLAIN
+/// sessions. Connections used every second for 2.2 session lifetimes authenticate again with
+/// the configured password, and every call succeeds.
+#[test]
+fn sasl_sessions_of_scram_and_plain_are_renewed_too() {
+    let (Some(o), Some(password)) = (oauth(), var("KAFKA_SCRAM_PASSWORD")) else {
+        return;
+    };
+    let role = unique("reauth-password");
+    let transports: Vec<(&str, KafkaTransport)> = ["SCRAM-SHA-512", "PLAIN"]
+        .into_iter()
+        .map(|mechanism| {
+            let config = KafkaConfig::new(o.bootstrap.clone(), PARTITIONS)
+                .with_property("security.protocol", "SASL_PLAINTEXT")
+                .with_property("sasl.mechanism", mechanism)
+                .with_property("sasl.username", o.principal.clone())
+                .with_property("sasl.password", password.clone());
+            (mechanism, KafkaTransport::new(config).expect("transport"))
+        })
+        .collect();
+    let until = std::time::Instant::now() + o.reauth * 11 / 5;
+    while std::time::Instant::now() < until {
+        for (mechanism, t) in &transports {
+            describe_leadership(t, &role)
+                .unwrap_or_else(|e| panic!("describe over {mechanism}: {e}"));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for (mechanism, t) in &transports {
+        let (renewed, replaced) = t.sasl_reauthentications();
+        eprintln!("{mechanism}: {renewed} re-authentications, {replaced} connections replaced");
+        assert!(
+            renewed >= 2,
+            "{mechanism}: re-authenticated {renewed} times"
+        );
+    }
+}

@@ -4,9 +4,10 @@
 #   KAFKA_BOOTSTRAP                the PLAINTEXT listeners (principal User:ANONYMOUS, a super user)
 #   KAFKA_SASL_SSL_BOOTSTRAP       the SASL_SSL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
 #   KAFKA_SSL_BOOTSTRAP            the SSL listeners that require a client certificate (mutual TLS)
-#   KAFKA_OAUTH_BOOTSTRAP          the SASL_PLAINTEXT listeners with OAUTHBEARER only: Kafka's
-#                                  unsecured JWT validator (alg "none", "sub" the principal, "exp"
-#                                  required) and connections.max.reauth.ms (below)
+#   KAFKA_OAUTH_BOOTSTRAP          the SASL_PLAINTEXT listeners with OAUTHBEARER (Kafka's unsecured
+#                                  JWT validator: alg "none", "sub" the principal, "exp" required),
+#                                  and SCRAM-SHA-512 and PLAIN for re-authentication tests, all
+#                                  with connections.max.reauth.ms (below)
 #   KAFKA_OAUTH_REAUTH_MS          that session limit (KIP-368), in milliseconds
 #   KAFKA_SSL_CA                   the PEM CA that signed the brokers' and the client's certificates
 #   KAFKA_SSL_CLIENT_CERT/_KEY     a PEM client certificate and key (principal User:CN=kc-client)
@@ -60,7 +61,7 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
     *) die "unknown argument '$1' (usage: start.sh [--brokers 1|3])" ;;
@@ -223,9 +224,13 @@ sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$ADMIN_USER="$ADMIN_PASSWORD" user_$LIMITED_USER="$LIMITED_PASSWORD";
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER,SCRAM-SHA-512,PLAIN
 listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="$ADMIN_USER";
+listener.name.oauth.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.oauth.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$ADMIN_USER="$ADMIN_PASSWORD";
 listener.name.oauth.oauthbearer.connections.max.reauth.ms=$OAUTH_REAUTH_MS
+listener.name.oauth.scram-sha-512.connections.max.reauth.ms=$OAUTH_REAUTH_MS
+listener.name.oauth.plain.connections.max.reauth.ms=$OAUTH_REAUTH_MS
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:$ADMIN_USER;User:CN=kc-client
 log.dirs=$RUN_DIR/node-$n/data
