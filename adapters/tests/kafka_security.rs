@@ -522,6 +522,14 @@ fn oauthbearer_an_expired_or_invalid_token_is_refused_with_a_clear_error() {
     assert!(e.message().contains("answered 503"), "{e}");
 }
 
+/// How many connections `t` opened (each starts with ApiVersions).
+fn opened(t: &KafkaTransport) -> u64 {
+    t.requests_by_api()
+        .into_iter()
+        .find(|(api, _)| api == "ApiVersions")
+        .map_or(0, |(_, n)| n)
+}
+
 /// KIP-368: the listener ends SASL sessions after `connections.max.reauth.ms` (and at the
 /// token's expiry if sooner). A leader that renews on its connections for well over two
 /// session lifetimes keeps its term: its connections authenticate again, with a fresh token
@@ -533,7 +541,11 @@ fn oauthbearer_a_leader_keeps_its_connections_past_the_session_lifetime() {
     // Tokens that live 1.5 session lifetimes: sessions end at the limit or at the token's
     // expiry, and the provider is asked again during the run.
     let (issued, provider) = o.issuer(o.reauth * 3 / 2);
-    let t = Arc::new(transport_with(o.config(provider)));
+    // One connection per broker, so that every connection opened during the run is one that
+    // replaced another at the end of its session, or one the broker closed.
+    let t = Arc::new(transport_with(
+        o.config(provider).with_connections_per_broker(1),
+    ));
     let candidacy = blocking::start_shared(Arc::clone(&t), &role, "a", options()).expect("start");
     let leader = match candidacy.elected_blocking_timeout(PROMPT) {
         Ok(Ok(l)) => l,
@@ -543,6 +555,8 @@ fn oauthbearer_a_leader_keeps_its_connections_past_the_session_lifetime() {
     let token = leader.token();
     let observer =
         KafkaTransport::new(o.config(o.issuer(Duration::from_secs(300)).1)).expect("observer");
+    let connections_before = opened(&t);
+    let replaced_before = t.sasl_reauthentications().1;
     let run = o.reauth * 5 / 2;
     let until = std::time::Instant::now() + run;
     let mut failures = Vec::new();
@@ -563,11 +577,18 @@ fn oauthbearer_a_leader_keeps_its_connections_past_the_session_lifetime() {
     assert_eq!(leader.token(), token, "the pair stays for the whole term");
     let (renewed, replaced) = t.sasl_reauthentications();
     let tokens = issued.load(Ordering::SeqCst);
+    let connections = opened(&t) - connections_before;
     eprintln!(
         "over {run:?} with sessions of at most {:?}: {renewed} re-authentications, {replaced} \
-         connections replaced at the end of their session, {tokens} tokens issued, errors seen: \
-         {failures:?}",
+         connections replaced at the end of their session, {connections} connections opened, \
+         {tokens} tokens issued, errors seen: {failures:?}",
         o.reauth
+    );
+    assert_eq!(
+        connections,
+        replaced - replaced_before,
+        "the leader's connections stay open but for those replaced at the end of a session \
+         (a session that ended would make the broker close its connection)"
     );
     assert!(renewed >= 2, "re-authenticated {renewed} times");
     assert!(tokens >= 2, "the provider issued {tokens} tokens");
@@ -590,7 +611,7 @@ fn oauthbearer_a_leader_keeps_its_connections_past_the_session_lifetime() {
 }
 
 /// KIP-368 for the password mechanisms too: the same listener limits SCRAM-SHA-512 and PLAIN
-/// sessions. Connections used every second for 2.2 session lifetimes authenticate again with
+/// sessions. Connections used about every 300 ms for 2.2 session lifetimes authenticate again with
 /// the configured password, and every call succeeds.
 #[test]
 fn sasl_sessions_of_scram_and_plain_are_renewed_too() {
@@ -605,7 +626,8 @@ fn sasl_sessions_of_scram_and_plain_are_renewed_too() {
                 .with_property("security.protocol", "SASL_PLAINTEXT")
                 .with_property("sasl.mechanism", mechanism)
                 .with_property("sasl.username", o.principal.clone())
-                .with_property("sasl.password", password.clone());
+                .with_property("sasl.password", password.clone())
+                .with_connections_per_broker(1);
             (mechanism, KafkaTransport::new(config).expect("transport"))
         })
         .collect();
@@ -615,14 +637,23 @@ fn sasl_sessions_of_scram_and_plain_are_renewed_too() {
             describe_leadership(t, &role)
                 .unwrap_or_else(|e| panic!("describe over {mechanism}: {e}"));
         }
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(300));
     }
     for (mechanism, t) in &transports {
         let (renewed, replaced) = t.sasl_reauthentications();
-        eprintln!("{mechanism}: {renewed} re-authentications, {replaced} connections replaced");
+        let connections = opened(t);
+        eprintln!(
+            "{mechanism}: {renewed} re-authentications, {replaced} connections replaced, \
+             {connections} opened"
+        );
         assert!(
             renewed >= 2,
             "{mechanism}: re-authenticated {renewed} times"
+        );
+        assert_eq!(
+            connections,
+            1 + replaced,
+            "{mechanism}: one connection, but for those replaced at the end of a session"
         );
     }
 }

@@ -310,13 +310,14 @@ impl KafkaTransport {
         self.cluster.requests_abandoned() + self.reader.requests_abandoned()
     }
 
-    /// How many times the transport's transactional and registration connections
-    /// authenticated again on the same connection because the broker limits SASL sessions
-    /// (KIP-368: `connections.max.reauth.ms`, or an OAUTHBEARER token's lifetime), and how
-    /// many it replaced because their session was about to end while they were idle. Both
-    /// stay 0 without SASL or without a session limit.
+    /// How many times the transport's connections authenticated again on the same
+    /// connection because the broker limits SASL sessions (KIP-368: `connections.max.reauth.ms`,
+    /// or an OAUTHBEARER token's lifetime), and how many it replaced because their session was
+    /// about to end while they were idle. Both stay 0 without SASL or without a session limit.
     pub fn sasl_reauthentications(&self) -> (u64, u64) {
-        self.cluster.reauthentications()
+        let (a, b) = self.cluster.reauthentications();
+        let (c, d) = self.reader.reauthentications();
+        (a + c, b + d)
     }
 
     /// How many requests of each kind this transport sent on its native connections so far,
