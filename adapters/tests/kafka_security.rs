@@ -1,6 +1,8 @@
 //! The Kafka transport on secured listeners of a real broker: SASL_SSL with PLAIN,
 //! SCRAM-SHA-256 and SCRAM-SHA-512, mutual TLS, authentication and authorization failures, and
-//! an election whose every connection (librdkafka's and the native client's) is secured.
+//! an election whose every connection (librdkafka's and the native client's) is secured;
+//! OAUTHBEARER with a token provider, and KIP-368 re-authentication (OAUTHBEARER, SCRAM, PLAIN)
+//! on the listener at `KAFKA_OAUTH_BOOTSTRAP`, whose sessions last `KAFKA_OAUTH_REAUTH_MS`.
 //!
 //! `scripts/kafka/start.sh` starts a broker with these listeners and exports their addresses,
 //! the CA and the users (`KAFKA_SASL_SSL_BOOTSTRAP`, `KAFKA_SSL_BOOTSTRAP`, `KAFKA_SSL_CA`,

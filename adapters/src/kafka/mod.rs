@@ -56,8 +56,13 @@
 //! - **security on every connection** from the same properties
 //!   ([`KafkaConfig::with_property`]): `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT,
 //!   SASL_SSL; `sasl.mechanism` PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 with `sasl.username` and
-//!   `sasl.password`; `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
-//!   `ssl.endpoint.identification.algorithm`. They are checked when the client is built.
+//!   `sasl.password`, or OAUTHBEARER with a [`TokenProvider`]
+//!   ([`KafkaConfig::with_token_provider`]); `ssl.ca.location`, `ssl.certificate.location`,
+//!   `ssl.key.location`, `ssl.endpoint.identification.algorithm`. They are checked when the
+//!   client is built. Sessions the broker limits (KIP-368) are renewed on the connection
+//!   ([`KafkaTransport::sasl_reauthentications`]). The topic check and creation (librdkafka,
+//!   until they run on the native connections) do not take the token provider: with
+//!   OAUTHBEARER, give librdkafka a way of its own (its `sasl.oauthbearer.*` properties).
 //!
 //! # Guarantees
 //! - The token is the (producer id, epoch) InitProducerId answered. Only the library sends

@@ -4,8 +4,9 @@
 //! | property | values | native client |
 //! | --- | --- | --- |
 //! | `security.protocol` | `PLAINTEXT` (default), `SSL`, `SASL_PLAINTEXT`, `SASL_SSL` | all four |
-//! | `sasl.mechanism` (alias `sasl.mechanisms`) | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` | required with `SASL_*` (librdkafka's default, `GSSAPI`, and `OAUTHBEARER` are refused) |
-//! | `sasl.username`, `sasl.password` | | required with `SASL_*` |
+//! | `sasl.mechanism` (alias `sasl.mechanisms`) | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER` | required with `SASL_*` (librdkafka's default, `GSSAPI`, is refused: no Kerberos) |
+//! | `sasl.username`, `sasl.password` | | required with `SASL_*` but for `OAUTHBEARER` |
+//! | [`KafkaConfig::with_token_provider`] | a [`TokenProvider`](super::TokenProvider) | required with `OAUTHBEARER` (`sasl.oauthbearer.method=oidc` is refused: the application fetches the tokens) |
 //! | `ssl.ca.location` | a PEM file, a directory of PEM files, or `probe` | trust anchors; unset or `probe`: the system's roots (found as OpenSSL finds them, `SSL_CERT_FILE`/`SSL_CERT_DIR` honoured) |
 //! | `ssl.ca.pem` | PEM text | trust anchors (before `ssl.ca.location`) |
 //! | `ssl.certificate.location` + `ssl.key.location` (or `ssl.certificate.pem` + `ssl.key.pem`) | PEM | client certificate (mutual TLS), optional; the key unencrypted (PKCS#8, PKCS#1 or SEC1) |
@@ -22,7 +23,10 @@
 //! SASL runs after version negotiation: SaslHandshake v1, then SaslAuthenticate (KIP-152).
 //! SCRAM follows RFC 5802 and RFC 7677 (client-first, server-first, client-final,
 //! server-final) and checks the broker's server signature, so a broker that does not know the
-//! user's credentials is not accepted either.
+//! user's credentials is not accepted either. OAUTHBEARER follows RFC 7628 (see `oauth.rs`).
+//! When the broker limits a session (`connections.max.reauth.ms`, or a token's expiry: KIP-368),
+//! a connection authenticates again before its next request once 85% of the session has
+//! passed, and one left idle past 95% is replaced (see `net.rs`).
 
 use std::fmt;
 use std::io;
