@@ -4,6 +4,11 @@
 #   KAFKA_BOOTSTRAP                the PLAINTEXT listeners (principal User:ANONYMOUS, a super user)
 #   KAFKA_SASL_SSL_BOOTSTRAP       the SASL_SSL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
 #   KAFKA_SSL_BOOTSTRAP            the SSL listeners that require a client certificate (mutual TLS)
+#   KAFKA_OAUTH_BOOTSTRAP          the SASL_PLAINTEXT listeners with OAUTHBEARER (Kafka's unsecured
+#                                  JWT validator: alg "none", "sub" the principal, "exp" required),
+#                                  and SCRAM-SHA-512 and PLAIN for re-authentication tests, all
+#                                  with connections.max.reauth.ms (below)
+#   KAFKA_OAUTH_REAUTH_MS          that session limit (KIP-368), in milliseconds
 #   KAFKA_SSL_CA                   the PEM CA that signed the brokers' and the client's certificates
 #   KAFKA_SSL_CLIENT_CERT/_KEY     a PEM client certificate and key (principal User:CN=kc-client)
 #   KAFKA_SCRAM_USER/_PASSWORD     a super user (admin), with PLAIN and both SCRAM credentials
@@ -23,6 +28,7 @@
 #   KAFKA_RUN_DIR       where pid files, data and the bootstrap file live (default: .kafka/run)
 #   KAFKA_HEAP          JVM heap per node (default: 512m)
 #   KAFKA_START_TIMEOUT seconds to wait for the cluster to answer (default: 120)
+#   KAFKA_OAUTH_REAUTH_MS  the OAUTHBEARER listeners' connections.max.reauth.ms (default: 10000)
 #
 # The classpath is built once with Maven into .kafka/lib-<version>/ and reused. Logs go to
 # <run dir>/logs/. Stop with scripts/kafka/stop.sh (same KAFKA_RUN_DIR).
@@ -34,6 +40,7 @@ CACHE="$ROOT/.kafka"
 RUN_DIR="${KAFKA_RUN_DIR:-$CACHE/run}"
 HEAP="${KAFKA_HEAP:-512m}"
 START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+OAUTH_REAUTH_MS="${KAFKA_OAUTH_REAUTH_MS:-10000}"
 BROKERS=1
 
 say() { echo "kafka: $*" >&2; }
@@ -54,7 +61,7 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
     *) die "unknown argument '$1' (usage: start.sh [--brokers 1|3])" ;;
@@ -121,13 +128,14 @@ free_port() {
     die "could not find a free TCP port on 127.0.0.1"
 }
 
-declare -a BPORT CPORT SPORT TPORT
+declare -a BPORT CPORT SPORT TPORT OPORT
 VOTERS=""
 for n in $(seq 1 "$BROKERS"); do
     BPORT[n]="$(free_port)"
     CPORT[n]="$(free_port)"
     SPORT[n]="$(free_port)"
     TPORT[n]="$(free_port)"
+    OPORT[n]="$(free_port)"
     VOTERS="${VOTERS:+$VOTERS,}$n@127.0.0.1:${CPORT[n]}"
 done
 
@@ -203,10 +211,10 @@ process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$VOTERS
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},CONTROLLER://127.0.0.1:${CPORT[n]}
-advertised.listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]}
+listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},OAUTH://127.0.0.1:${OPORT[n]},CONTROLLER://127.0.0.1:${CPORT[n]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},OAUTH://127.0.0.1:${OPORT[n]}
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OAUTH:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
 ssl.keystore.type=PEM
 ssl.keystore.location=$TLS/broker-keystore.pem
 ssl.truststore.type=PEM
@@ -216,6 +224,13 @@ sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$ADMIN_USER="$ADMIN_PASSWORD" user_$LIMITED_USER="$LIMITED_PASSWORD";
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER,SCRAM-SHA-512,PLAIN
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="$ADMIN_USER";
+listener.name.oauth.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.oauth.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$ADMIN_USER="$ADMIN_PASSWORD";
+listener.name.oauth.oauthbearer.connections.max.reauth.ms=$OAUTH_REAUTH_MS
+listener.name.oauth.scram-sha-512.connections.max.reauth.ms=$OAUTH_REAUTH_MS
+listener.name.oauth.plain.connections.max.reauth.ms=$OAUTH_REAUTH_MS
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:$ADMIN_USER;User:CN=kc-client
 log.dirs=$RUN_DIR/node-$n/data
@@ -269,10 +284,12 @@ done
 BOOTSTRAP=""
 SASL_SSL_BOOTSTRAP=""
 SSL_BOOTSTRAP=""
+OAUTH_BOOTSTRAP=""
 for n in $(seq 1 "$BROKERS"); do
     BOOTSTRAP="${BOOTSTRAP:+$BOOTSTRAP,}127.0.0.1:${BPORT[n]}"
     SASL_SSL_BOOTSTRAP="${SASL_SSL_BOOTSTRAP:+$SASL_SSL_BOOTSTRAP,}127.0.0.1:${SPORT[n]}"
     SSL_BOOTSTRAP="${SSL_BOOTSTRAP:+$SSL_BOOTSTRAP,}127.0.0.1:${TPORT[n]}"
+    OAUTH_BOOTSTRAP="${OAUTH_BOOTSTRAP:+$OAUTH_BOOTSTRAP,}127.0.0.1:${OPORT[n]}"
 done
 say "started $BROKERS node(s) (cluster $CLUSTER_ID, Kafka $VERSION); waiting up to ${START_TIMEOUT}s for $BOOTSTRAP"
 
@@ -312,11 +329,13 @@ while :; do
 done
 
 echo "$BOOTSTRAP" >"$RUN_DIR/bootstrap"
-say "ready: $BROKERS broker(s) at $BOOTSTRAP, SASL_SSL at $SASL_SSL_BOOTSTRAP, mutual TLS at $SSL_BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
+say "ready: $BROKERS broker(s) at $BOOTSTRAP, SASL_SSL at $SASL_SSL_BOOTSTRAP, mutual TLS at $SSL_BOOTSTRAP, OAUTHBEARER at $OAUTH_BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
 {
     printf 'export KAFKA_BOOTSTRAP=%q\n' "$BOOTSTRAP"
     printf 'export KAFKA_SASL_SSL_BOOTSTRAP=%q\n' "$SASL_SSL_BOOTSTRAP"
     printf 'export KAFKA_SSL_BOOTSTRAP=%q\n' "$SSL_BOOTSTRAP"
+    printf 'export KAFKA_OAUTH_BOOTSTRAP=%q\n' "$OAUTH_BOOTSTRAP"
+    printf 'export KAFKA_OAUTH_REAUTH_MS=%q\n' "$OAUTH_REAUTH_MS"
     printf 'export KAFKA_SSL_CA=%q\n' "$TLS/ca.pem"
     printf 'export KAFKA_SSL_CLIENT_CERT=%q\n' "$TLS/client.pem"
     printf 'export KAFKA_SSL_CLIENT_KEY=%q\n' "$TLS/client.key"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs CMD with a fresh single-node Kafka test broker: starts it, exports what start.sh prints
 # (KAFKA_BOOTSTRAP, and the secured listeners' KAFKA_SASL_SSL_BOOTSTRAP, KAFKA_SSL_BOOTSTRAP,
-# KAFKA_SSL_CA, KAFKA_SSL_CLIENT_CERT/_KEY, KAFKA_SCRAM_*), runs CMD, always stops the broker,
-# and exits with CMD's exit code.
+# KAFKA_OAUTH_BOOTSTRAP, KAFKA_SSL_CA, KAFKA_SSL_CLIENT_CERT/_KEY, KAFKA_SCRAM_*), runs CMD,
+# always stops the broker, and exits with CMD's exit code.
 #
 # Usage: scripts/kafka/with-broker.sh [--brokers 1|3] CMD [ARGS...]
 #

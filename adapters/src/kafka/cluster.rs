@@ -303,6 +303,12 @@ impl Cluster {
         self.pool.requests_by_api()
     }
 
+    /// SASL sessions renewed on their connections, and connections replaced at the end of
+    /// theirs (KIP-368).
+    pub(crate) fn reauthentications(&self) -> (u64, u64) {
+        self.pool.reauthentications()
+    }
+
     /// Runs `attempt` until it succeeds, stops, or `deadline` passes (then a retriable error
     /// describing `what` and the last reason, with the last Kafka error code the broker
     /// answered). Pauses grow from 20 ms to at most 400 ms.

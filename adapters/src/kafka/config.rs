@@ -37,6 +37,8 @@ pub struct KafkaConfig {
     client_id: String,
     address_overrides: Vec<(String, String)>,
     connections_per_broker: usize,
+    /// `sasl.mechanism=OAUTHBEARER`'s tokens (see `oauth.rs`).
+    pub(super) token_provider: Option<super::oauth::ProviderRef>,
 }
 
 /// Whether the value of property `key` is a secret: a key (compared case-insensitively) whose
@@ -143,6 +145,7 @@ impl KafkaConfig {
             client_id: "kafka-coordination".to_owned(),
             address_overrides: Vec::new(),
             connections_per_broker: DEFAULT_CONNECTIONS_PER_BROKER,
+            token_provider: None,
         }
     }
 

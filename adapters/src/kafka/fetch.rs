@@ -133,6 +133,12 @@ impl SharedReader {
         self.inner.skipped.load(Ordering::Relaxed)
     }
 
+    /// SASL sessions of the Fetch loops' connections renewed, and connections replaced
+    /// (KIP-368).
+    pub(crate) fn reauthentications(&self) -> (u64, u64) {
+        self.inner.fetch.reauthentications()
+    }
+
     /// Committed records of `partition` at offsets `>= from_offset`, in offset order, and how
     /// far the view reached (see [`StateReader`](crate::transport::StateReader)).
     pub(crate) fn read(

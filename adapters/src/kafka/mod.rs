@@ -56,8 +56,13 @@
 //! - **security on every connection** from the same properties
 //!   ([`KafkaConfig::with_property`]): `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT,
 //!   SASL_SSL; `sasl.mechanism` PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 with `sasl.username` and
-//!   `sasl.password`; `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
-//!   `ssl.endpoint.identification.algorithm`. They are checked when the client is built.
+//!   `sasl.password`, or OAUTHBEARER with a [`TokenProvider`]
+//!   ([`KafkaConfig::with_token_provider`]); `ssl.ca.location`, `ssl.certificate.location`,
+//!   `ssl.key.location`, `ssl.endpoint.identification.algorithm`. They are checked when the
+//!   client is built. Sessions the broker limits (KIP-368) are renewed on the connection
+//!   ([`KafkaTransport::sasl_reauthentications`]). The topic check and creation (librdkafka,
+//!   until they run on the native connections) do not take the token provider: with
+//!   OAUTHBEARER, give librdkafka a way of its own (its `sasl.oauthbearer.*` properties).
 //!
 //! # Which batches can be read
 //! The reader reads every record batch Kafka stores in the state topic: message format v2,
@@ -144,6 +149,7 @@ mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
 mod net;
+mod oauth;
 mod registrar;
 #[cfg(any(test, feature = "fuzzing"))]
 mod samples;
@@ -167,6 +173,7 @@ pub use self::config::{
 };
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};
+pub use self::oauth::{OAuthToken, TokenProvider};
 pub use self::topic::{Finding, Severity, TopicReport};
 pub use crate::transport::GuardedRecord;
 
@@ -330,6 +337,16 @@ impl KafkaTransport {
     /// read, so its registrations or leases may be missing from every view.
     pub fn batches_skipped(&self) -> u64 {
         self.reader.batches_skipped()
+    }
+
+    /// How many times the transport's connections authenticated again on the same
+    /// connection because the broker limits SASL sessions (KIP-368: `connections.max.reauth.ms`,
+    /// or an OAUTHBEARER token's lifetime), and how many it replaced because their session was
+    /// about to end while they were idle. Both stay 0 without SASL or without a session limit.
+    pub fn sasl_reauthentications(&self) -> (u64, u64) {
+        let (a, b) = self.cluster.reauthentications();
+        let (c, d) = self.reader.reauthentications();
+        (a + c, b + d)
     }
 
     /// How many requests of each kind this transport sent on its native connections so far,

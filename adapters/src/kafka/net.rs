@@ -66,6 +66,48 @@ pub(crate) struct Conn {
     request_cap: Option<Duration>,
     /// The socket, for the pool to shut down when it gives up on the request in flight.
     socket: Option<Arc<TcpStream>>,
+    /// The SASL session, when the broker limits its lifetime (KIP-368).
+    session: Option<Session>,
+}
+
+/// A SASL session the broker ends after `lifetime` (its `connections.max.reauth.ms`, or an
+/// OAuth token's remaining lifetime if shorter): the broker closes the connection at the
+/// first request it receives after that, unless the client authenticated again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Session {
+    /// When the client started to authenticate (before the broker's clock started it).
+    started: Instant,
+    lifetime: Duration,
+}
+
+/// What a connection's SASL session needs before the next request (see [`Conn::session_due`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SessionDue {
+    /// Nothing: no session limit, or well within it.
+    No,
+    /// Authenticate again on this connection first: 85% of the session has passed.
+    Reauthenticate,
+    /// Too close to the end (95%) to re-authenticate in time: open a new connection.
+    Reopen,
+}
+
+/// The share of a session after which a connection re-authenticates before its next request
+/// (the Java client picks 85% to 95%), and the share after which it is replaced instead.
+const REAUTH_AT: u32 = 85;
+const REOPEN_AT: u32 = 95;
+
+impl Session {
+    /// What is due at `now`.
+    pub(crate) fn due(&self, now: Instant) -> SessionDue {
+        let at = |percent: u32| self.started + self.lifetime * percent / 100;
+        if now >= at(REOPEN_AT) {
+            SessionDue::Reopen
+        } else if now >= at(REAUTH_AT) {
+            SessionDue::Reauthenticate
+        } else {
+            SessionDue::No
+        }
+    }
 }
 
 impl Conn {
@@ -101,10 +143,29 @@ impl Conn {
             counts,
             request_cap: None,
             socket,
+            session: None,
         };
         conn.negotiate(deadline)?;
         security.authenticate(&mut conn, deadline)?;
         Ok(conn)
+    }
+
+    /// Notes the SASL session that started at `started` (before the handshake was sent) and
+    /// that the broker said lasts `lifetime_ms` (SaslAuthenticate v1+; 0: no limit).
+    pub(crate) fn set_session(&mut self, started: Instant, lifetime_ms: i64) {
+        self.session = u64::try_from(lifetime_ms)
+            .ok()
+            .filter(|ms| *ms > 0)
+            .map(|ms| Session {
+                started,
+                lifetime: Duration::from_millis(ms),
+            });
+    }
+
+    /// What the SASL session needs at `now` before another request is sent (see
+    /// [`SessionDue`]).
+    pub(crate) fn session_due(&self, now: Instant) -> SessionDue {
+        self.session.map_or(SessionDue::No, |s| s.due(now))
     }
 
     /// The broker's address.
@@ -385,7 +446,15 @@ impl Conn {
             client_id: StrBytes::from_static_str("kafka-coordination-test"),
             counts: Arc::default(),
             request_cap: None,
+            session: None,
         }
+    }
+
+    /// Takes `versions` (API key, version) as negotiated.
+    #[cfg(test)]
+    pub(crate) fn with_versions(mut self, versions: &[(i16, i16)]) -> Conn {
+        self.versions.extend(versions.iter().copied());
+        self
     }
 
     /// Negotiates versions (ApiVersions), as [`Conn::open`] does after connecting.
@@ -751,6 +820,10 @@ pub(crate) struct Pool {
     silent: Mutex<HashMap<String, Silent>>,
     /// Requests given up on when their broker went silent.
     abandoned: std::sync::atomic::AtomicU64,
+    /// SASL sessions renewed on their connection (KIP-368), and connections replaced because
+    /// theirs was too close to its end.
+    reauthentications: std::sync::atomic::AtomicU64,
+    sessions_ended: std::sync::atomic::AtomicU64,
     /// Tests: told of every call admitted.
     #[cfg(test)]
     admitted: Mutex<Option<std::sync::mpsc::Sender<()>>>,
@@ -795,6 +868,8 @@ impl Pool {
             pile_up: (request_timeout / 4).max(MIN_PILE_UP),
             silent: Mutex::new(HashMap::new()),
             abandoned: std::sync::atomic::AtomicU64::new(0),
+            reauthentications: std::sync::atomic::AtomicU64::new(0),
+            sessions_ended: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             admitted: Mutex::new(None),
         }
@@ -903,6 +978,16 @@ impl Pool {
                 Heard::Undecided,
             );
         }
+        if guard
+            .as_ref()
+            .is_some_and(|c| c.session_due(Instant::now()) == SessionDue::Reopen)
+        {
+            // Its SASL session ends before a re-authentication could be sure to reach the
+            // broker, which closes the connection at the first request after that: replaced.
+            *guard = None;
+            self.sessions_ended
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         if guard.is_none() {
             // Connecting and the handshake get a request timeout, not the whole call's.
             let open_by = deadline.min(Instant::now() + self.request_timeout);
@@ -962,10 +1047,23 @@ impl Pool {
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let started = Instant::now();
-        let mut result = f(conn);
+        // KIP-368: a session past 85% of its lifetime is renewed before the request.
+        let renewed = if conn.session_due(started) == SessionDue::Reauthenticate {
+            self.reauthentications
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.security.authenticate(conn, deadline)
+        } else {
+            Ok(())
+        };
+        let renewal_failed = renewed.is_err();
+        let mut result = match renewed {
+            Ok(()) => f(conn),
+            Err(e) => Err(e),
+        };
         let abandoned = broker.sent(taken.index);
-        if abandoned.is_some() {
-            // Its socket was shut down: the connection cannot serve another request.
+        if abandoned.is_some() || renewal_failed {
+            // Its socket was shut down, or the broker refused to renew its session: the
+            // connection cannot serve another request.
             *guard = None;
         }
         let heard = match (&result, abandoned) {
@@ -1177,6 +1275,17 @@ impl Pool {
     /// How many requests were sent on the pool's connections.
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many times a connection authenticated again before a request (KIP-368), and how
+    /// many connections were replaced because their SASL session was about to end.
+    pub(crate) fn reauthentications(&self) -> (u64, u64) {
+        (
+            self.reauthentications
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.sessions_ended
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// How many requests the pool gave up on because their broker went silent.

@@ -4,8 +4,9 @@
 //! | property | values | native client |
 //! | --- | --- | --- |
 //! | `security.protocol` | `PLAINTEXT` (default), `SSL`, `SASL_PLAINTEXT`, `SASL_SSL` | all four |
-//! | `sasl.mechanism` (alias `sasl.mechanisms`) | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` | required with `SASL_*` (librdkafka's default, `GSSAPI`, and `OAUTHBEARER` are refused) |
-//! | `sasl.username`, `sasl.password` | | required with `SASL_*` |
+//! | `sasl.mechanism` (alias `sasl.mechanisms`) | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER` | required with `SASL_*` (librdkafka's default, `GSSAPI`, is refused: no Kerberos) |
+//! | `sasl.username`, `sasl.password` | | required with `SASL_*` but for `OAUTHBEARER` |
+//! | [`KafkaConfig::with_token_provider`] | a [`TokenProvider`](super::TokenProvider) | required with `OAUTHBEARER` (`sasl.oauthbearer.method=oidc` is refused: the application fetches the tokens) |
 //! | `ssl.ca.location` | a PEM file, a directory of PEM files, or `probe` | trust anchors; unset or `probe`: the system's roots (found as OpenSSL finds them, `SSL_CERT_FILE`/`SSL_CERT_DIR` honoured) |
 //! | `ssl.ca.pem` | PEM text | trust anchors (before `ssl.ca.location`) |
 //! | `ssl.certificate.location` + `ssl.key.location` (or `ssl.certificate.pem` + `ssl.key.pem`) | PEM | client certificate (mutual TLS), optional; the key unencrypted (PKCS#8, PKCS#1 or SEC1) |
@@ -23,7 +24,10 @@
 //! SASL runs after version negotiation: SaslHandshake v1, then SaslAuthenticate (KIP-152).
 //! SCRAM follows RFC 5802 and RFC 7677 (client-first, server-first, client-final,
 //! server-final) and checks the broker's server signature, so a broker that does not know the
-//! user's credentials is not accepted either.
+//! user's credentials is not accepted either. OAUTHBEARER follows RFC 7628 (see `oauth.rs`).
+//! When the broker limits a session (`connections.max.reauth.ms`, or a token's expiry: KIP-368),
+//! a connection authenticates again before its next request once 85% of the session has
+//! passed, and one left idle past 95% is replaced (see `net.rs`).
 
 use std::fmt;
 use std::io;
@@ -31,7 +35,7 @@ use std::net::TcpStream;
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -53,6 +57,7 @@ use rustls::{
 
 use super::config::KafkaConfig;
 use super::net::{Conn, NetError, Stream};
+use super::oauth::TokenCache;
 use crate::error::TransportError;
 use crate::log::log_warn;
 
@@ -81,6 +86,7 @@ pub(crate) enum Mechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -90,6 +96,7 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -120,8 +127,16 @@ impl fmt::Debug for Secret {
 #[derive(Clone, Debug)]
 struct Sasl {
     mechanism: Mechanism,
-    username: String,
-    password: Secret,
+    credentials: Credentials,
+}
+
+/// What a SASL mechanism authenticates with.
+#[derive(Clone, Debug)]
+enum Credentials {
+    /// PLAIN and SCRAM.
+    Password { username: String, password: Secret },
+    /// OAUTHBEARER: the client's token, shared by its connections.
+    Token(Arc<TokenCache>),
 }
 
 #[derive(Clone)]
@@ -211,7 +226,8 @@ impl Security {
         }
     }
 
-    /// Authenticates a negotiated connection (SASL for `SASL_*`).
+    /// Authenticates a negotiated connection (SASL for `SASL_*`), or authenticates it again
+    /// when its session is due (KIP-368, see [`Conn::session_due`]).
     pub(crate) fn authenticate(&self, conn: &mut Conn, deadline: Instant) -> Result<(), NetError> {
         match &self.sasl {
             None => Ok(()),
@@ -736,28 +752,34 @@ impl Sasl {
             None => {
                 return Err(config_err(format!(
                     "security.protocol={protocol} needs sasl.mechanism: set it to PLAIN, \
-                     SCRAM-SHA-256 or SCRAM-SHA-512 (librdkafka's default, GSSAPI, is not \
-                     supported)"
+                     SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (librdkafka's default, GSSAPI, \
+                     is not supported)"
                 )))
             }
             Some((key, raw)) => match raw.trim().to_ascii_uppercase().as_str() {
                 "PLAIN" => Mechanism::Plain,
                 "SCRAM-SHA-256" => Mechanism::ScramSha256,
                 "SCRAM-SHA-512" => Mechanism::ScramSha512,
-                "GSSAPI" | "OAUTHBEARER" => {
+                "OAUTHBEARER" => Mechanism::OAuthBearer,
+                "GSSAPI" => {
                     return Err(config_err(format!(
-                        "{key}={raw} is not supported by this library; use PLAIN, SCRAM-SHA-256 \
-                         or SCRAM-SHA-512"
+                        "{key}={raw} (Kerberos) is not supported: the native client has no \
+                         Kerberos implementation (no GSS-API library, no keytab or ticket cache \
+                         handling); use SCRAM-SHA-512, SCRAM-SHA-256, OAUTHBEARER or PLAIN, or \
+                         mutual TLS (security.protocol=SSL with a client certificate)"
                     )))
                 }
                 _ => {
                     return Err(config_err(format!(
                         "{key}={raw} is not a SASL mechanism this library knows; use PLAIN, \
-                         SCRAM-SHA-256 or SCRAM-SHA-512"
+                         SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
                     )))
                 }
             },
         };
+        if mechanism == Mechanism::OAuthBearer {
+            return Self::oauth_from_config(config, &protocol);
+        }
         let username = config.property("sasl.username").unwrap_or("");
         if username.is_empty() {
             return Err(config_err(format!(
@@ -779,12 +801,45 @@ impl Sasl {
         }
         Ok(Sasl {
             mechanism,
-            username: username.to_owned(),
-            password: Secret(password.to_owned()),
+            credentials: Credentials::Password {
+                username: username.to_owned(),
+                password: Secret(password.to_owned()),
+            },
         })
     }
 
+    /// OAUTHBEARER: the tokens come from the configuration's provider; librdkafka's own ways
+    /// of getting one (`sasl.oauthbearer.method=oidc`) are not the native client's.
+    fn oauth_from_config(config: &KafkaConfig, protocol: &str) -> Result<Sasl, TransportError> {
+        if let Some(method) = prop(config, "sasl.oauthbearer.method") {
+            if !method.eq_ignore_ascii_case("default") {
+                return Err(config_err(format!(
+                    "sasl.oauthbearer.method={method}: the native client does not fetch OAuth \
+                     tokens itself; fetch them in the application and hand them over with \
+                     KafkaConfig::with_token_provider (a TokenProvider, or a closure returning \
+                     an OAuthToken and its expiry), and drop sasl.oauthbearer.method"
+                )));
+            }
+        }
+        let Some(tokens) = config.token_cache() else {
+            return Err(config_err(format!(
+                "security.protocol={protocol} with sasl.mechanism=OAUTHBEARER needs a token \
+                 provider: the native client does not fetch OAuth tokens itself; supply one with \
+                 KafkaConfig::with_token_provider (a TokenProvider, or a closure returning an \
+                 OAuthToken and its expiry)"
+            )));
+        };
+        Ok(Sasl {
+            mechanism: Mechanism::OAuthBearer,
+            credentials: Credentials::Token(Arc::clone(tokens)),
+        })
+    }
+
+    /// Authenticates `conn` (SaslHandshake, then SaslAuthenticate), or authenticates it again
+    /// (KIP-368: the same requests on an authenticated connection, with fresh credentials).
+    /// Notes the session lifetime the broker answered on the connection.
     fn authenticate(&self, conn: &mut Conn, deadline: Instant) -> Result<(), NetError> {
+        let started = Instant::now();
         let addr = conn.addr().to_owned();
         let mechanism = self.mechanism;
         let Some(handshake_version) = conn.version_at_most::<SaslHandshakeRequest>(1) else {
@@ -835,44 +890,99 @@ impl Sasl {
                  newer"
             ))));
         };
-        match mechanism {
-            Mechanism::Plain => {
-                let mut msg = Vec::with_capacity(self.username.len() + self.password.0.len() + 2);
-                msg.push(0);
-                msg.extend_from_slice(self.username.as_bytes());
-                msg.push(0);
-                msg.extend_from_slice(self.password.0.as_bytes());
-                self.exchange(conn, version, msg, deadline)?;
-                Ok(())
-            }
-            Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
-                let scram = Scram::new(mechanism, &self.username, &nonce()?);
-                let server_first =
-                    self.exchange(conn, version, scram.client_first().into_bytes(), deadline)?;
-                let (client_final, server) = scram
-                    .client_final(&self.password.0, &server_first)
-                    .map_err(|e| self.scram_error(&addr, e))?;
-                let server_final =
-                    self.exchange(conn, version, client_final.into_bytes(), deadline)?;
-                server
-                    .verify(&server_final)
-                    .map_err(|e| self.scram_error(&addr, e))
-            }
-        }
+        let lifetime_ms = match &self.credentials {
+            Credentials::Password { username, password } => match mechanism {
+                Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+                    let scram = Scram::new(mechanism, username, &nonce()?);
+                    let (server_first, _) =
+                        self.exchange(conn, version, scram.client_first().into_bytes(), deadline)?;
+                    let (client_final, server) = scram
+                        .client_final(&password.0, &server_first)
+                        .map_err(|e| self.scram_error(&addr, e))?;
+                    let (server_final, lifetime_ms) =
+                        self.exchange(conn, version, client_final.into_bytes(), deadline)?;
+                    server
+                        .verify(&server_final)
+                        .map_err(|e| self.scram_error(&addr, e))?;
+                    lifetime_ms
+                }
+                Mechanism::Plain | Mechanism::OAuthBearer => {
+                    let mut msg = Vec::with_capacity(username.len() + password.0.len() + 2);
+                    msg.push(0);
+                    msg.extend_from_slice(username.as_bytes());
+                    msg.push(0);
+                    msg.extend_from_slice(password.0.as_bytes());
+                    self.exchange(conn, version, msg, deadline)?.1
+                }
+            },
+            Credentials::Token(tokens) => self.bearer(conn, tokens, version, deadline)?,
+        };
+        conn.set_session(started, lifetime_ms);
+        Ok(())
     }
 
-    /// One SaslAuthenticate round trip: sends `bytes`, returns the broker's bytes.
+    /// OAUTHBEARER's exchange (RFC 7628 section 3.2): the initial response with the token;
+    /// the broker answers nothing on success, or an error (JSON) that the client acknowledges
+    /// with a single `%x01` before the broker fails the exchange. Returns the session lifetime.
+    fn bearer(
+        &self,
+        conn: &mut Conn,
+        tokens: &TokenCache,
+        version: i16,
+        deadline: Instant,
+    ) -> Result<i64, NetError> {
+        let now = SystemTime::now();
+        let token = tokens.token(now).map_err(|why| {
+            NetError::Stop(TransportError::retriable(format!(
+                "SASL OAUTHBEARER at {}: no valid token: {why}",
+                conn.addr()
+            )))
+        })?;
+        let (answer, lifetime_ms) =
+            self.exchange(conn, version, token.initial_response(), deadline)?;
+        if answer.is_empty() {
+            return Ok(lifetime_ms);
+        }
+        let status = token.redact(shown(&answer));
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\x01"));
+        let broker_says = match conn.call(&req, version, deadline) {
+            Ok(resp) => resp
+                .error_message
+                .map(|m| token.redact(shown(m.as_bytes())))
+                .filter(|m| *m != status)
+                .map(|m| format!("; the broker: {m}"))
+                .unwrap_or_default(),
+            // The broker may close the connection instead of answering: the refusal stands.
+            Err(_) => String::new(),
+        };
+        let whole = |d: Duration| Duration::from_secs(d.as_secs());
+        let expiry = match token.expires_at().duration_since(now) {
+            Ok(left) => format!("expiring in {:?}", whole(left)),
+            Err(e) => format!("expired {:?} ago", whole(e.duration())),
+        };
+        Err(NetError::Stop(TransportError::unauthorized(format!(
+            "SASL authentication with mechanism OAUTHBEARER failed at {}: the broker refused {} \
+             ({expiry}): {status}{broker_says}; check what the token provider returns (issuer, \
+             audience, scope, expiry and the principal claim) against the listener's OAUTHBEARER \
+             validation settings",
+            conn.addr(),
+            token.who(),
+        ))))
+    }
+
+    /// One SaslAuthenticate round trip: sends `bytes`, returns the broker's bytes and the
+    /// session lifetime it announced (0: none).
     fn exchange(
         &self,
         conn: &mut Conn,
         version: i16,
         bytes: Vec<u8>,
         deadline: Instant,
-    ) -> Result<Bytes, NetError> {
+    ) -> Result<(Bytes, i64), NetError> {
         let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
         let resp = conn.call(&req, version, deadline)?;
         match resp.error_code {
-            0 => Ok(resp.auth_bytes),
+            0 => Ok((resp.auth_bytes, resp.session_lifetime_ms)),
             SASL_AUTHENTICATION_FAILED => Err(NetError::Stop(
                 self.failed(
                     conn.addr(),
@@ -894,27 +1004,63 @@ impl Sasl {
     }
 
     fn failed(&self, addr: &str, why: &str) -> TransportError {
-        TransportError::unauthorized(format!(
-            "SASL authentication with mechanism {} as user '{}' failed at {addr}: {why}; check \
-             sasl.username and sasl.password, and that the user has {} credentials on the cluster",
-            self.mechanism, self.username, self.mechanism
-        ))
+        let mechanism = self.mechanism;
+        TransportError::unauthorized(match &self.credentials {
+            Credentials::Password { username, .. } => format!(
+                "SASL authentication with mechanism {mechanism} as user '{username}' failed at \
+                 {addr}: {why}; check sasl.username and sasl.password, and that the user has \
+                 {mechanism} credentials on the cluster"
+            ),
+            Credentials::Token(_) => format!(
+                "SASL authentication with mechanism {mechanism} failed at {addr}: {why}; check \
+                 what the token provider returns against the listener's OAUTHBEARER validation \
+                 settings"
+            ),
+        })
+    }
+
+    /// The user name, for messages.
+    fn username(&self) -> &str {
+        match &self.credentials {
+            Credentials::Password { username, .. } => username,
+            Credentials::Token(_) => "<token>",
+        }
     }
 
     fn scram_error(&self, addr: &str, e: ScramError) -> NetError {
         NetError::Stop(match e {
             ScramError::Malformed(why) => TransportError::fatal(format!(
                 "SASL {} as user '{}' at {addr}: the broker's SCRAM message is unusable: {why}",
-                self.mechanism, self.username
+                self.mechanism,
+                self.username()
             )),
             ScramError::Rejected(why) => self.failed(addr, &why),
             ScramError::BadServerSignature => TransportError::unauthorized(format!(
                 "SASL {} as user '{}' at {addr}: the broker's SCRAM server signature is wrong, \
                  so it does not know this user's credentials: it is not the cluster that was \
                  configured, or the credentials changed",
-                self.mechanism, self.username
+                self.mechanism,
+                self.username()
             )),
         })
+    }
+}
+
+/// A broker's text for a message: printable ASCII kept, anything else escaped (no terminal
+/// escapes reach a log), at most 300 characters.
+fn shown(bytes: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(bytes)
+        .chars()
+        .flat_map(|c| {
+            let keep = c == ' ' || c.is_ascii_graphic();
+            let kept = keep.then_some(c).into_iter();
+            let escaped = (!keep).then(|| c.escape_default()).into_iter().flatten();
+            kept.chain(escaped)
+        })
+        .collect();
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
     }
 }
 
@@ -972,7 +1118,7 @@ impl Scram {
                 pbkdf2::PBKDF2_HMAC_SHA512,
                 &digest::SHA512,
             ),
-            Mechanism::ScramSha256 | Mechanism::Plain => (
+            Mechanism::ScramSha256 | Mechanism::Plain | Mechanism::OAuthBearer => (
                 hmac::HMAC_SHA256,
                 pbkdf2::PBKDF2_HMAC_SHA256,
                 &digest::SHA256,
@@ -1098,6 +1244,10 @@ impl ServerProof {
 
 #[cfg(test)]
 mod tests {
+    use kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+
+    use super::super::net::SessionDue;
+    use super::super::OAuthToken;
     use super::*;
     use crate::ErrorKind;
 
@@ -1383,7 +1533,11 @@ mod tests {
             "{m}"
         );
         let m = config_error(&[sasl, ("sasl.mechanism", "GSSAPI")]);
-        assert!(m.contains("sasl.mechanism=GSSAPI is not supported"), "{m}");
+        assert!(
+            m.contains("sasl.mechanism=GSSAPI (Kerberos) is not supported")
+                && m.contains("no Kerberos implementation"),
+            "{m}"
+        );
         let m = config_error(&[sasl, ("sasl.mechanisms", "SCRAM-SHA-1")]);
         assert!(m.contains("sasl.mechanisms=SCRAM-SHA-1"), "{m}");
         let m = config_error(&[sasl, ("sasl.mechanism", "PLAIN")]);
@@ -1415,6 +1569,281 @@ mod tests {
             !shown.contains("secret-pw"),
             "the password is never shown: {shown}"
         );
+    }
+
+    const JWT: &str = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.";
+
+    fn in_a_minute() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(60)
+    }
+
+    fn oauth_config() -> KafkaConfig {
+        config(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "oauthbearer"),
+            ("ssl.ca.pem", TEST_CA),
+        ])
+    }
+
+    #[test]
+    fn oauthbearer_needs_a_token_provider_and_nothing_else() {
+        let m = config_error(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+        ]);
+        assert!(
+            m.contains("needs a token provider") && m.contains("KafkaConfig::with_token_provider"),
+            "{m}"
+        );
+        let e = Security::from_config(
+            &oauth_config()
+                .with_property("sasl.oauthbearer.method", "oidc")
+                .with_token_provider(|| Ok(OAuthToken::new(JWT, in_a_minute()))),
+        )
+        .expect_err("oidc");
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert!(
+            e.message().contains("sasl.oauthbearer.method=oidc")
+                && e.message().contains("with_token_provider"),
+            "{e}"
+        );
+        // No user name or password: the token is the credential. The provider is not called
+        // before a connection needs a token.
+        let called = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = Arc::clone(&called);
+        let s = Security::from_config(&oauth_config().with_token_provider(move || {
+            seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(OAuthToken::new(JWT, in_a_minute()))
+        }))
+        .expect("valid");
+        assert_eq!(s.protocol(), Protocol::SaslSsl);
+        assert!(!called.load(std::sync::atomic::Ordering::SeqCst));
+        let shown = format!("{s:?}");
+        assert!(
+            shown.contains("OAuthBearer") && !shown.contains("eyJ"),
+            "{shown}"
+        );
+    }
+
+    /// A broker in memory that replays `answers` and keeps what the client wrote.
+    struct Scripted {
+        answers: io::Cursor<Vec<u8>>,
+        written: Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl io::Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.answers.read(buf)
+        }
+    }
+
+    impl io::Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.written.lock().expect("written").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Stream for Scripted {
+        fn set_timeouts(&mut self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The frame of response `resp` to request `R` at `version` with correlation id `id`.
+    fn answer<R: kafka_protocol::protocol::Request>(
+        resp: &R::Response,
+        version: i16,
+        id: i32,
+    ) -> Vec<u8> {
+        use kafka_protocol::messages::ResponseHeader;
+        use kafka_protocol::protocol::{Encodable, HeaderVersion};
+        let mut b = bytes::BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(id)
+            .encode(
+                &mut b,
+                <R::Response as HeaderVersion>::header_version(version),
+            )
+            .expect("header");
+        resp.encode(&mut b, version).expect("body");
+        let mut frame = (b.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&b);
+        frame
+    }
+
+    /// The SaslAuthenticate requests (v2) the client wrote: their auth bytes.
+    fn auth_bytes_sent(written: &[u8]) -> Vec<Vec<u8>> {
+        use kafka_protocol::messages::RequestHeader;
+        use kafka_protocol::protocol::{Decodable, HeaderVersion};
+        let mut out = Vec::new();
+        let mut rest = written;
+        while rest.len() >= 4 {
+            let len = i32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+            let mut frame = Bytes::copy_from_slice(&rest[4..4 + len]);
+            rest = &rest[4 + len..];
+            let key = i16::from_be_bytes([frame[0], frame[1]]);
+            if key != 36 {
+                continue;
+            }
+            RequestHeader::decode(&mut frame, SaslAuthenticateRequest::header_version(2))
+                .expect("header");
+            let req = SaslAuthenticateRequest::decode(&mut frame, 2).expect("request");
+            out.push(req.auth_bytes.to_vec());
+        }
+        out
+    }
+
+    /// OAUTHBEARER over a scripted broker: the handshake's answer, then `auth` (the answers to
+    /// the SaslAuthenticate requests). Returns the outcome, the auth bytes sent, and the
+    /// connection.
+    fn bearer_exchange(
+        token: OAuthToken,
+        auth: &[SaslAuthenticateResponse],
+    ) -> (Result<(), NetError>, Vec<Vec<u8>>, Conn) {
+        let mut answers = answer::<SaslHandshakeRequest>(
+            &SaslHandshakeResponse::default()
+                .with_mechanisms(vec![StrBytes::from_static_str("OAUTHBEARER")]),
+            1,
+            1,
+        );
+        for (i, resp) in auth.iter().enumerate() {
+            answers.extend(answer::<SaslAuthenticateRequest>(resp, 2, i as i32 + 2));
+        }
+        let written = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stream = Scripted {
+            answers: io::Cursor::new(answers),
+            written: Arc::clone(&written),
+        };
+        let mut conn =
+            Conn::over("broker:9093", Box::new(stream)).with_versions(&[(17, 1), (36, 2)]);
+        let s =
+            Security::from_config(&oauth_config().with_token_provider(move || Ok(token.clone())))
+                .expect("valid");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let result = s.authenticate(&mut conn, deadline);
+        let sent = auth_bytes_sent(&written.lock().expect("written"));
+        (result, sent, conn)
+    }
+
+    #[test]
+    fn oauthbearer_sends_the_token_and_keeps_the_session_lifetime() {
+        let token = OAuthToken::new(JWT, in_a_minute()).with_extension("logicalCluster", "lkc-9");
+        let ok = SaslAuthenticateResponse::default().with_session_lifetime_ms(10_000);
+        let (result, sent, conn) = bearer_exchange(token, &[ok]);
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(
+            sent,
+            [format!("n,,\x01auth=Bearer {JWT}\x01logicalCluster=lkc-9\x01\x01").into_bytes()]
+        );
+        let now = Instant::now();
+        assert_eq!(conn.session_due(now), SessionDue::No);
+        assert_eq!(
+            conn.session_due(now + Duration::from_millis(8_600)),
+            SessionDue::Reauthenticate
+        );
+        assert_eq!(
+            conn.session_due(now + Duration::from_millis(9_600)),
+            SessionDue::Reopen
+        );
+        // No lifetime announced: no session limit.
+        let (result, _, conn) = bearer_exchange(
+            OAuthToken::new(JWT, in_a_minute()),
+            &[SaslAuthenticateResponse::default()],
+        );
+        assert!(result.is_ok());
+        assert_eq!(
+            conn.session_due(now + Duration::from_secs(3600)),
+            SessionDue::No
+        );
+    }
+
+    /// RFC 7628 section 3.2.2: the broker's error (JSON) is acknowledged with a single %x01;
+    /// the error names the mechanism, the broker's status and message, never the token.
+    #[test]
+    fn a_refused_token_is_acknowledged_and_reported_without_the_token() {
+        let token = OAuthToken::new(JWT, in_a_minute()).with_principal("svc-leader");
+        let challenge = SaslAuthenticateResponse::default()
+            .with_auth_bytes(Bytes::from_static(br#"{"status":"invalid_token"}"#));
+        let refusal = SaslAuthenticateResponse::default()
+            .with_error_code(SASL_AUTHENTICATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Authentication failed during authentication due to invalid credentials with                  SASL mechanism OAUTHBEARER",
+            )));
+        let (result, sent, _) = bearer_exchange(token, &[challenge, refusal]);
+        assert_eq!(
+            sent.len(),
+            2,
+            "the initial response, then the acknowledgement"
+        );
+        assert_eq!(sent[1], b"\x01");
+        let e = match result {
+            Err(NetError::Stop(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
+        let m = e.message();
+        assert!(
+            m.contains("mechanism OAUTHBEARER")
+                && m.contains("broker:9093")
+                && m.contains("invalid_token")
+                && m.contains("principal 'svc-leader'")
+                && m.contains("due to invalid credentials"),
+            "{m}"
+        );
+        assert!(!m.contains("eyJ"), "the token is never shown: {m}");
+
+        // A broker that refuses at once (no error JSON) is reported the same way.
+        let refusal = SaslAuthenticateResponse::default()
+            .with_error_code(SASL_AUTHENTICATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str("invalid token")));
+        let (result, sent, _) = bearer_exchange(OAuthToken::new(JWT, in_a_minute()), &[refusal]);
+        assert_eq!(sent.len(), 1);
+        match result {
+            Err(NetError::Stop(e)) => {
+                assert_eq!(e.kind(), ErrorKind::Unauthorized);
+                assert!(
+                    e.message().contains("OAUTHBEARER") && e.message().contains("invalid token")
+                );
+                assert!(!e.message().contains("eyJ"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_token_provider_that_fails_is_a_retriable_error_of_the_connection() {
+        let s = Security::from_config(
+            &oauth_config().with_token_provider(|| Err("the identity provider is down".into())),
+        )
+        .expect("valid");
+        let mut conn = Conn::over(
+            "broker:9093",
+            Box::new(Scripted {
+                answers: io::Cursor::new(answer::<SaslHandshakeRequest>(
+                    &SaslHandshakeResponse::default(),
+                    1,
+                    1,
+                )),
+                written: Arc::default(),
+            }),
+        )
+        .with_versions(&[(17, 1), (36, 2)]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        match s.authenticate(&mut conn, deadline) {
+            Err(NetError::Stop(e)) => {
+                assert_eq!(e.kind(), ErrorKind::Retriable, "{e}");
+                assert!(
+                    e.message().contains("OAUTHBEARER")
+                        && e.message().contains("the identity provider is down"),
+                    "{e}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
