@@ -1500,9 +1500,13 @@ mod tests {
     }
 
     /// A request handed over with `request` runs on a connection thread of its broker, and
-    /// the task waiting for it resumes there: the caller's thread is free at once.
+    /// the task waiting for it resumes there: the caller's thread is free at once. The broker
+    /// accepts the connection and closes it only once the task waits, so the answer cannot
+    /// come before the task's first poll, however threads are scheduled.
     #[test]
     fn a_request_runs_on_a_connection_thread_and_resumes_its_task_there() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = listener.local_addr().expect("address").to_string();
         let pool = Arc::new(Pool::new(
             Security::plaintext(),
             "test",
@@ -1510,15 +1514,18 @@ mod tests {
             Duration::from_secs(5),
         ));
         let (tx, rx) = std::sync::mpsc::channel();
-        let answer = pool.request("127.0.0.1:1", soon(), |_| Ok(()));
+        let answer = pool.request(&addr, soon(), |_| Ok(()));
         super::super::exec::spawn(async move {
             let outcome = answer.await;
             let on = std::thread::current().name().map(str::to_owned);
             let _ = tx.send((outcome.map(io_message), on));
         });
+        // `spawn` returned: the task waits. Now the broker hangs up.
+        let (stream, _) = listener.accept().expect("the connection thread connects");
+        drop(stream);
         let (why, on) = rx.recv_timeout(Duration::from_secs(60)).expect("answered");
         let why = why.expect("the connection thread answered");
-        assert!(why.contains("127.0.0.1:1"), "{why}");
+        assert!(why.contains(&addr), "{why}");
         assert_eq!(on.as_deref(), Some("kc-conn"));
     }
 
