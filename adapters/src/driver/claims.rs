@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use kafka_coordination_core::record::Role;
 
+use super::lock;
 use crate::leadership::Shared;
 
 /// A candidacy's hold on its role: released once, when its driver lets the role go.
@@ -65,10 +66,6 @@ type Registry = Mutex<HashMap<Key, Vec<Arc<Claim>>>>;
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(Registry::default)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Records that `holder` now holds `role` on its transport; returns its claim.
