@@ -686,20 +686,28 @@ fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
     let second = w.try_join_on(a.link().clone(), ROLE, "a2", w.options());
-    let message = second.err().expect("a second live candidacy is refused").to_string();
+    let Err(refused) = second else {
+        panic!("a second live candidacy is refused");
+    };
+    let message = refused.to_string();
     assert!(message.contains("already has a candidacy"), "{message}");
     // a is cut off, b takes over, a comes back and is fenced at its next renewal. Its exit's
     // deregistration fails three times (retried after 100, 200 and 400 ms), so the exit is
     // still under way when a campaigns again.
     a.link().cut();
     assert!(w.advance_until(LEASE * 2, || b.is_leader()), "b took over");
-    w.broker().fail_next_op(BrokerOp::Append, 3, ErrorKind::Retriable);
+    w.broker()
+        .fail_next_op(BrokerOp::Append, 3, ErrorKind::Retriable);
     a.link().restore();
     assert!(
         w.advance_until(LEASE, || a.error().is_some()),
         "a learnt it was fenced"
     );
-    assert!(matches!(a.error(), Some(Error::Fenced { .. })), "{:?}", a.error());
+    assert!(
+        matches!(a.error(), Some(Error::Fenced { .. })),
+        "{:?}",
+        a.error()
+    );
     assert!(!a.is_done(), "its exit is still under way");
     assert_eq!(
         w.roster(ROLE),
@@ -722,7 +730,10 @@ fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
     );
     assert!(a.is_done() && !again.is_done());
     b.link().cut();
-    assert!(w.advance_until(LEASE * 2, || again.is_leader()), "a leads again");
+    assert!(
+        w.advance_until(LEASE * 2, || again.is_leader()),
+        "a leads again"
+    );
 }
 
 macro_rules! scenarios {

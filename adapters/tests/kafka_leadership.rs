@@ -1780,7 +1780,10 @@ fn a_member_campaigns_again_on_its_client_while_its_last_exit_runs() {
         let status = describe_leadership(&reader, &role).expect("describe");
         assert!(status.authoritative(&next.token()) && !status.authoritative(&token));
         let state = eventually_state(&reader, &role, "one registration of a", |s| {
-            s.roster().map(|(m, _)| m.as_str().to_owned()).collect::<Vec<_>>() == ["a"]
+            s.roster()
+                .map(|(m, _)| m.as_str().to_owned())
+                .collect::<Vec<_>>()
+                == ["a"]
         });
         assert_eq!(state.len(), 1);
         next.resign_blocking().expect("resign");
@@ -1788,7 +1791,10 @@ fn a_member_campaigns_again_on_its_client_while_its_last_exit_runs() {
     // Two live candidacies of one role on one client are still refused.
     let first = blocking::start(Arc::clone(&client), &role, "a", options()).expect("start");
     let second = blocking::start(Arc::clone(&client), &role, "b", options());
-    let message = second.err().expect("refused").to_string();
+    let Err(refused) = second else {
+        panic!("a second live candidacy is refused");
+    };
+    let message = refused.to_string();
     assert!(message.contains("already has a candidacy"), "{message}");
     drop(first);
 }

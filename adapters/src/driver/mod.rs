@@ -844,7 +844,12 @@ pub(crate) enum Wait {
 }
 
 impl Fresh {
-    fn candidate(&self, role: &Role, member: &MemberId, now: UnixMillis) -> Result<Candidate, Error> {
+    fn candidate(
+        &self,
+        role: &Role,
+        member: &MemberId,
+        now: UnixMillis,
+    ) -> Result<Candidate, Error> {
         let mut c = Candidate::new(role.clone(), member.clone(), self.timing, now)?;
         c.set_give_up_after(Some(self.give_up_after));
         c.set_evict_passed_over(self.evict);
