@@ -2,7 +2,6 @@
 //! sleep until its timeout, and report to the handles. The blocking loop and the async loop
 //! differ only in how they wait.
 
-#[cfg(feature = "blocking")]
 mod claims;
 mod thread;
 #[cfg(feature = "blocking")]
