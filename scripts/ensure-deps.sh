@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need and a fresh machine may lack:
-#  - cmake, a C/C++ toolchain, pkg-config, OpenSSL and zlib headers (librdkafka, with SSL and
-#    SASL SCRAM on the system's OpenSSL, and the static libcurl are built from source by
-#    rdkafka-sys),
+#  - cmake, a C/C++ toolchain, pkg-config, OpenSSL and zlib headers: not for the library (its
+#    `kafka` feature is pure Rust), but for the test suite and the examples' chaos suite, whose
+#    independent client is rdkafka (a dev-dependency): rdkafka-sys builds librdkafka, with SSL
+#    on the system's OpenSSL, and a static libcurl from source,
 #  - the openssl command (the Kafka test broker's CA and certificates),
 #  - Java 17+ and Maven (the Kafka test broker and the golden-vector check run from Maven
 #    Central artifacts),

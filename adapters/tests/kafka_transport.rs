@@ -1724,3 +1724,176 @@ fn a_state_topic_with_compression_type_zstd_works_as_an_uncompressed_one() {
     assert_eq!(one.batches_skipped() + two.batches_skipped(), 0);
     assert!(second.resign_blocking().is_ok());
 }
+
+// ---- an independent reader -------------------------------------------------------------------
+
+/// Everything on `partition` of `topic` that rdkafka's read_committed consumer sees, from the
+/// beginning to the high watermark, as the core's records; and that watermark.
+fn read_with_rdkafka(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+) -> (Vec<kafka_coordination::core::state::Record>, i64) {
+    use kafka_coordination::core::state::Record;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("kc-rdkafka-reader"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("an rdkafka consumer");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Beginning)
+        .expect("the partition");
+    consumer.assign(&assignment).expect("assign");
+    let (_, high) = consumer
+        .fetch_watermarks(topic, partition, Duration::from_secs(10))
+        .expect("watermarks");
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // The position passes the last record and the transaction markers after it.
+        let position = consumer
+            .position()
+            .expect("position")
+            .find_partition(topic, partition)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            });
+        if position.is_some_and(|p| p >= high) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rdkafka did not read {topic}/{partition} up to {high} (at {position:?})"
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => records.push(Record {
+                offset: m.offset(),
+                key: m.key().unwrap_or_default().to_vec(),
+                value: m.payload().map(<[u8]>::to_vec),
+            }),
+            Some(Err(e)) => panic!("rdkafka read {topic}/{partition}: {e}"),
+            None => {}
+        }
+    }
+    (records, high)
+}
+
+/// rdkafka's consumer (read_committed, from the beginning of the role's partition) reads what
+/// the native client wrote: the registrations and lease records of an elected leader, its
+/// resign's tombstones, the successor's lease, and the successor's resign; the records decode
+/// to the same role state as the library's own `describe_role_state`.
+#[test]
+fn rdkafka_reads_the_native_writes_as_describe_role_state_does() {
+    use kafka_coordination::core::record::{Key, KeyKind, Lease};
+    use kafka_coordination::core::state::RoleState;
+    use kafka_coordination::{blocking, describe_role_state, Options};
+
+    let Some(b) = bootstrap() else { return };
+    // A topic of its own (made by the native CreateTopics): the partition holds only this
+    // test's records.
+    let topic = unique("coordination-rdkafka");
+    let config = KafkaConfig::new(&b, PARTITIONS).with_topic(topic.clone());
+    let one = Arc::new(transport_with(config.clone()));
+    let two = Arc::new(transport_with(config));
+    let role = role("rdkafka-read");
+    let p = one.role_partition(&role).expect("partition");
+
+    let first = blocking::acquire_leadership(Arc::clone(&one), role.as_str(), "a", Options::new())
+        .expect("a elected");
+    let standby =
+        blocking::start(Arc::clone(&two), role.as_str(), "b", Options::new()).expect("b stands by");
+    let a_token = first.token();
+    assert!(first.resign_blocking().is_ok());
+    let second = standby
+        .elected_blocking()
+        .expect("b elected after a's resign");
+    let b_token = second.token();
+
+    let agree = |when: &str| {
+        let (records, high) = read_with_rdkafka(&b, &topic, p);
+        let mut ours = RoleState::build(role.clone(), &records);
+        ours.advance_to(high);
+        let library = describe_role_state(&*one, role.as_str()).expect("describe_role_state");
+        assert_eq!(
+            ours, library,
+            "{when}: rdkafka's records decode to another state"
+        );
+        assert_eq!(ours.malformed(), 0, "{when}");
+        records
+    };
+
+    let records = agree("b leads");
+    let leases: Vec<Lease> = records
+        .iter()
+        .filter(|r| Key::decode(&r.key).is_ok_and(|k| k.kind() == KeyKind::Lease))
+        .filter_map(|r| {
+            r.value
+                .as_deref()
+                .map(|v| Lease::decode(v).expect("a lease"))
+        })
+        .collect();
+    assert!(
+        leases
+            .iter()
+            .any(|l| l.member.as_str() == "a" && l.token == a_token),
+        "a's lease with its token: {leases:?}"
+    );
+    assert_eq!(
+        leases
+            .last()
+            .map(|l| (l.member.as_str().to_owned(), l.token)),
+        Some(("b".to_owned(), b_token)),
+        "b's lease is the last: {leases:?}"
+    );
+    assert!(
+        has_tombstone(&records, KeyKind::Lease, None),
+        "a's resign tombstones the lease"
+    );
+    assert!(
+        has_tombstone(&records, KeyKind::Registration, Some("a")),
+        "a's resign tombstones its registration"
+    );
+    let registered = |member: &str| {
+        records.iter().any(|r| {
+            r.value.is_some()
+                && Key::decode(&r.key).is_ok_and(|k| {
+                    k.kind() == KeyKind::Registration
+                        && k.member().map(|m| m.as_str()) == Some(member)
+                })
+        })
+    };
+    assert!(registered("a") && registered("b"), "both registrations");
+
+    assert!(second.resign_blocking().is_ok());
+    let records = agree("after b's resign");
+    assert!(
+        has_tombstone(&records, KeyKind::Registration, Some("b")),
+        "b's resign tombstones its registration"
+    );
+    let state = describe_role_state(&*one, role.as_str()).expect("describe");
+    assert!(state.lease().is_none() && state.is_empty(), "{state:?}");
+}
+
+/// Whether `records` hold a tombstone of a key of `kind` (and of `member`'s, for a
+/// registration).
+fn has_tombstone(
+    records: &[kafka_coordination::core::state::Record],
+    kind: kafka_coordination::core::record::KeyKind,
+    member: Option<&str>,
+) -> bool {
+    use kafka_coordination::core::record::Key;
+    records.iter().any(|r| {
+        r.value.as_deref().is_none_or(<[u8]>::is_empty)
+            && Key::decode(&r.key)
+                .is_ok_and(|k| k.kind() == kind && k.member().map(|m| m.as_str()) == member)
+    })
+}

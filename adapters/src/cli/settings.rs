@@ -70,7 +70,9 @@ pub struct Connection {
     /// ssl.key.location: the client's PEM key (mutual TLS).
     #[arg(long, env = "KC_SSL_KEY_LOCATION", global = true, value_name = "PATH")]
     pub ssl_key_location: Option<String>,
-    /// Any other librdkafka property, as KEY=VALUE (repeatable).
+    /// Any other client property, as KEY=VALUE (repeatable): librdkafka-style names that the
+    /// native client reads (`security.protocol`, `sasl.*`, `ssl.*`, `client.rack`); it reads no
+    /// other key.
     #[arg(long = "property", short = 'X', global = true, value_parser = parse_property, value_name = "KEY=VALUE")]
     pub properties: Vec<(String, String)>,
     /// Print JSON (one object per line) instead of text.

@@ -2,8 +2,8 @@
 //! sleep until its timeout, and report to the handles. The blocking loop and the async loop
 //! differ only in how they wait.
 
-#[cfg(feature = "blocking")]
 mod claims;
+#[cfg(feature = "blocking")]
 mod thread;
 #[cfg(feature = "blocking")]
 pub(crate) use thread::run_blocking;
@@ -400,7 +400,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 Some(previous) => Some(previous),
                 // An exit that let the role go between the two looks leaves it free.
                 None => {
-                    transport.claim_role(&role).map_err(|_| Error::Transport(e))?;
+                    transport
+                        .claim_role(&role)
+                        .map_err(|_| Error::Transport(e))?;
                     None
                 }
             },

@@ -1,5 +1,4 @@
-//! Kafka's error codes (from the native connections, and librdkafka's) and what the transport
-//! does about each: the table below is the one place that decides it.
+//! Kafka's error codes and what the transport does about each: the table below is the one place that decides it.
 //!
 //! The classes, and the [`ErrorKind`] each gives when the call gives up:
 //! - **fenced**: a newer (producer id, epoch) holds the role; the term is over
@@ -17,8 +16,7 @@
 //! - **config**: the setup is wrong and retrying cannot help ([`ErrorKind::Config`]).
 //! - **unauthorized**: the principal lacks an ACL or its credentials are wrong
 //!   ([`ErrorKind::Unauthorized`]).
-//! - **fatal**: the client sent something the broker cannot read, or librdkafka's state is
-//!   unusable ([`ErrorKind::Fatal`]).
+//! - **fatal**: the client sent something the broker cannot read ([`ErrorKind::Fatal`]).
 //!
 //! "Kafka" is the Java client's view: retriable when the code's exception is a
 //! `RetriableException` (`InvalidMetadataException` ones ask for a metadata refresh, as
@@ -82,22 +80,10 @@
 //! | 103 | INCONSISTENT_TOPIC_ID | refresh | retriable, refresh |
 //! | 105 | TRANSACTIONAL_ID_NOT_FOUND | retry | not retriable; DescribeTransactions reads it as "no member ever took the role" |
 //! | 120 | TRANSACTION_ABORTABLE | retry | not retriable; the transaction is aborted and the write tried again |
-//! | -144 | librdkafka _FENCED | fenced | librdkafka: fatal (fenced) |
-//! | -150 | librdkafka _FATAL | fatal | librdkafka: fatal |
-//! | -169 | librdkafka _AUTHENTICATION | unauthorized | librdkafka: authentication failed |
-//! | -186 | librdkafka _INVALID_ARG | config | librdkafka: an invalid argument |
-//! | -188 | librdkafka _UNKNOWN_TOPIC | confirm | librdkafka: the topic is not in its metadata |
-//! | -190 | librdkafka _UNKNOWN_PARTITION | confirm | librdkafka: the partition is not in its metadata |
-//! | -199 | librdkafka _BAD_MSG | fatal | librdkafka: permanent |
 //!
-//! Every other code, of the broker or of librdkafka (timeouts, a broken connection, a full
-//! queue), is **retry**.
+//! Every other code is **retry**.
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-
-use super::cluster::code;
-use super::config::shown_value;
-use crate::error::{ErrorKind, TransportError};
+use crate::error::ErrorKind;
 
 /// What the transport does about an error code: see the [module docs](self).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,121 +111,17 @@ impl Class {
     }
 }
 
-/// The class of a Kafka protocol error code (or of a librdkafka code, negative below -100).
+/// The class of a Kafka protocol error code.
 pub(crate) fn class(code: i32) -> Class {
     use Class::*;
     match code {
-        47 | 49 | 90 | -144 => Fenced,
-        3 | 100 | -188 | -190 => Confirm,
+        47 | 49 | 90 => Fenced,
+        3 | 100 => Confirm,
         5 | 6 | 8 | 9 | 13 | 15 | 16 | 41 | 52 | 56 | 72 | 74 | 75 | 78 | 103 => Refresh,
-        10 | 17 | 18 | 21 | 33 | 34 | 35 | 37 | 38 | 40 | 43 | 44 | 50 | 76 | 87 | -186 => Config,
-        29 | 30 | 31 | 53 | 58 | -169 => Unauthorized,
-        42 | -150 | -199 => Fatal,
+        10 | 17 | 18 | 21 | 33 | 34 | 35 | 37 | 38 | 40 | 43 | 44 | 50 | 76 | 87 => Config,
+        29 | 30 | 31 | 53 | 58 => Unauthorized,
+        42 => Fatal,
         _ => Retry,
-    }
-}
-
-/// The Kafka protocol code an error of librdkafka's stands for: the broker's own code, or
-/// UNKNOWN_TOPIC_OR_PARTITION for librdkafka's unknown topic and unknown partition; `None`
-/// for its other local codes.
-pub(crate) fn kafka_code(code: RDKafkaErrorCode) -> Option<i16> {
-    match code as i32 {
-        -188 | -190 => Some(code::UNKNOWN_TOPIC_OR_PARTITION),
-        c if c >= -1 => i16::try_from(c).ok(),
-        _ => None,
-    }
-}
-
-/// Codes that say the cluster could not be reached or did not answer in time.
-pub(crate) fn is_unreachable(code: RDKafkaErrorCode) -> bool {
-    matches!(
-        code,
-        RDKafkaErrorCode::OperationTimedOut
-            | RDKafkaErrorCode::MessageTimedOut
-            | RDKafkaErrorCode::RequestTimedOut
-            | RDKafkaErrorCode::AllBrokersDown
-            | RDKafkaErrorCode::BrokerTransportFailure
-            | RDKafkaErrorCode::Resolve
-            | RDKafkaErrorCode::TimedOutQueue
-            | RDKafkaErrorCode::NetworkException
-    )
-}
-
-/// The kind of a librdkafka error code when the call gives up on it.
-pub(crate) fn kind_of(code: RDKafkaErrorCode) -> ErrorKind {
-    class(code as i32).kind()
-}
-
-/// What to do about an ACL error, for messages.
-pub(crate) fn acl_hint(
-    code: RDKafkaErrorCode,
-    topic: &str,
-    transactional_id: Option<&str>,
-) -> String {
-    use RDKafkaErrorCode as C;
-    match (code, transactional_id) {
-        (C::TransactionalIdAuthorizationFailed, Some(id)) => {
-            format!("the principal needs the WRITE and DESCRIBE ACLs on TransactionalId '{id}'")
-        }
-        (C::TopicAuthorizationFailed, _) => {
-            format!("the principal needs the READ, WRITE and DESCRIBE ACLs on topic '{topic}'")
-        }
-        (C::ClusterAuthorizationFailed, _) => {
-            "the principal needs the IDEMPOTENT_WRITE ACL on the cluster (or CREATE for topic creation)"
-                .to_owned()
-        }
-        (C::GroupAuthorizationFailed, _) => {
-            "the principal needs the READ ACL on the reader's consumer group (group.id)".to_owned()
-        }
-        _ => "check the principal's ACLs and credentials".to_owned(),
-    }
-}
-
-/// A [`TransportError`] for `error`, met while doing `what`.
-pub(crate) fn from_kafka(what: &str, error: &KafkaError, bootstrap: &str) -> TransportError {
-    match error {
-        // A secret's value is not repeated (see `is_secret_property`); the error is not kept
-        // as the source either, since its own `Display` shows the value.
-        KafkaError::ClientConfig(_, desc, key, value) => TransportError::config(format!(
-            "{what}: librdkafka refused property {key}={}: {desc}",
-            shown_value(key, value)
-        )),
-        KafkaError::ClientCreation(msg) => TransportError::config(format!(
-            "{what}: could not create the librdkafka client: {msg}"
-        )),
-        KafkaError::MessageConsumptionFatal(_) => {
-            TransportError::fatal(format!("{what}: {error}")).with_source(error.clone())
-        }
-        _ => match error.rdkafka_error_code() {
-            Some(code) => {
-                from_code(what, code, &error.to_string(), bootstrap).with_source(error.clone())
-            }
-            None => {
-                TransportError::retriable(format!("{what}: {error}")).with_source(error.clone())
-            }
-        },
-    }
-}
-
-/// A [`TransportError`] for a bare code, with its Kafka code when it has one.
-pub(crate) fn from_code(
-    what: &str,
-    code: RDKafkaErrorCode,
-    detail: &str,
-    bootstrap: &str,
-) -> TransportError {
-    let kind = kind_of(code);
-    let message = match kind {
-        ErrorKind::Unauthorized => format!("{what}: {detail} ({})", acl_hint(code, "", None)),
-        _ if is_unreachable(code) => {
-            format!("{what}: no answer from the Kafka cluster at {bootstrap}: {detail}")
-        }
-        _ => format!("{what}: {detail}"),
-    };
-    let error = TransportError::new(kind, message);
-    match kafka_code(code) {
-        Some(c) => error.with_kafka_code(c),
-        None => error,
     }
 }
 
@@ -277,7 +159,7 @@ mod tests {
     #[test]
     fn every_row_of_the_table_holds() {
         let rows = rows();
-        assert!(rows.len() >= 60, "{} rows", rows.len());
+        assert!(rows.len() >= 50, "{} rows", rows.len());
         for (code, name, documented) in &rows {
             assert_eq!(
                 named(class(*code)),
@@ -314,95 +196,5 @@ mod tests {
             );
             assert_eq!(class(code).kind(), ErrorKind::Retriable);
         }
-    }
-
-    #[test]
-    fn librdkafka_codes_map_to_kafka_codes_and_kinds() {
-        for code in [
-            RDKafkaErrorCode::Fenced,
-            RDKafkaErrorCode::ProducerFenced,
-            RDKafkaErrorCode::InvalidProducerEpoch,
-        ] {
-            assert_eq!(kind_of(code), ErrorKind::Fenced);
-        }
-        assert_eq!(
-            kind_of(RDKafkaErrorCode::TransactionCoordinatorFenced),
-            ErrorKind::Retriable
-        );
-        // The codes of the overload incident: retriable, with UNKNOWN_TOPIC_OR_PARTITION as
-        // their Kafka code, so that a metadata check decides.
-        for code in [
-            RDKafkaErrorCode::UnknownTopicOrPartition,
-            RDKafkaErrorCode::UnknownTopic,
-            RDKafkaErrorCode::UnknownPartition,
-        ] {
-            assert_eq!(kind_of(code), ErrorKind::Retriable, "{code:?}");
-            assert_eq!(kafka_code(code), Some(3), "{code:?}");
-            let e = from_code("reading", code, "unknown", "h:1");
-            assert_eq!((e.kind(), e.kafka_code()), (ErrorKind::Retriable, Some(3)));
-        }
-        assert_eq!(kafka_code(RDKafkaErrorCode::OperationTimedOut), None);
-        assert_eq!(
-            kafka_code(RDKafkaErrorCode::InvalidTransactionalState),
-            Some(48)
-        );
-        assert_eq!(
-            kind_of(RDKafkaErrorCode::NotCoordinator),
-            ErrorKind::Retriable
-        );
-        assert_eq!(
-            kind_of(RDKafkaErrorCode::InvalidTransactionTimeout),
-            ErrorKind::Config
-        );
-        assert_eq!(
-            kind_of(RDKafkaErrorCode::TransactionalIdAuthorizationFailed),
-            ErrorKind::Unauthorized
-        );
-    }
-
-    #[test]
-    fn a_timeout_names_the_cluster() {
-        let e = from_code(
-            "reading",
-            RDKafkaErrorCode::OperationTimedOut,
-            "timed out",
-            "h:1",
-        );
-        assert!(e.is_retriable());
-        assert!(e.message().contains("h:1"), "{}", e.message());
-    }
-}
-
-#[cfg(test)]
-mod redaction_tests {
-    use rdkafka::types::RDKafkaConfRes;
-
-    use super::*;
-
-    /// librdkafka refuses a property it does not know (`sasl.jaas.config` is Java's): the
-    /// message names the key, never a secret's value.
-    #[test]
-    fn a_refused_secret_property_is_named_without_its_value() {
-        let refused = |key: &str, value: &str| {
-            let e = KafkaError::ClientConfig(
-                RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
-                "No such configuration property".to_owned(),
-                key.to_owned(),
-                value.to_owned(),
-            );
-            let t = from_kafka("creating a client", &e, "127.0.0.1:9092");
-            (t.to_string(), format!("{t:?}"))
-        };
-        let jaas = "PlainLoginModule required username=\"u\" password=\"s3cret-jaas\";";
-        for (shown, debug) in [
-            refused("sasl.jaas.config", jaas),
-            refused("ssl.key.pem", "s3cret-jaas"),
-        ] {
-            assert!(shown.contains("<redacted>"), "{shown}");
-            assert!(!shown.contains("s3cret-jaas"), "{shown}");
-            assert!(!debug.contains("s3cret-jaas"), "{debug}");
-        }
-        let (shown, _) = refused("client.rack", "eu-west-1a");
-        assert!(shown.contains("client.rack=eu-west-1a"), "{shown}");
     }
 }

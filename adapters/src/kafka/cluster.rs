@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::classify::{self, Class};
 use super::config::KafkaConfig;
-use super::context::lock;
+use super::exec::lock;
 use super::net::{Conn, NetError, Pool};
 use super::security::Security;
 use crate::error::TransportError;
@@ -540,8 +540,8 @@ impl Cluster {
     }
 
     /// Connects to a bootstrap server (or finds a connection open): a cheap check that the
-    /// cluster answers at all, made before a librdkafka call that would otherwise wait its whole
-    /// timeout on a cluster that was never reachable.
+    /// cluster answers at all, made before the topic check and creation, which would otherwise
+    /// wait their whole timeout on a cluster that was never reachable.
     pub(crate) fn reach(&self, deadline: Instant) -> Result<(), TransportError> {
         self.retry("connecting to the cluster", deadline, |cluster| {
             let mut last = Attempt::again("no bootstrap server configured");
@@ -656,6 +656,7 @@ impl Cluster {
                         .iter()
                         .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
                         .collect();
+                    let controller = brokers.get(&resp.controller_id.0).cloned();
                     let Some(t) = resp
                         .topics
                         .into_iter()
@@ -676,9 +677,14 @@ impl Cluster {
                             .with_kafka_code(t.error_code),
                         ));
                     }
+                    let mut by_id: Vec<(i32, String)> = brokers.clone().into_iter().collect();
+                    by_id.sort_unstable();
                     Ok(TopicMetadata {
                         server: server.clone(),
                         error_code: t.error_code,
+                        brokers: by_id,
+                        controller,
+                        replicas: t.partitions.iter().map(|p| p.replica_nodes.len()).collect(),
                         partitions: t
                             .partitions
                             .iter()
@@ -770,6 +776,36 @@ impl Cluster {
                     format!("{what}: error {other} ({})", code::name(other)),
                 )),
             }
+        })
+        .await
+    }
+
+    /// The cluster's brokers and the layout of `topic`, from one Metadata answer (retried
+    /// until `deadline` as [`topic_state`](Self::topic_state) is).
+    pub(crate) async fn layout(
+        &self,
+        topic: &str,
+        deadline: Instant,
+    ) -> Result<Layout, TransportError> {
+        let what = format!("reading the metadata of topic {topic}");
+        let what = what.as_str();
+        self.retry_async(what, deadline, || async move {
+            let m = self.metadata(topic, deadline).await?;
+            let replicas = match m.error_code {
+                code::NONE => Some(m.replicas),
+                code::UNKNOWN_TOPIC_OR_PARTITION => None,
+                other => {
+                    return Err(Attempt::from_code(
+                        other,
+                        format!("{what}: error {other} ({})", code::name(other)),
+                    ))
+                }
+            };
+            Ok(Layout {
+                brokers: m.brokers,
+                controller: m.controller,
+                replicas,
+            })
         })
         .await
     }
@@ -976,13 +1012,30 @@ fn answer_on<T>(
 /// not caught up with a new topic has by then.
 pub(crate) const CONFIRM_PAUSE: Duration = Duration::from_millis(500);
 
-/// A topic's entry in a Metadata answer.
+/// A topic's entry in a Metadata answer, and the cluster's brokers.
 struct TopicMetadata {
     /// The server that answered.
     server: String,
     error_code: i16,
+    /// (node id, address) of every broker, by node id.
+    brokers: Vec<(i32, String)>,
+    /// The address of the broker the answer names as controller.
+    controller: Option<String>,
+    /// The replica count of each partition.
+    replicas: Vec<usize>,
     /// (partition, its leader's address when the partition has one).
     partitions: Vec<(i32, Option<String>)>,
+}
+
+/// The cluster's brokers and a topic's layout ([`Cluster::layout`]).
+pub(crate) struct Layout {
+    /// (node id, address) of every broker, by node id.
+    pub(crate) brokers: Vec<(i32, String)>,
+    /// The broker to send controller requests (CreateTopics) to: the controller, or on a KRaft
+    /// cluster a broker that forwards them to it.
+    pub(crate) controller: Option<String>,
+    /// The replica count of each of the topic's partitions; `None` when it does not exist.
+    pub(crate) replicas: Option<Vec<usize>>,
 }
 
 /// What the brokers' metadata says of a topic.

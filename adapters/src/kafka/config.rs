@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
-
 use crate::error::TransportError;
 
 /// The name of the compacted topic that holds every role's registrations and lease.
@@ -331,28 +329,6 @@ impl KafkaConfig {
             "sasl.mechanism=PLAIN over security.protocol=SASL_PLAINTEXT sends the password in \
              clear: use SASL_SSL, or SCRAM-SHA-256/512",
         )
-    }
-
-    /// A librdkafka configuration with the bootstrap servers, the client id, a few defaults
-    /// that suit short coordination calls, the caller's `defaults`, and the user's properties
-    /// on top. Callers set the properties that carry guarantees after this.
-    pub(crate) fn client_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &self.bootstrap_servers);
-        c.set("client.id", &self.client_id);
-        c.set(
-            "socket.connection.setup.timeout.ms",
-            // librdkafka's minimum is 1000 ms.
-            millis(self.request_timeout).max(1000).to_string(),
-        );
-        c.set("log.connection.close", "false");
-        for (k, v) in defaults {
-            c.set(*k, *v);
-        }
-        for (k, v) in &self.properties {
-            c.set(k, v);
-        }
-        c
     }
 }
 

@@ -48,7 +48,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::batch::{decode_batches, Decoded, Skipped};
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::context::lock;
+use super::exec::lock;
 use super::net::Conn;
 use crate::error::TransportError;
 use crate::log::log_warn;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeConfigsRequest, DescribeProducersRequest,
-    DescribeTransactionsRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    SaslAuthenticateRequest, SaslHandshakeRequest,
+    AddPartitionsToTxnRequest, CreateTopicsRequest, DescribeConfigsRequest,
+    DescribeProducersRequest, DescribeTransactionsRequest, EndTxnRequest, FetchRequest,
+    FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{HeaderVersion, Request};
 
@@ -169,6 +169,7 @@ pub fn header_version(api_key: i16, version: i16) -> Option<i16> {
         1 => of::<FetchRequest>(version),
         2 => of::<ListOffsetsRequest>(version),
         32 => of::<DescribeConfigsRequest>(version),
+        19 => of::<CreateTopicsRequest>(version),
         _ => return None,
     })
 }
@@ -211,6 +212,7 @@ pub fn exchange(api_key: i16, version: i16, answers: &[u8]) -> Result<(), String
         1 => call::<FetchRequest>(&mut conn, version, deadline),
         2 => call::<ListOffsetsRequest>(&mut conn, version, deadline),
         32 => call::<DescribeConfigsRequest>(&mut conn, version, deadline),
+        19 => call::<CreateTopicsRequest>(&mut conn, version, deadline),
         _ => Err(format!("API key {api_key} is not one the client calls")),
     }
 }

@@ -49,8 +49,8 @@
 //!   (`acks=all`, one producer id per client): the appends queued for a partition travel in
 //!   one Produce, one batch in flight per partition, and a batch whose answer was lost is sent
 //!   again with its sequence, so the broker writes it once (see `registrar.rs`);
-//! - **librdkafka's admin client** only for the topic check and creation
-//!   ([`ensure_topic`](KafkaTransport::ensure_topic),
+//! - **the topic check and creation** on the same connections: Metadata, DescribeConfigs and
+//!   CreateTopics ([`ensure_topic`](KafkaTransport::ensure_topic),
 //!   [`create_topic`](KafkaTransport::create_topic),
 //!   [`describe_topic`](KafkaTransport::describe_topic));
 //! - **security on every connection** from the same properties
@@ -141,7 +141,6 @@ mod classify;
 mod cluster;
 mod codec;
 mod config;
-mod context;
 mod describe;
 mod exec;
 mod fetch;
@@ -178,8 +177,8 @@ pub use self::topic::{Finding, Severity, TopicReport};
 pub use crate::transport::GuardedRecord;
 
 use self::cluster::Cluster;
-use self::context::lock;
 use self::describe::DescribeClient;
+use self::exec::lock;
 use self::fetch::SharedReader;
 use self::registrar::Appender;
 use self::txn::Sessions;
@@ -290,7 +289,7 @@ impl KafkaTransport {
     /// `cleanup.policy` and `min.insync.replicas`. [`TopicReport::findings`] says what is wrong
     /// with it and how to fix it.
     pub fn describe_topic(&self) -> Result<TopicReport, TransportError> {
-        topic::describe(&self.config)
+        topic::describe(&self.config, &self.cluster)
     }
 
     fn check_topic(&self) -> Result<(), TransportError> {
@@ -607,11 +606,15 @@ impl Writing {
 
 /// An INVALID_TRANSACTION_TIMEOUT from an acquire as a configuration error that names the
 /// brokers' real `transaction.max.timeout.ms` when it can be read; any other error unchanged.
-fn name_the_max_timeout(config: &KafkaConfig, e: TransportError) -> TransportError {
+fn name_the_max_timeout(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+    e: TransportError,
+) -> TransportError {
     if e.kafka_code() != Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) {
         return e;
     }
-    let max = topic::broker_setting(config, "transaction.max.timeout.ms")
+    let max = topic::broker_setting(config, cluster, "transaction.max.timeout.ms")
         .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
     TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
         .with_kafka_code(cluster::code::INVALID_TRANSACTION_TIMEOUT)
@@ -632,7 +635,7 @@ impl Coordinator for KafkaTransport {
     ) -> Result<FencingToken, TransportError> {
         self.sessions
             .acquire(role, transaction_timeout)
-            .map_err(|e| name_the_max_timeout(&self.config, e))
+            .map_err(|e| name_the_max_timeout(&self.config, &self.cluster, e))
     }
 
     /// Queues the InitProducerId (and the coordinator's lookup) for the connection threads
@@ -646,6 +649,7 @@ impl Coordinator for KafkaTransport {
     ) {
         let sessions = Arc::clone(&self.sessions);
         let config = Arc::clone(&self.config);
+        let native = Arc::clone(&self.cluster);
         exec::spawn(async move {
             match sessions.acquire_async(&role, transaction_timeout).await {
                 Err(e) if e.kafka_code() == Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) => {
@@ -653,7 +657,7 @@ impl Coordinator for KafkaTransport {
                     // is rare enough to get one of its own rather than a connection thread.
                     let named = std::thread::Builder::new()
                         .name("kc-config-error".into())
-                        .spawn(move || done(Err(name_the_max_timeout(&config, e))));
+                        .spawn(move || done(Err(name_the_max_timeout(&config, &native, e))));
                     drop(named);
                 }
                 other => done(other),

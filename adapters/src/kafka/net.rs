@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use super::context::lock;
+use super::exec::lock;
 use super::security::Security;
 use super::wire;
 use crate::error::TransportError;

@@ -37,7 +37,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::context::lock;
+use super::exec::lock;
 use super::exec::AsyncMutex;
 use super::net::Conn;
 use super::txn::{

@@ -5,14 +5,15 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     add_partitions_to_txn_response as add, api_versions_response as api,
-    describe_configs_response as configs, describe_producers_response as producers,
-    describe_transactions_response as txn, fetch_response as fetch,
-    find_coordinator_response as coord, list_offsets_response as list, metadata_response as meta,
-    produce_response as produce, AddPartitionsToTxnResponse, ApiVersionsResponse, BrokerId,
-    DescribeConfigsResponse, DescribeProducersResponse, DescribeTransactionsResponse,
-    EndTxnResponse, FetchResponse, FindCoordinatorResponse, InitProducerIdResponse,
-    ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId, SaslAuthenticateResponse,
-    SaslHandshakeResponse, TopicName, TransactionalId,
+    create_topics_response as created, describe_configs_response as configs,
+    describe_producers_response as producers, describe_transactions_response as txn,
+    fetch_response as fetch, find_coordinator_response as coord, list_offsets_response as list,
+    metadata_response as meta, produce_response as produce, AddPartitionsToTxnResponse,
+    ApiVersionsResponse, BrokerId, CreateTopicsResponse, DescribeConfigsResponse,
+    DescribeProducersResponse, DescribeTransactionsResponse, EndTxnResponse, FetchResponse,
+    FindCoordinatorResponse, InitProducerIdResponse, ListOffsetsResponse, MetadataResponse,
+    ProduceResponse, ProducerId, SaslAuthenticateResponse, SaslHandshakeResponse, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -168,6 +169,22 @@ fn sample(api_key: i16, v: i16) -> Vec<u8> {
                             .with_source(5)])
                         .with_config_type(2)
                         .with_documentation(Some(s("d")))]),
+            ]),
+            v,
+        ),
+        19 => encode(
+            &CreateTopicsResponse::default().with_topics(vec![
+                created::CreatableTopicResult::default()
+                    .with_name(topic("__coordination_state"))
+                    .with_error_code(36)
+                    .with_error_message(Some(s("exists")))
+                    .with_topic_config_error_code(40)
+                    .with_num_partitions(16)
+                    .with_replication_factor(3)
+                    .with_configs(Some(vec![created::CreatableTopicConfigs::default()
+                        .with_name(s("cleanup.policy"))
+                        .with_value(Some(s("compact")))
+                        .with_config_source(1)])),
             ]),
             v,
         ),

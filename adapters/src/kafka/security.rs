@@ -1,5 +1,5 @@
-//! Security of the native connections, from the same librdkafka-style properties that drive
-//! rdkafka (`security.protocol`, `sasl.*`, `ssl.*`), so that one [`KafkaConfig`] secures both.
+//! Security of the native connections, from librdkafka-style properties (`security.protocol`,
+//! `sasl.*`, `ssl.*`), so that a [`KafkaConfig`] reads as a user's rdkafka configuration does.
 //!
 //! | property | values | native client |
 //! | --- | --- | --- |
@@ -187,6 +187,8 @@ impl Security {
             None
         };
         if let Some(warning) = config.cleartext_password_warning() {
+            // Logged only with the `tracing` feature.
+            let _ = warning;
             log_warn!(bootstrap_servers = %config.bootstrap_servers(), "{warning}");
         }
         Ok(Security { tls, sasl })

@@ -1,26 +1,21 @@
-//! The state topic's checks and creation, and broker settings, through librdkafka's admin API;
-//! the topic's `cleanup.policy` through a native DescribeConfigs (librdkafka's admin API drops
-//! a resource's error code, so a missing DESCRIBE_CONFIGS ACL would look like a topic without
-//! a policy).
+//! The state topic's check and creation, its description, and broker settings, over the
+//! native connections of [`Cluster`]: Metadata (partitions, replicas, brokers), DescribeConfigs
+//! (the topic's `cleanup.policy`, `min.insync.replicas`, `compression.type`; a broker's
+//! settings) and CreateTopics.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
-use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::types::RDKafkaRespErr;
-
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::DescribeConfigsRequest;
+use kafka_protocol::messages::{CreateTopicsRequest, DescribeConfigsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::classify;
-use super::cluster::{code, Attempt, Cluster};
-use super::config::KafkaConfig;
-use super::context::ClientCtx;
+use super::cluster::{code, Attempt, Cluster, Layout};
+use super::config::{millis, KafkaConfig};
+use super::exec::block_on;
+use super::net::Conn;
 use crate::error::TransportError;
 
 /// The value `cleanup.policy` must have.
@@ -29,238 +24,119 @@ const COMPACT: &str = "compact";
 /// DescribeConfigs' resource type for a topic.
 const RESOURCE_TOPIC: i8 = 2;
 
+/// DescribeConfigs' resource type for a broker (named by its node id).
+const RESOURCE_BROKER: i8 = 4;
+
 /// The highest DescribeConfigs version sent (Kafka 4.x answers v1 to v4).
 const MAX_DESCRIBE_CONFIGS: i16 = 4;
 
-/// Runs `future` on this thread until it completes or `timeout` passes. The admin client
-/// completes its futures from its own polling thread, so no runtime is needed.
-fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
-            return Some(v);
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return None;
-        }
-        thread::park_timeout(deadline - now);
-    }
+/// The highest CreateTopics version sent (Kafka 4.x answers v2 to v7).
+const MAX_CREATE_TOPICS: i16 = 7;
+
+const TOPIC_ALREADY_EXISTS: i16 = ResponseError::TopicAlreadyExists.code();
+
+/// The brokers and the topic's layout.
+fn layout(config: &KafkaConfig, cluster: &Cluster) -> Result<Layout, TransportError> {
+    let deadline = Instant::now() + config.request_timeout();
+    block_on(cluster.layout(config.topic(), deadline))
 }
 
-struct Admin<'a> {
-    client: AdminClient<ClientCtx>,
-    config: &'a KafkaConfig,
-}
+/// What one DescribeConfigs of one resource answered: the values of the keys asked for (each
+/// `None` when the broker did not list it or it has no value), or the resource's error code and
+/// message.
+type Described = Result<Vec<Option<String>>, (i16, String)>;
 
-impl<'a> Admin<'a> {
-    fn new(config: &'a KafkaConfig) -> Result<Self, TransportError> {
-        let client = config
-            .client_config(&[])
-            .create_with_context(ClientCtx::default())
-            .map_err(|e| {
-                classify::from_kafka("creating an admin client", &e, config.bootstrap_servers())
-            })?;
-        Ok(Admin { client, config })
+/// One DescribeConfigs of the resource `(resource_type, name)` on `conn`, for `keys`.
+fn describe_on(
+    conn: &mut Conn,
+    what: &str,
+    (resource_type, name): (i8, &str),
+    keys: &[&str],
+    deadline: Instant,
+) -> Result<Described, Attempt> {
+    let Some(version) = conn.version_at_most::<DescribeConfigsRequest>(MAX_DESCRIBE_CONFIGS) else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} supports no DescribeConfigs version up to v{MAX_DESCRIBE_CONFIGS}",
+            conn.addr()
+        ))));
+    };
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(name.to_owned()))
+            .with_configuration_keys(Some(
+                keys.iter()
+                    .map(|k| StrBytes::from_string((*k).to_owned()))
+                    .collect(),
+            ))]);
+    let resp = conn.call(&req, version, deadline)?;
+    let Some(result) = resp.results.into_iter().next() else {
+        return Err(Attempt::again(format!(
+            "{what}: the broker at {} answered with no resource",
+            conn.addr()
+        )));
+    };
+    if result.error_code != code::NONE {
+        let message = result
+            .error_message
+            .as_ref()
+            .map_or(code::name(result.error_code), |m| m.as_str());
+        return Ok(Err((result.error_code, message.to_owned())));
     }
-
-    fn options(&self) -> AdminOptions {
-        AdminOptions::new()
-            .request_timeout(Some(self.config.request_timeout()))
-            .operation_timeout(Some(self.config.request_timeout()))
-    }
-
-    fn wait<F: Future>(&self, what: &str, future: F) -> Result<F::Output, TransportError> {
-        let limit = self.config.request_timeout() + Duration::from_secs(2);
-        block_on(future, limit).ok_or_else(|| self.unreachable(what, limit, None))
-    }
-
-    fn unreachable(&self, what: &str, waited: Duration, detail: Option<String>) -> TransportError {
-        TransportError::retriable(format!(
-            "{what}: no answer from the Kafka cluster at {} within {waited:?}{}{}",
-            self.config.bootstrap_servers(),
-            detail.map(|d| format!(": {d}")).unwrap_or_default(),
-            self.client
-                .inner()
-                .context()
-                .last_error()
-                .map(|l| format!(" (last client error: {l})"))
-                .unwrap_or_default()
-        ))
-    }
-
-    /// The topic's partition count, or `None` when it does not exist.
-    fn partition_count(&self) -> Result<Option<usize>, TransportError> {
-        let topic = self.config.topic();
-        let what = format!("reading the metadata of topic {topic}");
-        let md = self
-            .client
-            .inner()
-            .fetch_metadata(Some(topic), self.config.request_timeout())
-            .map_err(|e| match e.rdkafka_error_code() {
-                Some(c) if classify::is_unreachable(c) => {
-                    self.unreachable(&what, self.config.request_timeout(), Some(e.to_string()))
-                }
-                _ => classify::from_kafka(&what, &e, self.config.bootstrap_servers()),
-            })?;
-        let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
-            return Ok(None);
-        };
-        match t.error() {
-            None => Ok(Some(t.partitions().len())),
-            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => Ok(None),
-            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) => {
-                Err(TransportError::unauthorized(format!(
-                    "{what}: not authorized (the principal needs the DESCRIBE ACL on Topic \
-                     '{topic}', which READ or WRITE implies: a member needs READ and WRITE on \
-                     it, an observer READ)"
-                )))
-            }
-            Some(err) => {
-                let code = RDKafkaErrorCode::from(err);
-                Err(classify::from_code(
-                    &what,
-                    code,
-                    &code.to_string(),
-                    self.config.bootstrap_servers(),
-                ))
-            }
-        }
-    }
-
-    /// The brokers' count, and the topic's partition count and smallest replica count, or
-    /// `None` when it does not exist.
-    fn layout(&self) -> Result<(usize, Option<(usize, usize)>), TransportError> {
-        let topic = self.config.topic();
-        let what = format!("reading the metadata of topic {topic}");
-        let md = self
-            .client
-            .inner()
-            .fetch_metadata(Some(topic), self.config.request_timeout())
-            .map_err(|e| classify::from_kafka(&what, &e, self.config.bootstrap_servers()))?;
-        let brokers = md.brokers().len();
-        let layout = md
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic && t.error().is_none())
-            .map(|t| {
-                let replicas = t.partitions().iter().map(|p| p.replicas().len()).min();
-                (t.partitions().len(), replicas.unwrap_or(0))
-            });
-        Ok((brokers, layout))
-    }
-
-    /// The topic's configuration entries named in `names`.
-    fn topic_settings(&self, names: &[&str]) -> Result<Vec<Option<String>>, TransportError> {
-        let topic = self.config.topic();
-        let what = format!("describing the configuration of topic {topic}");
-        let spec = ResourceSpecifier::Topic(topic);
-        let results = self
-            .wait(
-                &what,
-                self.client.describe_configs([&spec], &self.options()),
-            )?
-            .map_err(|e| classify::from_kafka(&what, &e, self.config.bootstrap_servers()))?;
-        let resource = results.into_iter().next().ok_or_else(|| {
-            TransportError::fatal(format!("{what}: the broker answered with no resource"))
-        })?;
-        match resource {
-            Ok(r) => Ok(names
+    Ok(Ok(keys
+        .iter()
+        .map(|k| {
+            result
+                .configs
                 .iter()
-                .map(|n| r.get(n).and_then(|e| e.value.clone()))
-                .collect()),
-            Err(RDKafkaErrorCode::TopicAuthorizationFailed) => Err(TransportError::unauthorized(format!(
-                "{what}: not authorized (the principal needs the DESCRIBE_CONFIGS ACL on topic '{topic}')"
-            ))),
-            Err(code) => Err(classify::from_code(&what, code, &code.to_string(), self.config.bootstrap_servers())),
-        }
-    }
-
-    /// The topic's `cleanup.policy` (DescribeConfigs on `cluster`, the transport's native
-    /// connections), or `None` while the broker does not know the topic yet.
-    fn cleanup_policy(&self, cluster: &Cluster) -> Result<Option<String>, TransportError> {
-        let topic = self.config.topic();
-        let what = format!("describing the configuration of topic {topic}");
-        let deadline = Instant::now() + self.config.request_timeout();
-        cluster.retry(&what, deadline, |cluster| {
-            // Any broker answers for a topic: the leader of partition 0 is one.
-            cluster.at_leader(topic, 0, deadline, |conn| {
-                let Some(version) =
-                    conn.version_at_most::<DescribeConfigsRequest>(MAX_DESCRIBE_CONFIGS)
-                else {
-                    return Err(Attempt::Stop(TransportError::config(format!(
-                        "the broker at {} supports no DescribeConfigs version up to \
-                         v{MAX_DESCRIBE_CONFIGS}",
-                        conn.addr()
-                    ))));
-                };
-                let req = DescribeConfigsRequest::default().with_resources(vec![
-                    DescribeConfigsResource::default()
-                        .with_resource_type(RESOURCE_TOPIC)
-                        .with_resource_name(StrBytes::from_string(topic.to_owned()))
-                        .with_configuration_keys(Some(vec![StrBytes::from_static_str(
-                            "cleanup.policy",
-                        )])),
-                ]);
-                let resp = conn.call(&req, version, deadline)?;
-                let Some(result) = resp.results.into_iter().next() else {
-                    return Err(Attempt::again(format!(
-                        "{what}: the broker at {} answered with no resource",
-                        conn.addr()
-                    )));
-                };
-                match result.error_code {
-                    code::NONE => Ok(result
-                        .configs
-                        .into_iter()
-                        .find(|c| c.name.as_str() == "cleanup.policy")
-                        .and_then(|c| c.value.map(|v| v.as_str().to_owned()))),
-                    code::UNKNOWN_TOPIC_OR_PARTITION => Ok(None),
-                    code::TOPIC_AUTHORIZATION_FAILED => {
-                        Err(Attempt::Stop(TransportError::unauthorized(format!(
-                            "{what}: the principal needs the DESCRIBE_CONFIGS ACL on Topic \
-                             '{topic}' (TOPIC_AUTHORIZATION_FAILED): the topic check reads its \
-                             cleanup.policy"
-                        ))))
-                    }
-                    other => Err(Attempt::again(format!(
-                        "{what} at {}: error {other} ({})",
-                        conn.addr(),
-                        result
-                            .error_message
-                            .as_ref()
-                            .map_or(code::name(other), |m| m.as_str())
-                    ))),
-                }
-            })
+                .find(|c| c.name.as_str() == *k)
+                .and_then(|c| c.value.as_ref().map(|v| v.as_str().to_owned()))
         })
-    }
+        .collect()))
+}
 
-    fn broker_setting(&self, name: &str) -> Option<String> {
-        let md = self
-            .client
-            .inner()
-            .fetch_metadata(None, self.config.request_timeout())
-            .ok()?;
-        let broker = md.brokers().first()?.id();
-        let spec = ResourceSpecifier::Broker(broker);
-        let results = block_on(
-            self.client.describe_configs([&spec], &self.options()),
-            self.config.request_timeout() + Duration::from_secs(2),
-        )?
-        .ok()?;
-        let resource = results.into_iter().next()?.ok()?;
-        resource.get(name).and_then(|e| e.value.clone())
-    }
+/// The values of the state topic's configuration entries `keys` (DescribeConfigs at the leader
+/// of partition 0: any broker answers for a topic), or `None` while the broker does not know
+/// the topic yet. `denied` is the error when the principal may not describe them.
+fn topic_configs(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+    keys: &[&str],
+    denied: impl Fn(&str) -> TransportError,
+) -> Result<Option<Vec<Option<String>>>, TransportError> {
+    let topic = config.topic();
+    let what = format!("describing the configuration of topic {topic}");
+    let deadline = Instant::now() + config.request_timeout();
+    cluster.retry(&what, deadline, |cluster| {
+        cluster.at_leader(topic, 0, deadline, |conn| {
+            match describe_on(conn, &what, (RESOURCE_TOPIC, topic), keys, deadline)? {
+                Ok(values) => Ok(Some(values)),
+                Err((code::UNKNOWN_TOPIC_OR_PARTITION, _)) => Ok(None),
+                Err((code::TOPIC_AUTHORIZATION_FAILED, _)) => Err(Attempt::Stop(
+                    denied(&what).with_kafka_code(code::TOPIC_AUTHORIZATION_FAILED),
+                )),
+                Err((other, message)) => Err(Attempt::from_code(
+                    other,
+                    format!("{what} at {}: error {other} ({message})", conn.addr()),
+                )),
+            }
+        })
+    })
+}
+
+/// The topic's `cleanup.policy`, or `None` while the broker does not know the topic yet.
+fn cleanup_policy(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+) -> Result<Option<String>, TransportError> {
+    let topic = config.topic();
+    let values = topic_configs(config, cluster, &["cleanup.policy"], |what| {
+        TransportError::unauthorized(format!(
+            "{what}: the principal needs the DESCRIBE_CONFIGS ACL on Topic '{topic}' \
+             (TOPIC_AUTHORIZATION_FAILED): the topic check reads its cleanup.policy"
+        ))
+    })?;
+    Ok(values.and_then(|v| v.into_iter().next().flatten()))
 }
 
 fn create_hint(config: &KafkaConfig) -> String {
@@ -296,24 +172,22 @@ impl CheckError {
 }
 
 /// Checks that the state topic exists, is compacted and has exactly the configured partition
-/// count. DescribeConfigs goes through `cluster`. A topic that looks missing is looked at again
-/// after a pause before that is reported: a broker whose metadata lags (a topic created a moment
-/// ago, a broker under load) does not know it yet.
+/// count. A topic that looks missing is looked at again after a pause before that is reported:
+/// a broker whose metadata lags (a topic created a moment ago, a broker under load) does not
+/// know it yet.
 pub(crate) fn ensure(config: &KafkaConfig, cluster: &Cluster) -> Result<(), TransportError> {
-    let admin = Admin::new(config)?;
-    match check(&admin, cluster) {
+    match check(config, cluster) {
         Err(CheckError::Missing(_)) => {
             thread::sleep(super::cluster::CONFIRM_PAUSE);
-            check(&admin, cluster).map_err(CheckError::into_error)
+            check(config, cluster).map_err(CheckError::into_error)
         }
         other => other.map_err(CheckError::into_error),
     }
 }
 
-fn check(admin: &Admin<'_>, cluster: &Cluster) -> Result<(), CheckError> {
-    let config = admin.config;
+fn check(config: &KafkaConfig, cluster: &Cluster) -> Result<(), CheckError> {
     let topic = config.topic();
-    let Some(count) = admin.partition_count()? else {
+    let Some(count) = layout(config, cluster)?.replicas.map(|r| r.len()) else {
         return Err(CheckError::Missing(TransportError::config(format!(
             "topic {topic} does not exist; {}",
             create_hint(config)
@@ -327,7 +201,7 @@ fn check(admin: &Admin<'_>, cluster: &Cluster) -> Result<(), CheckError> {
             config.partitions()
         ))));
     }
-    let policy = admin.cleanup_policy(cluster)?;
+    let policy = cleanup_policy(config, cluster)?;
     if policy.as_deref().map(str::trim) == Some(COMPACT) {
         return Ok(());
     }
@@ -345,6 +219,64 @@ fn check(admin: &Admin<'_>, cluster: &Cluster) -> Result<(), CheckError> {
     }
 }
 
+/// One CreateTopics of the state topic on `conn`: whether it was created (`false`: it
+/// existed).
+fn create_on(
+    conn: &mut Conn,
+    what: &str,
+    topic: &CreatableTopic,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<bool, Attempt> {
+    let Some(version) = conn.version_at_most::<CreateTopicsRequest>(MAX_CREATE_TOPICS) else {
+        return Err(Attempt::Stop(TransportError::config(format!(
+            "the broker at {} supports no CreateTopics version up to v{MAX_CREATE_TOPICS}",
+            conn.addr()
+        ))));
+    };
+    let req = CreateTopicsRequest::default()
+        .with_topics(vec![topic.clone()])
+        .with_timeout_ms(i32::try_from(millis(timeout)).unwrap_or(i32::MAX));
+    let resp = conn.call(&req, version, deadline)?;
+    let Some(result) = resp.topics.into_iter().next() else {
+        return Err(Attempt::again(format!(
+            "{what}: the broker at {} answered with no result",
+            conn.addr()
+        )));
+    };
+    let name = topic.name.0.as_str();
+    match result.error_code {
+        code::NONE => Ok(true),
+        TOPIC_ALREADY_EXISTS => Ok(false),
+        c @ (code::TOPIC_AUTHORIZATION_FAILED | code::CLUSTER_AUTHORIZATION_FAILED) => {
+            Err(Attempt::Stop(
+                TransportError::unauthorized(format!(
+                    "{what}: {} (the principal needs the CREATE ACL on Topic '{name}' or on the \
+                     Cluster)",
+                    code::name(c)
+                ))
+                .with_kafka_code(c),
+            ))
+        }
+        other => {
+            let known = ResponseError::try_from_code(other).map(|e| e.to_string());
+            Err(Attempt::from_code(
+                other,
+                format!(
+                    "{what}: error {other} ({}) at {}",
+                    result
+                        .error_message
+                        .as_ref()
+                        .map(|m| m.as_str().to_owned())
+                        .or(known)
+                        .unwrap_or_default(),
+                    conn.addr()
+                ),
+            ))
+        }
+    }
+}
+
 /// Creates the state topic (compacted, the configured partition count) if it does not exist,
 /// then checks it. Returns whether this call created it.
 pub(crate) fn create(
@@ -353,57 +285,48 @@ pub(crate) fn create(
     replication_factor: i32,
     min_insync_replicas: Option<i32>,
 ) -> Result<bool, TransportError> {
-    let admin = Admin::new(config)?;
     let topic = config.topic();
     let what = format!("creating topic {topic}");
-    let min_isr = min_insync_replicas.map(|m| m.to_string());
-    let mut new_topic = NewTopic::new(
-        topic,
-        config.partitions(),
-        TopicReplication::Fixed(replication_factor),
-    )
-    .set("cleanup.policy", COMPACT);
-    if let Some(m) = min_isr.as_deref() {
-        new_topic = new_topic.set("min.insync.replicas", m);
-    }
-    let results = admin
-        .wait(
-            &what,
-            admin.client.create_topics([&new_topic], &admin.options()),
-        )?
-        .map_err(|e| classify::from_kafka(&what, &e, config.bootstrap_servers()))?;
-    let created = match results.into_iter().next() {
-        Some(Ok(_)) => true,
-        Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => false,
-        Some(Err((
-            _,
-            code @ (RDKafkaErrorCode::TopicAuthorizationFailed
-            | RDKafkaErrorCode::ClusterAuthorizationFailed),
-        ))) => {
-            return Err(TransportError::unauthorized(format!(
-                "{what}: {code} (the principal needs the CREATE ACL on Topic '{topic}' or on the \
-                 Cluster)"
-            )));
-        }
-        Some(Err((_, code))) => {
-            return Err(classify::from_code(
-                &what,
-                code,
-                &code.to_string(),
-                config.bootstrap_servers(),
-            ));
-        }
-        None => {
-            return Err(TransportError::fatal(format!(
-                "{what}: the broker answered with no result"
-            )))
-        }
+    let Ok(replicas) = i16::try_from(replication_factor) else {
+        return Err(TransportError::config(format!(
+            "{what}: replication factor {replication_factor} is out of range"
+        )));
     };
+    let setting = |name: &'static str, value: String| {
+        CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str(name))
+            .with_value(Some(StrBytes::from_string(value)))
+    };
+    let mut settings = vec![setting("cleanup.policy", COMPACT.to_owned())];
+    if let Some(m) = min_insync_replicas {
+        settings.push(setting("min.insync.replicas", m.to_string()));
+    }
+    let new_topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+        .with_num_partitions(config.partitions())
+        .with_replication_factor(replicas)
+        .with_configs(settings);
+    let timeout = config.request_timeout();
+    let deadline = Instant::now() + timeout;
+    let created = cluster.retry(&what, deadline, |cluster| {
+        // The controller (on a KRaft cluster any broker forwards to it); NOT_CONTROLLER
+        // looks it up again.
+        let layout = block_on(cluster.layout(topic, deadline)).map_err(Attempt::Stop)?;
+        let Some(addr) = layout
+            .controller
+            .or_else(|| layout.brokers.first().map(|(_, a)| a.clone()))
+        else {
+            return Err(Attempt::again("the metadata names no broker"));
+        };
+        cluster.on(&addr, deadline, |conn| {
+            create_on(conn, &what, &new_topic, timeout, deadline)
+        })
+    })?;
     // Metadata reaches every broker shortly after a creation (ours, or a concurrent one that
     // answered TOPIC_ALREADY_EXISTS).
     let deadline = Instant::now() + config.request_timeout();
     loop {
-        match check(&admin, cluster) {
+        match check(config, cluster) {
             Ok(()) => return Ok(created),
             Err(CheckError::Missing(_)) if Instant::now() < deadline => {
                 thread::sleep(Duration::from_millis(100));
@@ -542,24 +465,37 @@ impl TopicReport {
 }
 
 /// The state topic as the cluster describes it.
-pub(crate) fn describe(config: &KafkaConfig) -> Result<TopicReport, TransportError> {
-    let admin = Admin::new(config)?;
-    let (brokers, layout) = admin.layout()?;
+pub(crate) fn describe(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+) -> Result<TopicReport, TransportError> {
+    let layout = layout(config, cluster)?;
     let mut report = TopicReport {
         topic: config.topic().to_owned(),
-        brokers,
-        exists: layout.is_some(),
+        brokers: layout.brokers.len(),
+        exists: layout.replicas.is_some(),
         partitions: None,
         replication_factor: None,
         cleanup_policy: None,
         min_insync_replicas: None,
         compression_type: None,
     };
-    if let Some((partitions, replicas)) = layout {
-        report.partitions = i32::try_from(partitions).ok();
-        report.replication_factor = i32::try_from(replicas).ok();
-        let settings =
-            admin.topic_settings(&["cleanup.policy", "min.insync.replicas", "compression.type"])?;
+    if let Some(replicas) = layout.replicas {
+        let topic = config.topic();
+        report.partitions = i32::try_from(replicas.len()).ok();
+        report.replication_factor = i32::try_from(replicas.iter().copied().min().unwrap_or(0)).ok();
+        let settings = topic_configs(
+            config,
+            cluster,
+            &["cleanup.policy", "min.insync.replicas", "compression.type"],
+            |what| {
+                TransportError::unauthorized(format!(
+                    "{what}: not authorized (the principal needs the DESCRIBE_CONFIGS ACL on \
+                     topic '{topic}')"
+                ))
+            },
+        )?
+        .unwrap_or_default();
         let mut settings = settings.into_iter();
         report.cleanup_policy = settings.next().flatten();
         report.min_insync_replicas = settings
@@ -571,23 +507,28 @@ pub(crate) fn describe(config: &KafkaConfig) -> Result<TopicReport, TransportErr
     Ok(report)
 }
 
-/// A broker setting (from any one broker), if it can be learned.
-pub(crate) fn broker_setting(config: &KafkaConfig, name: &str) -> Option<String> {
-    Admin::new(config).ok()?.broker_setting(name)
+/// A broker setting (DescribeConfigs of the broker with the lowest node id, on its own
+/// connection), if it can be learned.
+pub(crate) fn broker_setting(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+    name: &str,
+) -> Option<String> {
+    let (id, addr) = layout(config, cluster).ok()?.brokers.into_iter().next()?;
+    let what = format!("describing the configuration of broker {id}");
+    let deadline = Instant::now() + config.request_timeout();
+    let id = id.to_string();
+    let described = cluster.retry(&what, deadline, |cluster| {
+        cluster.on(&addr, deadline, |conn| {
+            describe_on(conn, &what, (RESOURCE_BROKER, &id), &[name], deadline)
+        })
+    });
+    described.ok()?.ok()?.into_iter().next().flatten()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn block_on_runs_a_ready_future_and_times_out_a_pending_one() {
-        assert_eq!(block_on(async { 7 }, Duration::from_millis(10)), Some(7));
-        assert_eq!(
-            block_on(std::future::pending::<()>(), Duration::from_millis(10)),
-            None
-        );
-    }
 
     fn healthy(compression_type: Option<&str>) -> TopicReport {
         TopicReport {

@@ -44,7 +44,7 @@ use kafka_protocol::records::{
 
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::context::lock;
+use super::exec::lock;
 use super::exec::AsyncMutex;
 use super::net::Conn;
 use crate::error::TransportError;

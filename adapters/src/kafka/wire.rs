@@ -135,6 +135,27 @@ static CONFIG_ENTRY: Struct = plain(&[
 static CONFIG_RESULT: Struct =
     plain(&[f(I16), f(Str), f(Bool), f(Str), f(Ty::Array(&CONFIG_ENTRY))]);
 
+// ---- CreateTopics (19) -----------------------------------------------------------------------
+
+// The configs (with their source, an INT8) are answered from v5 on.
+static CREATED_CONFIG: Struct = plain(&[f(Str), f(Str), f(Bool), f(Bool), f(Bool)]);
+static CREATED_TOPIC: Struct = Struct {
+    fields: &[
+        f(Str),
+        since(7, Uuid),
+        f(I16),
+        f(Str),
+        since(5, I32),
+        since(5, I16),
+        since(5, Ty::Array(&CREATED_CONFIG)),
+    ],
+    tags: &[Tagged {
+        tag: 0,
+        since: 5,
+        ty: I16,
+    }],
+};
+
 // ---- FindCoordinator (10) --------------------------------------------------------------------
 
 static COORDINATOR: Struct = plain(&[f(Str), f(I32), f(Str), f(I32), f(I16), f(Str)]);
@@ -414,6 +435,13 @@ pub(crate) static SHAPES: &[Shape] = &[
         body: plain(&[f(I32), f(Ty::Array(&CONFIG_RESULT))]),
     },
     Shape {
+        api_key: 19,
+        name: "CreateTopics",
+        versions: (2, 7),
+        flexible_since: 5,
+        body: plain(&[f(I32), f(Ty::Array(&CREATED_TOPIC))]),
+    },
+    Shape {
         api_key: 2,
         name: "ListOffsets",
         versions: (1, 7),
@@ -643,6 +671,7 @@ mod tests {
             1 => FetchResponse::decode(&mut b, version).is_ok(),
             2 => ListOffsetsResponse::decode(&mut b, version).is_ok(),
             32 => DescribeConfigsResponse::decode(&mut b, version).is_ok(),
+            19 => CreateTopicsResponse::decode(&mut b, version).is_ok(),
             _ => false,
         }
     }
