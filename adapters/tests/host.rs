@@ -943,6 +943,7 @@ fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
             partition: 0,
             key: None,
             value: Some(b"run #1"),
+            headers: &[],
         };
         let written = std::thread::scope(|s| {
             let write = s.spawn(|| l.guarded_write_blocking(&[record]));

@@ -1123,6 +1123,7 @@ fn a_guarded_write_to_a_partition_that_does_not_exist_leaves_the_leader_in_charg
                 partition,
                 key: None,
                 value: Some(b"lost"),
+                headers: &[],
             }])
             .expect_err("a partition that does not exist");
         eprintln!("{topic}/{partition}: {:?}: {err}", started.elapsed());
@@ -1143,6 +1144,7 @@ fn a_guarded_write_to_a_partition_that_does_not_exist_leaves_the_leader_in_charg
         partition: 0,
         key: Some(format!("{role}/0").as_bytes()),
         value: Some(token.to_string().as_bytes()),
+        headers: &[],
     }])
     .expect("the leader still writes");
     assert!(!a.is_done(), "{:?}", a.err());
@@ -1780,7 +1782,10 @@ fn a_member_campaigns_again_on_its_client_while_its_last_exit_runs() {
         let status = describe_leadership(&reader, &role).expect("describe");
         assert!(status.authoritative(&next.token()) && !status.authoritative(&token));
         let state = eventually_state(&reader, &role, "one registration of a", |s| {
-            s.roster().map(|(m, _)| m.as_str().to_owned()).collect::<Vec<_>>() == ["a"]
+            s.roster()
+                .map(|(m, _)| m.as_str().to_owned())
+                .collect::<Vec<_>>()
+                == ["a"]
         });
         assert_eq!(state.len(), 1);
         next.resign_blocking().expect("resign");

@@ -276,6 +276,7 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
         partition: 0,
         key: Some(b"k"),
         value: Some(v),
+        headers: &[],
     };
     let offsets = a
         .guarded_write_blocking(&[record(b"from a")])

@@ -409,7 +409,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         };
         let writer: Arc<crate::leadership::WriteFn> = {
             let transport = Arc::clone(&transport);
-            Arc::new(move |token, records| transport.guarded_write(token, records))
+            Arc::new(move |token, records, offsets| match offsets {
+                Some(offsets) => transport.guarded_write_with_offsets(token, records, offsets),
+                None => transport.guarded_write(token, records),
+            })
         };
         let meter = crate::metrics::Meter::new(&role, &member, &clock);
         let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());
@@ -844,7 +847,12 @@ pub(crate) enum Wait {
 }
 
 impl Fresh {
-    fn candidate(&self, role: &Role, member: &MemberId, now: UnixMillis) -> Result<Candidate, Error> {
+    fn candidate(
+        &self,
+        role: &Role,
+        member: &MemberId,
+        now: UnixMillis,
+    ) -> Result<Candidate, Error> {
         let mut c = Candidate::new(role.clone(), member.clone(), self.timing, now)?;
         c.set_give_up_after(Some(self.give_up_after));
         c.set_evict_passed_over(self.evict);

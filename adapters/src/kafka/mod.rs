@@ -118,7 +118,7 @@
 //! let client = Arc::new(KafkaTransport::connect(config)?);
 //! let leadership = blocking::acquire_leadership(
 //!     client.clone(), "scheduler", "node-a", Options::new())?;
-//! let record = GuardedRecord { topic: "jobs", partition: 0, key: None, value: Some(b"run #1") };
+//! let record = GuardedRecord::new("jobs", 0, None, Some(b"run #1"));
 //! leadership.guarded_write_blocking(&[record])?;
 //! let (token, _term) = (leadership.token(), leadership.term());
 //! leadership.done_blocking();
@@ -410,6 +410,7 @@ impl KafkaTransport {
                 partition,
                 key,
                 value,
+                headers: &[],
             }],
         )?;
         Ok(offsets.first().copied().unwrap_or(-1))
@@ -510,6 +511,7 @@ impl Writing {
                     partition,
                     key: Some(key),
                     value,
+                    headers: &[],
                 }],
             )
             .await;
