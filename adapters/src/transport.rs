@@ -29,7 +29,8 @@ pub struct GuardedRecord<'a> {
     pub key: Option<&'a [u8]>,
     /// The value; `None` writes a tombstone.
     pub value: Option<&'a [u8]>,
-    /// The record's headers (name, value), in order; empty for none. A name may repeat.
+    /// The record's headers (name, value), in order; empty for none. Give each name once (the
+    /// Kafka transport refuses a name given twice).
     pub headers: &'a [(&'a str, Option<&'a [u8]>)],
 }
 
