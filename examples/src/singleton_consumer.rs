@@ -507,7 +507,8 @@ fn wait_for_leader_progress(
 }
 
 fn create_topics(s: &Settings) -> Result<(), Failure> {
-    s.client()?
+    KafkaTransport::new(KafkaConfig::new(&s.bootstrap, 1).with_topic(&s.state_topic))
+        .map_err(|e| format!("the Kafka client: {e}"))?
         .create_topic(1, None)
         .map_err(|e| format!("the state topic: {e}"))?;
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
