@@ -768,10 +768,10 @@ fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
     let second = w.try_join_on(a.link().clone(), ROLE, "a2", w.options());
-    let message = second
-        .err()
-        .expect("a second live candidacy is refused")
-        .to_string();
+    let message = match second {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a second live candidacy is refused"),
+    };
     assert!(message.contains("already has a candidacy"), "{message}");
     // a is cut off, b takes over, a comes back and is fenced at its next renewal. Its exit's
     // deregistration fails three times (retried after 100, 200 and 400 ms), so the exit is

@@ -1865,7 +1865,10 @@ fn a_member_campaigns_again_on_its_client_while_its_last_exit_runs() {
     // Two live candidacies of one role on one client are still refused.
     let first = blocking::start(Arc::clone(&client), &role, "a", options()).expect("start");
     let second = blocking::start(Arc::clone(&client), &role, "b", options());
-    let message = second.err().expect("refused").to_string();
+    let message = match second {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("refused"),
+    };
     assert!(message.contains("already has a candidacy"), "{message}");
     drop(first);
 }
