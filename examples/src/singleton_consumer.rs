@@ -22,7 +22,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Header, Headers, Message};
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
@@ -131,6 +131,9 @@ fn now_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
+/// One record header: name, value.
+type Header<'a> = (&'a str, Option<&'a [u8]>);
+
 /// Short leases, as the other real-broker tests use.
 fn options() -> Options {
     Options::new()
@@ -228,7 +231,7 @@ fn lead(
             .iter()
             .map(|b| [b"processed:".as_slice(), &b.3].concat())
             .collect();
-        let headers: Vec<[(&str, Option<&[u8]>); 1]> = offsets_text
+        let headers: Vec<[Header<'_>; 1]> = offsets_text
             .iter()
             .map(|o| [("input-offset", Some(o.as_bytes()))])
             .collect();
@@ -498,11 +501,11 @@ fn wait_for_leader_progress(
                 .iter()
                 .enumerate()
                 .skip(from)
-                .filter(|(_, (who, w))| {
+                .rev()
+                .find(|(_, (who, w))| {
                     w.first().map(String::as_str) == Some("elected")
                         && after.is_none_or(|(old, _)| who != old)
-                })
-                .last();
+                });
             if let Some((at, (leader, _))) = elected {
                 let progress: u64 = all[at..]
                     .iter()
@@ -614,7 +617,7 @@ fn check_output(s: &Settings, want: &[i64], report: &mut Report) -> Result<(), F
                 at_end[p] = false;
                 let from_header = m.headers().and_then(|h| {
                     h.iter()
-                        .find(|h: &Header<'_, &[u8]>| h.key == "input-offset")
+                        .find(|h: &rdkafka::message::Header<'_, &[u8]>| h.key == "input-offset")
                         .and_then(|h| std::str::from_utf8(h.value?).ok()?.parse::<i64>().ok())
                 });
                 let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
