@@ -13,11 +13,16 @@ use kafka_coordination_core::token::FencingToken;
 
 pub(crate) use crate::error::Error;
 use crate::error::TransportError;
-use crate::transport::GuardedRecord;
+use crate::transport::{ConsumedOffset, GroupOffsets, GuardedRecord};
 
-/// Executes a guarded write through the candidacy's transport.
-pub(crate) type WriteFn =
-    dyn Fn(FencingToken, &[GuardedRecord<'_>]) -> Result<Vec<i64>, TransportError> + Send + Sync;
+/// Executes a guarded write (with a group's offsets, if any) through the candidacy's transport.
+pub(crate) type WriteFn = dyn Fn(
+        FencingToken,
+        &[GuardedRecord<'_>],
+        Option<GroupOffsets<'_>>,
+    ) -> Result<Vec<i64>, TransportError>
+    + Send
+    + Sync;
 
 /// A job for a blocking pool.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
@@ -729,14 +734,82 @@ impl Leadership {
     /// Runs the transport call off the async threads (the driver's runtime's blocking pool),
     /// so it can be awaited on tokio, smol and async-std alike.
     pub async fn guarded_write(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
+        self.write_async(records, None).await
+    }
+
+    /// [`guarded_write`](Self::guarded_write), blocking the calling thread.
+    pub fn guarded_write_blocking(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
+        self.refuse_after_the_term()?;
+        let result = (self.shared.writer)(self.token, records, None);
+        self.after_write(result)
+    }
+
+    /// [`guarded_write`](Self::guarded_write) that also commits `offsets`, a consumer group's
+    /// position in its input, **in the same transaction**: the records become readable and
+    /// the group's committed offsets move together, or neither does. This is how a singleton
+    /// consumer gets exactly-once output on Kafka: read input with `read_committed` from the
+    /// group's committed offsets (read back with `KafkaTransport::committed_offsets`), and
+    /// write each result with the input's next offset here.
+    ///
+    /// What it guarantees: once a newer leader holds the role, the broker refuses the whole
+    /// transaction ([`Error::Fenced`]), records and offsets alike, so a deposed leader (paused,
+    /// cut off) can neither publish output nor move the group's position after its successor
+    /// read it; the successor resumes exactly where the last committed transaction ended.
+    ///
+    /// What it does not: effects outside Kafka (a database row, an e-mail, an HTTP call) are
+    /// not in the transaction; a store that takes them must check the
+    /// [`token`](Self::token) or [`term`](Self::term) itself. Nor does it stop a consumer that
+    /// commits the same group outside these writes (use the group only here). On a transport
+    /// that cannot commit offsets transactionally it is refused with a
+    /// [`Config`](crate::ErrorKind::Config) error, never done halfway.
+    pub async fn guarded_write_with_offsets(
+        &self,
+        records: &[GuardedRecord<'_>],
+        offsets: GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, Error> {
+        self.write_async(records, Some(offsets)).await
+    }
+
+    /// [`guarded_write_with_offsets`](Self::guarded_write_with_offsets), blocking the calling
+    /// thread.
+    pub fn guarded_write_with_offsets_blocking(
+        &self,
+        records: &[GuardedRecord<'_>],
+        offsets: GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, Error> {
+        self.refuse_after_the_term()?;
+        let result = (self.shared.writer)(self.token, records, Some(offsets));
+        self.after_write(result)
+    }
+
+    /// A guarded write run on the driver's blocking pool, awaited.
+    async fn write_async(
+        &self,
+        records: &[GuardedRecord<'_>],
+        offsets: Option<GroupOffsets<'_>>,
+    ) -> Result<Vec<i64>, Error> {
         self.refuse_after_the_term()?;
         let owned: Vec<OwnedRecord> = records.iter().map(OwnedRecord::from).collect();
+        let owned_offsets = offsets.map(OwnedOffsets::from);
         let slot: Arc<WriteSlot> = Arc::new((Mutex::new(None), Event::new()));
         let (writer, token, done) = (self.shared.writer.clone(), self.token, slot.clone());
         let listener = slot.1.listen();
         (self.shared.spawner)(Box::new(move || {
-            let borrowed: Vec<GuardedRecord<'_>> = owned.iter().map(OwnedRecord::borrow).collect();
-            let result = writer(token, &borrowed);
+            let headers: Vec<HeaderRefs<'_>> = owned.iter().map(OwnedRecord::header_refs).collect();
+            let borrowed: Vec<GuardedRecord<'_>> = owned
+                .iter()
+                .zip(&headers)
+                .map(|(r, h)| r.borrow(h))
+                .collect();
+            let entries = owned_offsets.as_ref().map(OwnedOffsets::entries);
+            let offsets = owned_offsets
+                .as_ref()
+                .zip(entries.as_deref())
+                .map(|(o, entries)| GroupOffsets {
+                    group: &o.group,
+                    offsets: entries,
+                });
+            let result = writer(token, &borrowed, offsets);
             *done.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
             done.1.notify(usize::MAX);
         }));
@@ -748,13 +821,6 @@ impl Leadership {
             listener.await;
             listener = slot.1.listen();
         }
-    }
-
-    /// [`guarded_write`](Self::guarded_write), blocking the calling thread.
-    pub fn guarded_write_blocking(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
-        self.refuse_after_the_term()?;
-        let result = (self.shared.writer)(self.token, records);
-        self.after_write(result)
     }
 
     fn refuse_after_the_term(&self) -> Result<(), Error> {
@@ -792,7 +858,11 @@ struct OwnedRecord {
     partition: i32,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
 }
+
+/// A record's headers, borrowed from an [`OwnedRecord`].
+type HeaderRefs<'a> = Vec<(&'a str, Option<&'a [u8]>)>;
 
 impl OwnedRecord {
     fn from(r: &GuardedRecord<'_>) -> OwnedRecord {
@@ -801,16 +871,67 @@ impl OwnedRecord {
             partition: r.partition,
             key: r.key.map(<[u8]>::to_vec),
             value: r.value.map(<[u8]>::to_vec),
+            headers: r
+                .headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
+                .collect(),
         }
     }
 
-    fn borrow(&self) -> GuardedRecord<'_> {
+    fn header_refs(&self) -> HeaderRefs<'_> {
+        self.headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .collect()
+    }
+
+    fn borrow<'a>(&'a self, headers: &'a HeaderRefs<'a>) -> GuardedRecord<'a> {
         GuardedRecord {
             topic: &self.topic,
             partition: self.partition,
             key: self.key.as_deref(),
             value: self.value.as_deref(),
+            headers,
         }
+    }
+}
+
+/// A group's offsets, owned, to cross into a blocking pool.
+struct OwnedOffsets {
+    group: String,
+    offsets: Vec<(String, i32, i64, Option<String>)>,
+}
+
+impl OwnedOffsets {
+    fn from(o: GroupOffsets<'_>) -> OwnedOffsets {
+        OwnedOffsets {
+            group: o.group.to_owned(),
+            offsets: o
+                .offsets
+                .iter()
+                .map(|c| {
+                    (
+                        c.topic.to_owned(),
+                        c.partition,
+                        c.next_offset,
+                        c.metadata.map(str::to_owned),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn entries(&self) -> Vec<ConsumedOffset<'_>> {
+        self.offsets
+            .iter()
+            .map(|(topic, partition, next_offset, metadata)| ConsumedOffset {
+                topic,
+                partition: *partition,
+                next_offset: *next_offset,
+                metadata: metadata.as_deref(),
+            })
+            .collect()
     }
 }
 

@@ -158,7 +158,8 @@ pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
 pub use transport::{
-    AcquireDone, Append, AppendDone, Coordinator, DescribeDone, GuardedRecord, LeaseDone,
-    LeaseWriter, ReadBatch, ReadDone, Record, Registrar, StateReader, TailHook, Transport,
+    AcquireDone, Append, AppendDone, ConsumedOffset, Coordinator, DescribeDone, GroupOffsets,
+    GuardedRecord, LeaseDone, LeaseWriter, ReadBatch, ReadDone, Record, Registrar, StateReader,
+    TailHook, Transport,
 };
 pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};

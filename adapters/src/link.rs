@@ -175,6 +175,17 @@ impl<T: LeaseWriter> LeaseWriter for Link<T> {
         self.check()?;
         self.inner.guarded_write(token, records)
     }
+
+    fn guarded_write_with_offsets(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: crate::transport::GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, TransportError> {
+        self.check()?;
+        self.inner
+            .guarded_write_with_offsets(token, records, offsets)
+    }
 }
 
 #[cfg(all(test, feature = "memory"))]

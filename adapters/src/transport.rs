@@ -29,6 +29,56 @@ pub struct GuardedRecord<'a> {
     pub key: Option<&'a [u8]>,
     /// The value; `None` writes a tombstone.
     pub value: Option<&'a [u8]>,
+    /// The record's headers (name, value), in order; empty for none. Give each name once (the
+    /// Kafka transport refuses a name given twice).
+    pub headers: &'a [(&'a str, Option<&'a [u8]>)],
+}
+
+impl<'a> GuardedRecord<'a> {
+    /// A record of `value` with `key` to `topic`/`partition`, without headers.
+    pub fn new(
+        topic: &'a str,
+        partition: i32,
+        key: Option<&'a [u8]>,
+        value: Option<&'a [u8]>,
+    ) -> GuardedRecord<'a> {
+        GuardedRecord {
+            topic,
+            partition,
+            key,
+            value,
+            headers: &[],
+        }
+    }
+
+    /// The same record with `headers` (name, value), in order.
+    pub fn with_headers(self, headers: &'a [(&'a str, Option<&'a [u8]>)]) -> GuardedRecord<'a> {
+        GuardedRecord { headers, ..self }
+    }
+}
+
+/// The position of a consumer group in one input partition, committed with a guarded write
+/// (see [`LeaseWriter::guarded_write_with_offsets`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsumedOffset<'a> {
+    /// The input topic.
+    pub topic: &'a str,
+    /// The input partition.
+    pub partition: i32,
+    /// The offset of the next input record to process: the last processed record's offset
+    /// plus one (Kafka's convention for committed offsets).
+    pub next_offset: i64,
+    /// Metadata stored with the offset, if any.
+    pub metadata: Option<&'a str>,
+}
+
+/// Offsets of one consumer group to commit in a guarded write's transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupOffsets<'a> {
+    /// The consumer group (`group.id`) whose committed offsets move.
+    pub group: &'a str,
+    /// One entry per input partition.
+    pub offsets: &'a [ConsumedOffset<'a>],
 }
 
 /// Records read from one partition, and how far the read reached.
@@ -411,6 +461,32 @@ pub trait LeaseWriter {
         ))
     }
 
+    /// [`guarded_write`](LeaseWriter::guarded_write) that also commits `offsets` (a consumer
+    /// group's position in its input) **in the same transaction**: the records become
+    /// readable and the group's committed offsets move together, or neither happens. Once a
+    /// newer pair exists the broker refuses the whole transaction
+    /// ([`Fenced`](crate::error::ErrorKind::Fenced)), so a deposed leader can neither write
+    /// output nor move the group's position. On Kafka: AddOffsetsToTxn and TxnOffsetCommit
+    /// (as a producer outside the group: generation -1, no member id) before the commit.
+    ///
+    /// The default writes without offsets when `offsets` is empty and otherwise refuses with a
+    /// [`Config`](crate::error::ErrorKind::Config) error: a transport that cannot commit
+    /// offsets transactionally must not commit them apart from the records.
+    fn guarded_write_with_offsets(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, TransportError> {
+        if offsets.offsets.is_empty() {
+            return self.guarded_write(token, records);
+        }
+        Err(TransportError::config(format!(
+            "this transport cannot commit the offsets of group '{}' in a guarded write",
+            offsets.group
+        )))
+    }
+
     /// [`write_lease`](LeaseWriter::write_lease), handing the outcome to `done` instead of
     /// returning it; `done` is called exactly once, as for
     /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default calls
@@ -541,6 +617,14 @@ impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
         (**self).guarded_write(token, records)
+    }
+    fn guarded_write_with_offsets(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, TransportError> {
+        (**self).guarded_write_with_offsets(token, records, offsets)
     }
     fn start_write_lease(
         &self,

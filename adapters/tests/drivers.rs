@@ -311,6 +311,7 @@ fn guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(fl
         partition: 0,
         key: Some(b"k"),
         value: Some(v),
+        headers: &[],
     };
     let offsets = a
         .with_leadership(|l| l.guarded_write_blocking(&[rec(b"one"), rec(b"two")]))
@@ -352,6 +353,87 @@ fn guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(fl
     // Later writes are refused without a broker call.
     let again = a.with_leadership(|l| l.guarded_write_blocking(&[rec(b"x")]));
     assert!(matches!(again, Some(Err(Error::Fenced { .. }))));
+}
+
+/// A guarded write with a group's offsets: records and offsets land together; a deposed
+/// leader's write with offsets is refused as a whole, so the group's position stays where the
+/// current leader put it; headers travel with the records.
+fn offsets_commit_with_the_guarded_write_and_a_deposed_leaders_are_refused(flavour: Flavour) {
+    use kafka_coordination::{ConsumedOffset, GroupOffsets, GuardedRecord};
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join(ROLE, "b");
+    let headers: &[(&str, Option<&[u8]>)] = &[("source", Some(b"in/0@41"))];
+    let out = |v: &'static [u8]| GuardedRecord::new("out", 0, None, Some(v)).with_headers(headers);
+    let at = |next| {
+        [ConsumedOffset {
+            topic: "in",
+            partition: 0,
+            next_offset: next,
+            metadata: None,
+        }]
+    };
+    let position = |w: &TestCluster| w.broker().committed_offsets("g", &[("in", 0), ("in", 1)]);
+    assert_eq!(position(&w), [None, None]);
+    let first = at(42);
+    let written = a
+        .with_leadership(|l| {
+            l.guarded_write_with_offsets_blocking(
+                &[out(b"r41")],
+                GroupOffsets {
+                    group: "g",
+                    offsets: &first,
+                },
+            )
+        })
+        .expect("a leads")
+        .expect("written");
+    assert_eq!(written, [0]);
+    assert_eq!(position(&w), [Some(42), None]);
+    // a freezes; b takes over, reads the position and goes on.
+    a.link().cut();
+    assert!(w.advance_until(LEASE * 2, || b.is_leader()), "b took over");
+    a.link().restore();
+    let second = at(43);
+    b.with_leadership(|l| {
+        l.guarded_write_with_offsets_blocking(
+            &[out(b"r42")],
+            GroupOffsets {
+                group: "g",
+                offsets: &second,
+            },
+        )
+    })
+    .expect("b leads")
+    .expect("written");
+    // a, back, tries to commit its own view of the position with a result: all refused.
+    let stale = at(44);
+    let err = a
+        .with_leadership(|l| {
+            l.guarded_write_with_offsets_blocking(
+                &[out(b"zombie")],
+                GroupOffsets {
+                    group: "g",
+                    offsets: &stale,
+                },
+            )
+        })
+        .expect("a still holds its handle")
+        .expect_err("fenced");
+    assert!(matches!(err, Error::Fenced { .. }), "{err}");
+    assert!(!a.is_leader(), "the term ended at once");
+    assert_eq!(
+        position(&w),
+        [Some(43), None],
+        "the zombie's offset is not visible"
+    );
+    let values: Vec<_> = w
+        .broker()
+        .topic_records("out", 0)
+        .into_iter()
+        .map(|r| r.value.unwrap_or_default())
+        .collect();
+    assert_eq!(values, [b"r41".to_vec(), b"r42".to_vec()]);
 }
 
 /// One transport (one client) serves several roles; a second candidacy for a role it already
@@ -802,6 +884,10 @@ macro_rules! scenarios {
                 super::guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(F)
             }
             #[test]
+            fn offsets_commit_with_the_guarded_write_and_a_deposed_leaders_are_refused() {
+                super::offsets_commit_with_the_guarded_write_and_a_deposed_leaders_are_refused(F)
+            }
+            #[test]
             fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one() {
                 super::one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(F)
             }
@@ -859,11 +945,39 @@ where
             partition: 3,
             key: None,
             value: Some(b"from an async task"),
+            headers: &[],
         }])
         .await
         .expect("written");
     assert_eq!(offsets, [0]);
     assert_eq!(w.broker().topic_records("audit", 3).len(), 1);
+    // With a group's offsets, awaited on this executor.
+    let consumed = [kafka_coordination::ConsumedOffset {
+        topic: "input",
+        partition: 1,
+        next_offset: 7,
+        metadata: Some("from an async task"),
+    }];
+    let offsets = a
+        .guarded_write_with_offsets(
+            &[kafka_coordination::GuardedRecord::new(
+                "audit",
+                3,
+                None,
+                Some(b"result"),
+            )],
+            kafka_coordination::GroupOffsets {
+                group: "async-group",
+                offsets: &consumed,
+            },
+        )
+        .await
+        .expect("written");
+    assert_eq!(offsets, [1]);
+    assert_eq!(
+        w.broker().committed_offsets("async-group", &[("input", 1)]),
+        [Some(7)]
+    );
     assert!(a.resign().await.is_ok());
     a.done().await;
     assert!(a.err().is_none());

@@ -943,6 +943,7 @@ fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
             partition: 0,
             key: None,
             value: Some(b"run #1"),
+            headers: &[],
         };
         let written = std::thread::scope(|s| {
             let write = s.spawn(|| l.guarded_write_blocking(&[record]));
@@ -951,6 +952,28 @@ fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
         });
         assert!(written.is_ok(), "{written:?}");
         assert_eq!(w.broker.topic_records("work", 0).len(), 1);
+        // With a consumer group's offsets, in the same transaction.
+        let consumed = [kafka_coordination::ConsumedOffset {
+            topic: "input",
+            partition: 2,
+            next_offset: 10,
+            metadata: None,
+        }];
+        let offsets = kafka_coordination::GroupOffsets {
+            group: "workers",
+            offsets: &consumed,
+        };
+        let written = std::thread::scope(|s| {
+            let write = s.spawn(|| l.guarded_write_with_offsets_blocking(&[record], offsets));
+            w.settle();
+            write.join().expect("write thread")
+        });
+        assert!(written.is_ok(), "{written:?}");
+        assert_eq!(w.broker.topic_records("work", 0).len(), 2);
+        assert_eq!(
+            w.broker.committed_offsets("workers", &[("input", 2)]),
+            [Some(10)]
+        );
         // A standby of another role's holder, dropped while it waits.
         let other = start_host(
             flavour,

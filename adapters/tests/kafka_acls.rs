@@ -208,6 +208,7 @@ fn record<'a>(w: &'a World, value: &'a [u8]) -> GuardedRecord<'a> {
         partition: 0,
         key: Some(b"k"),
         value: Some(value),
+        headers: &[],
     }
 }
 
@@ -575,6 +576,7 @@ fn after_a_failed_produce_the_next_guarded_write_needs_read_on_the_topic() {
                 partition: 0,
                 key,
                 value: Some(b"v"),
+                headers: &[],
             }],
         )
     };

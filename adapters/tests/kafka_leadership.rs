@@ -1123,6 +1123,7 @@ fn a_guarded_write_to_a_partition_that_does_not_exist_leaves_the_leader_in_charg
                 partition,
                 key: None,
                 value: Some(b"lost"),
+                headers: &[],
             }])
             .expect_err("a partition that does not exist");
         eprintln!("{topic}/{partition}: {:?}: {err}", started.elapsed());
@@ -1143,6 +1144,7 @@ fn a_guarded_write_to_a_partition_that_does_not_exist_leaves_the_leader_in_charg
         partition: 0,
         key: Some(format!("{role}/0").as_bytes()),
         value: Some(token.to_string().as_bytes()),
+        headers: &[],
     }])
     .expect("the leader still writes");
     assert!(!a.is_done(), "{:?}", a.err());
@@ -1346,6 +1348,78 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     for l in b_leads {
         l.resign_blocking().expect("a clean resign");
     }
+}
+
+/// A guarded write with a consumer group's offsets on the real broker: the offsets are
+/// committed with the records (read back with OffsetFetch, require_stable), and once another
+/// client took the role the old pair's write with offsets is refused as a whole: the group's
+/// position does not move.
+#[test]
+fn offsets_commit_with_the_guarded_write_and_a_deposed_pairs_are_refused() {
+    use kafka_coordination::{ConsumedOffset, GroupOffsets};
+    let Some(b) = bootstrap() else { return };
+    let _ = data_reader(&b);
+    let role = Role::new(unique("offsets")).unwrap();
+    let group = unique("offsets-group");
+    let (a, c) = (transport(&b), transport(&b));
+    let position = |t: &KafkaTransport| t.committed_offsets(&group, &[(DATA_TOPIC, 0)]).unwrap();
+    assert_eq!(position(&a), [None], "a new group has no offsets");
+    let old = a.acquire_epoch(&role, LEASE).expect("acquire");
+    let key = format!("{role}/result");
+    let headers: &[(&str, Option<&[u8]>)] = &[("input-offset", Some(b"41")), ("none", None)];
+    let record = |v: &'static [u8]| {
+        GuardedRecord::new(DATA_TOPIC, 0, Some(key.as_bytes()), Some(v)).with_headers(headers)
+    };
+    let at = |next| {
+        [ConsumedOffset {
+            topic: DATA_TOPIC,
+            partition: 0,
+            next_offset: next,
+            metadata: Some("by a"),
+        }]
+    };
+    let first = at(42);
+    let offsets = GroupOffsets {
+        group: &group,
+        offsets: &first,
+    };
+    a.guarded_write_with_offsets(old, &[record(b"r41")], offsets)
+        .expect("written with offsets");
+    assert_eq!(position(&c), [Some(42)], "committed with the transaction");
+    // Only offsets, no records: allowed too.
+    let second = at(43);
+    let offsets = GroupOffsets {
+        group: &group,
+        offsets: &second,
+    };
+    a.guarded_write_with_offsets(old, &[], offsets)
+        .expect("offsets alone");
+    assert_eq!(position(&c), [Some(43)]);
+    // Another client takes the role: a's pair is superseded, its next write refused whole.
+    let new = c.acquire_epoch(&role, LEASE).expect("takeover");
+    assert_ne!(new, old);
+    let stale = at(99);
+    let offsets = GroupOffsets {
+        group: &group,
+        offsets: &stale,
+    };
+    let err = a
+        .guarded_write_with_offsets(old, &[record(b"zombie")], offsets)
+        .expect_err("a deposed pair");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    assert_eq!(
+        position(&c),
+        [Some(43)],
+        "the deposed pair's offsets are not visible"
+    );
+    let third = at(44);
+    let offsets = GroupOffsets {
+        group: &group,
+        offsets: &third,
+    };
+    c.guarded_write_with_offsets(new, &[record(b"r43")], offsets)
+        .expect("the new pair writes");
+    assert_eq!(position(&a), [Some(44)]);
 }
 
 /// Checks due together travel together: `describe_epochs` answers many roles with one request

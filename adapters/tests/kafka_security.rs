@@ -278,6 +278,7 @@ fn an_election_and_a_hand_over_with_every_connection_secured() {
         partition: 0,
         key: Some(b"k"),
         value: Some(v),
+        headers: &[],
     };
     let offsets = a
         .guarded_write_blocking(&[record(b"from a")])
@@ -606,6 +607,7 @@ fn oauthbearer_a_leader_keeps_its_connections_past_the_session_lifetime() {
             partition: 0,
             key: Some(b"k"),
             value: Some(b"after the run"),
+            headers: &[],
         }])
         .unwrap_or_else(|e| panic!("a guarded write after the run: {e}"));
     assert_eq!(offsets.len(), 1);

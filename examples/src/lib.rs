@@ -11,6 +11,7 @@
 //! | [`custom_event_loop`] | `cargo run --example custom_event_loop` | driving the sans-IO [`Candidate`](kafka_coordination::core::machine::Candidate) by hand |
 //! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with the test kit ([`TestCluster`](kafka_coordination::testkit::TestCluster), a [`ManualClock`](kafka_coordination::ManualClock)) |
 //! | `prometheus` | `cargo run --example prometheus` | the library's metrics served as Prometheus text on `/metrics`, a leader liveness check on `/healthz` (feature `prometheus`, default) |
+//! | `singleton_consumer` | `cargo run --example singleton_consumer --features kafka -- bench` | a singleton consumer on rdkafka with exactly-once output: results and input offsets in one guarded transaction (feature `kafka`) |
 //! | [`tokio_service`] | `cargo run --example tokio_service` | a tokio service: guarded writes awaited, `select!` on `done()`, resign on shutdown |
 //!
 //! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
@@ -32,6 +33,8 @@ pub mod manual_clock;
 pub mod procfs;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
+#[cfg(feature = "kafka")]
+pub mod singleton_consumer;
 pub mod stats;
 pub mod time;
 pub mod timeline;

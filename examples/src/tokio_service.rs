@@ -45,6 +45,7 @@ async fn work(
             partition: 0,
             key: Some(name.as_bytes()),
             value: Some(value.as_bytes()),
+            headers: &[],
         }];
         tokio::select! {
             // The term can end at any moment: stop the work then.
@@ -138,6 +139,7 @@ async fn scenario(clock: Arc<dyn Clock>, out: &Timeline) -> Result<(), Failure> 
             partition: 0,
             key: None,
             value: Some(b"late"),
+            headers: &[],
         }])
         .await;
     ensure(stale.is_err(), || {

@@ -415,7 +415,10 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         };
         let writer: Arc<crate::leadership::WriteFn> = {
             let transport = Arc::clone(&transport);
-            Arc::new(move |token, records| transport.guarded_write(token, records))
+            Arc::new(move |token, records, offsets| match offsets {
+                Some(offsets) => transport.guarded_write_with_offsets(token, records, offsets),
+                None => transport.guarded_write(token, records),
+            })
         };
         let meter = crate::metrics::Meter::new(&role, &member, &clock);
         let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, CreateTopicsRequest, DescribeConfigsRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, CreateTopicsRequest, DescribeConfigsRequest,
     DescribeProducersRequest, DescribeTransactionsRequest, EndTxnRequest, FetchRequest,
     FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    OffsetFetchRequest, ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{HeaderVersion, Request};
 
@@ -164,6 +165,9 @@ pub fn header_version(api_key: i16, version: i16) -> Option<i16> {
         24 => of::<AddPartitionsToTxnRequest>(version),
         0 => of::<ProduceRequest>(version),
         26 => of::<EndTxnRequest>(version),
+        25 => of::<AddOffsetsToTxnRequest>(version),
+        28 => of::<TxnOffsetCommitRequest>(version),
+        9 => of::<OffsetFetchRequest>(version),
         65 => of::<DescribeTransactionsRequest>(version),
         61 => of::<DescribeProducersRequest>(version),
         1 => of::<FetchRequest>(version),
@@ -207,6 +211,9 @@ pub fn exchange(api_key: i16, version: i16, answers: &[u8]) -> Result<(), String
         24 => call::<AddPartitionsToTxnRequest>(&mut conn, version, deadline),
         0 => call::<ProduceRequest>(&mut conn, version, deadline),
         26 => call::<EndTxnRequest>(&mut conn, version, deadline),
+        25 => call::<AddOffsetsToTxnRequest>(&mut conn, version, deadline),
+        28 => call::<TxnOffsetCommitRequest>(&mut conn, version, deadline),
+        9 => call::<OffsetFetchRequest>(&mut conn, version, deadline),
         65 => call::<DescribeTransactionsRequest>(&mut conn, version, deadline),
         61 => call::<DescribeProducersRequest>(&mut conn, version, deadline),
         1 => call::<FetchRequest>(&mut conn, version, deadline),

@@ -123,7 +123,7 @@
 //! let client = Arc::new(KafkaTransport::connect(config)?);
 //! let leadership = blocking::acquire_leadership(
 //!     client.clone(), "scheduler", "node-a", Options::new())?;
-//! let record = GuardedRecord { topic: "jobs", partition: 0, key: None, value: Some(b"run #1") };
+//! let record = GuardedRecord::new("jobs", 0, None, Some(b"run #1"));
 //! leadership.guarded_write_blocking(&[record])?;
 //! let (token, _term) = (leadership.token(), leadership.term());
 //! leadership.done_blocking();
@@ -149,6 +149,7 @@ mod fetch;
 pub mod fuzzing;
 mod net;
 mod oauth;
+mod offsets;
 mod registrar;
 #[cfg(any(test, feature = "fuzzing"))]
 mod samples;
@@ -174,7 +175,7 @@ pub use self::config::{
 pub use self::config::{KafkaSettings, SecuritySettings};
 pub use self::oauth::{OAuthToken, TokenProvider};
 pub use self::topic::{Finding, Severity, TopicReport};
-pub use crate::transport::GuardedRecord;
+pub use crate::transport::{ConsumedOffset, GroupOffsets, GuardedRecord};
 
 use self::cluster::Cluster;
 use self::describe::DescribeClient;
@@ -398,7 +399,56 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        exec::block_on(self.writing().guarded_write(token, records))
+        exec::block_on(self.writing().guarded_write(token, records, None))
+    }
+
+    /// [`guarded_write`](Self::guarded_write) that also commits `offsets`, a consumer group's
+    /// position in its input, in the same transaction (AddOffsetsToTxn, then TxnOffsetCommit
+    /// to the group's coordinator as a producer outside the group, then EndTxn): the records
+    /// and the offsets become visible together, or neither does, and once a newer pair holds
+    /// the role the broker refuses both ([`Fenced`](crate::ErrorKind::Fenced)). Read the
+    /// position back with [`committed_offsets`](Self::committed_offsets). The group must not
+    /// be committed by anything else (a consumer's own commits would race these).
+    ///
+    /// Effects outside Kafka are not in the transaction: a store that takes them must check
+    /// the token or the term itself.
+    pub fn guarded_write_with_offsets(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, TransportError> {
+        exec::block_on(self.writing().guarded_write(token, records, Some(offsets)))
+    }
+
+    /// The committed offsets of consumer group `group` for `partitions` (topic, partition), one
+    /// answer per partition in order: the next offset to consume, or `None` where the group
+    /// has committed none. OffsetFetch v7 with `require_stable`: while a transaction with
+    /// offsets of a partition is still pending, the broker holds the answer back (and this
+    /// call asks again until the operation timeout), so the answer is where the last
+    /// **committed** transaction left the group. A new leader calls it once it is elected
+    /// (its election aborted any transaction its predecessor left open), and resumes there.
+    pub fn committed_offsets(
+        &self,
+        group: &str,
+        partitions: &[(&str, i32)],
+    ) -> Result<Vec<Option<i64>>, TransportError> {
+        if group.is_empty() {
+            return Err(TransportError::config("the consumer group id is empty"));
+        }
+        let partitions: Vec<(String, i32)> = partitions
+            .iter()
+            .map(|(t, p)| ((*t).to_owned(), *p))
+            .collect();
+        if partitions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let deadline = Instant::now() + self.config.operation_timeout();
+        exec::block_on(
+            self.sessions
+                .groups()
+                .committed(group, &partitions, deadline),
+        )
     }
 
     /// What a transactional write needs, owned, for a write that runs as a task.
@@ -427,6 +477,7 @@ impl KafkaTransport {
                 partition,
                 key,
                 value,
+                headers: &[],
             }],
         )?;
         Ok(offsets.first().copied().unwrap_or(-1))
@@ -487,6 +538,7 @@ impl Writing {
         &self,
         token: FencingToken,
         records: &[GuardedRecord<'_>],
+        offsets: Option<GroupOffsets<'_>>,
     ) -> Result<Vec<i64>, TransportError> {
         // Every partition written must have a leader before the role's session is taken: a
         // transaction holds the session across its round trips, and a write that waited in
@@ -501,7 +553,10 @@ impl Writing {
                     .await?;
             }
         }
-        let written = self.sessions.write_async(token, records).await;
+        let written = self
+            .sessions
+            .write_with_offsets_async(token, records, offsets)
+            .await;
         match self.fenced_if_superseded(token, written).await {
             Ok(offsets) => Ok(offsets),
             Err(e) => Err(self.confirm_records(e, records).await),
@@ -527,6 +582,7 @@ impl Writing {
                     partition,
                     key: Some(key),
                     value,
+                    headers: &[],
                 }],
             )
             .await;
@@ -877,6 +933,15 @@ impl LeaseWriter for KafkaTransport {
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
         self.write_guarded(token, records)
+    }
+
+    fn guarded_write_with_offsets(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, TransportError> {
+        KafkaTransport::guarded_write_with_offsets(self, token, records, offsets)
     }
 }
 

@@ -118,6 +118,12 @@ fn sample(api_key: i16, v: i16) -> Vec<u8> {
         ),
         0 => encode(&produce_response(v), v),
         26 => encode(&EndTxnResponse::default().with_error_code(48), v),
+        25 => encode(
+            &kafka_protocol::messages::AddOffsetsToTxnResponse::default().with_error_code(51),
+            v,
+        ),
+        28 => encode(&txn_offset_commit(), v),
+        9 => encode(&offset_fetch(), v),
         65 => encode(
             &DescribeTransactionsResponse::default().with_transaction_states(vec![
                 txn::TransactionState::default()
@@ -305,4 +311,28 @@ fn fetch_response(v: i16) -> FetchResponse {
     FetchResponse::default().with_responses(vec![fetch::FetchableTopicResponse::default()
         .with_topic(topic("__coordination_state"))
         .with_partitions(vec![partition])])
+}
+
+fn txn_offset_commit() -> kafka_protocol::messages::TxnOffsetCommitResponse {
+    use kafka_protocol::messages::txn_offset_commit_response as t;
+    kafka_protocol::messages::TxnOffsetCommitResponse::default().with_topics(vec![
+        t::TxnOffsetCommitResponseTopic::default()
+            .with_name(topic("in"))
+            .with_partitions(vec![t::TxnOffsetCommitResponsePartition::default()
+                .with_partition_index(1)
+                .with_error_code(51)]),
+    ])
+}
+
+fn offset_fetch() -> kafka_protocol::messages::OffsetFetchResponse {
+    use kafka_protocol::messages::offset_fetch_response as o;
+    kafka_protocol::messages::OffsetFetchResponse::default().with_topics(vec![
+        o::OffsetFetchResponseTopic::default()
+            .with_name(topic("in"))
+            .with_partitions(vec![o::OffsetFetchResponsePartition::default()
+                .with_partition_index(1)
+                .with_committed_offset(42)
+                .with_metadata(Some(s("m")))
+                .with_error_code(88)]),
+    ])
 }

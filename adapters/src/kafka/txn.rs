@@ -9,6 +9,8 @@
 //!   Produce of one transactional record batch per partition (the pair, and a base sequence
 //!   per partition that starts at 0 for the pair and grows by the record count), then
 //!   EndTxn(commit).
+//! * **Offsets**: a write may also commit a consumer group's offsets in its transaction
+//!   (AddOffsetsToTxn and TxnOffsetCommit before EndTxn, see `offsets.rs`).
 //! * **Versions** are pinned below transaction version 2 (KIP-890 part 2): EndTxn <= v3,
 //!   AddPartitionsToTxn <= v3, Produce <= v9, InitProducerId <= v4. With them the coordinator
 //!   never bumps the epoch at a commit, so a term's pair stays constant across renewals.
@@ -47,8 +49,9 @@ use super::config::KafkaConfig;
 use super::exec::lock;
 use super::exec::AsyncMutex;
 use super::net::Conn;
+use super::offsets::{add_offsets_on, Groups, OwnedGroupOffsets};
 use crate::error::TransportError;
-use crate::transport::GuardedRecord;
+use crate::transport::{GroupOffsets, GuardedRecord};
 
 /// The highest request versions this client sends (all below transaction version 2).
 pub(crate) const MAX_INIT_PRODUCER_ID: i16 = 4;
@@ -98,6 +101,8 @@ struct Held {
 /// The sessions of every role this process holds, on one cluster.
 pub(crate) struct Sessions {
     cluster: Arc<Cluster>,
+    /// The group coordinators, for offsets committed in a transaction.
+    groups: Arc<Groups>,
     request_timeout: Duration,
     operation_timeout: Duration,
     roles: Mutex<Registry>,
@@ -135,11 +140,17 @@ impl Registry {
 impl Sessions {
     pub(crate) fn new(cluster: Arc<Cluster>, config: &KafkaConfig) -> Sessions {
         Sessions {
+            groups: Arc::new(Groups::new(Arc::clone(&cluster))),
             cluster,
             request_timeout: config.request_timeout(),
             operation_timeout: config.operation_timeout(),
             roles: Mutex::new(Registry::default()),
         }
+    }
+
+    /// The group coordinators this client knows.
+    pub(crate) fn groups(&self) -> &Arc<Groups> {
+        &self.groups
     }
 
     /// How many roles hold a session.
@@ -252,6 +263,23 @@ impl Sessions {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
+        self.write_with_offsets_async(token, records, None).await
+    }
+
+    /// [`write_async`](Self::write_async) that also commits `offsets` in the transaction.
+    pub(crate) async fn write_with_offsets_async(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: Option<GroupOffsets<'_>>,
+    ) -> Result<Vec<i64>, TransportError> {
+        let offsets = offsets
+            .map(OwnedGroupOffsets::from)
+            .transpose()?
+            .filter(|o| !o.is_empty());
+        if records.is_empty() && offsets.is_none() {
+            return Ok(Vec::new());
+        }
         let (role, held) = self.held_by(token)?;
         let mut s = held.session.lock().await;
         if held.fenced.load(Ordering::Acquire) {
@@ -260,7 +288,9 @@ impl Sessions {
             )));
         }
         let deadline = Instant::now() + self.operation_timeout;
-        let result = self.transact(&mut s, records, deadline).await;
+        let result = self
+            .transact(&mut s, records, offsets.as_ref(), deadline)
+            .await;
         if let Err(e) = &result {
             if e.is_fenced() {
                 held.fenced.store(true, Ordering::Release);
@@ -302,6 +332,7 @@ impl Sessions {
         &self,
         s: &mut Session,
         records: &[GuardedRecord<'_>],
+        consumed: Option<&OwnedGroupOffsets>,
         deadline: Instant,
     ) -> Result<Vec<i64>, TransportError> {
         self.finish_unfinished(s, deadline).await?;
@@ -315,7 +346,9 @@ impl Sessions {
             }
         }
         s.unfinished.open = true;
-        self.add_partitions(s, &partitions, deadline).await?;
+        if !partitions.is_empty() {
+            self.add_partitions(s, &partitions, deadline).await?;
+        }
         let mut offsets = vec![-1i64; records.len()];
         for tp in &partitions {
             let indexes: Vec<usize> = records
@@ -329,6 +362,12 @@ impl Sessions {
             for (n, &i) in indexes.iter().enumerate() {
                 offsets[i] = base.saturating_add(n as i64);
             }
+        }
+        if let Some(group) = consumed {
+            self.add_offsets(s, &group.group, deadline).await?;
+            self.groups
+                .txn_offset_commit(&s.role, s.token, group, deadline)
+                .await?;
         }
         s.unfinished.committing = true;
         self.end_txn(s, true, deadline).await?;
@@ -389,6 +428,31 @@ impl Sessions {
             .await
     }
 
+    /// AddOffsetsToTxn: `group`'s offsets join the open transaction.
+    async fn add_offsets(
+        &self,
+        s: &Session,
+        group: &str,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let what = format!("AddOffsetsToTxn of group '{group}' for role '{}'", s.role);
+        let cluster = &self.cluster;
+        let (role, token) = (&s.role, s.token);
+        cluster
+            .retry_async(&what, deadline, || {
+                let (role, group) = (role.clone(), group.to_owned());
+                async move {
+                    let id = role.as_str().to_owned();
+                    cluster
+                        .at_coordinator_async(&id, deadline, move |conn| {
+                            add_offsets_on(conn, &role, token, &group, deadline)
+                        })
+                        .await
+                }
+            })
+            .await
+    }
+
     /// Produces one transactional batch to `tp`; returns its base offset.
     async fn produce(
         &self,
@@ -400,16 +464,21 @@ impl Sessions {
         let base_sequence = *s.sequences.get(tp).unwrap_or(&0);
         let count = i32::try_from(records.len())
             .map_err(|_| TransportError::config("too many records in one guarded write"))?;
-        let encoded = encode_batch(
+        let encoded = encode_batch_with_headers(
             s.token,
             true,
             base_sequence,
-            records.iter().map(|r| {
-                (
-                    r.key.map(bytes::Bytes::copy_from_slice),
-                    r.value.map(bytes::Bytes::copy_from_slice),
-                )
-            }),
+            records
+                .iter()
+                .map(|r| {
+                    Ok((
+                        r.key.map(bytes::Bytes::copy_from_slice),
+                        r.value.map(bytes::Bytes::copy_from_slice),
+                        headers_of(r)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, TransportError>>()?
+                .into_iter(),
         )?;
         let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
         // From the first send on, the outcome is unknown until a definite answer arrives.
@@ -581,7 +650,13 @@ fn init_producer_id_on(
 /// Maps a per-request error code on a transactional call of `role` (pair `token`) to an
 /// attempt (by the table in [`classify`](super::classify), with the ACL to grant for an
 /// authorization error).
-fn txn_error(role: &Role, token: FencingToken, what: &str, addr: &str, error: i16) -> Attempt {
+pub(crate) fn txn_error(
+    role: &Role,
+    token: FencingToken,
+    what: &str,
+    addr: &str,
+    error: i16,
+) -> Attempt {
     let why = match error {
         code::PRODUCER_FENCED
         | code::INVALID_PRODUCER_EPOCH
@@ -829,12 +904,48 @@ pub(crate) fn encode_batch(
     base_sequence: i32,
     records: impl Iterator<Item = (Option<Bytes>, Option<Bytes>)>,
 ) -> Result<Bytes, TransportError> {
+    encode_batch_with_headers(
+        producer,
+        transactional,
+        base_sequence,
+        records.map(|(k, v)| (k, v, Headers::default())),
+    )
+}
+
+/// A record's headers as the batch encoder takes them.
+type Headers = kafka_protocol::indexmap::IndexMap<StrBytes, Option<Bytes>>;
+
+/// The headers of `r`; a name given twice is refused (the encoder keeps one value per name).
+fn headers_of(r: &GuardedRecord<'_>) -> Result<Headers, TransportError> {
+    let mut headers = Headers::with_capacity(r.headers.len());
+    for (name, value) in r.headers {
+        let value = value.map(Bytes::copy_from_slice);
+        if headers
+            .insert(StrBytes::from_string((*name).to_owned()), value)
+            .is_some()
+        {
+            return Err(TransportError::config(format!(
+                "header '{name}' is given twice in a record to {}/{}; give each name once",
+                r.topic, r.partition
+            )));
+        }
+    }
+    Ok(headers)
+}
+
+/// [`encode_batch`] of records with headers.
+pub(crate) fn encode_batch_with_headers(
+    producer: FencingToken,
+    transactional: bool,
+    base_sequence: i32,
+    records: impl Iterator<Item = (Option<Bytes>, Option<Bytes>, Headers)>,
+) -> Result<Bytes, TransportError> {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let batch: Vec<Record> = records
         .enumerate()
-        .map(|(i, (key, value))| Record {
+        .map(|(i, (key, value, headers))| Record {
             transactional,
             control: false,
             delete_horizon: false,
@@ -847,7 +958,7 @@ pub(crate) fn encode_batch(
             timestamp: now_ms,
             key,
             value,
-            headers: Default::default(),
+            headers,
         })
         .collect();
     let mut encoded = BytesMut::new();

@@ -187,6 +187,13 @@ static ADD_PARTITION_RESULT: Struct = plain(&[f(I32), f(I16)]);
 static ADD_TOPIC_RESULT: Struct = plain(&[f(Str), f(Ty::Array(&ADD_PARTITION_RESULT))]);
 static ADD_TXN_RESULT: Struct = plain(&[f(Str), f(Ty::Array(&ADD_TOPIC_RESULT))]);
 
+// ---- TxnOffsetCommit (28) and OffsetFetch (9) ------------------------------------------------
+
+static TXN_OFFSET_PARTITION: Struct = plain(&[f(I32), f(I16)]);
+static TXN_OFFSET_TOPIC: Struct = plain(&[f(Str), f(Ty::Array(&TXN_OFFSET_PARTITION))]);
+static OFFSET_FETCH_PARTITION: Struct = plain(&[f(I32), f(I64), since(5, I32), f(Str), f(I16)]);
+static OFFSET_FETCH_TOPIC: Struct = plain(&[f(Str), f(Ty::Array(&OFFSET_FETCH_PARTITION))]);
+
 // ---- Produce (0) -----------------------------------------------------------------------------
 
 static BATCH_INDEX_ERROR: Struct = plain(&[f(I32), f(Str)]);
@@ -393,6 +400,27 @@ pub(crate) static SHAPES: &[Shape] = &[
         versions: (0, 3),
         flexible_since: 3,
         body: plain(&[f(I32), f(I16)]),
+    },
+    Shape {
+        api_key: 25,
+        name: "AddOffsetsToTxn",
+        versions: (0, 3),
+        flexible_since: 3,
+        body: plain(&[f(I32), f(I16)]),
+    },
+    Shape {
+        api_key: 28,
+        name: "TxnOffsetCommit",
+        versions: (0, 3),
+        flexible_since: 3,
+        body: plain(&[f(I32), f(Ty::Array(&TXN_OFFSET_TOPIC))]),
+    },
+    Shape {
+        api_key: 9,
+        name: "OffsetFetch",
+        versions: (7, 7),
+        flexible_since: 6,
+        body: plain(&[f(I32), f(Ty::Array(&OFFSET_FETCH_TOPIC)), f(I16)]),
     },
     Shape {
         api_key: 65,
@@ -666,6 +694,9 @@ mod tests {
             24 => AddPartitionsToTxnResponse::decode(&mut b, version).is_ok(),
             0 => ProduceResponse::decode(&mut b, version).is_ok(),
             26 => EndTxnResponse::decode(&mut b, version).is_ok(),
+            25 => AddOffsetsToTxnResponse::decode(&mut b, version).is_ok(),
+            28 => TxnOffsetCommitResponse::decode(&mut b, version).is_ok(),
+            9 => OffsetFetchResponse::decode(&mut b, version).is_ok(),
             65 => DescribeTransactionsResponse::decode(&mut b, version).is_ok(),
             61 => DescribeProducersResponse::decode(&mut b, version).is_ok(),
             1 => FetchResponse::decode(&mut b, version).is_ok(),

@@ -329,26 +329,45 @@ impl Inner {
 
     /// A guarded write of `role` through a session holding `bound`: every record is appended,
     /// committed, to its data topic partition, or none is (fenced when `bound` is not the
-    /// current pair). Data topics spring into being on first use.
+    /// current pair). Data topics spring into being on first use. `group`'s offsets, if given,
+    /// are committed with the records, or refused with them. Headers are not kept.
     pub(super) fn guarded_write(
         &mut self,
         role: &Role,
         bound: FencingToken,
         records: &[crate::transport::GuardedRecord<'_>],
+        group: Option<crate::transport::GroupOffsets<'_>>,
         member: &str,
     ) -> Result<Vec<i64>, TransportError> {
         let current = self.current_pair(role, member)?;
         if current != bound {
             return Err(fenced(member, role, bound, current));
         }
+        let negative = records
+            .iter()
+            .map(|r| (r.topic, r.partition))
+            .chain(
+                group
+                    .iter()
+                    .flat_map(|g| g.offsets.iter().map(|o| (o.topic, o.partition))),
+            )
+            .find(|(_, p)| *p < 0);
+        if let Some((topic, partition)) = negative {
+            return Err(TransportError::config(format!(
+                "partition {partition} of topic '{topic}' is negative"
+            )));
+        }
+        if let Some(g) = group {
+            if g.group.is_empty() {
+                return Err(TransportError::config("the consumer group id is empty"));
+            }
+            let committed = self.group_offsets.entry(g.group.to_owned()).or_default();
+            for o in g.offsets {
+                committed.insert((o.topic.to_owned(), o.partition), o.next_offset);
+            }
+        }
         let mut offsets = Vec::with_capacity(records.len());
         for r in records {
-            if r.partition < 0 {
-                return Err(TransportError::config(format!(
-                    "partition {} of topic '{}' is negative",
-                    r.partition, r.topic
-                )));
-            }
             let log = self
                 .data
                 .entry((r.topic.to_owned(), r.partition))

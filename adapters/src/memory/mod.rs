@@ -168,6 +168,9 @@ struct Inner {
     dirty: BTreeSet<usize>,
     /// Data topics written by guarded writes: (topic, partition) -> committed records.
     data: BTreeMap<(String, i32), Vec<Record>>,
+    /// Consumer group offsets committed with guarded writes: group -> (topic, partition) ->
+    /// the next offset.
+    group_offsets: BTreeMap<String, BTreeMap<(String, i32), i64>>,
     /// No open transaction times out before this instant (`None`: none is open), so that the
     /// timeout check at every call looks at the transactions only when one may be due.
     next_expiry: Option<UnixMillis>,
@@ -376,6 +379,7 @@ impl MemoryBroker {
             max_transaction_timeout: DEFAULT_MAX_TRANSACTION_TIMEOUT,
             dirty: BTreeSet::new(),
             data: BTreeMap::new(),
+            group_offsets: BTreeMap::new(),
             next_expiry: None,
         };
         MemoryBroker {
@@ -567,6 +571,19 @@ impl MemoryBroker {
             .get(&(topic.to_owned(), partition))
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The offsets of consumer group `group` that guarded writes committed, one answer per
+    /// (topic, partition) of `partitions`, in order: the next offset to consume, or `None` where
+    /// the group has committed nothing (Kafka's OffsetFetch with `require_stable`: only
+    /// committed transactions count).
+    pub fn committed_offsets(&self, group: &str, partitions: &[(&str, i32)]) -> Vec<Option<i64>> {
+        let locked = self.shared.lock();
+        let offsets = locked.group_offsets.get(group);
+        partitions
+            .iter()
+            .map(|(t, p)| offsets.and_then(|o| o.get(&((*t).to_owned(), *p)).copied()))
+            .collect()
     }
 
     /// Every lease write the broker accepted (committed), in commit order.

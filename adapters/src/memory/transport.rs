@@ -379,9 +379,25 @@ impl LeaseWriter for MemoryTransport {
         let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
         let sessions = self.sessions();
         let role = self.resolve(&sessions, token)?;
-        let offsets = locked.guarded_write(&role, token, records, &self.name)?;
+        let offsets = locked.guarded_write(&role, token, records, None, &self.name)?;
         locked.finish_call(BrokerOp::WriteLease)?;
         Ok(offsets)
+    }
+
+    /// [`guarded_write`](LeaseWriter::guarded_write) that also commits the group's offsets
+    /// (see [`MemoryBroker::committed_offsets`]), all or nothing.
+    fn guarded_write_with_offsets(
+        &self,
+        token: FencingToken,
+        records: &[GuardedRecord<'_>],
+        offsets: crate::transport::GroupOffsets<'_>,
+    ) -> Result<Vec<i64>, TransportError> {
+        let mut locked = self.shared.begin_call(BrokerOp::WriteLease)?;
+        let sessions = self.sessions();
+        let role = self.resolve(&sessions, token)?;
+        let written = locked.guarded_write(&role, token, records, Some(offsets), &self.name)?;
+        locked.finish_call(BrokerOp::WriteLease)?;
+        Ok(written)
     }
 }
 

@@ -286,6 +286,7 @@ impl Member {
                 partition: partition as i32,
                 key: Some(key.as_bytes()),
                 value: Some(value.as_bytes()),
+                headers: &[],
             };
             let written = leadership.guarded_write_blocking(&[record]);
             let took = started.elapsed().as_millis().to_string();
