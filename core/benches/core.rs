@@ -193,7 +193,7 @@ fn partition_records() -> Vec<Record> {
                 Key::registration(ours.clone(), member(m.clone())).encode(),
             ),
             45..=79 => {
-                if (state >> 20) % 500 == 0 {
+                if (state >> 20).is_multiple_of(500) {
                     holder = pick;
                 }
                 Record::new(
