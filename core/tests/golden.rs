@@ -116,7 +116,11 @@ impl Compact {
     /// The hex value, expanded and decoded.
     fn bytes(&self) -> Vec<u8> {
         let hex = self.text();
-        assert!(hex.len().is_multiple_of(2), "hex of odd length {}", hex.len());
+        assert!(
+            hex.len().is_multiple_of(2),
+            "hex of odd length {}",
+            hex.len()
+        );
         hex.as_bytes()
             .chunks_exact(2)
             .map(|pair| (nibble(pair[0]) << 4) | nibble(pair[1]))
