@@ -451,6 +451,9 @@ fn parse_log(mut b: &[u8]) -> Vec<Record> {
 struct Model {
     members: BTreeMap<String, i64>,
     lease: Option<(Lease, i64)>,
+    /// The largest join offset a member had when a lease record named it: members joined
+    /// before it (other than the holder) were passed over.
+    led_from: Option<i64>,
     next: i64,
     /// A record at `i64::MAX` was applied: no later offset exists.
     ended: bool,
@@ -497,6 +500,9 @@ impl Model {
             }
             (None, Some(v)) => match Lease::decode(v) {
                 Ok(l) => {
+                    if let Some(&joined) = self.members.get(l.member.as_str()) {
+                        self.led_from = Some(self.led_from.map_or(joined, |o| o.max(joined)));
+                    }
                     self.lease = Some((l, r.offset));
                     "leased"
                 }
@@ -562,6 +568,10 @@ fn run_state(input: &Input) -> Outcome {
 }
 
 fn disagreement(state: &RoleState, model: &Model) -> Option<String> {
+    let holder_name = model.lease.as_ref().map(|(l, _)| l.member.as_str().to_owned());
+    let passed_over = |name: &str, offset: i64| {
+        holder_name.as_deref() != Some(name) && model.led_from.is_some_and(|mark| offset < mark)
+    };
     let roster: Vec<(String, i64)> = state
         .roster()
         .map(|(m, o)| (m.as_str().to_owned(), o))
@@ -593,13 +603,21 @@ fn disagreement(state: &RoleState, model: &Model) -> Option<String> {
                 state.join_offset(&m)
             ));
         }
-        if state.rank_of(&m) != Some(rank) {
+        let skipped = passed_over(name, *offset);
+        if state.passed_over(&m) != skipped {
             return Some(format!(
-                "rank_of({name:?}) is {:?}, expected {rank}",
+                "passed_over({name:?}) is {}, the reference says {skipped}",
+                state.passed_over(&m)
+            ));
+        }
+        let expected = (!skipped).then_some(rank);
+        if state.rank_of(&m) != expected {
+            return Some(format!(
+                "rank_of({name:?}) is {:?}, expected {expected:?}",
                 state.rank_of(&m)
             ));
         }
-        if holder.as_ref() != Some(&m) {
+        if holder.as_ref() != Some(&m) && !skipped {
             rank += 1;
         }
     }
