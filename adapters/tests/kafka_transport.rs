@@ -1614,6 +1614,7 @@ fn role_on(t: &KafkaTransport, prefix: &str, p: i32) -> Role {
 /// (librdkafka here is built without zlib and zstd); gzip and zstd are the topic's
 /// `compression.type`, so the broker recompresses every batch, our own included.
 #[test]
+#[cfg(feature = "blocking")]
 fn compressed_registrations_of_a_foreign_member_are_read_with_every_codec() {
     use kafka_coordination::core::record::{Key, MemberId, Registration};
     use kafka_coordination::{blocking, describe_role_state, Options};
@@ -1696,6 +1697,7 @@ fn compressed_registrations_of_a_foreign_member_are_read_with_every_codec() {
 /// (our registrations and lease writes too). Elections, a takeover and reads work as on an
 /// uncompressed topic, and no batch is skipped.
 #[test]
+#[cfg(feature = "blocking")]
 fn a_state_topic_with_compression_type_zstd_works_as_an_uncompressed_one() {
     use kafka_coordination::{blocking, describe_leadership, describe_role_state, Options};
 
@@ -1792,6 +1794,7 @@ fn read_with_rdkafka(
 /// resign's tombstones, the successor's lease, and the successor's resign; the records decode
 /// to the same role state as the library's own `describe_role_state`.
 #[test]
+#[cfg(feature = "blocking")]
 fn rdkafka_reads_the_native_writes_as_describe_role_state_does() {
     use kafka_coordination::core::record::{Key, KeyKind, Lease};
     use kafka_coordination::core::state::RoleState;
