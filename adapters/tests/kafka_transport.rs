@@ -1575,6 +1575,7 @@ fn a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded() {
 // ---- compressed batches ----------------------------------------------------------------------
 
 /// Creates `topic` (compacted, [`PARTITIONS`] partitions) with `compression.type` = `codec`.
+#[cfg(feature = "blocking")]
 fn create_compressed_topic(bootstrap: &str, topic: &str, codec: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
@@ -1598,6 +1599,7 @@ fn create_compressed_topic(bootstrap: &str, topic: &str, codec: &str) {
 }
 
 /// A role name whose partition is `p` (of [`PARTITIONS`]).
+#[cfg(feature = "blocking")]
 fn role_on(t: &KafkaTransport, prefix: &str, p: i32) -> Role {
     loop {
         let r = role(prefix);
@@ -1731,6 +1733,7 @@ fn a_state_topic_with_compression_type_zstd_works_as_an_uncompressed_one() {
 
 /// Everything on `partition` of `topic` that rdkafka's read_committed consumer sees, from the
 /// beginning to the high watermark, as the core's records; and that watermark.
+#[cfg(feature = "blocking")]
 fn read_with_rdkafka(
     bootstrap: &str,
     topic: &str,
@@ -1888,6 +1891,7 @@ fn rdkafka_reads_the_native_writes_as_describe_role_state_does() {
 
 /// Whether `records` hold a tombstone of a key of `kind` (and of `member`'s, for a
 /// registration).
+#[cfg(feature = "blocking")]
 fn has_tombstone(
     records: &[kafka_coordination::core::state::Record],
     kind: kafka_coordination::core::record::KeyKind,
