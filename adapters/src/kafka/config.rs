@@ -116,6 +116,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("client_id", &self.client_id)
             .field("address_overrides", &self.address_overrides)
             .field("connections_per_broker", &self.connections_per_broker)
+            .field("token_provider", &self.token_provider)
             .finish()
     }
 }
@@ -744,19 +745,18 @@ mod redaction_tests {
         }
     }
 
-    /// A property librdkafka does not know is refused when the admin client is built (the
-    /// topic check); the error names it but never repeats its value.
+    /// A call that fails (here: a cluster that cannot be reached) never repeats a secret
+    /// property's value in its error, whatever the error says about the configuration.
     #[test]
-    fn a_refused_secret_property_is_not_repeated_in_the_error() {
+    fn a_failed_call_does_not_repeat_a_secret_property() {
         let jaas = SECRETS[3];
         let config = KafkaConfig::new("127.0.0.1:1", 1)
             .with_request_timeout(Duration::from_secs(1))
             .with_property(jaas.0, jaas.1);
         let e = super::super::KafkaTransport::new(config)
             .and_then(|t| t.describe_topic())
-            .expect_err("librdkafka refuses sasl.jaas.config");
+            .expect_err("nothing listens on 127.0.0.1:1");
         let (shown, debug) = (e.to_string(), format!("{e:?}"));
-        assert!(shown.contains("sasl.jaas.config"), "{shown}");
         assert!(!shown.contains("jaas-9b41"), "{shown}");
         assert!(!debug.contains("jaas-9b41"), "{debug}");
     }
