@@ -110,8 +110,8 @@ const PRODUCER_ID: i64 = 1;
 /// Each is made in the environment or in the driver around the real machine, never in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mutation {
-    /// Member 1's clock runs a stagger (plus the skew bound) ahead: it challenges before its
-    /// stagger.
+    /// The last member's clock runs a stagger ahead (beyond the skew bound): as rank 1 it
+    /// challenges with rank 0, before its stagger.
     EarlyChallenge,
     /// The driver reads a fence on a leader's lease write as a transient failure: the leader
     /// keeps leading after a fenced renewal.
@@ -161,6 +161,8 @@ pub struct Config {
     pub resigns: u8,
     /// Faults happen only before this instant (global time); `None`: any time.
     pub faults_before: Option<i64>,
+    /// Faults happen only at or after this instant (global time).
+    pub faults_after: i64,
     /// Whether members evict the members they pass over (`Candidate::set_evict_passed_over`).
     pub evict: bool,
     /// A deliberate defect, or `None` for the real thing.
@@ -189,6 +191,7 @@ impl Config {
             delays: 1,
             resigns: 1,
             faults_before: None,
+            faults_after: 0,
             evict: false,
             mutation: None,
             slack: 4,
@@ -519,7 +522,7 @@ impl CoordinationModel {
     }
 
     fn faults_allowed(&self, s: &State) -> bool {
-        self.cfg.faults_before.is_none_or(|t| s.now < t)
+        s.now >= self.cfg.faults_after && self.cfg.faults_before.is_none_or(|t| s.now < t)
     }
 
     /// Whether the broker would answer member `i`'s request now (a long poll waits for data).
@@ -654,7 +657,9 @@ impl CoordinationModel {
                 if !current && !self.cfg.is(Mutation::NoFence) {
                     return Some(Event::Fenced);
                 }
-                if b.accepted_max.is_some_and(|m| token.producer_epoch < m.producer_epoch) {
+                if b.accepted_max
+                    .is_some_and(|m| token.producer_epoch < m.producer_epoch)
+                {
                     s.ghost.stale_write = true;
                 }
                 let b = &mut s.broker;
@@ -713,9 +718,7 @@ impl CoordinationModel {
     /// Feeds `event` to member `i` at its clock and collects its commands.
     fn deliver(&self, s: &mut State, i: usize, event: Event) {
         let event = match event {
-            Event::Fenced
-                if self.cfg.is(Mutation::IgnoreFence) && s.members[i].leads.is_some() =>
-            {
+            Event::Fenced if self.cfg.is(Mutation::IgnoreFence) && s.members[i].leads.is_some() => {
                 Event::Failed
             }
             e => e,
@@ -745,8 +748,7 @@ impl CoordinationModel {
                 Command::Deposed { .. } | Command::Ended { .. } => m.leads = None,
                 io => {
                     if m.io != Io::Idle {
-                        s.ghost.machine_error =
-                            Some(format!("m{i}: a second I/O command {io:?}"));
+                        s.ghost.machine_error = Some(format!("m{i}: a second I/O command {io:?}"));
                     }
                     m.io = Io::Request(io);
                     m.delayed = false;
@@ -788,8 +790,8 @@ impl Model for CoordinationModel {
             if clocks.windows(2).any(|w| w[0] > w[1]) {
                 continue;
             }
-            if self.cfg.is(Mutation::EarlyChallenge) && n > 1 {
-                clocks[1] += self.cfg.stagger_ms as i64 + self.cfg.skew;
+            if self.cfg.is(Mutation::EarlyChallenge) {
+                clocks[n - 1] += self.cfg.stagger_ms as i64;
             }
             let mut s = State {
                 now: 0,
@@ -842,9 +844,9 @@ impl Model for CoordinationModel {
         // A tick only issues its member's next command: it changes nothing another action
         // reads, and no property reads it. The first due tick goes first, alone (a partial
         // order reduction; a fault at that instant then comes just after the tick).
-        if let Some(i) = (0..s.members.len()).find(|&i| {
-            !s.members[i].paused && s.members[i].cand.is_some() && self.due(s, i)
-        }) {
+        if let Some(i) = (0..s.members.len())
+            .find(|&i| !s.members[i].paused && s.members[i].cand.is_some() && self.due(s, i))
+        {
             out.push(Action::Tick(i));
             return;
         }
@@ -1125,7 +1127,10 @@ fn waiting_is_fair(s: &State) -> bool {
 }
 
 fn no_failback(_: &CoordinationModel, s: &State) -> bool {
-    if s.members.iter().all(|m| m.restarted_at.is_none() || m.cand.is_none()) {
+    if s.members
+        .iter()
+        .all(|m| m.restarted_at.is_none() || m.cand.is_none())
+    {
         return true;
     }
     let committed: Vec<Record> = s
@@ -1188,7 +1193,9 @@ pub fn summary(s: &State) -> String {
             } else {
                 String::new()
             },
-            m.leads.map(|t| format!(" leads e{}", t.producer_epoch)).unwrap_or_default(),
+            m.leads
+                .map(|t| format!(" leads e{}", t.producer_epoch))
+                .unwrap_or_default(),
             if m.paused { " PAUSED" } else { "" },
             if m.delayed { " DELAYED" } else { "" },
         );
@@ -1302,7 +1309,12 @@ pub fn check(cfg: Config, threads: usize, search: Search) -> Figures {
                 .iter()
                 .filter_map(|&n| c.discovery(n).map(|p| (n, trace(p))))
                 .collect();
-            (c.state_count(), c.unique_state_count(), c.max_depth(), failures)
+            (
+                c.state_count(),
+                c.unique_state_count(),
+                c.max_depth(),
+                failures,
+            )
         }
         Search::FirstFailure(name) => {
             let c = builder
@@ -1313,7 +1325,12 @@ pub fn check(cfg: Config, threads: usize, search: Search) -> Figures {
                 .iter()
                 .filter_map(|&n| c.discovery(n).map(|p| (n, trace(p))))
                 .collect();
-            (c.state_count(), c.unique_state_count(), c.max_depth(), failures)
+            (
+                c.state_count(),
+                c.unique_state_count(),
+                c.max_depth(),
+                failures,
+            )
         }
     };
     Figures {

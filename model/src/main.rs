@@ -28,6 +28,7 @@ fn main() {
     cfg.evict = env("MODEL_EVICT", 0u8) != 0;
     let faults_before = env("MODEL_FAULTS_BEFORE", -1i64);
     cfg.faults_before = (faults_before >= 0).then_some(faults_before);
+    cfg.faults_after = env("MODEL_FAULTS_AFTER", 0i64);
     cfg.mutation = match std::env::var("MODEL_MUTATION").as_deref() {
         Ok("early-challenge") => Some(Mutation::EarlyChallenge),
         Ok("ignore-fence") => Some(Mutation::IgnoreFence),
