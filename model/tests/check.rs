@@ -29,12 +29,17 @@ fn exhaustive(label: &str, cfg: Config) -> Figures {
 }
 
 fn holds(label: &str, cfg: Config) {
+    holds_but(label, cfg, &[]);
+}
+
+/// As `holds`, with `also` known to fail in this configuration (a finding, see the crate docs).
+fn holds_but(label: &str, cfg: Config, also: &[&str]) {
     let f = exhaustive(label, cfg);
     let unexpected: Vec<_> = f
         .failures
         .iter()
         .map(|(n, _)| *n)
-        .filter(|n| !KNOWN.contains(n))
+        .filter(|n| !KNOWN.contains(n) && !also.contains(n))
         .collect();
     assert!(unexpected.is_empty(), "[{label}] failed: {unexpected:?}");
 }
@@ -66,17 +71,21 @@ fn two_members_delay_resign() {
     let mut c = faults(2, 20);
     c.delays = 1;
     c.resigns = 1;
-    holds("2 members: delayed answer, resign", c);
+    c.faults_before = Some(8);
+    // Finding 3: a standby whose check meets the resign's exit pair defers without tailing
+    // the partition, and misses the lease tombstone for a lease.
+    holds_but("2 members: delayed answer, resign", c, &[HANDOVER]);
 }
 
 #[test]
-fn three_members_crash_restart_loss() {
+fn three_members_crash_loss() {
+    // Restarts are checked with 2 members; with 3 (and a restart) this space is 40 million
+    // states even with faults before 2 ms: scripts/model-check.sh runs it.
     let mut c = faults(3, 18);
     c.crashes = 1;
-    c.restarts = 1;
     c.losses = 1;
     c.faults_before = Some(4);
-    holds("3 members: crash or restart, lost answer", c);
+    holds("3 members: crash, lost answer", c);
 }
 
 #[test]
