@@ -2,10 +2,10 @@
 # The one test command: from a fresh clone, installs what is missing, checks the golden vectors
 # (and their partitions against Kafka's own murmur2), builds the Java member of the spec
 # (scripts/interop.sh: interop/java, whose own codec asserts the vectors too), builds
-# everything, runs a short fuzz run (scripts/fuzz.sh), starts a real Apache Kafka broker
-# (KRaft, from Maven Central), runs every test, runs the three-broker fault test and short
-# seeded runs of the chaos suite (scripts/chaos.sh), and stops the brokers, also when a test
-# fails.
+# everything, runs a short fuzz run (scripts/fuzz.sh), model-checks the core's Candidate
+# (model/), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every test,
+# runs the three-broker fault test and short seeded runs of the chaos suite
+# (scripts/chaos.sh), and stops the brokers, also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -34,17 +34,20 @@ step "build (all targets, all features) and the no_std core"
 cargo build --workspace --all-targets --features "$features"
 cargo build -p kafka-coordination-core --no-default-features
 
+step "model check: the real Candidate, exhaustively, for 2 and 3 members (release build)"
+cargo test -p kafka-coordination-model --release
+
 step "fuzz: 200,000 inputs of every decoder and parser of broker bytes (debug build)"
 scripts/fuzz.sh --dev --inputs 200000
 
 if [ "${SKIP_KAFKA:-0}" = 1 ]; then
     step "tests (real-broker suites skip: SKIP_KAFKA=1)"
-    cargo test --workspace --features "$features"
+    cargo test --workspace --exclude kafka-coordination-model --features "$features"
     exit 0
 fi
 
 step "tests, with a single-node Kafka broker"
-scripts/kafka/with-broker.sh cargo test --workspace --features "$features"
+scripts/kafka/with-broker.sh cargo test --workspace --exclude kafka-coordination-model --features "$features"
 
 # A short seeded chaos run (member processes, leaders killed, stopped and resigned) on a broker
 # of its own; it fails on any safety violation, when 10 failovers do not complete within 10

@@ -6,7 +6,7 @@ use core::time::Duration;
 /// many partitions `__coordination_state` has.
 ///
 /// The lease decides only *when* a standby stops waiting; safety comes from the broker's fence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Timing {
     /// Partitions of `__coordination_state`: every member must pass the topic's real count.
     pub partitions: i32,

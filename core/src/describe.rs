@@ -69,7 +69,7 @@ impl fmt::Display for TransactionState {
 }
 
 /// Who the coordinator considers the current holder of a role's transactional id.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeadershipStatus {
     /// The current pair, or [`FencingToken::NO_EPOCH`] when no member ever took the role.
     pub token: FencingToken,

@@ -54,7 +54,7 @@ impl Record {
 }
 
 /// The current lease of a role and the offset of the record that set it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeaseEntry {
     /// The lease.
     pub lease: Lease,
@@ -352,6 +352,23 @@ impl PartialEq for RoleState {
 }
 
 impl Eq for RoleState {}
+
+/// Hashes what [`PartialEq`] compares, so equal states hash alike.
+impl core::hash::Hash for RoleState {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.role.hash(h);
+        self.members.len().hash(h);
+        for (member, offset) in self.roster() {
+            member.hash(h);
+            offset.hash(h);
+        }
+        self.lease.hash(h);
+        self.led_from.hash(h);
+        self.next_offset.hash(h);
+        self.at_last_offset.hash(h);
+        self.malformed.hash(h);
+    }
+}
 
 impl fmt::Debug for RoleState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

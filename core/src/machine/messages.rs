@@ -17,7 +17,7 @@ use super::Candidate;
 
 /// An input to [`Candidate::handle`]: the outcome of the outstanding I/O command, the passing of
 /// time, or the caller's wish to resign.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// The outstanding [`Command::Append`] was written at `offset`.
     Appended {
@@ -103,7 +103,7 @@ impl Event {
 
 /// An output of [`Candidate::poll_command`]: I/O to perform (at most one outstanding at a time,
 /// answered with an [`Event`]) or a change the caller acts on.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Command {
     /// Append a record with the plain producer; answer [`Event::Appended`] or [`Event::Failed`].
     Append {
@@ -176,7 +176,7 @@ pub enum Command {
 }
 
 /// Why a candidate ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EndReason {
     /// The leader's write was fenced: another member holds a newer pair.
     Fenced {

@@ -58,7 +58,7 @@ pub fn backoff(attempt: u32, cap: Duration) -> Duration {
 }
 
 /// The I/O a candidate can have outstanding (or scheduled on its timer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Io {
     Register,
     Read {
@@ -178,7 +178,7 @@ impl Seen {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Hash)]
 struct Term {
     token: FencingToken,
     granted_at: UnixMillis,
@@ -326,7 +326,7 @@ struct Term {
 /// tombstones the registrations it passed over, and a challenger tombstones the expired
 /// holder's as the sign that a challenge is on its way. Use it only where every member of the
 /// role re-registers when its registration disappears, as this library's members do.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub struct Candidate {
     role: Role,
     member: MemberId,
