@@ -28,7 +28,7 @@ mod sim;
 
 use std::time::Instant;
 
-use sim::{run_seed_roles, Failure, Stats, RUN_MS};
+use sim::{run_seed_roles, with_eviction, Failure, Stats, RUN_MS};
 
 fn env_u64(name: &str) -> Option<u64> {
     let raw = std::env::var(name).ok()?;
@@ -192,6 +192,19 @@ fn simulate_multi_role_seeds() {
 
 /// Seeds of `simulate_multi_role_seeds`.
 const MULTI_ROLE_SEEDS: u64 = 1_000;
+
+/// A soak found seed 8813125194 failing L4 when members evict: the leader m4 was asked to
+/// resign while the broker refused its exit's InitProducerId calls, so it stopped renewing; its
+/// exit then cleared the lease with its old pair, and m0 challenged right after reading that
+/// tombstone. The machine was right and the invariant wrong: L4 took the lease tombstone for a
+/// renewal on schedule and called the resigning m4 healthy. A resigning leader is not healthy.
+#[test]
+fn a_resigning_leader_is_not_healthy_seed_8813125194() {
+    let outcome = with_eviction(true, || run_seed_roles(8_813_125_194, 1, RUN_MS, false));
+    if let Err(f) = outcome {
+        panic!("{f}");
+    }
+}
 
 #[test]
 fn replay_seed() {

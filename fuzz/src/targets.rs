@@ -568,7 +568,10 @@ fn run_state(input: &Input) -> Outcome {
 }
 
 fn disagreement(state: &RoleState, model: &Model) -> Option<String> {
-    let holder_name = model.lease.as_ref().map(|(l, _)| l.member.as_str().to_owned());
+    let holder_name = model
+        .lease
+        .as_ref()
+        .map(|(l, _)| l.member.as_str().to_owned());
     let passed_over = |name: &str, offset: i64| {
         holder_name.as_deref() != Some(name) && model.led_from.is_some_and(|mark| offset < mark)
     };

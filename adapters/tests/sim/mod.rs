@@ -82,7 +82,7 @@
 //!
 //! * **L4** A healthy leader is never challenged: no member issues a (non-exit) AcquireEpoch
 //!   when the same real leader was already healthy (unpaused, untroubled and on schedule as in
-//!   L3, the broker up and fast) at the instant its latest read took effect and, once it checks
+//!   L3, not resigning, the broker up and fast) at the instant its latest read took effect and, once it checks
 //!   before challenging, at the instant its latest check took effect. Such a read held the
 //!   leader's live lease, unless another role's open transaction stalled it, and such a check
 //!   named the leader's pair: a standby that challenged on them would depose a healthy leader.
@@ -2207,14 +2207,17 @@ impl Sim {
         Ok(())
     }
 
-    /// The real leader, if it is healthy: unpaused, on schedule (a lease write within
-    /// `RENEW_MS + LEG_MS`) and untroubled since its last accepted write, with the broker
-    /// neither unavailable nor slow (L3's conditions).
+    /// The real leader, if it is healthy: unpaused, not resigning, on schedule (a lease write
+    /// within `RENEW_MS + LEG_MS`) and untroubled since its last accepted write, with the
+    /// broker neither unavailable nor slow (L3's conditions).
     fn healthy_leader(&self) -> Option<usize> {
         let i = self.real_leader()?;
         let m = &self.members[i];
         let l = m.live()?;
+        // A resigning leader no longer renews (its exit comes first): its lease runs out, or
+        // its exit clears it, and a standby may take the role.
         let healthy = !l.paused
+            && l.cand.status() != Status::Leaving
             && self.now >= self.unavailable_until
             && self.now >= self.slow_until
             && m.last_trouble <= m.last_write
@@ -3414,10 +3417,26 @@ fn tail_rank(state: &RoleState, me: &MemberId, join: i64) -> usize {
         .count()
 }
 
+thread_local! {
+    /// The rule of the runs on this thread, when a test chooses it ([`with_eviction`]).
+    static EVICT: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every run on this thread evicting (or not), whatever the seed says.
+pub fn with_eviction<R>(evict: bool, f: impl FnOnce() -> R) -> R {
+    EVICT.with(|e| e.set(Some(evict)));
+    let r = f();
+    EVICT.with(|e| e.set(None));
+    r
+}
+
 /// Whether the members of the run with `seed` evict the members they pass over: a quarter of
 /// the runs, drawn from the seed alone so that the rest of the schedule does not change.
 /// `SIM_EVICT=1` (or `0`) makes every run evict (or none), to compare the two rules.
 pub fn evicts(seed: u64) -> bool {
+    if let Some(evict) = EVICT.with(std::cell::Cell::get) {
+        return evict;
+    }
     match std::env::var("SIM_EVICT").as_deref() {
         Ok("1") => true,
         Ok("0") => false,
