@@ -111,6 +111,21 @@ fn stalled(end_offset: i64) -> Event {
         stalled: true,
     }
 }
+/// `member`'s registration at `at`, as the machine appends it.
+fn register(member: &str, at: UnixMillis) -> Command {
+    Command::Append {
+        partition: part(),
+        key: Key::registration(role(), m(member)).encode(),
+        value: Some(
+            Registration {
+                member: m(member),
+                registered_at: at,
+            }
+            .encode(),
+        ),
+    }
+}
+
 fn deregister(member: &str) -> Command {
     Command::Append {
         partition: part(),
@@ -1590,17 +1605,7 @@ fn a_standby_passed_over_registers_again_at_the_tail() {
     assert_eq!(c.rank(), None);
     assert_eq!(
         drain(&mut c),
-        [Command::Append {
-            partition: part(),
-            key: Key::registration(role(), m("b")).encode(),
-            value: Some(
-                Registration {
-                    member: m("b"),
-                    registered_at: turn
-                }
-                .encode()
-            ),
-        }],
+        [register("b", turn)],
         "it registers again, at the tail"
     );
     c.handle(turn, Event::Appended { offset: 5 }).unwrap();
@@ -1690,17 +1695,7 @@ fn a_standby_whose_registration_was_tombstoned_registers_again_at_the_tail() {
     .unwrap();
     assert_eq!(
         drain(&mut c),
-        [Command::Append {
-            partition: part(),
-            key: Key::registration(role(), m("b")).encode(),
-            value: Some(
-                Registration {
-                    member: m("b"),
-                    registered_at: turn
-                }
-                .encode()
-            ),
-        }],
+        [register("b", turn)],
         "it registers again, at the tail"
     );
 }
