@@ -2,8 +2,9 @@
 //!
 //! Every member of the modelled role is the unmodified `kafka_coordination_core` [`Candidate`];
 //! the model supplies only an environment that does what Kafka guarantees and no more, and
-//! [stateright](https://docs.rs/stateright)'s breadth-first checker visits every interleaving
-//! of it up to a time horizon.
+//! [stateright](https://docs.rs/stateright)'s checker visits every interleaving of it up to a
+//! time horizon: depth-first for the exhaustive runs, breadth-first (for the shortest trace)
+//! when a mutation test looks for a counterexample.
 //!
 //! # The environment
 //!
