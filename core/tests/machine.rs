@@ -1499,47 +1499,12 @@ fn an_unused_pair_seen_long_after_a_failed_acquire_is_waited_out() {
 }
 
 /// `c`, registered at offset 3 behind `a` (the dead holder, 0) and `b` (1, a ghost that never
-/// challenged), elected with pair 7/1 while evicting; returned with the Elected and first
-/// eviction drained.
-fn elected_past_a_ghost() -> Candidate {
+/// challenged), elected with pair 7/1, evicting or not; returned with what it issued once
+/// elected.
+fn elect_past_a_ghost(evict: bool) -> (Candidate, Vec<Command>) {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
-    c.set_evict_passed_over(true);
-    drain(&mut c);
-    c.handle(now, Event::Appended { offset: 3 }).unwrap();
-    drain(&mut c);
-    let state = vec![
-        reg_record(0, "a"),
-        reg_record(1, "b"),
-        lease_record(2, "a", K, T0 - 1000),
-        reg_record(3, "c"),
-    ];
-    c.handle(now, records(state, 4)).unwrap();
-    assert_eq!(c.rank(), Some(1), "b ranks ahead of c");
-    assert_eq!(drain(&mut c), [describe()]);
-    c.handle(now, status(K, TransactionState::CompleteCommit))
-        .unwrap();
-    announces_then_acquires(&mut c, now);
-    let token = FencingToken::new(7, 1);
-    c.handle(now, Event::EpochGranted { token }).unwrap();
-    drain(&mut c);
-    c.handle(now, Event::LeaseWritten { offset: 5 }).unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [Command::Elected { token, term: 5 }, deregister("a")],
-        "elected, the new leader tombstones the registrations ranked ahead of it, the old \
-         holder's first"
-    );
-    c
-}
-
-/// By default a new leader touches no other member's record: the dead holder and the ghost
-/// ahead of it stay registered, passed over, and no rank counts them.
-#[test]
-fn a_new_leader_leaves_the_members_it_passed_over_registered() {
-    let now = UnixMillis(T0);
-    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
-    assert!(!c.evicts_passed_over(), "eviction is opt-in");
+    c.set_evict_passed_over(evict);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 3 }).unwrap();
     drain(&mut c);
@@ -1558,12 +1523,39 @@ fn a_new_leader_leaves_the_members_it_passed_over_registered() {
     assert_eq!(drain(&mut c), [describe()]);
     c.handle(now, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    assert_eq!(drain(&mut c), [acquire()], "no announcement");
+    announces_then_acquires(&mut c, now);
     let token = FencingToken::new(7, 1);
     c.handle(now, Event::EpochGranted { token }).unwrap();
     drain(&mut c);
     c.handle(now, Event::LeaseWritten { offset: 5 }).unwrap();
-    assert_eq!(drain(&mut c), [Command::Elected { token, term: 5 }]);
+    let issued = drain(&mut c);
+    (c, issued)
+}
+
+/// [`elect_past_a_ghost`] while evicting; returned with the Elected and first eviction
+/// drained.
+fn elected_past_a_ghost() -> Candidate {
+    let (c, issued) = elect_past_a_ghost(true);
+    let token = FencingToken::new(7, 1);
+    assert_eq!(
+        issued,
+        [Command::Elected { token, term: 5 }, deregister("a")],
+        "elected, the new leader tombstones the registrations ranked ahead of it, the old \
+         holder's first"
+    );
+    c
+}
+
+/// By default a new leader touches no other member's record: the dead holder and the ghost
+/// ahead of it stay registered, passed over, and no rank counts them.
+#[test]
+fn a_new_leader_leaves_the_members_it_passed_over_registered() {
+    let fresh = Candidate::new(role(), m("c"), timing(), UnixMillis(T0)).unwrap();
+    assert!(!fresh.evicts_passed_over(), "eviction is opt-in");
+    // Without eviction the challenge goes straight to the acquire (no announcement).
+    let (c, issued) = elect_past_a_ghost(false);
+    let token = FencingToken::new(7, 1);
+    assert_eq!(issued, [Command::Elected { token, term: 5 }]);
     assert_eq!(
         c.poll_timeout(),
         Some(UnixMillis(T0 + 1000)),
