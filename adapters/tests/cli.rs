@@ -72,6 +72,23 @@ fn json(o: &Output) -> Value {
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)))
 }
 
+/// `roles --json`'s entry of `role` (the command must succeed and list it).
+fn listed_role(bootstrap: &str, role: &str) -> Value {
+    let o = run({
+        let mut c = kc_on(bootstrap);
+        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "roles"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let all = json(&o);
+    all.as_array()
+        .expect("an array")
+        .iter()
+        .find(|r| r["role"] == role)
+        .cloned()
+        .unwrap_or_else(|| panic!("{role} not listed: {all}"))
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(unique("kc-cli-test"));
     std::fs::create_dir_all(&dir).expect("a scratch dir");
@@ -617,19 +634,7 @@ fn two_supervisors_fail_over_without_overlap_and_the_tool_reports_it() {
     assert_eq!(r.get("a"), Some(&(None, true)), "{d}");
     assert_eq!(r.get("b"), Some(&(Some(0), false)), "{d}");
     // roles lists it with its leader.
-    let o = run({
-        let mut c = kc_on(&bootstrap);
-        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "roles"]);
-        c
-    });
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let all = json(&o);
-    let listed = all
-        .as_array()
-        .expect("an array")
-        .iter()
-        .find(|r| r["role"] == role.as_str())
-        .unwrap_or_else(|| panic!("{role} not listed: {all}"));
+    let listed = listed_role(&bootstrap, &role);
     assert_eq!(
         (&listed["leader"]["member"], &listed["members"]),
         (&Value::from("a"), &Value::from(2))
@@ -1108,19 +1113,7 @@ fn describe_and_roles_explain_a_transaction_version_2_leaders_pair() {
     assert!(out.contains("note ") && out.contains("KIP-890"), "{out}");
     assert!(!out.contains("superseded"), "{out}");
 
-    let o = run({
-        let mut c = kc_on(&b);
-        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "roles"]);
-        c
-    });
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let all = json(&o);
-    let listed = all
-        .as_array()
-        .expect("an array")
-        .iter()
-        .find(|r| r["role"] == role.as_str())
-        .unwrap_or_else(|| panic!("{role} not listed: {all}"));
+    let listed = listed_role(&b, &role);
     assert_eq!(
         listed["lease_pair_relation"]["relation"], "commits_later",
         "{listed}"
