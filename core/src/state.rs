@@ -316,13 +316,19 @@ impl RoleState {
     /// The rank a member registered at `join_offset` has (or will have once its registration
     /// is readable): members that joined before it, not counting the lease holder, `member`
     /// or passed-over members.
+    ///
+    /// The holder is skipped only through the registration it led from, one that precedes
+    /// the lease record: a holder that registered again after its latest lease record (it
+    /// restarted under the same name, or re-registered after its registration was deleted) is
+    /// a new candidate at its new place and counts like any other member.
     pub fn rank_at(&self, member: &MemberId, join_offset: i64) -> usize {
         // A registered name sits at exactly its join offset, so skipping the holder's and
         // `member`'s join offsets skips them by name, without comparing names.
-        let holder = self
-            .lease
-            .as_ref()
-            .and_then(|l| self.members.find(l.lease.member.as_str()));
+        let holder = self.lease.as_ref().and_then(|l| {
+            self.members
+                .find(l.lease.member.as_str())
+                .filter(|&joined| joined < l.offset)
+        });
         let own = self.members.find(member.as_str());
         let from = self.led_from.unwrap_or(i64::MIN);
         if from >= join_offset {

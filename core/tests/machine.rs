@@ -625,7 +625,11 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
     c.handle(now, Event::Fenced).unwrap();
     assert_eq!(drain(&mut c), [read(3, None)], "back to reading, not ended");
     assert!(!c.is_done());
-    // The winner's lease is not readable yet: the loser waits a lease duration for it.
+    // The winner's lease is not readable yet: the loser waits a lease duration for it,
+    // tailing the partition (a resign's tombstone or the winner's lease ends the wait).
+    c.handle(now, self::records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), [read(3, Some(T0 + 3000))]);
+    // A reader that cannot long-poll answers at once: the timer takes over.
     c.handle(now, self::records(vec![], 3)).unwrap();
     assert_eq!(drain(&mut c), []);
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 3000)));
@@ -1179,18 +1183,17 @@ fn a_standby_waits_out_a_challenge_under_way_and_takes_over_if_it_never_complete
     // Another member minted a pair after the lease b read, and has not written with it yet.
     c.handle(UnixMillis(turn), status(theirs, TransactionState::Empty))
         .unwrap();
-    assert_eq!(drain(&mut c), [], "a challenge is under way: no second one");
-    assert_eq!(c.contested_until(), Some(UnixMillis(turn + 3000)));
     assert_eq!(
-        c.poll_timeout(),
-        Some(UnixMillis(turn + 3000)),
-        "rank 0 looks again once the lease the challenger would write has run out"
+        drain(&mut c),
+        [read(3, Some(turn + 3000))],
+        "a challenge is under way: no second one; rank 0 tails the partition until the lease \
+         the challenger would write has run out"
     );
+    assert_eq!(c.contested_until(), Some(UnixMillis(turn + 3000)));
     // It never wrote its lease: the same pair, still unused, a lease later. Its challenger is
-    // gone; b challenges.
+    // gone; b challenges. The long poll that ends empty at the turn read the partition up to
+    // it: the check follows at once.
     let later = UnixMillis(turn + 3000);
-    c.handle(later, Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [read(3, None)]);
     c.handle(later, records(vec![], 3)).unwrap();
     assert_eq!(drain(&mut c), [describe()]);
     c.handle(later, status(theirs, TransactionState::Empty))
@@ -1205,11 +1208,14 @@ fn a_challenge_under_way_that_writes_its_lease_ends_the_wait() {
     let theirs = FencingToken::new(7, 1);
     c.handle(UnixMillis(turn), status(theirs, TransactionState::Ongoing))
         .unwrap();
-    assert_eq!(drain(&mut c), [], "its first lease write is in flight");
-    // The winner (a restarted `a` here) wrote its lease: b waits for that lease instead.
-    let at = UnixMillis(turn + 3000);
-    c.handle(at, Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [read(3, None)]);
+    assert_eq!(
+        drain(&mut c),
+        [read(3, Some(turn + 3000))],
+        "its first lease write is in flight: tail the partition for it"
+    );
+    // The winner (a restarted `a` here) wrote its lease: the long poll brings it, and b waits
+    // for that lease instead.
+    let at = UnixMillis(turn + 40);
     c.handle(
         at,
         records(vec![lease_record(3, "a", theirs, turn + 5000)], 4),
@@ -1494,7 +1500,7 @@ fn an_unused_pair_seen_long_after_a_failed_acquire_is_waited_out() {
         status(FencingToken::new(7, 1), TransactionState::Empty),
     )
     .unwrap();
-    assert_eq!(drain(&mut c), []);
+    assert_eq!(drain(&mut c), [read(3, Some(late.0 + 3000))]);
     assert_eq!(c.contested_until(), Some(UnixMillis(late.0 + 3000)));
 }
 
@@ -1798,12 +1804,13 @@ fn ranks_released_from_a_stall_together_are_staggered_again() {
         .unwrap();
     assert_eq!(drain(&mut c), [read(4, None)]);
     c.handle(end, records(vec![], 6)).unwrap();
-    assert_eq!(drain(&mut c), [], "rank 1 leaves rank 0 one stagger");
-    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 4500)));
+    assert_eq!(
+        drain(&mut c),
+        [read(6, Some(T0 + 4500))],
+        "rank 1 leaves rank 0 one stagger, tailing the partition"
+    );
     // A stagger later, b's challenge is under way: c waits for it.
     let later = UnixMillis(T0 + 4500);
-    c.handle(later, Event::Tick).unwrap();
-    assert_eq!(drain(&mut c), [read(6, None)]);
     c.handle(later, records(vec![], 6)).unwrap();
     assert_eq!(drain(&mut c), [describe()]);
     c.handle(
@@ -1811,7 +1818,11 @@ fn ranks_released_from_a_stall_together_are_staggered_again() {
         status(FencingToken::new(7, 1), TransactionState::Ongoing),
     )
     .unwrap();
-    assert_eq!(drain(&mut c), []);
+    assert_eq!(
+        drain(&mut c),
+        [read(6, Some(T0 + 8000))],
+        "rank 1 tails until a stagger past the lease the challenger would write"
+    );
     assert_eq!(c.contested_until(), Some(UnixMillis(T0 + 7500)));
 }
 

@@ -424,11 +424,17 @@ impl Model {
         })
     }
 
+    /// The holder is not counted when it registered before its lease record (it leads from
+    /// that registration); a holder registered again since is a candidate like any other.
     fn rank_at(&self, member: &MemberId, join_offset: i64) -> usize {
-        let holder = self.lease.as_ref().map(|l| &l.lease.member);
+        let leading = |m: &MemberId, joined: i64| {
+            self.lease
+                .as_ref()
+                .is_some_and(|l| l.lease.member == *m && joined < l.offset)
+        };
         self.roster
             .range(..join_offset)
-            .filter(|(_, m)| Some(*m) != holder && *m != member && !self.passed_over(m))
+            .filter(|(&o, m)| !leading(m, o) && *m != member && !self.passed_over(m))
             .count()
     }
 

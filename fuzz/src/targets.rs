@@ -596,7 +596,11 @@ fn disagreement(state: &RoleState, model: &Model) -> Option<String> {
     if !roster.windows(2).all(|w| w[0].1 < w[1].1) {
         return Some(format!("join offsets are not increasing: {roster:?}"));
     }
-    let holder = state.lease().map(|l| l.lease.member.clone());
+    // The holder is not counted from the registration it leads from (one before its lease
+    // record); registered again after it, it counts like any other member.
+    let leading_from = state
+        .lease()
+        .and_then(|l| state.join_offset(&l.lease.member).filter(|&o| o < l.offset));
     let mut rank = 0;
     for (name, offset) in &roster {
         let m = member(name);
@@ -620,7 +624,7 @@ fn disagreement(state: &RoleState, model: &Model) -> Option<String> {
                 state.rank_of(&m)
             ));
         }
-        if holder.as_ref() != Some(&m) && !skipped {
+        if leading_from != Some(*offset) && !skipped {
             rank += 1;
         }
     }

@@ -3410,10 +3410,15 @@ fn pick_fault(rng: &mut Rng, calm: bool) -> &'static str {
 /// The rank a member registered at `join` has when it lands at the tail: the registered
 /// members other than itself and the lease holder whose registration precedes its own.
 fn tail_rank(state: &RoleState, me: &MemberId, join: i64) -> usize {
-    let holder = state.lease().map(|e| &e.lease.member);
+    // The holder counts unless it leads from this registration (one before its lease record).
+    let leading = |m: &MemberId, o: i64| {
+        state
+            .lease()
+            .is_some_and(|e| e.lease.member == *m && o < e.offset)
+    };
     state
         .roster()
-        .filter(|(m, o)| *o < join && *m != me && Some(*m) != holder && !state.passed_over(m))
+        .filter(|(m, o)| *o < join && *m != me && !leading(m, *o) && !state.passed_over(m))
         .count()
 }
 

@@ -376,6 +376,9 @@ pub struct Candidate {
     read_issued_at: UnixMillis,
     /// Whether this member waited at its turn (a stall, a coordinator mid-abort).
     waited: bool,
+    /// Whether a read since this member registered stopped short of its registration (an
+    /// open transaction held the partition back).
+    held_back: bool,
     /// The offset of this member's own announcement (not a sign of another challenge).
     announced_at: Option<i64>,
     /// When such a wait ended: the ranks count their staggers again from then.
@@ -455,6 +458,7 @@ impl Candidate {
             stalled: false,
             read_issued_at: now,
             waited: false,
+            held_back: false,
             released_at: None,
             announced_at: None,
             evictions: VecDeque::new(),
@@ -990,9 +994,13 @@ impl Candidate {
         stalled: bool,
         long_poll: bool,
     ) {
+        let unseen_before = self.registration_unseen();
+        let mut lease_moved = false;
+        let was_held_back = self.held_back;
         for r in records {
             match self.state.apply(r) {
                 Applied::Leased | Applied::LeaseCleared => {
+                    lease_moved = true;
                     // The lease moved on: whatever challenge this member waited for is decided.
                     self.contested_until = None;
                     self.deferred_to = None;
@@ -1013,10 +1021,20 @@ impl Candidate {
             }
         }
         self.state.advance_to(end_offset);
+        self.held_back = self.registration_unseen();
+        if unseen_before && !self.registration_unseen() && self.contested_until.is_some() {
+            // A wait for another member's challenge begun before our reads reached our own
+            // registration was timed by a rank we did not know. Judge that challenge again,
+            // with a fresh check, now that the roster is read.
+            self.contested_until = None;
+            self.deferred_to = None;
+        }
         self.stalled = stalled;
         self.read_issued_at = self.issued_at;
-        // A check answers only the read that directly follows it.
-        let check = self.check.take();
+        // A check answers only the read that directly follows it, and only while the lease it
+        // was compared with stands: once the lease moved (a renewal, a new holder, a resign's
+        // tombstone), what the check saw is judged again by a new one.
+        let check = self.check.take().filter(|_| !lease_moved);
         if self.resigning {
             self.issue(Io::Deregister);
             return;
@@ -1038,6 +1056,16 @@ impl Candidate {
             }
             Step::Challenge { rank } => {
                 self.rank = Some(rank);
+                if was_held_back && !self.registration_unseen() {
+                    // Our reads were held back short of our own registration (an open
+                    // transaction stalls every standby's reads alike) and this one is the
+                    // first past it. If our turn came after we registered, it went by while
+                    // we could not see it, and the other ranks learn theirs at this moment
+                    // too. Count as released, so that the ranks stagger again from now.
+                    let then = self.registered_at;
+                    let held = evaluate(&self.state, &self.member, &standing, then, &self.timing);
+                    self.waited |= matches!(held, Step::Wait { .. });
+                }
                 let stagger = self.timing.challenge_stagger;
                 let turn = self.state.lease().map(|e| {
                     e.lease.deadline
@@ -1057,12 +1085,13 @@ impl Candidate {
             }
             Step::Wait { until, rank } => {
                 self.rank = Some(rank);
-                if !records.is_empty() || (self.registration_unseen() && !long_poll) {
-                    // The partition moved, or this member has not read its own registration
-                    // yet (its turn then counts from a lease after it registered, in case a
-                    // lease it has not read exists): keep tailing, and let a reader that can
-                    // long-poll wait for the next record until the turn. A reader that
-                    // answers at once returns nothing and the timer takes over: no busy loop.
+                if !records.is_empty() || !long_poll {
+                    // The partition moved, or this read did not wait for it (a read at a turn,
+                    // after a check or a lost race): keep tailing, and let a reader that can
+                    // long-poll wait for the next record until the turn, so that the record
+                    // that ends the wait (a new lease, a resign's tombstone) is read as it
+                    // lands. A reader that answers at once returns nothing and the timer takes
+                    // over: no busy loop.
                     self.issue(Io::Read {
                         wait_until: Some(until),
                     });
@@ -1150,7 +1179,7 @@ impl Candidate {
                     // lease and did not: its challenger is gone.
                     self.acquire();
                 } else {
-                    self.defer(now, pair);
+                    self.defer(now, pair, &status);
                 }
             }
             Seen::Settling | Seen::HolderWriting | Seen::Quiet => {
@@ -1164,7 +1193,7 @@ impl Candidate {
     fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
         match Seen::of(status, self.lease_pair()) {
             Seen::Untaken => self.challenge(now),
-            Seen::Challenger { pair, .. } => self.defer(now, pair),
+            Seen::Challenger { pair, .. } => self.defer(now, pair, status),
             Seen::Settling => {
                 self.holding_since = None;
                 self.recheck(now);
@@ -1217,7 +1246,17 @@ impl Candidate {
 
     /// The challenge proper: announce it (when evicting, and a lease names another holder),
     /// then mint the epoch.
+    ///
+    /// Never while this member's reads have not reached its own registration: its rank is not
+    /// known (registrations ahead of it may be unread), so it could challenge before a member
+    /// ranked ahead of it. Reads stall that way only behind an open transaction, which its
+    /// member commits, a member that reads its registration aborts, or the coordinator aborts
+    /// at its timeout; this member looks again every [`RECHECK`] until then.
     fn acquire(&mut self) {
+        if self.registration_unseen() && !self.resigning {
+            self.recheck(self.now);
+            return;
+        }
         self.deferred_to = None;
         self.holding_since = None;
         self.acquire_failed_at = None;
@@ -1235,11 +1274,24 @@ impl Candidate {
     /// one lease duration from now (the lease it is about to write would run that long), and
     /// count this member's turn from then. If that challenge writes its first lease, the read
     /// of it ends the wait; if not, the next check finds the same pair and challenges.
-    fn defer(&mut self, now: UnixMillis, pair: FencingToken) {
+    ///
+    /// When its claim's transaction is open and the coordinator says since when, the wait ends
+    /// no later than a lease after that start: a claim open that long belongs to a challenger
+    /// that died in the middle of it (a live one commits its first lease within moments), and
+    /// the coordinator aborts it about then. The members released by that abort then all count
+    /// their turns from about the same instant, so their ranks keep them apart. Not while this
+    /// member's reads have not reached its own registration: its rank is not known yet, and
+    /// the abort that releases the reads shows it.
+    fn defer(&mut self, now: UnixMillis, pair: FencingToken, status: &LeadershipStatus) {
         self.deferred_to = Some(pair);
         self.holding_since = None;
         self.waited = false;
+        let open_since = status
+            .transaction_started
+            .filter(|_| status.state == Some(TransactionState::Ongoing))
+            .filter(|_| !self.registration_unseen());
         let until = now + self.timing.lease_duration;
+        let until = open_since.map_or(until, |at| until.min(at + self.timing.lease_duration));
         self.contested_until = Some(self.contested_until.map_or(until, |c| c.max(until)));
         self.wait_for_turn(now);
     }
@@ -1273,7 +1325,7 @@ impl Candidate {
         }
     }
 
-    /// Sets the timer for this member's next turn as the state now stands.
+    /// Waits for this member's next turn as the state now stands.
     fn wait_for_turn(&mut self, now: UnixMillis) {
         let Some(join_offset) = self.join_offset else {
             self.issue(Io::Register);
@@ -1283,8 +1335,14 @@ impl Candidate {
         match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
             Step::NotRegistered | Step::PassedOver => self.issue(Io::Register),
             Step::Wait { until, rank } => {
+                // Tail the partition until the turn rather than sleep: the record that ends
+                // the wait (the lease of the challenger deferred to, or the tombstone of a
+                // resign whose exit pair the check saw) is read as it lands. A reader that
+                // answers at once brings nothing new, and the timer takes over.
                 self.rank = Some(rank);
-                self.wait_until(now, until);
+                self.issue(Io::Read {
+                    wait_until: Some(until),
+                });
             }
             // Not reachable with a contest window in the future; look again shortly.
             Step::Challenge { .. } => self.recheck(now),
