@@ -505,6 +505,20 @@ mod tests {
         assert_eq!(s.next_offset(), 4);
     }
 
+    /// The model checker's finding 2: the holder restarted under its name and registered again
+    /// (after its lease record) before b registered. Its new registration ranks like anyone's,
+    /// so b ranks behind it instead of both ranking 0.
+    #[test]
+    fn a_holder_registered_again_after_its_lease_counts_in_the_ranks() {
+        let mut s = RoleState::build(role(), &[reg(0, "a"), lease(1, "a", 10), reg(2, "a")]);
+        s.apply(&reg(3, "b"));
+        assert_eq!(s.rank_of(&m("a")), Some(0));
+        assert_eq!(s.rank_of(&m("b")), Some(1), "the restarted holder is ahead");
+        // Leading from its registration (one before its lease record), it is skipped.
+        s.apply(&lease(4, "a", 20));
+        assert_eq!(s.rank_of(&m("b")), Some(0));
+    }
+
     #[test]
     fn members_ahead_of_a_holder_are_passed_over_and_skipped_by_the_ranks() {
         let mut s = RoleState::build(

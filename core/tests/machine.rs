@@ -1886,3 +1886,165 @@ fn a_member_does_not_wait_for_its_own_announcement() {
     assert_eq!(c.contested_until(), None);
     assert_eq!(drain(&mut c), [describe()]);
 }
+
+// ---- the model checker's findings (model/tests/check.rs), one regression test each -----------
+
+/// Finding 3: a standby whose check meets a resign's exit pair (another pair, nothing written
+/// yet) defers to it, but tails the partition meanwhile: the resign's lease tombstone ends the
+/// wait at once, and the standby takes over then, not a lease later.
+#[test]
+fn a_standby_deferring_to_a_resigns_exit_pair_takes_over_at_its_tombstone() {
+    let mut c = standby_at_its_turn();
+    let turn = T0 + 2000;
+    let exit = FencingToken::new(7, 1);
+    c.handle(UnixMillis(turn), status(exit, TransactionState::Empty))
+        .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, Some(turn + 3000))],
+        "deferring, and tailing the partition"
+    );
+    // The resign's lease tombstone and a's deregistration land 20 ms later: the long poll
+    // returns them.
+    let at = UnixMillis(turn + 20);
+    let tombstone = Record::tombstone(3, Key::lease(role()).encode());
+    let gone = Record::tombstone(4, Key::registration(role(), m("a")).encode());
+    c.handle(at, records(vec![tombstone, gone], 5)).unwrap();
+    assert_eq!(c.contested_until(), None, "the tombstone ends the wait");
+    assert_eq!(drain(&mut c), [describe()], "rank 0 checks at once");
+    c.handle(at, status(exit, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(5, None)]);
+    c.handle(at, records(vec![], 5)).unwrap();
+    announces_then_acquires(&mut c, at);
+}
+
+/// A check answers the read after it only while the lease it was compared with stands: a
+/// check that saw the holder's transaction settling, followed by a read that brings the
+/// holder's resign (a renewal, then the lease tombstone), is not acted on: a new check is.
+#[test]
+fn a_check_is_judged_again_once_the_read_after_it_moved_the_lease() {
+    let mut c = standby_at_its_turn();
+    let turn = T0 + 2000;
+    c.handle(UnixMillis(turn), status(K, TransactionState::PrepareCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    let at = UnixMillis(turn + 5);
+    let renewal = lease_record(3, "a", K, turn + 3000);
+    let tombstone = Record::tombstone(4, Key::lease(role()).encode());
+    let gone = Record::tombstone(5, Key::registration(role(), m("a")).encode());
+    c.handle(at, records(vec![renewal, tombstone, gone], 6))
+        .unwrap();
+    assert_eq!(c.contested_until(), None, "no deferral on a stale check");
+    assert_eq!(drain(&mut c), [describe()], "a new check, at once");
+}
+
+/// Finding 1: b and c registered while a dead challenger's claim held the partition's last
+/// stable offset back, so their reads stopped short of their own registrations and their turns
+/// passed unseen. When the coordinator aborts the claim, every such read returns at once: c
+/// (rank 1) staggers again from then instead of challenging together with b (rank 0).
+#[test]
+fn ranks_released_from_reads_held_short_of_their_registrations_stagger_again() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 3 }).unwrap();
+    drain(&mut c);
+    // a registered and opened its claim at offset 1; b registered at 2; all of it unread.
+    c.handle(now, {
+        let mut e = stalled(1);
+        if let Event::RecordsRead { records, .. } = &mut e {
+            records.push(reg_record(0, "a"));
+        }
+        e
+    })
+    .unwrap();
+    let unseen_turn = T0 + 3000 + 500;
+    assert_eq!(drain(&mut c), [read(1, Some(unseen_turn))]);
+    // The claim is aborted at T0 + 3200: the long poll returns b's and c's registrations.
+    let release = UnixMillis(T0 + 3200);
+    let late = vec![reg_record(2, "b"), reg_record(3, "c")];
+    c.handle(release, records(late, 4)).unwrap();
+    assert_eq!(c.rank(), Some(2), "a and b rank ahead of c");
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(
+        release,
+        status(FencingToken::new(7, 1), TransactionState::CompleteAbort),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    c.handle(release, records(vec![], 4)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(4, Some(release.0 + 2 * 500))],
+        "released together with the ranks ahead of it: two staggers from the release"
+    );
+}
+
+/// The same member whose first read after registering reaches its registration with its turn
+/// just gone by (no stall held it back) challenges at once: only reads held back count.
+#[test]
+fn a_turn_that_passed_during_the_first_read_is_taken_at_once() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        lease_record(1, "a", K, T0 - 10),
+        reg_record(2, "b"),
+    ];
+    c.handle(UnixMillis(T0 + 20), records(state, 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+}
+
+/// A member never challenges while its reads have not reached its own registration (its
+/// rank is not known): a check that would let it challenge makes it look again instead.
+#[test]
+fn no_challenge_before_the_member_reads_its_own_registration() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    c.handle(now, {
+        let mut e = stalled(1);
+        if let Event::RecordsRead { records, .. } = &mut e {
+            records.push(reg_record(0, "a"));
+        }
+        e
+    })
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(1, Some(T0 + 3000 + 500))]);
+    // The long poll ends at the unseen turn, still stalled; a's claim has been open since T0.
+    let turn = UnixMillis(T0 + 3500);
+    c.handle(turn, stalled(1)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    let open = LeadershipStatus::described(7, 0, TransactionState::Ongoing)
+        .with_transaction_started(UnixMillis(T0));
+    c.handle(
+        turn,
+        Event::Described {
+            status: open.clone(),
+        },
+    )
+    .unwrap();
+    assert!(!drain(&mut c).contains(&acquire()), "a claim under way");
+    // A lease (and a stagger) later the same claim is still open, the reads still stalled:
+    // its challenger is gone, but this member's rank is not known yet.
+    let later = UnixMillis(T0 + 7000);
+    c.handle(later, stalled(1)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(later, Event::Described { status: open }).unwrap();
+    assert!(
+        !drain(&mut c).contains(&acquire()),
+        "no acquire on a roster not read"
+    );
+    assert_eq!(c.status(), Status::Standby);
+    assert_eq!(
+        c.poll_timeout(),
+        Some(UnixMillis(T0 + 7100)),
+        "it looks again"
+    );
+}

@@ -245,7 +245,10 @@ struct Term {
 /// Until its reads reach its own registration, a member counts its turn from a lease duration
 /// after it registered (a lease it has not read yet may exist). Meanwhile it long-polls the
 /// partition, and reads again every [`RECHECK`] when the reader answers long polls at once, so
-/// that a read stalled short of its registration costs it milliseconds, not that lease.
+/// that a read stalled short of its registration costs it milliseconds, not that lease. It
+/// never challenges before it has read its registration (members ahead of it may be unread);
+/// when the read that first reaches it comes after reads held short of it, and its turn went
+/// by in between, it counts as released (see "Stalled reads").
 ///
 /// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
 /// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
@@ -259,7 +262,9 @@ struct Term {
 ///   lease write, or a resign on its way out. The standby *defers*: it treats the role as
 ///   leased until a lease duration from now (the lease that challenger is about to write would
 ///   run that long; [`contested_until`](Self::contested_until)) and counts its turn (plus its
-///   rank's staggers) from then. Reading any lease record or lease tombstone ends the wait. If
+///   rank's staggers) from then, or from a lease after the claim's transaction began when the
+///   coordinator dates it. It tails the partition meanwhile, and reading any lease record or
+///   lease tombstone (a resign's, say) ends the wait. If
 ///   none comes and the next check finds **the same pair**, its challenger is taken to be gone
 ///   and the standby challenges. A pair minted, unused, right after the standby's own acquire
 ///   failed (within one stagger) is taken to be its own, whose answer was lost: it challenges
