@@ -10,7 +10,7 @@
 #   MODEL_LOSSES [1]  MODEL_DELAYS [1]  MODEL_RESIGNS [1]
 #   MODEL_FAULTS_BEFORE [-1: any time]  MODEL_FAULTS_AFTER [0]  MODEL_EVICT [0]
 #   MODEL_MUTATION [none]: early-challenge ignore-fence read-past-lso no-fence shared-pair
-#                          failback resign-keeps-lease never-challenge
+#                          failback resign-keeps-lease never-challenge double-answer
 #
 #   scripts/model-check.sh                          2 members, every fault once, horizon 24
 #   MODEL_MEMBERS=3 MODEL_FAULTS_BEFORE=4 MODEL_DELAYS=0 MODEL_RESIGNS=0 scripts/model-check.sh

@@ -177,6 +177,8 @@ pub enum Mutation {
     ResignKeepsLease,
     /// Standbys never mint: every challenge's AcquireEpoch fails.
     NeverChallenge,
+    /// The driver hands a registration's answer to the machine twice.
+    DoubleAnswer,
 }
 
 /// What a run explores.
@@ -779,6 +781,11 @@ impl CoordinationModel {
         let Some(c) = m.cand.as_mut() else { return };
         if let Err(e) = c.handle(now, event.clone()) {
             s.ghost.machine_error = Some(format!("m{i}: {e} ({})", event.name()));
+        }
+        if self.cfg.is(Mutation::DoubleAnswer) && matches!(event, Event::Appended { .. }) {
+            if let Err(e) = c.handle(now, event.clone()) {
+                s.ghost.machine_error = Some(format!("m{i}: {e} ({}, again)", event.name()));
+            }
         }
         self.drain(s, i);
     }

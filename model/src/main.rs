@@ -38,6 +38,7 @@ fn main() {
         Ok("failback") => Some(Mutation::Failback),
         Ok("resign-keeps-lease") => Some(Mutation::ResignKeepsLease),
         Ok("never-challenge") => Some(Mutation::NeverChallenge),
+        Ok("double-answer") => Some(Mutation::DoubleAnswer),
         _ => None,
     };
     let threads = env("MODEL_THREADS", 2usize);

@@ -4,8 +4,8 @@
 //! figures and the counterexample traces.
 
 use kafka_coordination_model::{
-    check, Config, Figures, Mutation, Search, FENCE, HANDOVER, LIVENESS, NO_FAILBACK, ONE_ELECTION,
-    ONE_LEADER, STEP_DOWN,
+    check, Config, Figures, Mutation, Search, FENCE, HANDOVER, LEASE_ORDER, LIVENESS, NO_FAILBACK,
+    NO_MACHINE_ERROR, ONE_ELECTION, ONE_LEADER, STEP_DOWN,
 };
 
 fn threads() -> usize {
@@ -75,6 +75,18 @@ fn three_members_crash_loss() {
 }
 
 #[test]
+fn three_members_crash_pause_loss() {
+    // Every fault kind at once, confined to the first election (2 ms) to fit CI minutes;
+    // scripts/model-check.sh runs wider windows.
+    let mut c = faults(3, 16);
+    c.crashes = 1;
+    c.pauses = 1;
+    c.losses = 1;
+    c.faults_before = Some(2);
+    holds("3 members: crash, pause, lost answer", c);
+}
+
+#[test]
 fn three_members_pause_loss() {
     let mut c = faults(3, 18);
     c.pauses = 1;
@@ -135,6 +147,19 @@ fn mutation_no_fence_breaks_fence() {
     let mut c = faults(2, 22);
     c.pauses = 1;
     caught(Mutation::NoFence, FENCE, c);
+}
+
+#[test]
+fn mutation_no_fence_breaks_lease_order() {
+    let mut c = faults(2, 22);
+    c.pauses = 1;
+    caught(Mutation::NoFence, LEASE_ORDER, c);
+}
+
+#[test]
+fn mutation_double_answer_breaks_machine_error() {
+    let c = faults(2, 4);
+    caught(Mutation::DoubleAnswer, NO_MACHINE_ERROR, c);
 }
 
 #[test]
