@@ -2042,9 +2042,38 @@ fn no_challenge_before_the_member_reads_its_own_registration() {
         "no acquire on a roster not read"
     );
     assert_eq!(c.status(), Status::Standby);
-    assert_eq!(
-        c.poll_timeout(),
-        Some(UnixMillis(T0 + 7100)),
-        "it looks again"
-    );
+    assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 7100)));
+    c.handle(UnixMillis(T0 + 7100), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(1, None)], "it reads again");
+}
+
+/// The same for a role nobody ever took: the check that finds no pair does not loop on
+/// itself, the member reads again until its registration is readable.
+#[test]
+fn a_member_that_has_not_read_its_registration_reads_again_before_taking_a_new_role() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    c.handle(now, stalled(0)).unwrap();
+    assert_eq!(drain(&mut c), [read(0, Some(T0 + 3000))]);
+    let turn = UnixMillis(T0 + 3000);
+    c.handle(turn, stalled(0)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(
+        turn,
+        Event::Described {
+            status: LeadershipStatus::NOT_FOUND,
+        },
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), []);
+    c.handle(UnixMillis(T0 + 3100), Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(0, None)]);
+    // The stall ends: the registration (and a's ahead of it) is read; b ranks 1 behind a.
+    let end = UnixMillis(T0 + 3100);
+    c.handle(end, records(vec![reg_record(0, "a"), reg_record(2, "b")], 3))
+        .unwrap();
+    assert_eq!(c.rank(), Some(1));
 }

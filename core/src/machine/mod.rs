@@ -1259,7 +1259,10 @@ impl Candidate {
     /// at its timeout; this member looks again every [`RECHECK`] until then.
     fn acquire(&mut self) {
         if self.registration_unseen() && !self.resigning {
-            self.recheck(self.now);
+            // Read again shortly (not only check: a check alone never reaches the
+            // registration).
+            let at = self.now + self.recheck_interval();
+            self.timer = Some((at, Io::Read { wait_until: None }));
             return;
         }
         self.deferred_to = None;
