@@ -33,7 +33,7 @@
 pub use kafka_coordination_core as core;
 
 /// The README's Rust blocks, compiled (and those that need no broker run) as doc tests. The
-/// ten-liner is compiled in the `kafka` module's docs.
+/// guide's (`docs/guide/`) are doc tests of the examples crate.
 #[cfg(all(
     doctest,
     feature = "memory",
