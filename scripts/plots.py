@@ -16,6 +16,7 @@ import random
 import sys
 from collections import defaultdict
 
+LABELS = {"host_bench": "in-memory broker", "many_roles": "Kafka"}
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 FONT = 'font-family="sans-serif"'
 
@@ -38,7 +39,8 @@ def esc(text):
 
 
 def quantile(sorted_values, q):
-    i = round((len(sorted_values) - 1) * q)
+    # Nearest rank, halves rounded up, as the benchmarks compute it (examples/src/stats.rs).
+    i = math.floor((len(sorted_values) - 1) * q + 0.5)
     return sorted_values[min(i, len(sorted_values) - 1)]
 
 
@@ -276,7 +278,7 @@ def main():
         out = defaultdict(list)
         for r in rows:
             if r["bench"] == bench and r["metric"] == metric:
-                out[f"{bench} {r['driver']}"].append((r["roles"], r["value"]))
+                out[f"{LABELS.get(bench, bench)}, {r['driver']}"].append((r["roles"], r["value"]))
         return out
 
     elected = {**series("host_bench", "elected_s"), **series("many_roles", "elected_s")}
@@ -285,11 +287,13 @@ def main():
         for q in ("p99", "max"):
             for name, pts in series(bench, f"lag_{q}_ms").items():
                 lag[f"{name} {q}"] = [(x, max(y, 0.5)) for x, y in pts]
-    hb = [r for r in rows if r["bench"] == "host_bench"]
-    note = ""
-    if hb:
-        note = (f"host_bench: in-memory broker, one Host, lease {hb[0]['lease_ms']} ms, renew "
-                f"{hb[0]['renew_ms']} ms, 20 s steady state, each dot one run")
+    notes = []
+    for bench, what in (("host_bench", "in-memory broker"), ("many_roles", "Kafka, one broker")):
+        runs = [r for r in rows if r["bench"] == bench]
+        if runs:
+            notes.append(f"{bench}: {what}, lease {int(runs[0]['lease_ms']) // 1000} s, renew "
+                         f"{int(runs[0]['renew_ms']) // 1000} s")
+    note = "; ".join(notes) + ("; one Host, each dot one run" if notes else "")
     done(line_plot(
         out("many-roles.svg"), "One process, N roles: election time and renewal lag",
         [("all roles elected after, s", elected, True),

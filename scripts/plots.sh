@@ -8,8 +8,9 @@
 #                                  of steady state; then a burst of 2,000 failovers), about 6 min
 #   scripts/plots.sh --run-kafka   first run the real-broker benchmarks, on a single-node broker of
 #                                  their own (scripts/kafka/with-broker.sh): failover_bench (20
-#                                  rounds, SIGKILLs and resigns alternating) and many_roles
-#                                  --handover 20, about 4 min after the build
+#                                  rounds, SIGKILLs and resigns alternating), many_roles
+#                                  --handover 20, and many_roles with N roles for 30 s of steady
+#                                  state (N = 1,000, 3,000, 10,000), about 8 min after the build
 #
 # Both options may be given. A run replaces the data files it writes and notes the machine it
 # ran on in docs/guide/data/conditions-*.txt.
@@ -56,13 +57,16 @@ fi
 if [ "$kafka" = 1 ]; then
     cargo build --release -p kafka-coordination-examples --features kafka \
         --example failover_bench --example many_roles
-    rm -f "$data/failover_bench.csv" "$data/many_roles_handover.csv"
-    note_conditions conditions-kafka.txt "failover_bench and many_roles --handover (Kafka $(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml), one broker on this host, release build)"
+    rm -f "$data/failover_bench.csv" "$data/many_roles_handover.csv" "$data/many_roles.csv"
+    note_conditions conditions-kafka.txt "failover_bench and many_roles (Kafka $(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml), one broker on this host, release build)"
     # The broker's script exports KAFKA_BOOTSTRAP, which both benchmarks read.
     scripts/kafka/with-broker.sh bash -c "
         target/release/examples/failover_bench --failovers 20 --csv '$data/failover_bench.csv' &&
         target/release/examples/many_roles --handover 20 --lease-ms 10000 --renew-ms 3000 \
-            --csv '$data/many_roles_handover.csv'"
+            --csv '$data/many_roles_handover.csv' &&
+        for n in 1000 3000 10000; do
+            target/release/examples/many_roles --roles \$n --seconds 30 --csv '$data/many_roles.csv' || exit
+        done"
 fi
 
 python3 scripts/plots.py --data "$data" --out docs/guide/img
