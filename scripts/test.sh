@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: from a fresh clone, installs what is missing, checks the golden vectors
 # (and their partitions against Kafka's own murmur2), builds the Java member of the spec
-# (scripts/interop.sh: interop/java, whose own codec asserts the vectors too), builds
+# (scripts/interop.sh: interop/java, whose own codec asserts the vectors too), checks the
+# README and the guide (scripts/docs-check.py; their code blocks compile as doc tests), builds
 # everything, runs a short fuzz run (scripts/fuzz.sh), model-checks the core's Candidate
 # (model/), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every test,
 # runs the three-broker fault test and short seeded runs of the chaos suite
@@ -20,6 +21,9 @@ step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }
 
 step "dependencies"
 scripts/ensure-deps.sh
+
+step "docs: the README and the guide (length, no history, tagged code blocks, links)"
+python3 scripts/docs-check.py --self-test && python3 scripts/docs-check.py
 
 step "golden vectors: generator agrees with the files, Kafka's murmur2 agrees with the partitions"
 python3 golden/generate.py --check

@@ -3,16 +3,14 @@
 //! One member of a role does the work; the Kafka cluster fences every other member; any third
 //! party checks who is authoritative with one request. The leadership epoch is the producer
 //! epoch Kafka's transaction coordinator mints for `transactional.id = <role>`, so safety comes
-//! from the broker's fence, never from clocks. See the README for the guarantees.
+//! from the broker's fence, never from clocks. The guide (`docs/guide/` in the repository)
+//! states the guarantees and the tests that show them.
 //!
 //! * Drivers, one per way of running: [`blocking`] (feature `blocking`, default), and
 //!   `tokio_driver`, `smol_driver`, `async_std_driver` (features `tokio`, `smol`, `async-std`),
 //!   each with `start`, `acquire_leadership`, `describe_leadership`, `describe_role_state`,
-//!   `watch`, `leader`. The same names in every module; the async modules' functions are
-//!   `async`. (No module is named after a runtime crate, so `use kafka_coordination::tokio_driver;`
-//!   leaves `tokio` alone.) async-std is discontinued upstream (its authors recommend smol):
-//!   `async_std_driver` is kept working, on the smol driver's code, for services that still
-//!   run it; new code should use `smol_driver`.
+//!   `watch`, `leader`; the async modules' functions are `async`. async-std is discontinued
+//!   upstream: new code should use `smol_driver`.
 //! * Many roles in one process: a [`host::Host`] runs any number of candidacies on one thread
 //!   (`blocking::host`) or one task (`tokio_driver::host`, ...), sharing timers, partition
 //!   reads and a bounded pool of I/O threads.
@@ -35,7 +33,7 @@
 pub use kafka_coordination_core as core;
 
 /// The README's Rust blocks, compiled (and those that need no broker run) as doc tests. The
-/// ten-liner is compiled in the `kafka` module's docs.
+/// guide's (`docs/guide/`) are doc tests of the examples crate.
 #[cfg(all(
     doctest,
     feature = "memory",

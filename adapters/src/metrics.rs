@@ -25,22 +25,11 @@
 //! [`ManualClock`](crate::ManualClock), where they are the manual clock's time, so that tests
 //! see exact values.
 //!
-//! Alert ideas: `sum by (role) (kafka_coordination_is_leader) != 1` for longer than a lease
-//! (no leader, or two processes that both believe they lead: the broker fences the older one's
-//! writes, but its work should stop); a rising `renew_failures_total`; any
-//! `candidacy_ends_total{reason="unavailable"}` or `{reason="failed"}`.
-//!
-//! Not exported: the number of standbys. A member's view of the roster is current only while
-//! it is a standby (a leader does not read the role's partition); ask
-//! [`describe_role_state`](crate::describe_role_state) for it.
-//!
-//! With `metrics-exporter-prometheus`, histograms are rendered as summaries unless buckets are
-//! set; `PrometheusBuilder::set_buckets_for_metric(Matcher::Suffix("_seconds".into()), ..)`
-//! renders them as Prometheus histograms (the `prometheus` example does). Series of members
-//! that ended stay at their last values: the facade has no way to remove a series.
-//!
-//! The series names and their HELP texts are registered with [`describe`], which every driver
-//! calls when a candidacy starts.
+//! Alert rules and a Grafana dashboard on these series are in the repository's `ops/`. Not
+//! exported: the number of standbys (ask [`describe_role_state`](crate::describe_role_state)).
+//! Series of members that ended stay at their last values. With `metrics-exporter-prometheus`,
+//! set buckets for the `_seconds` histograms, as the `prometheus` example does. [`describe`]
+//! registers the HELP texts; every driver calls it when a candidacy starts.
 #![cfg_attr(not(feature = "metrics"), allow(dead_code))]
 
 #[cfg(feature = "metrics")]

@@ -7,46 +7,7 @@
 //!   [`Watch`], which is both a blocking [`Iterator`] and an async
 //!   [`Stream`](futures_lite::Stream) of [`WatchEvent`]s, one per change, in log order.
 //!
-//! # What a watch reports
-//!
-//! A watch reads the role's partition once from its start, up to the last stable offset, and
-//! then tails it from the last offset it read (a long poll where the transport has one, such as
-//! the Kafka client's shared reader): it never reads from offset 0 again. It applies every
-//! record to a [`RoleState`] one by one ([`RoleState::apply`]), so every lease record is seen,
-//! however short the term it belongs to and however late the watch reads it.
-//!
-//! * First, the state when the watch caught up: [`WatchEvent::Leading`] or
-//!   [`WatchEvent::Vacant`] (with [`WatchOptions::history`], every change in the retained log
-//!   instead, then the state).
-//! * [`WatchEvent::Leading`] when a **term** begins: a lease record names a holder or pair
-//!   that the lease before it did not. The term number is the offset of that record, which is
-//!   what the leader's own [`Leadership::term`](crate::Leadership::term) is.
-//! * [`WatchEvent::Renewed`] for each renewal of the current term, only with
-//!   [`WatchOptions::renewals`] (an operator wants one line per change of leader, not one per
-//!   renewal).
-//! * [`WatchEvent::Vacant`] when the lease is cleared ([`VacancyReason::Resigned`]: the leader
-//!   resigned) or runs out ([`VacancyReason::Expired`]: a read that began at or after the
-//!   lease's deadline, by the watch's clock, found no renewal; also reported, before the next
-//!   term, when that term's lease was granted after the previous lease's deadline and the watch
-//!   had not yet said so). Expiry is judged with the clock of the [`WatchOptions`], so tests
-//!   drive it with a [`ManualClock`](crate::ManualClock). A lease that expired and is then
-//!   renewed after all (a slow leader that nobody replaced) is reported as
-//!   [`WatchEvent::Leading`] again, with the same term.
-//!
-//! # Guarantees and limits
-//!
-//! * Every term whose first lease record the watch reads is reported, in offset order, with its
-//!   member, pair and term; none is skipped, even one that began and ended between two reads.
-//! * A term's number is exact when the watch read its first lease record. A term already
-//!   running when the watch started whose first lease record was compacted away (only in
-//!   closed segments older than the topic's compaction lag) is reported with the offset of its
-//!   oldest retained lease record: a larger number of the same term.
-//! * Compaction may remove whole short terms before a watch that starts later reads them; a
-//!   running watch has read them already.
-//! * Events wait in the [`Watch`] until taken; a consumer that never takes them lets them pile
-//!   up (one per change of leader, more with renewals on).
-//! * Expiry is a judgement of the watch's clock against the leader's deadline: with clock skew
-//!   it comes early or late by the skew, exactly as a standby's challenge does.
+//! What a watch reports, and its limits: [`WatchEvent`].
 
 mod run;
 
@@ -162,6 +123,47 @@ impl RoleLeader {
 }
 
 /// One change of a role's leadership, reported by a [`Watch`].
+///
+/// # What a watch reports
+///
+/// A watch reads the role's partition once from its start, up to the last stable offset, and
+/// then tails it from the last offset it read (a long poll where the transport has one, such as
+/// the Kafka client's shared reader): it never reads from offset 0 again. It applies every
+/// record to a [`RoleState`] one by one ([`RoleState::apply`]), so every lease record is seen,
+/// however short the term it belongs to and however late the watch reads it.
+///
+/// * First, the state when the watch caught up: [`WatchEvent::Leading`] or
+///   [`WatchEvent::Vacant`] (with [`WatchOptions::history`], every change in the retained log
+///   instead, then the state).
+/// * [`WatchEvent::Leading`] when a **term** begins: a lease record names a holder or pair
+///   that the lease before it did not. The term number is the offset of that record, which is
+///   what the leader's own [`Leadership::term`](crate::Leadership::term) is.
+/// * [`WatchEvent::Renewed`] for each renewal of the current term, only with
+///   [`WatchOptions::renewals`] (an operator wants one line per change of leader, not one per
+///   renewal).
+/// * [`WatchEvent::Vacant`] when the lease is cleared ([`VacancyReason::Resigned`]: the leader
+///   resigned) or runs out ([`VacancyReason::Expired`]: a read that began at or after the
+///   lease's deadline, by the watch's clock, found no renewal; also reported, before the next
+///   term, when that term's lease was granted after the previous lease's deadline and the watch
+///   had not yet said so). Expiry is judged with the clock of the [`WatchOptions`], so tests
+///   drive it with a [`ManualClock`](crate::ManualClock). A lease that expired and is then
+///   renewed after all (a slow leader that nobody replaced) is reported as
+///   [`WatchEvent::Leading`] again, with the same term.
+///
+/// # Guarantees and limits
+///
+/// * Every term whose first lease record the watch reads is reported, in offset order, with its
+///   member, pair and term; none is skipped, even one that began and ended between two reads.
+/// * A term's number is exact when the watch read its first lease record. A term already
+///   running when the watch started whose first lease record was compacted away (only in
+///   closed segments older than the topic's compaction lag) is reported with the offset of its
+///   oldest retained lease record: a larger number of the same term.
+/// * Compaction may remove whole short terms before a watch that starts later reads them; a
+///   running watch has read them already.
+/// * Events wait in the [`Watch`] until taken; a consumer that never takes them lets them pile
+///   up (one per change of leader, more with renewals on).
+/// * Expiry is a judgement of the watch's clock against the leader's deadline: with clock skew
+///   it comes early or late by the skew, exactly as a standby's challenge does.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WatchEvent {
     /// A member leads: a term began, or the watch started during one, or a lease the watch had

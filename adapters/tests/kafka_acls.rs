@@ -5,10 +5,10 @@
 //! PLAINTEXT listener), grants them ACLs and waits until the broker enforces them, so the tests
 //! share nothing but the broker and the two topics made once per run.
 //!
-//! * `the_documented_acls_suffice_for_a_whole_life`: exactly the README's ACLs, nothing else
+//! * `the_documented_acls_suffice_for_a_whole_life`: exactly the ACLs of the guide's operating page, nothing else
 //!   (no Describe, no Create, nothing on the Cluster), carry two members and an observer
 //!   through an election, a guarded write, a resign and a hand-over.
-//! * one `without_*` test per row of the README's table: everything but that row, and the
+//! * one `without_*` test per row of that table: everything but that row, and the
 //!   member (or observer) fails with [`ErrorKind::Unauthorized`] whose message names the
 //!   missing operation and resource; granting the row then makes it work.
 //!
@@ -123,7 +123,7 @@ impl World {
     }
 }
 
-/// The member's rows of the README's table, one ACL each, for `role`.
+/// The member's rows of the ACL table (docs/guide/operating.md), one ACL each, for `role`.
 struct MemberAcls {
     /// The state topic: reads (Fetch, ListOffsets, DescribeProducers).
     state_read: Acl,

@@ -254,7 +254,7 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
 /// A lease write is readable a moment after its commit is answered, not at once: the
 /// coordinator answers EndTxn once it has logged the commit and writes the marker to the
 /// partition after that, and read_committed reads stop at the last stable offset until the
-/// marker lands. The README's "What it does not guarantee" gives the count this prints. The
+/// marker lands. docs/guide/guarantees.md ("What it does not guarantee") explains it. The
 /// verdict is only that every write becomes readable, promptly; how many a read sent at once
 /// misses depends on timing, so it is printed, not asserted.
 #[test]

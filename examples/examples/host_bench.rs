@@ -13,7 +13,9 @@
 //! default `host,tokio`), `--burst` (then a failover burst between two hosts: each leads half
 //! of the roles and stands by for the other half; one dies with its link cut), `--mixed` (two
 //! hosts, each leading half of the roles and standing by for the other half, for `--seconds`:
-//! the memory of processes that both lead and stand by, printed every 10 s).
+//! the memory of processes that both lead and stand by, printed every 10 s), `--csv PATH`
+//! (append the figures to a data file as well, one value a row: `stats::CSV_HEADER`; the
+//! burst writes each role's lateness; `scripts/plots.sh` renders them).
 //!
 //! Renewal lag is read from the broker's audit log of committed lease writes: for each role,
 //! the gap between two consecutive renewals less the renew interval.
@@ -26,7 +28,7 @@ use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{Candidacy, Leadership, Link, Options, SystemClock, UnixMillis};
 use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
-use kafka_coordination_examples::stats::quantile;
+use kafka_coordination_examples::stats::{quantile, Csv, Row};
 
 struct Args {
     roles: usize,
@@ -40,6 +42,8 @@ struct Args {
     /// `--mixed`: two hosts, each leading half of the roles and standing by for the other
     /// half, for `--seconds`: the memory of a process that both leads and stands by.
     mixed: bool,
+    /// `--csv PATH`: the data file the figures are appended to.
+    csv: Option<Csv>,
     /// The raw arguments, for the child processes.
     raw: Vec<String>,
 }
@@ -60,6 +64,7 @@ fn parse_args() -> Args {
         drivers: vec!["host".to_owned(), "tokio".to_owned()],
         burst: false,
         mixed: false,
+        csv: None,
         raw: std::env::args().skip(1).collect(),
     };
     let mut it = std::env::args().skip(1);
@@ -87,6 +92,10 @@ fn parse_args() -> Args {
             "--renew-ms" => a.renew = Duration::from_millis(n()),
             "--stagger-ms" => a.stagger = Duration::from_millis(n()),
             "--partitions" => a.partitions = n() as i32,
+            "--csv" => {
+                a.csv =
+                    Some(Csv::open(&value).unwrap_or_else(|e| fail(format!("--csv {value}: {e}"))))
+            }
             "--drivers" => {
                 a.drivers = value
                     .split(',')
@@ -267,9 +276,39 @@ fn run_driver(driver: &str, a: &Args, run: usize) {
             on_time as f64 * 100.0 / lags.len() as f64
         },
     );
+    let row = |metric, value| Row {
+        bench: "host_bench",
+        driver,
+        roles: a.roles,
+        lease_ms: a.lease.as_millis(),
+        renew_ms: a.renew.as_millis(),
+        metric,
+        value,
+    };
+    write_rows(
+        a,
+        [
+            row("elected_s", elected_in.as_secs_f64()),
+            row("lag_p50_ms", quantile(&lags, 0.5) as f64),
+            row("lag_p99_ms", quantile(&lags, 0.99) as f64),
+            row("lag_max_ms", lags.last().copied().unwrap_or(0) as f64),
+            row("threads_max", max_threads as f64),
+            row("rss_max_mib", (max_rss / 1024) as f64),
+            row("cpu_pct_of_one_core", cpu),
+            row("roles_lost", lost as f64),
+        ],
+    );
     // Leave without resigning 10,000 roles one by one: the broker goes with the run.
     std::mem::forget(leaderships);
     drop(keep);
+}
+
+/// Appends `rows` to the `--csv` file, if one was given.
+fn write_rows<'a>(a: &Args, rows: impl IntoIterator<Item = Row<'a>>) {
+    if let Some(csv) = &a.csv {
+        csv.append(rows)
+            .unwrap_or_else(|e| fail(format!("writing the --csv file: {e}")));
+    }
 }
 
 /// Two blocking hosts on a new broker on the system clock, as two processes' clients: `a`
@@ -352,6 +391,18 @@ fn burst(a: &Args) {
         elected_at.iter().flatten().max().map_or(0, |m| m - cut_at),
         b_leads.len(),
         b_leads.iter().filter(|l| l.is_done()).count(),
+    );
+    write_rows(
+        a,
+        late.iter().map(|&l| Row {
+            bench: "host_bench_burst",
+            driver: "host",
+            roles: a.roles,
+            lease_ms: a.lease.as_millis(),
+            renew_ms: a.renew.as_millis(),
+            metric: "late_after_deadline_ms",
+            value: l as f64,
+        }),
     );
     std::mem::forget((a_leads, b_leads, held, a_waits));
     drop((host_a, host_b));

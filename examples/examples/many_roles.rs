@@ -44,6 +44,10 @@
 //! `--handover N` times 2 N resigns to standby hosts in this process instead, N to a host that
 //! serves long polls from the transport's tail and N to one that does not, alternating.
 //!
+//! `--csv PATH` appends the figures to a data file as well (`stats::CSV_HEADER`, one value a
+//! row): the steady state's election time and renewal lag, or each hand-over's time by
+//! standby host; `scripts/plots.sh` renders them.
+//!
 //! The runtime is tokio's, with two worker threads. Figures are read from `/proc`.
 
 use std::sync::Arc;
@@ -54,7 +58,7 @@ use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Leadership, Options};
 use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources, MachineCpu};
-use kafka_coordination_examples::stats::quantile;
+use kafka_coordination_examples::stats::{quantile, Csv, Row};
 
 struct Args {
     bootstrap: String,
@@ -92,6 +96,8 @@ struct Args {
     replication: i32,
     /// `--join N`: N more roles start on the host 2 s after the kill.
     join: usize,
+    /// `--csv PATH`: the data file the figures are appended to.
+    csv: Option<Csv>,
 }
 
 fn fail(message: String) -> ! {
@@ -125,6 +131,7 @@ fn parse_args() -> Args {
         kill_signal: "KILL".to_owned(),
         replication: 1,
         join: 0,
+        csv: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -178,6 +185,10 @@ fn parse_args() -> Args {
             "--kill-signal" => fail(format!("--kill-signal: KILL or STOP, not {value}")),
             "--replication" => a.replication = n() as i32,
             "--join" => a.join = n() as usize,
+            "--csv" => {
+                a.csv =
+                    Some(Csv::open(&value).unwrap_or_else(|e| fail(format!("--csv {value}: {e}"))))
+            }
             other => fail(format!("unknown argument {other}")),
         }
     }
@@ -693,6 +704,20 @@ fn handover(
             kept.push(l);
         }
     });
+    for (driver, t) in ["host_tail_on", "host_tail_off"].iter().zip(&times) {
+        write_rows(
+            args,
+            t.iter().map(|&value| Row {
+                bench: "many_roles_handover",
+                driver,
+                roles: 2 * n,
+                lease_ms: args.lease.as_millis(),
+                renew_ms: args.renew.as_millis(),
+                metric: "handover_ms",
+                value,
+            }),
+        );
+    }
     let stats: Vec<_> = hosts.iter().map(|h| h.stats()).collect();
     for (name, (t, st)) in ["on", "off"].iter().zip(times.iter_mut().zip(&stats)) {
         t.sort_by(f64::total_cmp);
@@ -714,6 +739,14 @@ fn handover(
             let _ = l.resign().await;
         }
     });
+}
+
+/// Appends `rows` to the `--csv` file, if one was given.
+fn write_rows<'a>(args: &Args, rows: impl IntoIterator<Item = Row<'a>>) {
+    if let Some(csv) = &args.csv {
+        csv.append(rows)
+            .unwrap_or_else(|e| fail(format!("writing the --csv file: {e}")));
+    }
 }
 
 fn now_ms() -> i64 {
@@ -975,6 +1008,25 @@ fn main() {
         lags.last().copied().unwrap_or(0)
     );
     print_lag_windows(&lags_seen);
+    let row = |metric, value| Row {
+        bench: "many_roles",
+        driver: &args.driver,
+        roles: args.roles,
+        lease_ms: args.lease.as_millis(),
+        renew_ms: args.renew.as_millis(),
+        metric,
+        value,
+    };
+    write_rows(
+        &args,
+        [
+            row("elected_s", elected_in.as_secs_f64()),
+            row("lag_p50_ms", q(0.5) as f64),
+            row("lag_p99_ms", q(0.99) as f64),
+            row("lag_max_ms", lags.last().copied().unwrap_or(0) as f64),
+            row("cpu_pct_of_one_core", cpu),
+        ],
+    );
     // Roles whose last lease has run out with no renewal seen since count too.
     let end = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
     for (i, l) in leaderships.iter().enumerate() {

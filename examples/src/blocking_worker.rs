@@ -79,8 +79,8 @@ pub struct WorkItem {
     pub token: FencingToken,
 }
 
-/// A downstream system guarded the way the README recommends (a database row, an object
-/// store, another service). Two checks, each with its own job:
+/// A downstream system guarded as docs/guide/guarantees.md recommends (a database row, an
+/// object store, another service). Two checks, each with its own job:
 ///
 /// * **the term**: it keeps the newest term it has seen and refuses a write that carries an
 ///   older one. Term numbers, not tokens, are what it compares: a term is the offset of the

@@ -40,6 +40,26 @@ pub mod time;
 pub mod timeline;
 pub mod tokio_service;
 
+/// The guide's Rust blocks (`docs/guide/`), compiled and run as doc tests of this crate, which
+/// has the features they use; `scripts/docs-check.py` checks that every page is listed here.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../../docs/guide/README.md")]
+    mod index {}
+    #[doc = include_str!("../../docs/guide/how-it-works.md")]
+    mod how_it_works {}
+    #[doc = include_str!("../../docs/guide/guarantees.md")]
+    mod guarantees {}
+    #[doc = include_str!("../../docs/guide/operating.md")]
+    mod operating {}
+    #[doc = include_str!("../../docs/guide/many-roles.md")]
+    mod many_roles {}
+    #[doc = include_str!("../../docs/guide/testing.md")]
+    mod testing {}
+    #[doc = include_str!("../../docs/guide/performance.md")]
+    mod performance {}
+}
+
 pub use time::Time;
 pub use timeline::Timeline;
 

@@ -337,10 +337,9 @@ fn bad_arguments_are_refused_with_the_usage() {
 /// `scripts/kafka/with-broker.sh cargo test -p kafka-coordination-examples --features kafka`).
 /// Real time: every wait is a condition with a generous limit, never a fixed sleep.
 ///
-/// The members start together, so on a fresh broker the known blind spot of the README ("An
-/// open transaction ... can cost a healthy leader its role": a member that registers just
-/// after an election, before the new lease is readable, challenges at once) can depose the
-/// first leader; the test waits for a settled leader instead of assuming who it is.
+/// The members start together, so on a fresh broker a known blind spot (a member that
+/// registers just after an election, before the new lease is readable, challenges at once)
+/// can depose the first leader; the test waits for a settled leader instead of assuming who it is.
 #[cfg(feature = "kafka")]
 #[test]
 fn metrics_and_health_over_http_on_kafka() {

@@ -1,6 +1,6 @@
 //! `kafka-coordination`: the operator's tool for roles on a Kafka cluster (feature `cli`):
 //! `describe`, `watch`, `roles`, `run` (a supervisor), `deregister`, `topic create|check`.
-//! Run `kafka-coordination --help`; the README's "Operating it" shows each command's output.
+//! Run `kafka-coordination --help`; docs/guide/operating.md describes each command.
 
 #[path = "../cli/mod.rs"]
 mod cli;

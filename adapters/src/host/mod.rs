@@ -1,65 +1,16 @@
 //! Many candidacies on one loop: a [`Host`] runs every candidacy started on it on one thread
-//! (blocking flavour) or one task (tokio, smol, async-std), for services that hold one role
-//! per shard, tenant or partition.
+//! (blocking flavour) or one task (tokio, smol, async-std), for services that hold one role per
+//! shard, tenant or partition.
 //!
-//! What the host shares among its candidacies:
-//! - **one timer heap** instead of a timer, a task or a thread per candidacy;
-//! - **one read per partition per round**: the reads of every candidacy whose role lives on a
-//!   partition of `__coordination_state` are served by one transport read, and each candidacy
-//!   gets only the records of its own role (see `view.rs`). A standby's long poll becomes a
-//!   parked read that the partition's next read answers;
-//! - **the transport's tail for long polls**: when the transport keeps reading the partitions
-//!   by itself ([`on_tailed`](crate::StateReader::on_tailed): the Kafka transport runs one
-//!   long-polling Fetch per broker), the reads that only long polls wait on are served from its
-//!   copy on the loop ([`read_tailed`](crate::StateReader::read_tailed)): no request, no I/O
-//!   thread, and the tail wakes the loop as soon as a partition moves, so a parked standby
-//!   hears of a resign at once. Reads that must see what was committed before they were asked
-//!   still go to the broker ([`HostOptions::tail_reads`]);
-//! - **calls that hold no thread** where the transport runs them on its own: a transport
-//!   that says so ([`describes_without_a_thread`](crate::Coordinator::describes_without_a_thread),
-//!   [`acquires_without_a_thread`](crate::Coordinator::acquires_without_a_thread),
-//!   [`writes_without_a_thread`](crate::LeaseWriter::writes_without_a_thread); the Kafka
-//!   transport does, and for [`reads_without_a_thread`](crate::StateReader::reads_without_a_thread)
-//!   and [`appends_without_a_thread`](crate::Registrar::appends_without_a_thread) too) gets
-//!   the checks, acquires, lease writes, reads and registrations started from the loop or
-//!   from the thread that finished the call before, with a completion, and they hold no thread
-//!   while they wait. At most [`HostOptions::io_threads`] of them are in flight at once (the
-//!   checks due in a turn, and the registrations, as one each); the others wait, holding
-//!   nothing, in the order below, and the order goes with them to the transport
-//!   (`transport::with_priority`);
-//! - **a bounded pool of I/O threads** ([`HostOptions::io_threads`]) for the calls that are
-//!   blocking calls of the [`Transport`] traits (on Kafka: reads that must go to the broker,
-//!   and the sending of registrations; on any other transport, every call). The threads start
-//!   when calls come and end after 30 s without one. With `io_threads(0)` the blocking calls
-//!   run on the loop itself, which suits a transport whose calls never wait on a network, such
-//!   as [`MemoryBroker`](crate::memory::MemoryBroker)'s. A Kafka broker answers the requests of
-//!   one connection one at a time, so what one client has in flight at once is bounded by its
-//!   connections (`with_connections_per_broker`) in any case.
-//!   Registrations are handed over together, each with a completion
-//!   ([`append_all`](crate::Registrar::append_all)); the Kafka transport queues them all
-//!   before it sends, sends each partition's batches on one thread, and gives back at once the
-//!   thread of any that it queued behind a batch in flight. So the registrations of thousands
-//!   of candidacies started together travel in a few Produce requests per partition, and a
-//!   registration waiting for its partition's batch holds no thread;
-//!
-//! What the host does so that a burst of failovers stays fair when the cluster is the limit:
-//! - **takeovers pass renewals.** A free I/O thread (or a free place among the calls that
-//!   hold no thread) takes the queued call that is due first:
-//!   reads at once; a standby's takeover (check, announcement, acquire, first lease write)
-//!   when its first step began (at most a second before the call), so takeovers under way
-//!   finish first, the oldest first; a leader's renewal a second before the point halfway to
-//!   its lease's deadline, so only calls issued before that point pass it, a wait it can
-//!   afford;
-//! - **renewals are spread.** Roles won together would renew together for as long as they are
-//!   held, and run out together if the process died. The first renewal of each hosted term
-//!   comes a fraction of the renew interval early, the fraction taken from a hash of the role,
-//!   so the renewals (and a dead host's lease deadlines) spread over the interval
-//!   ([`HostOptions::spread_renewals`]). Later renewals keep that schedule even when a write
-//!   finishes late, as the claims of a host that starts thousands of candidacies at once do.
-//!
-//! Each candidacy keeps its own [`Candidacy`] and [`Leadership`](crate::Leadership) handles,
-//! exactly as a candidacy started alone: the host changes how the machines are driven, not
-//! what they do, except for that earlier first renewal, which only makes a lease last longer.
+//! A host shares one timer heap, one read per partition of `__coordination_state` (each
+//! candidacy sees only its role's records), the transport's tail for standbys' long polls
+//! ([`HostOptions::tail_reads`]), and at most [`HostOptions::io_threads`] transport calls in
+//! flight. Queued calls go out in order of urgency: reads, then takeovers under way, then
+//! renewals that can still afford the wait. The first renewal of each term comes a fraction of
+//! the renew interval early ([`HostOptions::spread_renewals`]), which only lengthens a lease.
+//! Otherwise each candidacy behaves as one started alone, with the same [`Candidacy`] and
+//! [`Leadership`](crate::Leadership) handles. Why and with what effect: the guide's
+//! `docs/guide/many-roles.md`.
 //!
 //! ```
 //! # #[cfg(all(feature = "memory", feature = "blocking"))] {

@@ -1,91 +1,31 @@
-//! Kafka's error codes and what the transport does about each: the table below is the one place that decides it.
-//!
-//! The classes, and the [`ErrorKind`] each gives when the call gives up:
-//! - **fenced**: a newer (producer id, epoch) holds the role; the term is over
-//!   ([`ErrorKind::Fenced`]).
-//! - **retry**: transient; the call is tried again after a pause until its deadline
-//!   ([`ErrorKind::Retriable`]).
-//! - **refresh**: transient, and the client's view of the cluster is stale: the partition
-//!   leader or transaction coordinator is looked up again before the next try
-//!   ([`ErrorKind::Retriable`]).
-//! - **confirm**: the broker does not know the topic or partition. Kafka calls this retriable
-//!   (a topic created a moment ago, a broker whose metadata lags under load), so it is refreshed
-//!   and retried; it is reported as [`ErrorKind::Config`] only when a metadata check confirms
-//!   it (the topic really is missing, or its partition count really differs), else as
-//!   [`ErrorKind::Retriable`].
-//! - **config**: the setup is wrong and retrying cannot help ([`ErrorKind::Config`]).
-//! - **unauthorized**: the principal lacks an ACL or its credentials are wrong
-//!   ([`ErrorKind::Unauthorized`]).
-//! - **fatal**: the client sent something the broker cannot read ([`ErrorKind::Fatal`]).
-//!
-//! "Kafka" is the Java client's view: retriable when the code's exception is a
-//! `RetriableException` (`InvalidMetadataException` ones ask for a metadata refresh, as
-//! librdkafka's `rd_kafka_err_action` does). Where this table differs, the row says why.
-//!
-//! | code | name | class | Kafka |
-//! |---:|---|---|---|
-//! | -1 | UNKNOWN_SERVER_ERROR | retry | not retriable; here a broker failure is retried until the deadline |
-//! | 1 | OFFSET_OUT_OF_RANGE | retry | not retriable; the reader restarts at the log start |
-//! | 2 | CORRUPT_MESSAGE | retry | retriable |
-//! | 3 | UNKNOWN_TOPIC_OR_PARTITION | confirm | retriable, refresh |
-//! | 5 | LEADER_NOT_AVAILABLE | refresh | retriable, refresh |
-//! | 6 | NOT_LEADER_OR_FOLLOWER | refresh | retriable, refresh |
-//! | 7 | REQUEST_TIMED_OUT | retry | retriable |
-//! | 8 | BROKER_NOT_AVAILABLE | refresh | not retriable; librdkafka refreshes |
-//! | 9 | REPLICA_NOT_AVAILABLE | refresh | retriable, refresh |
-//! | 10 | MESSAGE_TOO_LARGE | config | not retriable |
-//! | 13 | NETWORK_EXCEPTION | refresh | retriable, refresh |
-//! | 14 | COORDINATOR_LOAD_IN_PROGRESS | retry | retriable |
-//! | 15 | COORDINATOR_NOT_AVAILABLE | refresh | retriable |
-//! | 16 | NOT_COORDINATOR | refresh | retriable |
-//! | 17 | INVALID_TOPIC_EXCEPTION | config | not retriable |
-//! | 18 | RECORD_LIST_TOO_LARGE | config | not retriable |
-//! | 19 | NOT_ENOUGH_REPLICAS | retry | retriable |
-//! | 20 | NOT_ENOUGH_REPLICAS_AFTER_APPEND | retry | retriable |
-//! | 21 | INVALID_REQUIRED_ACKS | config | not retriable |
-//! | 29 | TOPIC_AUTHORIZATION_FAILED | unauthorized | not retriable |
-//! | 30 | GROUP_AUTHORIZATION_FAILED | unauthorized | not retriable |
-//! | 31 | CLUSTER_AUTHORIZATION_FAILED | unauthorized | not retriable |
-//! | 33 | UNSUPPORTED_SASL_MECHANISM | config | not retriable |
-//! | 34 | ILLEGAL_SASL_STATE | config | not retriable |
-//! | 35 | UNSUPPORTED_VERSION | config | not retriable |
-//! | 37 | INVALID_PARTITIONS | config | not retriable |
-//! | 38 | INVALID_REPLICATION_FACTOR | config | not retriable |
-//! | 40 | INVALID_CONFIG | config | not retriable |
-//! | 41 | NOT_CONTROLLER | refresh | retriable |
-//! | 42 | INVALID_REQUEST | fatal | not retriable |
-//! | 43 | UNSUPPORTED_FOR_MESSAGE_FORMAT | config | not retriable |
-//! | 44 | POLICY_VIOLATION | config | not retriable |
-//! | 45 | OUT_OF_ORDER_SEQUENCE_NUMBER | retry | not retriable; here the transaction is aborted and the sequence learned again |
-//! | 46 | DUPLICATE_SEQUENCE_NUMBER | retry | not retriable; a produce takes it as written |
-//! | 47 | INVALID_PRODUCER_EPOCH | fenced | not retriable (fenced) |
-//! | 48 | INVALID_TXN_STATE | retry | not retriable; here the coordinator is asked whether the term is over |
-//! | 49 | INVALID_PRODUCER_ID_MAPPING | fenced | not retriable |
-//! | 50 | INVALID_TRANSACTION_TIMEOUT | config | not retriable |
-//! | 51 | CONCURRENT_TRANSACTIONS | retry | retriable |
-//! | 52 | TRANSACTION_COORDINATOR_FENCED | refresh | not retriable; the coordinator moved |
-//! | 53 | TRANSACTIONAL_ID_AUTHORIZATION_FAILED | unauthorized | not retriable |
-//! | 56 | KAFKA_STORAGE_ERROR | refresh | retriable, refresh |
-//! | 58 | SASL_AUTHENTICATION_FAILED | unauthorized | not retriable |
-//! | 59 | UNKNOWN_PRODUCER_ID | retry | not retriable; the next transaction starts its sequences again |
-//! | 72 | LISTENER_NOT_FOUND | refresh | retriable, refresh |
-//! | 74 | FENCED_LEADER_EPOCH | refresh | retriable, refresh |
-//! | 75 | UNKNOWN_LEADER_EPOCH | refresh | retriable |
-//! | 76 | UNSUPPORTED_COMPRESSION_TYPE | config | not retriable |
-//! | 78 | OFFSET_NOT_AVAILABLE | refresh | retriable |
-//! | 87 | INVALID_RECORD | config | not retriable |
-//! | 89 | THROTTLING_QUOTA_EXCEEDED | retry | retriable |
-//! | 90 | PRODUCER_FENCED | fenced | not retriable (fenced) |
-//! | 100 | UNKNOWN_TOPIC_ID | confirm | retriable, refresh |
-//! | 103 | INCONSISTENT_TOPIC_ID | refresh | retriable, refresh |
-//! | 105 | TRANSACTIONAL_ID_NOT_FOUND | retry | not retriable; DescribeTransactions reads it as "no member ever took the role" |
-//! | 120 | TRANSACTION_ABORTABLE | retry | not retriable; the transaction is aborted and the write tried again |
-//!
-//! Every other code is **retry**.
+//! Kafka's error codes and what the transport does about each: one table, on [`class`],
+//! decides it, and a test asserts every row of it against the code.
 
 use crate::error::ErrorKind;
 
-/// What the transport does about an error code: see the [module docs](self).
+/// What the transport does about an error code, and the [`ErrorKind`] each gives when the
+/// call gives up:
+/// - **fenced**: a newer (producer id, epoch) holds the role; the term is over
+///   ([`ErrorKind::Fenced`]).
+/// - **retry**: transient; the call is tried again after a pause until its deadline
+///   ([`ErrorKind::Retriable`]).
+/// - **refresh**: transient, and the client's view of the cluster is stale: the partition
+///   leader or transaction coordinator is looked up again before the next try
+///   ([`ErrorKind::Retriable`]).
+/// - **confirm**: the broker does not know the topic or partition. Kafka calls this retriable
+///   (a topic created a moment ago, a broker whose metadata lags under load), so it is refreshed
+///   and retried; it is reported as [`ErrorKind::Config`] only when a metadata check confirms
+///   it (the topic really is missing, or its partition count really differs), else as
+///   [`ErrorKind::Retriable`].
+/// - **config**: the setup is wrong and retrying cannot help ([`ErrorKind::Config`]).
+/// - **unauthorized**: the principal lacks an ACL or its credentials are wrong
+///   ([`ErrorKind::Unauthorized`]).
+/// - **fatal**: the client sent something the broker cannot read ([`ErrorKind::Fatal`]).
+///
+/// "Kafka" is the Java client's view: retriable when the code's exception is a
+/// `RetriableException` (`InvalidMetadataException` ones ask for a metadata refresh, as
+/// librdkafka's `rd_kafka_err_action` does). Where the table on [`class`] differs, the row
+/// says why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Class {
     Fenced,
@@ -111,7 +51,68 @@ impl Class {
     }
 }
 
-/// The class of a Kafka protocol error code.
+/// The class of a Kafka protocol error code:
+///
+/// | code | name | class | Kafka |
+/// |---:|---|---|---|
+/// | -1 | UNKNOWN_SERVER_ERROR | retry | not retriable; here a broker failure is retried until the deadline |
+/// | 1 | OFFSET_OUT_OF_RANGE | retry | not retriable; the reader restarts at the log start |
+/// | 2 | CORRUPT_MESSAGE | retry | retriable |
+/// | 3 | UNKNOWN_TOPIC_OR_PARTITION | confirm | retriable, refresh |
+/// | 5 | LEADER_NOT_AVAILABLE | refresh | retriable, refresh |
+/// | 6 | NOT_LEADER_OR_FOLLOWER | refresh | retriable, refresh |
+/// | 7 | REQUEST_TIMED_OUT | retry | retriable |
+/// | 8 | BROKER_NOT_AVAILABLE | refresh | not retriable; librdkafka refreshes |
+/// | 9 | REPLICA_NOT_AVAILABLE | refresh | retriable, refresh |
+/// | 10 | MESSAGE_TOO_LARGE | config | not retriable |
+/// | 13 | NETWORK_EXCEPTION | refresh | retriable, refresh |
+/// | 14 | COORDINATOR_LOAD_IN_PROGRESS | retry | retriable |
+/// | 15 | COORDINATOR_NOT_AVAILABLE | refresh | retriable |
+/// | 16 | NOT_COORDINATOR | refresh | retriable |
+/// | 17 | INVALID_TOPIC_EXCEPTION | config | not retriable |
+/// | 18 | RECORD_LIST_TOO_LARGE | config | not retriable |
+/// | 19 | NOT_ENOUGH_REPLICAS | retry | retriable |
+/// | 20 | NOT_ENOUGH_REPLICAS_AFTER_APPEND | retry | retriable |
+/// | 21 | INVALID_REQUIRED_ACKS | config | not retriable |
+/// | 29 | TOPIC_AUTHORIZATION_FAILED | unauthorized | not retriable |
+/// | 30 | GROUP_AUTHORIZATION_FAILED | unauthorized | not retriable |
+/// | 31 | CLUSTER_AUTHORIZATION_FAILED | unauthorized | not retriable |
+/// | 33 | UNSUPPORTED_SASL_MECHANISM | config | not retriable |
+/// | 34 | ILLEGAL_SASL_STATE | config | not retriable |
+/// | 35 | UNSUPPORTED_VERSION | config | not retriable |
+/// | 37 | INVALID_PARTITIONS | config | not retriable |
+/// | 38 | INVALID_REPLICATION_FACTOR | config | not retriable |
+/// | 40 | INVALID_CONFIG | config | not retriable |
+/// | 41 | NOT_CONTROLLER | refresh | retriable |
+/// | 42 | INVALID_REQUEST | fatal | not retriable |
+/// | 43 | UNSUPPORTED_FOR_MESSAGE_FORMAT | config | not retriable |
+/// | 44 | POLICY_VIOLATION | config | not retriable |
+/// | 45 | OUT_OF_ORDER_SEQUENCE_NUMBER | retry | not retriable; here the transaction is aborted and the sequence learned again |
+/// | 46 | DUPLICATE_SEQUENCE_NUMBER | retry | not retriable; a produce takes it as written |
+/// | 47 | INVALID_PRODUCER_EPOCH | fenced | not retriable (fenced) |
+/// | 48 | INVALID_TXN_STATE | retry | not retriable; here the coordinator is asked whether the term is over |
+/// | 49 | INVALID_PRODUCER_ID_MAPPING | fenced | not retriable |
+/// | 50 | INVALID_TRANSACTION_TIMEOUT | config | not retriable |
+/// | 51 | CONCURRENT_TRANSACTIONS | retry | retriable |
+/// | 52 | TRANSACTION_COORDINATOR_FENCED | refresh | not retriable; the coordinator moved |
+/// | 53 | TRANSACTIONAL_ID_AUTHORIZATION_FAILED | unauthorized | not retriable |
+/// | 56 | KAFKA_STORAGE_ERROR | refresh | retriable, refresh |
+/// | 58 | SASL_AUTHENTICATION_FAILED | unauthorized | not retriable |
+/// | 59 | UNKNOWN_PRODUCER_ID | retry | not retriable; the next transaction starts its sequences again |
+/// | 72 | LISTENER_NOT_FOUND | refresh | retriable, refresh |
+/// | 74 | FENCED_LEADER_EPOCH | refresh | retriable, refresh |
+/// | 75 | UNKNOWN_LEADER_EPOCH | refresh | retriable |
+/// | 76 | UNSUPPORTED_COMPRESSION_TYPE | config | not retriable |
+/// | 78 | OFFSET_NOT_AVAILABLE | refresh | retriable |
+/// | 87 | INVALID_RECORD | config | not retriable |
+/// | 89 | THROTTLING_QUOTA_EXCEEDED | retry | retriable |
+/// | 90 | PRODUCER_FENCED | fenced | not retriable (fenced) |
+/// | 100 | UNKNOWN_TOPIC_ID | confirm | retriable, refresh |
+/// | 103 | INCONSISTENT_TOPIC_ID | refresh | retriable, refresh |
+/// | 105 | TRANSACTIONAL_ID_NOT_FOUND | retry | not retriable; DescribeTransactions reads it as "no member ever took the role" |
+/// | 120 | TRANSACTION_ABORTABLE | retry | not retriable; the transaction is aborted and the write tried again |
+///
+/// Every other code is **retry**.
 pub(crate) fn class(code: i32) -> Class {
     use Class::*;
     match code {
@@ -129,11 +130,11 @@ pub(crate) fn class(code: i32) -> Class {
 mod tests {
     use super::*;
 
-    /// The rows of the table in the module docs: (code, name, class).
+    /// The rows of the table in the docs of [`class`]: (code, name, class).
     fn rows() -> Vec<(i32, String, String)> {
         include_str!("classify.rs")
             .lines()
-            .filter_map(|l| l.strip_prefix("//! | "))
+            .filter_map(|l| l.strip_prefix("/// | "))
             .filter_map(|row| {
                 let cells: Vec<&str> = row.split('|').map(str::trim).collect();
                 let code = cells.first()?.parse().ok()?;

@@ -1,116 +1,26 @@
-//! The Kafka transport: [`KafkaTransport`], one client per process, shared by every role,
-//! member and runtime flavour (pass `Arc<KafkaTransport>` clones, or the same value by
-//! reference to `start_shared`).
+//! The Kafka transport: [`KafkaTransport`], a native client (crate `kafka-protocol`), one per
+//! process, shared by every role, member and driver.
 //!
-//! What it is made of:
-//! - **native connections** (crate `kafka-protocol`), one per broker, shared by every role:
-//!   FindCoordinator, InitProducerId, AddPartitionsToTxn, transactional Produce, EndTxn and
-//!   DescribeTransactions. Each role the client holds has a **session** (its pair, its
-//!   sequences, its open transaction): no thread, no socket of its own. See `txn.rs` for the
-//!   protocol and the request versions (all below transaction version 2);
-//! - **calls that hold no thread**: checks, acquires and lease writes started with
-//!   [`start_describe_epochs`](crate::Coordinator::start_describe_epochs),
-//!   [`start_acquire_epoch`](crate::Coordinator::start_acquire_epoch) and
-//!   [`start_write_lease`](crate::LeaseWriter::start_write_lease) return at once. Each runs as
-//!   a task: its requests are queued for the broker's **connection threads** (up to
-//!   `with_connections_per_broker` per broker, started as requests come, ended after 30 s
-//!   without one), and each answer resumes the task on the thread that received it, up to
-//!   its next request. Between requests, and in a retry's pause (one timer thread per
-//!   process), a call is only memory. The completion runs on a connection thread: it must
-//!   not block. The blocking calls ([`acquire_epoch`](crate::Coordinator::acquire_epoch) and
-//!   the others) run the same code on the caller's thread, as before;
-//! - **coordinators looked up together**: each role with a candidacy on the client is noted
-//!   when it starts, and a FindCoordinator (v4 or newer) for one role also asks for up to 255
-//!   others whose coordinator is not known yet, so a process with 5,000 standbys sends about
-//!   20 lookups, not one per role at its takeover. A batched check of many roles
-//!   ([`describe_epochs`](crate::Coordinator::describe_epochs)) looks up the coordinators it
-//!   lacks in one request, then sends one DescribeTransactions per coordinator and 256 roles.
-//!   [`KafkaTransport::requests_by_api`] counts what was sent;
-//! - **silent brokers left alone**: a broker that refused a connection or left a request
-//!   unanswered for a whole request timeout (frozen, or behind a network cut) gets no request
-//!   for a second, then one call at a time probes it; the other calls for it fail at once
-//!   (retriable) and look up the new leader or coordinator, instead of each waiting out a
-//!   request timeout in turn on its connections while the threads that run them wait too (a
-//!   broker that answers only after a whole request timeout is treated the same). A call
-//!   that finds its broker silent again after looking it up again (no other broker has taken
-//!   over the partition or the coordinator yet) fails at once, retriable: the candidacy
-//!   retries on its own timer rather than in a thread. A call that waited for a connection
-//!   to a broker that went silent meanwhile is not sent, and one that has waited while every
-//!   connection of the broker has had its request unanswered for a quarter of the request
-//!   timeout finds the broker silent. Once a broker is silent, the requests it has left
-//!   unanswered that long are given up on: their connections are shut down, so the calls
-//!   waiting for their answers fail then (retriable, outcome unknown, as after a timeout)
-//!   instead of holding their threads until the request timeout
-//!   ([`KafkaTransport::requests_abandoned`] counts them);
-//! - **one shared read_committed reader**: a native Fetch loop per partition leader, on
-//!   connections of its own, tailing each partition some candidate reads and serving every
-//!   candidate from one in-memory view; a partition nobody reads for 30 s is dropped;
-//! - **one plain idempotent producer** for the registrations, on the same connections
-//!   (`acks=all`, one producer id per client): the appends queued for a partition travel in
-//!   one Produce, one batch in flight per partition, and a batch whose answer was lost is sent
-//!   again with its sequence, so the broker writes it once (see `registrar.rs`);
-//! - **the topic check and creation** on the same connections: Metadata, DescribeConfigs and
-//!   CreateTopics ([`ensure_topic`](KafkaTransport::ensure_topic),
-//!   [`create_topic`](KafkaTransport::create_topic),
-//!   [`describe_topic`](KafkaTransport::describe_topic));
-//! - **security on every connection** from the same properties
-//!   ([`KafkaConfig::with_property`]): `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT,
-//!   SASL_SSL; `sasl.mechanism` PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 with `sasl.username` and
-//!   `sasl.password`, or OAUTHBEARER with a [`TokenProvider`]
-//!   ([`KafkaConfig::with_token_provider`]); `ssl.ca.location`, `ssl.certificate.location`,
-//!   `ssl.key.location`, `ssl.endpoint.identification.algorithm`. They are checked when the
-//!   client is built. Sessions the broker limits (KIP-368) are renewed on the connection
-//!   ([`KafkaTransport::sasl_reauthentications`]). The topic check and creation (librdkafka,
-//!   until they run on the native connections) do not take the token provider: with
-//!   OAUTHBEARER, give librdkafka a way of its own (its `sasl.oauthbearer.*` properties).
+//! It speaks the transactional protocol itself (FindCoordinator, InitProducerId,
+//! AddPartitionsToTxn, Produce, EndTxn, DescribeTransactions) on a few connections per broker
+//! ([`KafkaConfig::with_connections_per_broker`]), appends registrations through one idempotent
+//! producer, tails the state topic's partitions with one read_committed Fetch loop per broker,
+//! and checks or creates the topic ([`KafkaTransport::ensure_topic`],
+//! [`KafkaTransport::create_topic`]). TLS and SASL come from librdkafka-style properties
+//! ([`KafkaConfig::with_property`]; the guide's `docs/guide/operating.md` lists them).
 //!
-//! # Which batches can be read
-//! The reader reads every record batch Kafka stores in the state topic: message format v2,
-//! uncompressed or compressed with gzip, snappy (raw, as franz-go and librdkafka write it, or
-//! snappy-java's xerial framing, as the Java client writes it), lz4 or zstd, whether a
-//! producer chose the codec or the topic's `compression.type` imposed it. A batch may hold at
-//! most 64 MiB of records once decompressed. A batch whose CRC holds but whose records cannot
-//! be read (an unknown codec, bad compressed data, over 64 MiB, malformed records, an old
-//! v0/v1 entry) is skipped: the records after it are read, a warning names the
-//! topic-partition, the batch's offsets and the reason, and
-//! [`KafkaTransport::batches_skipped`] counts it. Bytes that fail their CRC are retried.
-//!
-//! # Guarantees
-//! - The token is the (producer id, epoch) InitProducerId answered. Only the library sends
-//!   InitProducerId for a role (a challenge, or a resign's supersede): nothing bumps a role's
-//!   epoch behind its back, so a paused leader that resumes never fences the current one.
-//! - The pair stays constant for a whole term, also on Kafka 4.x: the client never sends the
-//!   request versions that opt into a bump at every commit (shown over 20+ renewals on a real
-//!   broker).
-//!
-//! # Transaction version 2 (KIP-890)
-//! The client sends InitProducerId <= v4, AddPartitionsToTxn <= v3, Produce <= v9 and
-//! EndTxn <= v3, all below transaction version 2, so a term has one pair from its
-//! InitProducerId to its end, as the spec's token needs, also on a Kafka 4.x cluster at
-//! `transaction.version=2` (the default of fresh 4.x clusters). Other members on the newest
-//! versions (franz-go's defaults, the Java client 4.x) get a new epoch at every commit: their
-//! lease names the pair they were granted, and DescribeTransactions shows their producer a few
-//! epochs further. Each connection records the cluster's finalized `transaction.version` from
-//! its ApiVersions answer; describes carry it
-//! ([`LeadershipStatus::transaction_version`](crate::LeadershipStatus::transaction_version)),
-//! and [`LeadershipStatus::relation`](crate::LeadershipStatus::relation) reads such a lease as
-//! [`CommitsLater`](crate::PairRelation::CommitsLater), not as superseded.
-//! - A commit whose answer was lost is committed again, never aborted; a produce whose answer
-//!   was lost is sent again with the same sequence (or its sequence is learned with
-//!   DescribeProducers). A healthy leader is not lost to a timeout.
+//! Invariants:
+//! - A role's token is the pair InitProducerId answered, and only this library asks for one:
+//!   nothing else bumps the epoch, so a paused leader that resumes never fences the current one.
+//! - Request versions stay below transaction version 2, so the pair is constant for a term.
 //! - `PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH` and `INVALID_PRODUCER_ID_MAPPING` are
-//!   [`Fenced`](crate::ErrorKind::Fenced) wherever they appear; the session is over.
-//! - Reads never show records of aborted or open transactions, and stop at the last stable
-//!   offset.
-//! - A second candidacy for a role the client already holds or contests is refused
-//!   ([`Config`](crate::ErrorKind::Config)).
+//!   [`Fenced`](crate::ErrorKind::Fenced) wherever they appear; a commit whose answer was lost
+//!   is committed again, never aborted.
+//! - Reads show only committed records, up to the last stable offset; a batch that cannot be
+//!   read is skipped and counted ([`KafkaTransport::batches_skipped`]).
 //!
-//! # Non-guarantees
-//! - One request at a time per broker connection: a process with thousands of roles on one
-//!   broker is bounded by that connection's round trips (see the README's figures).
-//! - Producer ids are not ordered cluster-wide; compare terms, not tokens.
-//!
-//! The README's ten lines, compiled:
+//! How the client behaves with many roles and with silent brokers: the guide's
+//! `docs/guide/many-roles.md`; what it reads and sends: `docs/compatibility.md`.
 //!
 //! ```no_run
 //! # #[cfg(feature = "blocking")] mod with_blocking {
@@ -119,17 +29,10 @@
 //! use kafka_coordination::{blocking, describe_leadership, GuardedRecord, Options};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = KafkaConfig::new("127.0.0.1:9092", 16);
-//! let client = Arc::new(KafkaTransport::connect(config)?);
-//! let leadership = blocking::acquire_leadership(
-//!     client.clone(), "scheduler", "node-a", Options::new())?;
-//! let record = GuardedRecord::new("jobs", 0, None, Some(b"run #1"));
-//! leadership.guarded_write_blocking(&[record])?;
-//! let (token, _term) = (leadership.token(), leadership.term());
-//! leadership.done_blocking();
-//! let _why = leadership.err();
-//! let status = describe_leadership(&*client, "scheduler")?;
-//! let _still_in_charge = status.authoritative(&token);
+//! let client = Arc::new(KafkaTransport::connect(KafkaConfig::new("127.0.0.1:9092", 16))?);
+//! let leadership = blocking::acquire_leadership(client.clone(), "scheduler", "node-a", Options::new())?;
+//! leadership.guarded_write_blocking(&[GuardedRecord::new("jobs", 0, None, Some(b"run #1"))])?;
+//! let still_in_charge = describe_leadership(&*client, "scheduler")?.authoritative(&leadership.token());
 //! # Ok(())
 //! # }
 //! # }

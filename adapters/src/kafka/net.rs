@@ -1,10 +1,11 @@
-//! Native Kafka connections (crate `kafka-protocol`): one connection per broker address, shared
-//! by every role and every request of the process's client; framing, correlation ids, version
-//! negotiation (ApiVersions), and security (TLS and SASL, in [`super::security`]).
+//! Native Kafka connections (crate `kafka-protocol`): a few per broker address
+//! (`KafkaConfig::with_connections_per_broker`, 4 by default), shared by every role and every
+//! request of the process's client; framing, correlation ids, version negotiation
+//! (ApiVersions), and security (TLS and SASL, in [`super::security`]).
 //!
-//! A connection serves one request at a time (a mutex per connection); connections to different
-//! brokers work in parallel. A connection that fails mid-request is dropped and opened again on
-//! the next call, so a stream is never used out of step.
+//! A connection serves one request at a time; connections work in parallel. A connection that
+//! fails mid-request is dropped and opened again on the next call, so a stream is never used
+//! out of step.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};

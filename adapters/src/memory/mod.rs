@@ -21,74 +21,7 @@
 //! assert_eq!(b.read_partition(0, 0, Duration::ZERO).unwrap().records.len(), 1);
 //! ```
 //!
-//! # The model
-//!
-//! **Coordinator.** Per transactional id (= role): a producer id, an epoch, a
-//! [`TransactionState`](kafka_coordination_core::describe::TransactionState), a transaction
-//! timeout and at most one open transaction.
-//!
-//! * `acquire_epoch` (InitProducerId): a brand-new id gets a fresh producer id and epoch 0; an
-//!   id in `Empty` / `Complete*` gets epoch + 1; an id with an `Ongoing` transaction has that
-//!   transaction aborted with a fencing bump, and then a further bump, so a takeover of an open
-//!   transaction **skips an epoch**. When the epoch to bump from is `>=`
-//!   [`EXHAUSTED_EPOCH`] (32766), the id gets a fresh producer id and epoch 0. The state after
-//!   an acquire is `Empty`. A transaction timeout of zero or above the broker's maximum
-//!   ([`DEFAULT_MAX_TRANSACTION_TIMEOUT`], see
-//!   [`MemoryBroker::set_max_transaction_timeout`]) fails with a `Config` error.
-//! * A transaction open for longer than its timeout is aborted by the coordinator with an epoch
-//!   bump (its holder is fenced, state `CompleteAbort`). The check is lazy: it runs, with the
-//!   clock's `now`, at the start of every broker call (any transport call and most
-//!   `MemoryBroker` methods; [`MemoryBroker::expire_transactions`] runs only the check).
-//! * Producer ids come from a counter starting at [`FIRST_PRODUCER_ID`] and are never reused;
-//!   [`MemoryBroker::next_producer_id_smaller`] and [`MemoryBroker::set_next_producer_id`]
-//!   model a coordinator move (or an expired transactional id) that yields a smaller id.
-//! * `describe_epoch` answers the current pair and state, or
-//!   [`LeadershipStatus::NOT_FOUND`](kafka_coordination_core::describe::LeadershipStatus::NOT_FOUND).
-//!
-//! **Transport sessions.** A [`MemoryTransport`] is one member. Like the Kafka transport it
-//! keeps the producer that its last `acquire_epoch` of a role bound (the pair that call
-//! returned). `write_lease(.., token)` writes through the session whose pair is `token`; it
-//! fails with `Fenced` when the transport holds no such pair or when the coordinator's current
-//! pair for the role is another one (the message names both pairs). An accepted write is one
-//! transaction: the record is appended as transactional, then committed with a commit marker.
-//!
-//! **Topic.** `partitions` partitions, each an append-only log with Kafka's offsets: control
-//! markers (commit / abort) take an offset and are never returned. Reads are read_committed:
-//! the records at offsets `>= from` and below the **last stable offset** (LSO: the first offset
-//! of the oldest open transaction, else the log end), committed ones only, in offset order,
-//! tombstones included; `end_offset` is the LSO, and the read reports `stalled` while the LSO
-//! is below the log end (this model's high watermark). An open transaction (see
-//! [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`];
-//! [`MemoryBroker::stall_partition`] leaves one open for another role on a given partition)
-//! therefore hides every later record, registrations included, until it is aborted by a
-//! takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below
-//! the LSO, offsets unchanged.
-//!
-//! **Manual clocks.** With a [`ManualClock`](crate::clock::ManualClock), every change that
-//! wakes readers (an append, a commit, an abort) is also counted on the clock
-//! ([`ManualClock::notify_change`](crate::clock::ManualClock::notify_change)); that is what lets
-//! [`ManualClock::settle`](crate::clock::ManualClock::settle) know that every driver has seen
-//! every record.
-//!
-//! **Long poll.** `read_partition` with `max_wait > 0` and nothing readable at or past `from`
-//! waits, in real time, until a record is appended or a transaction ends on that partition, or
-//! until `max_wait` passes, and then answers. With a [`ManualClock`](crate::clock::ManualClock)
-//! it also answers as soon as the clock is moved (so a driver waiting on the read reacts to
-//! virtual time at once; a transaction that the move timed out is aborted first). With
-//! `max_wait == 0` it answers at once.
-//!
-//! **Faults.** [`MemoryBroker::fail_next`] and friends inject failures of any
-//! [`ErrorKind`] (the call then has no effect),
-//! [`MemoryBroker::lose_next_reply`] makes a call take effect and then fail `Retriable` (a lost
-//! reply), [`MemoryBroker::delay_next`] sleeps in real time before a call,
-//! [`MemoryBroker::set_partition_unavailable`] makes reads, appends and lease writes of a
-//! partition fail `Retriable`. [`MemoryBroker::call_counts`] and [`MemoryBroker::on_call`] let
-//! a simulation see every call, and [`MemoryBroker::accepted_lease_writes`] is the audit log of
-//! every committed lease write with the coordinator's pair at that instant.
-//!
-//! Errors: `Fenced` for stale pairs, `Retriable` for injected failures and unavailable
-//! partitions, `Config` for a partition out of range or a bad transaction timeout, `Fatal` for a
-//! read past the log end. A lease write by a transport that holds no session is `Fenced`.
+//! The semantics it models, and the fault switches: [`MemoryBroker`].
 
 mod coordinator;
 mod faults;
@@ -346,10 +279,79 @@ impl Locked<'_> {
 }
 
 /// An in-process model of Kafka's transaction coordinator and of the compacted topic
-/// `__coordination_state`; see the [module documentation](self) for the semantics.
+/// `__coordination_state`, with Kafka's semantics.
 ///
 /// Cloning is cheap and shares the broker. Hand each member its own
 /// [`transport`](Self::transport).
+///
+/// # The model
+///
+/// **Coordinator.** Per transactional id (= role): a producer id, an epoch, a
+/// [`TransactionState`](kafka_coordination_core::describe::TransactionState), a transaction
+/// timeout and at most one open transaction.
+///
+/// * `acquire_epoch` (InitProducerId): a brand-new id gets a fresh producer id and epoch 0; an
+///   id in `Empty` / `Complete*` gets epoch + 1; an id with an `Ongoing` transaction has that
+///   transaction aborted with a fencing bump, and then a further bump, so a takeover of an open
+///   transaction **skips an epoch**. When the epoch to bump from is `>=`
+///   [`EXHAUSTED_EPOCH`] (32766), the id gets a fresh producer id and epoch 0. The state after
+///   an acquire is `Empty`. A transaction timeout of zero or above the broker's maximum
+///   ([`DEFAULT_MAX_TRANSACTION_TIMEOUT`], see
+///   [`MemoryBroker::set_max_transaction_timeout`]) fails with a `Config` error.
+/// * A transaction open for longer than its timeout is aborted by the coordinator with an epoch
+///   bump (its holder is fenced, state `CompleteAbort`). The check is lazy: it runs, with the
+///   clock's `now`, at the start of every broker call (any transport call and most
+///   `MemoryBroker` methods; [`MemoryBroker::expire_transactions`] runs only the check).
+/// * Producer ids come from a counter starting at [`FIRST_PRODUCER_ID`] and are never reused;
+///   [`MemoryBroker::next_producer_id_smaller`] and [`MemoryBroker::set_next_producer_id`]
+///   model a coordinator move (or an expired transactional id) that yields a smaller id.
+/// * `describe_epoch` answers the current pair and state, or
+///   [`LeadershipStatus::NOT_FOUND`](kafka_coordination_core::describe::LeadershipStatus::NOT_FOUND).
+///
+/// **Transport sessions.** A [`MemoryTransport`] is one member. Like the Kafka transport it
+/// keeps the producer that its last `acquire_epoch` of a role bound (the pair that call
+/// returned). `write_lease(.., token)` writes through the session whose pair is `token`; it
+/// fails with `Fenced` when the transport holds no such pair or when the coordinator's current
+/// pair for the role is another one (the message names both pairs). An accepted write is one
+/// transaction: the record is appended as transactional, then committed with a commit marker.
+///
+/// **Topic.** `partitions` partitions, each an append-only log with Kafka's offsets: control
+/// markers (commit / abort) take an offset and are never returned. Reads are read_committed:
+/// the records at offsets `>= from` and below the **last stable offset** (LSO: the first offset
+/// of the oldest open transaction, else the log end), committed ones only, in offset order,
+/// tombstones included; `end_offset` is the LSO, and the read reports `stalled` while the LSO
+/// is below the log end (this model's high watermark). An open transaction (see
+/// [`MemoryTransport::begin_lease_write_and_crash`] and [`MemoryBroker::open_transaction`];
+/// [`MemoryBroker::stall_partition`] leaves one open for another role on a given partition)
+/// therefore hides every later record, registrations included, until it is aborted by a
+/// takeover or by its timeout. [`MemoryBroker::compact`] keeps the latest record per key below
+/// the LSO, offsets unchanged.
+///
+/// **Manual clocks.** With a [`ManualClock`](crate::clock::ManualClock), every change that
+/// wakes readers (an append, a commit, an abort) is also counted on the clock
+/// ([`ManualClock::notify_change`](crate::clock::ManualClock::notify_change)); that is what lets
+/// [`ManualClock::settle`](crate::clock::ManualClock::settle) know that every driver has seen
+/// every record.
+///
+/// **Long poll.** `read_partition` with `max_wait > 0` and nothing readable at or past `from`
+/// waits, in real time, until a record is appended or a transaction ends on that partition, or
+/// until `max_wait` passes, and then answers. With a [`ManualClock`](crate::clock::ManualClock)
+/// it also answers as soon as the clock is moved (so a driver waiting on the read reacts to
+/// virtual time at once; a transaction that the move timed out is aborted first). With
+/// `max_wait == 0` it answers at once.
+///
+/// **Faults.** [`MemoryBroker::fail_next`] and friends inject failures of any
+/// [`ErrorKind`] (the call then has no effect),
+/// [`MemoryBroker::lose_next_reply`] makes a call take effect and then fail `Retriable` (a lost
+/// reply), [`MemoryBroker::delay_next`] sleeps in real time before a call,
+/// [`MemoryBroker::set_partition_unavailable`] makes reads, appends and lease writes of a
+/// partition fail `Retriable`. [`MemoryBroker::call_counts`] and [`MemoryBroker::on_call`] let
+/// a simulation see every call, and [`MemoryBroker::accepted_lease_writes`] is the audit log of
+/// every committed lease write with the coordinator's pair at that instant.
+///
+/// Errors: `Fenced` for stale pairs, `Retriable` for injected failures and unavailable
+/// partitions, `Config` for a partition out of range or a bad transaction timeout, `Fatal` for a
+/// read past the log end. A lease write by a transport that holds no session is `Fenced`.
 #[derive(Clone)]
 pub struct MemoryBroker {
     shared: Arc<Shared>,

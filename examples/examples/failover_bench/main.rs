@@ -23,7 +23,8 @@
 //! Options: `--bootstrap HOST:PORT` (or `KAFKA_BOOTSTRAP`), `--failovers N` (20), `--lease-ms`
 //! (3000), `--renew-ms` (1000), `--stagger-ms` (500), `--describe-calls N` (200),
 //! `--partitions N` (16, the state topic's real count), `--replication N` (1; used only if the
-//! state topic must be created).
+//! state topic must be created), `--csv PATH` (append every sample to a data file as well:
+//! `stats::CSV_HEADER`, one value a row; `scripts/plots.sh` renders it).
 
 mod processes;
 
@@ -39,6 +40,7 @@ use kafka_coordination::{
     describe_leadership, Candidacy, Clock, Coordinator, FencingToken, Leadership, LeadershipStatus,
     LeaseWriter, Options, ReadBatch, Registrar, StateReader, SystemClock, TransportError,
 };
+use kafka_coordination_examples::stats::{Csv, Row};
 
 struct Args {
     mode: String,
@@ -52,6 +54,7 @@ struct Args {
     describe_calls: usize,
     partitions: i32,
     replication: i32,
+    csv: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -67,6 +70,7 @@ fn parse_args() -> Result<Args, String> {
         describe_calls: 200,
         partitions: 16,
         replication: 1,
+        csv: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -87,10 +91,11 @@ fn parse_args() -> Result<Args, String> {
             "--describe-calls" => a.describe_calls = number(value()?)? as usize,
             "--partitions" => a.partitions = number(value()?)? as i32,
             "--replication" => a.replication = number(value()?)? as i32,
+            "--csv" => a.csv = Some(value()?),
             "-h" | "--help" => return Err(
                 "usage: failover_bench --bootstrap HOST:PORT [--mode kill|cut] [--failovers N] \
                             [--lease-ms MS] [--renew-ms MS] [--stagger-ms MS] \
-                            [--describe-calls N] [--partitions N] [--replication N]"
+                            [--describe-calls N] [--partitions N] [--replication N] [--csv PATH]"
                     .to_owned(),
             ),
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -268,6 +273,25 @@ fn elected(c: Candidacy, within: Duration) -> Leadership {
     }
 }
 
+/// Appends the samples of `series` (metric name, values in ms) to the `--csv` file, if any.
+fn write_csv(args: &Args, series: &[(&str, &[f64])]) {
+    let Some(path) = &args.csv else { return };
+    let csv = Csv::open(path).unwrap_or_else(|e| fail(format!("--csv {path}: {e}")));
+    let rows = series.iter().flat_map(|(metric, values)| {
+        values.iter().map(move |&value| Row {
+            bench: "failover_bench",
+            driver: &args.mode,
+            roles: 1,
+            lease_ms: args.lease.as_millis(),
+            renew_ms: args.renew.as_millis(),
+            metric,
+            value,
+        })
+    });
+    csv.append(rows)
+        .unwrap_or_else(|e| fail(format!("writing {path}: {e}")));
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -348,6 +372,14 @@ fn run_processes(args: &Args, role: &str, config: &KafkaConfig) {
         }
     }
     let (dm, dp) = summary("describe_leadership (ms)", &latencies, "ms");
+    write_csv(
+        args,
+        &[
+            ("failover_overhead_ms", &overheads),
+            ("handover_ms", &handovers),
+            ("describe_ms", &latencies),
+        ],
+    );
     if let Err(e) = leader.resign_blocking() {
         fail(format!("resign: {e}"));
     }
@@ -503,6 +535,14 @@ fn main() {
         }
     }
     let (describe_median, describe_p90) = summary("describe_leadership (ms)", &latencies, "ms");
+    write_csv(
+        &args,
+        &[
+            ("failover_overhead_ms", &overheads),
+            ("death_to_elected_ms", &death_to_elected),
+            ("describe_ms", &latencies),
+        ],
+    );
 
     println!(
         "\nfailover overhead: median {median:.0} ms, p90 {p90:.0} ms (target: median < 150 ms) {}",
