@@ -158,6 +158,7 @@ impl Pool {
     /// the pool's threads and has kept none yet: the next step of the work its job just
     /// finished, with no other thread to wake. One at most, so that what one thread's jobs
     /// start does not pile up on it while the others wait. Gives it back otherwise.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn follow_up(&self, job: Job) -> Option<Job> {
         let me = self.shared.id();
         FOLLOW_UP.with(|f| match f.borrow_mut().as_mut() {
