@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use event_listener::{Event, EventListener, Listener};
@@ -234,11 +234,7 @@ impl ManualClock {
     }
 
     fn participants(&self) -> Vec<Arc<dyn Participant>> {
-        let mut list = self
-            .inner
-            .participants
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut list = crate::sync::lock(&self.inner.participants);
         list.retain(|w| w.strong_count() > 0);
         list.iter().filter_map(Weak::upgrade).collect()
     }
@@ -252,11 +248,7 @@ impl ManualClock {
 
     /// Registers a driver for [`settle`](Self::settle); it stays registered while it lives.
     pub(crate) fn register(&self, participant: Weak<dyn Participant>) {
-        self.inner
-            .participants
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(participant);
+        crate::sync::lock(&self.inner.participants).push(participant);
         self.note_progress();
     }
 

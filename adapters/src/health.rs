@@ -8,7 +8,7 @@
 //! A process that leads nothing is healthy as far as this check goes: waiting is its job.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::leadership::{Health, Leadership, Shared};
@@ -73,7 +73,7 @@ impl HealthCheck {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Shared>>> {
-        self.terms.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.terms)
     }
 
     /// Watches `leadership`'s term until it is over. The check does not keep the term alive:

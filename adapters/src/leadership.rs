@@ -234,7 +234,7 @@ impl Shared {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave it inconsistent (plain field writes).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     pub(crate) fn update(&self, f: impl FnOnce(&mut State)) {

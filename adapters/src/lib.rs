@@ -78,6 +78,18 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
 pub mod options;
+#[cfg_attr(
+    not(any(
+        feature = "blocking",
+        feature = "tokio",
+        feature = "smol",
+        feature = "async-std",
+        feature = "kafka"
+    )),
+    allow(dead_code)
+)]
+mod pool;
+mod sync;
 pub mod transport;
 // Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).
 #[cfg_attr(

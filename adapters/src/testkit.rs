@@ -35,7 +35,7 @@
 //! verdict.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kafka_coordination_core::describe::LeadershipStatus;
@@ -445,7 +445,7 @@ impl TestMember {
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
-        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = crate::sync::lock(&self.slot);
         let taken = std::mem::replace(&mut *slot, Slot::Cancelled);
         *slot = match taken {
             Slot::Waiting(c) => match c.elected_blocking_timeout(Duration::ZERO) {

@@ -318,9 +318,7 @@ pub(crate) struct TailHooks(std::sync::Mutex<Vec<std::sync::Weak<TailHook>>>);
 #[cfg(any(feature = "memory", feature = "kafka"))]
 impl TailHooks {
     fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<TailHook>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.0)
     }
 
     /// Keeps `hook` (dropping the hooks that died).

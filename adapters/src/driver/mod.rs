@@ -29,6 +29,7 @@ use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Shared};
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
+use crate::sync::lock;
 use crate::transport::{ReadBatch, Transport};
 
 /// Executes one I/O command against the transport and turns the outcome into the event the
@@ -225,10 +226,6 @@ pub(crate) struct InFlight {
     delayed: std::sync::Mutex<Option<Duration>>,
     result: std::sync::Mutex<Option<Result<Event, TransportError>>>,
     done: event_listener::Event,
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg_attr(

@@ -39,7 +39,7 @@ mod view;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_listener::{Event, EventListener};
@@ -51,6 +51,8 @@ use crate::driver::{execute, start_execute, Driver, InFlight, Next};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Spawner};
 use crate::options::Options;
+use crate::pool::Pool;
+use crate::sync::lock;
 use crate::transport::{with_priority, ReadBatch, Transport};
 
 use view::{Req, Views};
@@ -259,10 +261,6 @@ struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     tail_news: Mutex<Vec<i32>>,
 }
 
-fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl<T: Transport + Send + Sync + ?Sized + 'static> Inbox<T> {
     fn manual(&self) -> Option<&ManualClock> {
         self.clock.as_manual()
@@ -442,15 +440,7 @@ impl Host {
     }
 }
 
-/// A bounded pool of threads for blocking transport calls. A free thread takes the queued job
-/// with the earliest due time (see [`Due`]); jobs due at the same time run in the order they
-/// were queued.
-struct Pool {
-    queue: Arc<(Mutex<PoolQueue>, Condvar)>,
-    threads: usize,
-}
-
-type Job = Box<dyn FnOnce() + Send>;
+type Job = crate::pool::Job;
 
 /// When a queued job should run, in the host clock's milliseconds: the smaller, the sooner.
 ///
@@ -465,7 +455,8 @@ type Job = Box<dyn FnOnce() + Send>;
 ///   waits behind takeovers no longer than it can afford.
 type Due = i64;
 
-struct Queued<J = Job> {
+/// A call queued in the [`Window`], in the order of its [`Due`], then of queueing.
+struct Queued<J> {
     due: Due,
     seq: u64,
     job: J,
@@ -486,120 +477,6 @@ impl<J> Ord for Queued<J> {
     /// Reversed, so that the `BinaryHeap` (a max-heap) pops the earliest due first.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (other.due, other.seq).cmp(&(self.due, self.seq))
-    }
-}
-
-struct PoolQueue {
-    jobs: BinaryHeap<Queued>,
-    seq: u64,
-    closed: bool,
-    /// Threads running, and how many of them wait for a job.
-    running: usize,
-    idle: usize,
-    /// Threads started so far, for their names.
-    named: usize,
-}
-
-/// How long a host's I/O thread with nothing to do waits for a call before it ends.
-const POOL_THREAD_IDLE: Duration = Duration::from_secs(30);
-
-/// A host's I/O thread: takes the queued job due first, one at a time, until the pool closes
-/// or no job came for [`POOL_THREAD_IDLE`].
-fn pool_thread(queue: &(Mutex<PoolQueue>, Condvar)) {
-    let (lock_, cv) = queue;
-    loop {
-        let job = {
-            let mut q = lock(lock_);
-            loop {
-                if let Some(queued) = q.jobs.pop() {
-                    break queued.job;
-                }
-                if q.closed {
-                    q.running -= 1;
-                    return;
-                }
-                q.idle += 1;
-                let (next, waited) = cv
-                    .wait_timeout(q, POOL_THREAD_IDLE)
-                    .unwrap_or_else(PoisonError::into_inner);
-                q = next;
-                q.idle -= 1;
-                if waited.timed_out() && q.jobs.is_empty() {
-                    q.running -= 1;
-                    return;
-                }
-            }
-        };
-        job();
-    }
-}
-
-impl Pool {
-    fn new(threads: usize) -> Result<Pool, Error> {
-        let queue = Arc::new((
-            Mutex::new(PoolQueue {
-                jobs: BinaryHeap::new(),
-                seq: 0,
-                closed: false,
-                running: 0,
-                idle: 0,
-                named: 0,
-            }),
-            Condvar::new(),
-        ));
-        Ok(Pool { queue, threads })
-    }
-
-    /// Queues `job`, and wakes a waiting thread for it or starts one (up to `threads`): the
-    /// threads are started as calls come, and end after [`POOL_THREAD_IDLE`] without one, so
-    /// a host whose transport runs its calls on its own keeps none.
-    fn submit(&self, due: Due, job: Job) {
-        let (lock_, cv) = &*self.queue;
-        let mut q = lock(lock_);
-        q.seq += 1;
-        let seq = q.seq;
-        q.jobs.push(Queued { due, seq, job });
-        if q.idle > 0 {
-            drop(q);
-            cv.notify_one();
-            return;
-        }
-        if q.running >= self.threads {
-            return;
-        }
-        q.running += 1;
-        q.named += 1;
-        let name = format!("kc-host-io-{}", q.named - 1);
-        drop(q);
-        let queue = Arc::clone(&self.queue);
-        let spawned = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || pool_thread(&queue));
-        if spawned.is_err() {
-            let mut q = lock(lock_);
-            q.running -= 1;
-            if q.running == 0 {
-                // No thread at all: the jobs run here rather than never.
-                let jobs = std::mem::take(&mut q.jobs);
-                drop(q);
-                for queued in jobs.into_sorted_vec().into_iter().rev() {
-                    (queued.job)();
-                }
-            }
-        }
-    }
-
-    /// Jobs waiting for a thread.
-    fn queued(&self) -> usize {
-        lock(&self.queue.0).jobs.len()
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let (lock_, cv) = &*self.queue;
-        lock(lock_).closed = true;
-        cv.notify_all();
     }
 }
 
@@ -897,7 +774,7 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
 ) -> Result<(Host, Core<T>), Error> {
     let pool = match options.io_threads {
         0 => None,
-        n => Some(Pool::new(n)?),
+        n => Some(Pool::new("kc-host-io", n).numbered()),
     };
     let inbox = Arc::new(Inbox {
         transport,
@@ -1385,7 +1262,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                     .submit(due, Box::new(move |place| job(Some(place))));
             }
         } else {
-            let threads = self.pool.as_ref().map_or(1, |p| p.threads);
+            let threads = self.pool.as_ref().map_or(1, Pool::threads);
             for (due, job) in self.append_jobs(appends, threads) {
                 jobs.push((due, Box::new(move || job(None))));
             }
@@ -1455,7 +1332,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         }
         for (due, job) in jobs {
             match &self.pool {
-                Some(pool) => pool.submit(due, job),
+                Some(pool) => {
+                    pool.submit(due, job);
+                }
                 None => job(),
             }
         }
@@ -1580,7 +1459,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 _ if on_loop => self
                     .window
                     .submit(Due::MIN, Box::new(move |place| job(Some(place)))),
-                Some(pool) => pool.submit(Due::MIN, Box::new(move || job(None))),
+                Some(pool) => {
+                    pool.submit(Due::MIN, Box::new(move || job(None)));
+                }
                 None => job(None),
             }
         }
@@ -1718,46 +1599,5 @@ mod tests {
         assert_eq!(due(&acquire, None, since, now), 9_500);
         // ... but never more than HEAD_START before it is issued.
         assert_eq!(due(&acquire, None, UnixMillis(2_000), now), 9_000);
-    }
-
-    #[test]
-    fn the_pool_runs_the_earliest_due_job_first_and_equal_ones_in_queue_order() {
-        let pool = Pool::new(1).unwrap();
-        let ran = Arc::new(Mutex::new(Vec::new()));
-        // Hold the only thread until every job is queued, so the order is the queue's alone.
-        let (release, gate) = std::sync::mpsc::channel::<()>();
-        let (started, running) = std::sync::mpsc::channel::<()>();
-        pool.submit(
-            0,
-            Box::new(move || {
-                started.send(()).unwrap();
-                gate.recv().unwrap();
-            }),
-        );
-        running.recv().unwrap();
-        let (finished, all_done) = std::sync::mpsc::channel::<()>();
-        for (name, due) in [
-            ("renew", 500),
-            ("claim", 100),
-            ("read", Due::MIN),
-            ("check", 100),
-        ] {
-            let ran = ran.clone();
-            let finished = finished.clone();
-            pool.submit(
-                due,
-                Box::new(move || {
-                    lock(&ran).push(name);
-                    finished.send(()).unwrap();
-                }),
-            );
-        }
-        assert_eq!(pool.queued(), 4);
-        release.send(()).unwrap();
-        for _ in 0..4 {
-            all_done.recv().unwrap();
-        }
-        assert_eq!(*lock(&ran), ["read", "claim", "check", "renew"]);
-        assert_eq!(pool.queued(), 0);
     }
 }

@@ -14,86 +14,39 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::classify::{self, Class};
 use super::config::KafkaConfig;
-use super::exec::lock;
 use super::net::{Conn, NetError, Pool};
 use super::security::Security;
 use crate::error::TransportError;
+use crate::sync::lock;
 
-/// Kafka error codes the native client acts on.
+/// Kafka's error codes, as kafka-protocol names them ([`E`]): none is declared here.
 pub(crate) mod code {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const LEADER_NOT_AVAILABLE: i16 = 5;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const NETWORK_EXCEPTION: i16 = 13;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-    pub const TRANSACTION_ABORTABLE: i16 = 120;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const INVALID_RECORD: i16 = 87;
+    pub(crate) use kafka_protocol::error::ResponseError as E;
 
-    /// The name of a code, for messages.
-    pub fn name(code: i16) -> &'static str {
-        match code {
-            NONE => "NONE",
-            UNKNOWN_SERVER_ERROR => "UNKNOWN_SERVER_ERROR",
-            CORRUPT_MESSAGE => "CORRUPT_MESSAGE",
-            UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
-            LEADER_NOT_AVAILABLE => "LEADER_NOT_AVAILABLE",
-            NOT_LEADER_OR_FOLLOWER => "NOT_LEADER_OR_FOLLOWER",
-            REQUEST_TIMED_OUT => "REQUEST_TIMED_OUT",
-            NETWORK_EXCEPTION => "NETWORK_EXCEPTION",
-            COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
-            COORDINATOR_NOT_AVAILABLE => "COORDINATOR_NOT_AVAILABLE",
-            NOT_COORDINATOR => "NOT_COORDINATOR",
-            NOT_ENOUGH_REPLICAS => "NOT_ENOUGH_REPLICAS",
-            NOT_ENOUGH_REPLICAS_AFTER_APPEND => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-            TOPIC_AUTHORIZATION_FAILED => "TOPIC_AUTHORIZATION_FAILED",
-            CLUSTER_AUTHORIZATION_FAILED => "CLUSTER_AUTHORIZATION_FAILED",
-            UNSUPPORTED_VERSION => "UNSUPPORTED_VERSION",
-            OUT_OF_ORDER_SEQUENCE_NUMBER => "OUT_OF_ORDER_SEQUENCE_NUMBER",
-            DUPLICATE_SEQUENCE_NUMBER => "DUPLICATE_SEQUENCE_NUMBER",
-            INVALID_PRODUCER_EPOCH => "INVALID_PRODUCER_EPOCH",
-            INVALID_TXN_STATE => "INVALID_TXN_STATE",
-            INVALID_PRODUCER_ID_MAPPING => "INVALID_PRODUCER_ID_MAPPING",
-            INVALID_TRANSACTION_TIMEOUT => "INVALID_TRANSACTION_TIMEOUT",
-            CONCURRENT_TRANSACTIONS => "CONCURRENT_TRANSACTIONS",
-            TRANSACTIONAL_ID_AUTHORIZATION_FAILED => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-            KAFKA_STORAGE_ERROR => "KAFKA_STORAGE_ERROR",
-            UNKNOWN_PRODUCER_ID => "UNKNOWN_PRODUCER_ID",
-            FENCED_LEADER_EPOCH => "FENCED_LEADER_EPOCH",
-            UNKNOWN_LEADER_EPOCH => "UNKNOWN_LEADER_EPOCH",
-            PRODUCER_FENCED => "PRODUCER_FENCED",
-            TRANSACTIONAL_ID_NOT_FOUND => "TRANSACTIONAL_ID_NOT_FOUND",
-            TRANSACTION_ABORTABLE => "TRANSACTION_ABORTABLE",
-            UNKNOWN_TOPIC_ID => "UNKNOWN_TOPIC_ID",
-            MESSAGE_TOO_LARGE => "MESSAGE_TOO_LARGE",
-            INVALID_RECORD => "INVALID_RECORD",
-            _ => "an error code this client does not name",
+    /// No error.
+    pub(crate) const NONE: i16 = 0;
+
+    /// The error `code` names: `None` for [`NONE`].
+    pub(crate) fn error(code: i16) -> Option<E> {
+        E::try_from_code(code)
+    }
+
+    /// The name Kafka gives `code` (`UNKNOWN_TOPIC_OR_PARTITION`), for messages.
+    pub(crate) fn name(code: i16) -> String {
+        match error(code) {
+            None => "NONE".to_owned(),
+            Some(E::Unknown(_)) => "an error code this client does not name".to_owned(),
+            Some(e) => {
+                // kafka-protocol names it in camel case (`UnknownTopicOrPartition`).
+                let mut name = String::new();
+                for (i, c) in format!("{e}").chars().enumerate() {
+                    if c.is_ascii_uppercase() && i > 0 {
+                        name.push('_');
+                    }
+                    name.push(c.to_ascii_uppercase());
+                }
+                name
+            }
         }
     }
 }
@@ -516,7 +469,7 @@ impl Cluster {
             .pool
             .request(addr, deadline, move |conn| answer_on(&answered, conn, f))
             .await
-            .unwrap_or_else(|| {
+            .unwrap_or_else(|_| {
                 Err(NetError::Io(format!(
                     "no answer from {addr}: its connection thread dropped the request"
                 )))
@@ -666,7 +619,7 @@ impl Cluster {
                             "Metadata did not mention topic '{topic}'"
                         )));
                     };
-                    if t.error_code == code::TOPIC_AUTHORIZATION_FAILED {
+                    if t.error_code == code::E::TopicAuthorizationFailed.code() {
                         return Err(Attempt::Stop(
                             TransportError::unauthorized(format!(
                                 "reading the metadata of topic '{topic}': the principal needs the \
@@ -727,9 +680,9 @@ impl Cluster {
     /// Asks a bootstrap server for the leaders of `topic`.
     async fn refresh_leaders(&self, topic: &str, deadline: Instant) -> Result<(), Attempt> {
         let m = self.metadata(topic, deadline).await?;
-        match m.error_code {
-            code::NONE => {}
-            code::UNKNOWN_TOPIC_OR_PARTITION => {
+        match code::error(m.error_code) {
+            None => {}
+            Some(code::E::UnknownTopicOrPartition) => {
                 return Err(Attempt::from_code(
                     m.error_code,
                     format!(
@@ -739,14 +692,15 @@ impl Cluster {
                     ),
                 ))
             }
-            other => {
+            Some(e) => {
+                let other = e.code();
                 return Err(Attempt::from_code(
                     other,
                     format!(
                         "Metadata for topic '{topic}': error {other} ({})",
                         code::name(other)
                     ),
-                ))
+                ));
             }
         }
         let mut leaders = lock(&self.leaders);
@@ -768,13 +722,16 @@ impl Cluster {
         let what = what.as_str();
         self.retry_async(what, deadline, || async move {
             let m = self.metadata(topic, deadline).await?;
-            match m.error_code {
-                code::NONE => Ok(TopicState::Partitions(m.partitions.len())),
-                code::UNKNOWN_TOPIC_OR_PARTITION => Ok(TopicState::Missing),
-                other => Err(Attempt::from_code(
-                    other,
-                    format!("{what}: error {other} ({})", code::name(other)),
-                )),
+            match code::error(m.error_code) {
+                None => Ok(TopicState::Partitions(m.partitions.len())),
+                Some(code::E::UnknownTopicOrPartition) => Ok(TopicState::Missing),
+                Some(e) => {
+                    let other = e.code();
+                    Err(Attempt::from_code(
+                        other,
+                        format!("{what}: error {other} ({})", code::name(other)),
+                    ))
+                }
             }
         })
         .await
@@ -791,14 +748,15 @@ impl Cluster {
         let what = what.as_str();
         self.retry_async(what, deadline, || async move {
             let m = self.metadata(topic, deadline).await?;
-            let replicas = match m.error_code {
-                code::NONE => Some(m.replicas),
-                code::UNKNOWN_TOPIC_OR_PARTITION => None,
-                other => {
+            let replicas = match code::error(m.error_code) {
+                None => Some(m.replicas),
+                Some(code::E::UnknownTopicOrPartition) => None,
+                Some(e) => {
+                    let other = e.code();
                     return Err(Attempt::from_code(
                         other,
                         format!("{what}: error {other} ({})", code::name(other)),
-                    ))
+                    ));
                 }
             };
             Ok(Layout {
@@ -837,15 +795,13 @@ impl Cluster {
                     "the metadata of topic '{topic}' names no leader for partition {partition}"
                 ),
                 Err(Attempt::Again {
-                    why,
-                    code: Some(code::UNKNOWN_TOPIC_OR_PARTITION),
-                    ..
-                }) => why,
+                    why, code: Some(c), ..
+                }) if code::error(c) == Some(code::E::UnknownTopicOrPartition) => why,
                 Err(other) => return Err(other),
             };
             // Missing, out of range, or only between leaders: two answers decide.
             let unknown = TransportError::retriable(why.clone())
-                .with_kafka_code(code::UNKNOWN_TOPIC_OR_PARTITION);
+                .with_kafka_code(code::E::UnknownTopicOrPartition.code());
             let decided = self
                 .confirm(unknown, topic, partition, expected, deadline)
                 .await;
@@ -855,7 +811,7 @@ impl Cluster {
             Err(Attempt::Again {
                 relookup: false,
                 why,
-                code: Some(code::LEADER_NOT_AVAILABLE),
+                code: Some(code::E::LeaderNotAvailable.code()),
             })
         })
         .await
@@ -896,7 +852,7 @@ impl Cluster {
         };
         match verdict(topic, partition, expected, second) {
             Some(why) => TransportError::config(why)
-                .with_kafka_code(code::UNKNOWN_TOPIC_OR_PARTITION)
+                .with_kafka_code(code::E::UnknownTopicOrPartition.code())
                 .with_source(err),
             None => err,
         }
@@ -960,19 +916,23 @@ fn find_coordinator_on(
     } else {
         (resp.error_code, resp.error_message, resp.host, resp.port)
     };
-    let ours = match error {
-        code::NONE => Ok(format!("{host}:{port}")),
-        code::COORDINATOR_LOAD_IN_PROGRESS
-        | code::COORDINATOR_NOT_AVAILABLE
-        | code::NOT_COORDINATOR => Err(Attempt::Again {
+    let ours = match code::error(error) {
+        None => Ok(format!("{host}:{port}")),
+        Some(
+            code::E::CoordinatorLoadInProgress
+            | code::E::CoordinatorNotAvailable
+            | code::E::NotCoordinator,
+        ) => Err(Attempt::Again {
             relookup: true,
             why: format!(
                 "FindCoordinator: {}",
-                message.as_deref().unwrap_or(code::name(error))
+                message
+                    .as_deref()
+                    .map_or_else(|| code::name(error), str::to_owned)
             ),
             code: Some(error),
         }),
-        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+        Some(code::E::TransactionalIdAuthorizationFailed) => {
             Err(Attempt::Stop(TransportError::unauthorized(format!(
                 "FindCoordinator for transactional id '{transactional_id}': the principal needs \
                  the DESCRIBE ACL on TransactionalId '{transactional_id}' \
@@ -980,13 +940,18 @@ fn find_coordinator_on(
                  implies DESCRIBE"
             ))))
         }
-        other => Err(Attempt::from_code(
-            other,
-            format!(
-                "FindCoordinator for '{transactional_id}' failed with error {other} ({})",
-                message.as_deref().unwrap_or(code::name(other))
-            ),
-        )),
+        Some(e) => {
+            let other = e.code();
+            Err(Attempt::from_code(
+                other,
+                format!(
+                    "FindCoordinator for '{transactional_id}' failed with error {other} ({})",
+                    message
+                        .as_deref()
+                        .map_or_else(|| code::name(other), str::to_owned)
+                ),
+            ))
+        }
     };
     Ok(Found {
         ours,
@@ -1146,18 +1111,24 @@ mod tests {
             _ => None,
         };
         assert_eq!(
-            again(Attempt::from_code(code::UNKNOWN_TOPIC_OR_PARTITION, "x")),
+            again(Attempt::from_code(
+                code::E::UnknownTopicOrPartition.code(),
+                "x"
+            )),
             Some((true, Some(3)))
         );
         assert_eq!(
-            again(Attempt::from_code(code::NOT_LEADER_OR_FOLLOWER, "x")),
+            again(Attempt::from_code(code::E::NotLeaderOrFollower.code(), "x")),
             Some((true, Some(6)))
         );
         assert_eq!(
-            again(Attempt::from_code(code::COORDINATOR_LOAD_IN_PROGRESS, "x")),
+            again(Attempt::from_code(
+                code::E::CoordinatorLoadInProgress.code(),
+                "x"
+            )),
             Some((false, Some(14)))
         );
-        match Attempt::from_code(code::PRODUCER_FENCED, "x") {
+        match Attempt::from_code(code::E::ProducerFenced.code(), "x") {
             Attempt::Stop(e) => assert_eq!((e.is_fenced(), e.kafka_code()), (true, Some(90))),
             _ => panic!("PRODUCER_FENCED stops"),
         }

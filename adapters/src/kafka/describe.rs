@@ -120,15 +120,17 @@ impl DescribeClient {
                     else {
                         continue;
                     };
-                    out[i] = match state.error_code {
-                        code::NONE => Some(Ok(status_of(&state, transaction_version))),
-                        code::TRANSACTIONAL_ID_NOT_FOUND => Some(Ok(LeadershipStatus::NOT_FOUND)),
-                        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+                    out[i] = match code::error(state.error_code) {
+                        None => Some(Ok(status_of(&state, transaction_version))),
+                        Some(code::E::TransactionalIdNotFound) => {
+                            Some(Ok(LeadershipStatus::NOT_FOUND))
+                        }
+                        Some(code::E::TransactionalIdAuthorizationFailed) => {
                             Some(Err(unauthorized(&roles[i])))
                         }
                         // Left to `describe`: it retries, looks the coordinator up again and
                         // names the error.
-                        _ => None,
+                        Some(_) => None,
                     };
                 }
             }
@@ -171,20 +173,23 @@ fn describe_on(
             conn.addr()
         ))));
     };
-    match state.error_code {
-        code::NONE => Ok(status_of(&state, conn.transaction_version())),
-        code::TRANSACTIONAL_ID_NOT_FOUND => Ok(LeadershipStatus::NOT_FOUND),
-        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Err(Attempt::Stop(unauthorized(role))),
+    match code::error(state.error_code) {
+        None => Ok(status_of(&state, conn.transaction_version())),
+        Some(code::E::TransactionalIdNotFound) => Ok(LeadershipStatus::NOT_FOUND),
+        Some(code::E::TransactionalIdAuthorizationFailed) => Err(Attempt::Stop(unauthorized(role))),
         // COORDINATOR_LOAD_IN_PROGRESS: again; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE:
         // look the coordinator up again (classify.rs).
-        other => Err(Attempt::from_code(
-            other,
-            format!(
-                "DescribeTransactions for role '{role}' at {} failed with error {other} ({})",
-                conn.addr(),
-                code::name(other)
-            ),
-        )),
+        Some(e) => {
+            let other = e.code();
+            Err(Attempt::from_code(
+                other,
+                format!(
+                    "DescribeTransactions for role '{role}' at {} failed with error {other} ({})",
+                    conn.addr(),
+                    code::name(other)
+                ),
+            ))
+        }
     }
 }
 
@@ -196,7 +201,7 @@ fn unauthorized(role: &Role) -> TransportError {
         "not authorized to describe role '{role}': the principal needs the DESCRIBE ACL on \
          TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
     ))
-    .with_kafka_code(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    .with_kafka_code(code::E::TransactionalIdAuthorizationFailed.code())
 }
 
 /// The status in one answer of DescribeTransactions: the pair, the state, while a

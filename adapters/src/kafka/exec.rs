@@ -1,62 +1,55 @@
-//! What the transport's calls that hold no thread run on: a task that is polled by whichever
-//! thread wakes it, a one-shot answer, one timer thread per process, and `block_on` for the
-//! blocking API.
+//! What the transport's calls that hold no thread run on: tasks (`async-task`) polled by
+//! whichever thread wakes them, `block_on` (`futures-lite`) for the blocking API, one-shot
+//! answers (`futures-channel`), and two pieces written here: an async lock and one timer
+//! thread per process.
 //!
 //! A call started with [`spawn`] is polled once on the caller's thread, up to its first
 //! request. The request goes to its broker's connection thread (see `net.rs`); when the answer
 //! arrives, that thread wakes the task and polls it on the spot, up to the next request, and
 //! so on. Between two requests (and during a retry's pause, which the timer thread ends) the
-//! call is only memory: it holds no thread.
+//! call is only memory: it holds no thread. A task keeps the priority it was started with
+//! ([`crate::transport::with_priority`]) whichever thread polls it.
 //!
 //! Rules for code that runs in such a task: never block (no `block_on`, no sleep, no blocking
 //! call of the cluster), since it runs on a connection thread that others wait for.
+//!
+//! Whatever wakes a task must hold no lock that the task's poll could take: the task is polled
+//! inside that `wake`. That is why the async lock is written here: `async-lock` wakes its next
+//! waiter from inside `event-listener`'s list lock, which the woken waiter then takes again
+//! (the waiters-in-order test below hung with it); [`AsyncMutex`] wakes after letting go of
+//! its own. The timer is written here because the crates that offer one either bring an I/O
+//! reactor (`async-io`: polling, rustix and more, for one thread that only waits) or are the
+//! same design in a crate of the discontinued async-std family (`futures-timer`).
 
+use std::cell::{Cell, RefCell};
 use std::collections::{BinaryHeap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-/// Locks `m`, taking the guard also when a thread panicked while holding it.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use async_task::{Runnable, ScheduleInfo, WithInfo};
 
-type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+use crate::sync::lock;
 
-/// A spawned future: polled by the thread that wakes it.
-struct Task {
-    future: Mutex<Option<BoxFuture>>,
-    /// Woken since the last poll began: poll again.
-    woken: AtomicBool,
-    /// The priority it was started with ([`crate::transport::with_priority`]): its requests
-    /// keep it, whichever thread polls it.
-    priority: Option<i64>,
-}
-
-impl Wake for Task {
-    fn wake(self: Arc<Self>) {
-        run(&self);
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        run(self);
-    }
-}
+/// A one-shot answer: one value from one thread to one waiting task; the receiver hears of a
+/// sender dropped unsent (`Err(Canceled)`).
+pub(crate) use futures_channel::oneshot;
 
 thread_local! {
     /// Set while [`block_on`] polls on this thread: requests run here, on the caller's thread,
     /// as the blocking API always has, instead of on a connection thread.
-    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static INLINE: Cell<bool> = const { Cell::new(false) };
+    /// A task woken while this thread polled it, to poll again once that poll returns.
+    static AGAIN: RefCell<Option<Runnable>> = const { RefCell::new(None) };
 }
 
 /// Whether the future being polled on this thread belongs to a [`block_on`] (whose thread is
 /// blocked anyway, so its requests run on it), not to a spawned task.
 pub(crate) fn inline() -> bool {
-    INLINE.with(std::cell::Cell::get)
+    INLINE.with(Cell::get)
 }
 
 /// Runs `f` with [`inline`] set to `on`, then restores it.
@@ -64,158 +57,46 @@ fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
     crate::transport::with_local(&INLINE, on, f)
 }
 
-/// Polls `task` on this thread until it is pending and not woken meanwhile. A thread that
-/// finds it being polled elsewhere only marks it woken: the poller polls it again.
-fn run(task: &Arc<Task>) {
-    with_inline(false, || match task.priority {
-        Some(p) => crate::transport::with_priority(p, || poll_task(task)),
-        None => poll_task(task),
-    });
-}
-
-fn poll_task(task: &Arc<Task>) {
-    task.woken.store(true, Ordering::SeqCst);
-    loop {
-        let Ok(mut slot) = task.future.try_lock() else {
-            return;
-        };
-        if !task.woken.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        if let Some(future) = slot.as_mut() {
-            let waker = Waker::from(Arc::clone(task));
-            if future
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_ready()
-            {
-                *slot = None;
-            }
-        }
-        drop(slot);
-        if !task.woken.load(Ordering::SeqCst) {
-            return;
-        }
-    }
-}
-
 /// Runs `future` to its end without a thread of its own: polled here until its first wait,
 /// then by the threads that end its waits.
 pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
-    let task = Arc::new(Task {
-        future: Mutex::new(Some(Box::pin(future))),
-        woken: AtomicBool::new(false),
-        priority: crate::transport::priority(),
+    let priority = crate::transport::priority();
+    let schedule = move |runnable: Runnable, info: ScheduleInfo| {
+        if info.woken_while_running {
+            // Woken during its own poll (by itself, or by another thread meanwhile): this
+            // thread's `run` below polls it again as soon as that poll returns.
+            AGAIN.with(|again| *again.borrow_mut() = Some(runnable));
+        } else {
+            run(runnable, priority);
+        }
+    };
+    let (runnable, task) = async_task::spawn(future, WithInfo(schedule));
+    task.detach();
+    run(runnable, priority);
+}
+
+/// Polls `runnable` here, with its task's priority, again for as long as it is woken while
+/// being polled.
+fn run(runnable: Runnable, priority: Option<i64>) {
+    with_inline(false, || {
+        let poll = || {
+            let mut next = Some(runnable);
+            while let Some(runnable) = next {
+                runnable.run();
+                next = AGAIN.with(|again| again.borrow_mut().take());
+            }
+        };
+        match priority {
+            Some(p) => crate::transport::with_priority(p, poll),
+            None => poll(),
+        }
     });
-    run(&task);
-}
-
-/// Wakes a parked thread.
-struct Unpark {
-    thread: Thread,
-    woken: AtomicBool,
-}
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-    }
 }
 
 /// Runs `future` on this thread, parking it while the future waits. Its requests run on this
 /// thread too (see [`inline`]). For the blocking API; never inside a spawned task.
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
-    with_inline(true, || park_on(future))
-}
-
-fn park_on<F: Future>(future: F) -> F::Output {
-    let unpark = Arc::new(Unpark {
-        thread: std::thread::current(),
-        woken: AtomicBool::new(false),
-    });
-    let waker = Waker::from(Arc::clone(&unpark));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        while !unpark.woken.swap(false, Ordering::SeqCst) {
-            std::thread::park();
-        }
-    }
-}
-
-/// The sending half of a one-shot answer. Dropped unsent, the receiver gets `None`.
-pub(crate) struct Sender<T> {
-    shared: Arc<Mutex<Slot<T>>>,
-}
-
-/// The receiving half: a future of the answer (`None` if the sender was dropped unsent).
-pub(crate) struct Receiver<T> {
-    shared: Arc<Mutex<Slot<T>>>,
-}
-
-struct Slot<T> {
-    value: Option<T>,
-    closed: bool,
-    waker: Option<Waker>,
-}
-
-/// A one-shot answer: one value from one thread to one waiting task.
-pub(crate) fn oneshot<T>() -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Mutex::new(Slot {
-        value: None,
-        closed: false,
-        waker: None,
-    }));
-    (
-        Sender {
-            shared: Arc::clone(&shared),
-        },
-        Receiver { shared },
-    )
-}
-
-impl<T> Sender<T> {
-    pub(crate) fn send(self, value: T) {
-        lock(&self.shared).value = Some(value);
-        // Drop closes and wakes.
-    }
-}
-
-impl<T> Drop for Sender<T> {
-    fn drop(&mut self) {
-        let waker = {
-            let mut slot = lock(&self.shared);
-            slot.closed = true;
-            slot.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
-
-impl<T> Future for Receiver<T> {
-    type Output = Option<T>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        let mut slot = lock(&self.shared);
-        if let Some(value) = slot.value.take() {
-            return Poll::Ready(Some(value));
-        }
-        if slot.closed {
-            return Poll::Ready(None);
-        }
-        slot.waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
+    with_inline(true, || futures_lite::future::block_on(future))
 }
 
 type Alarm = Box<dyn FnOnce() + Send>;
@@ -491,7 +372,7 @@ mod tests {
 
     #[test]
     fn a_spawned_task_runs_on_the_thread_that_answers_it() {
-        let (tx, rx) = oneshot::<u32>();
+        let (tx, rx) = oneshot::channel::<u32>();
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         spawn(async move {
             let got = rx.await;
@@ -500,35 +381,35 @@ mod tests {
         // Pending: nothing answered yet, and spawn returned.
         assert!(done_rx.try_recv().is_err());
         let answerer = std::thread::spawn(move || {
-            tx.send(7);
+            tx.send(7).expect("received");
             std::thread::current().id()
         });
         let answerer = answerer.join().expect("answerer");
         let (got, ran_on) = done_rx.recv().expect("the task finished");
-        assert_eq!(got, Some(7));
+        assert_eq!(got, Ok(7));
         assert_eq!(ran_on, answerer, "polled by the thread that woke it");
     }
 
     #[test]
-    fn a_dropped_sender_ends_the_wait_with_none() {
-        let (tx, rx) = oneshot::<u32>();
+    fn a_dropped_sender_ends_the_wait_with_an_error() {
+        let (tx, rx) = oneshot::channel::<u32>();
         drop(tx);
-        assert_eq!(block_on(rx), None);
+        assert!(block_on(rx).is_err());
     }
 
     #[test]
     fn block_on_waits_for_an_answer_from_another_thread() {
-        let (tx, rx) = oneshot::<&'static str>();
+        let (tx, rx) = oneshot::channel::<&'static str>();
         let t = std::thread::spawn(move || tx.send("answer"));
-        assert_eq!(block_on(rx), Some("answer"));
-        t.join().expect("sender");
+        assert_eq!(block_on(rx), Ok("answer"));
+        t.join().expect("sender").expect("received");
     }
 
     #[test]
     fn sleeps_end_in_the_order_of_their_instants() {
         let start = Instant::now();
         let order = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = oneshot::<()>();
+        let (tx, rx) = oneshot::channel::<()>();
         let tx = Arc::new(Mutex::new(Some(tx)));
         for (i, ms) in [(0u32, 30u64), (1, 10), (2, 20)] {
             let order = Arc::clone(&order);
@@ -539,12 +420,12 @@ mod tests {
                 order.push(i);
                 if order.len() == 3 {
                     if let Some(tx) = lock(&tx).take() {
-                        tx.send(());
+                        let _ = tx.send(());
                     }
                 }
             });
         }
-        block_on(rx);
+        block_on(rx).expect("all three slept");
         assert_eq!(*lock(&order), vec![1, 2, 0]);
         assert!(start.elapsed() >= Duration::from_millis(30));
     }
@@ -564,12 +445,12 @@ mod tests {
                 Poll::Pending
             }
         }
-        let (tx, rx) = oneshot::<()>();
+        let (tx, rx) = oneshot::channel::<()>();
         spawn(async move {
             SelfWaking(2).await;
-            tx.send(());
+            let _ = tx.send(());
         });
-        assert_eq!(block_on(rx), Some(()));
+        assert_eq!(block_on(rx), Ok(()));
     }
 
     #[test]

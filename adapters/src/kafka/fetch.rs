@@ -48,10 +48,10 @@ use kafka_protocol::protocol::StrBytes;
 use super::batch::{decode_batches, Decoded, Skipped};
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::exec::lock;
 use super::net::Conn;
 use crate::error::TransportError;
 use crate::log::log_warn;
+use crate::sync::lock;
 use crate::transport::{ReadBatch, Record, TailHook, TailHooks};
 
 /// The highest Fetch version used: v13 and later name topics by id.
@@ -567,10 +567,10 @@ impl Inner {
     /// Reads one partition's answer: its records, or what to do about its error.
     fn fetched(&self, partition: i32, at: i64, data: PartitionData) -> Result<Fetched, Attempt> {
         let what = self.what(partition);
-        match data.error_code {
-            code::NONE => {}
-            OFFSET_OUT_OF_RANGE => return Ok(Fetched::OutOfRange),
-            code::TOPIC_AUTHORIZATION_FAILED => {
+        match code::error(data.error_code) {
+            None => {}
+            Some(code::E::OffsetOutOfRange) => return Ok(Fetched::OutOfRange),
+            Some(code::E::TopicAuthorizationFailed) => {
                 return Err(Attempt::Stop(TransportError::unauthorized(format!(
                     "{what}: the principal needs the READ ACL on Topic '{}' \
                      (TOPIC_AUTHORIZATION_FAILED)",
@@ -579,11 +579,12 @@ impl Inner {
             }
             // The leader may have moved (refresh), the topic may be new to this broker
             // (confirmed later if it persists), or the broker is busy (again): classify.rs.
-            other => {
+            Some(e) => {
+                let other = e.code();
                 return Err(Attempt::from_code(
                     other,
                     format!("{what}: Fetch error {other} ({})", code::name(other)),
-                ))
+                ));
             }
         }
         // Before v4 brokers had no last stable offset; a read_committed answer always has one.
@@ -707,20 +708,23 @@ impl Inner {
             .flat_map(|t| t.partitions)
             .find(|p| p.partition_index == partition)
             .ok_or_else(|| Attempt::again("ListOffsets did not mention the partition"))?;
-        match p.error_code {
-            code::NONE => Ok(p.offset),
-            code::TOPIC_AUTHORIZATION_FAILED => {
+        match code::error(p.error_code) {
+            None => Ok(p.offset),
+            Some(code::E::TopicAuthorizationFailed) => {
                 Err(Attempt::Stop(TransportError::unauthorized(format!(
                     "listing the offsets of {}/{partition}: the principal needs the DESCRIBE ACL \
                      on Topic '{}' (TOPIC_AUTHORIZATION_FAILED)",
                     self.topic, self.topic
                 ))))
             }
-            other => Err(Attempt::relookup(format!(
-                "ListOffsets of {}/{partition}: error {other} ({})",
-                self.topic,
-                code::name(other)
-            ))),
+            Some(e) => {
+                let other = e.code();
+                Err(Attempt::relookup(format!(
+                    "ListOffsets of {}/{partition}: error {other} ({})",
+                    self.topic,
+                    code::name(other)
+                )))
+            }
         }
     }
 
@@ -903,9 +907,6 @@ fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, timeout: Duration) -> Mut
         .map(|(g, _)| g)
         .unwrap_or_else(|e| e.into_inner().0)
 }
-
-/// OFFSET_OUT_OF_RANGE: the Fetch offset is outside the log.
-const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 // ---- the view --------------------------------------------------------------------------------
 

@@ -82,11 +82,11 @@ pub use crate::transport::{ConsumedOffset, GroupOffsets, GuardedRecord};
 
 use self::cluster::Cluster;
 use self::describe::DescribeClient;
-use self::exec::lock;
 use self::fetch::SharedReader;
 use self::registrar::Appender;
 use self::txn::Sessions;
 use crate::error::{ErrorKind, TransportError};
+use crate::sync::lock;
 use crate::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
 
 // The transport is shared between a driver's threads.
@@ -570,20 +570,20 @@ fn name_the_max_timeout(
     cluster: &Cluster,
     e: TransportError,
 ) -> TransportError {
-    if e.kafka_code() != Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) {
+    if e.kafka_code() != Some(cluster::code::E::InvalidTransactionTimeout.code()) {
         return e;
     }
     let max = topic::broker_setting(config, cluster, "transaction.max.timeout.ms")
         .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
     TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
-        .with_kafka_code(cluster::code::INVALID_TRANSACTION_TIMEOUT)
+        .with_kafka_code(cluster::code::E::InvalidTransactionTimeout.code())
 }
 
 /// Whether a failed write may mean that the coordinator superseded the pair without the write
 /// meeting a fencing code: a fatal failure, or a commit that found no transaction open
 /// (INVALID_TXN_STATE, by its code: the message is for people).
 fn may_be_superseded(e: &TransportError) -> bool {
-    e.kind() == ErrorKind::Fatal || e.kafka_code() == Some(cluster::code::INVALID_TXN_STATE)
+    e.kind() == ErrorKind::Fatal || e.kafka_code() == Some(cluster::code::E::InvalidTxnState.code())
 }
 
 impl Coordinator for KafkaTransport {
@@ -611,7 +611,10 @@ impl Coordinator for KafkaTransport {
         let native = Arc::clone(&self.cluster);
         exec::spawn(async move {
             match sessions.acquire_async(&role, transaction_timeout).await {
-                Err(e) if e.kafka_code() == Some(cluster::code::INVALID_TRANSACTION_TIMEOUT) => {
+                Err(e)
+                    if e.kafka_code()
+                        == Some(cluster::code::E::InvalidTransactionTimeout.code()) =>
+                {
                     // Reading the brokers' maximum waits on a thread; a configuration error
                     // is rare enough to get one of its own rather than a connection thread.
                     let named = std::thread::Builder::new()
@@ -864,7 +867,7 @@ mod tests {
     #[test]
     fn a_write_may_be_superseded_by_its_code_not_by_its_message() {
         let no_txn = TransportError::retriable("EndTxn (commit): nothing open")
-            .with_kafka_code(cluster::code::INVALID_TXN_STATE);
+            .with_kafka_code(cluster::code::E::InvalidTxnState.code());
         assert!(may_be_superseded(&no_txn));
         assert!(may_be_superseded(&TransportError::fatal("unusable")));
         // A message that merely mentions the name decides nothing.

@@ -19,10 +19,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use super::exec::lock;
+use super::exec::oneshot;
 use super::security::Security;
 use super::wire;
 use crate::error::TransportError;
+use crate::pool::{Job, Placed};
+use crate::sync::lock;
 
 /// The largest response accepted. The answers this client asks for are small (a metadata
 /// answer for a large cluster is the biggest); a bogus length must not allocate gigabytes.
@@ -537,51 +539,9 @@ struct Broker {
     calls: Mutex<Vec<Option<Call>>>,
     /// Signalled when a slot is given back.
     freed: std::sync::Condvar,
-    /// The requests handed over with [`Pool::request`], for the broker's connection threads.
-    queue: Mutex<Dispatch>,
-    /// Signalled when a request is queued.
-    queued: std::sync::Condvar,
-}
-
-/// A request handed over with [`Pool::request`]: it runs on one of its broker's connection
-/// threads and sends its own answer.
-type Job = Box<dyn FnOnce() + Send>;
-
-/// A request queued for a broker's connection threads, in the order of its call's priority
-/// (see [`crate::transport::with_priority`]; a call started without one is due when queued),
-/// then of queueing.
-struct Queued {
-    priority: i64,
-    seq: u64,
-    job: Job,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        (self.priority, self.seq) == (other.priority, other.seq)
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    /// Reversed: the `BinaryHeap` (a max-heap) pops the smallest priority first.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (other.priority, other.seq).cmp(&(self.priority, self.seq))
-    }
-}
-
-/// The queue of a broker's connection threads.
-#[derive(Default)]
-struct Dispatch {
-    jobs: std::collections::BinaryHeap<Queued>,
-    seq: u64,
-    /// Connection threads running, and how many of them wait for a job.
-    threads: usize,
-    idle: usize,
+    /// The broker's connection threads, which run the requests handed over with
+    /// [`Pool::request`].
+    threads: crate::pool::Pool,
 }
 
 /// Now, in milliseconds since the Unix epoch: the priority of a request whose call was started
@@ -591,9 +551,6 @@ fn now_millis() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
-
-/// How long a connection thread with nothing to do waits for a request before it ends.
-const THREAD_IDLE: Duration = Duration::from_secs(30);
 
 /// A call holding one of a broker's connection slots.
 struct Call {
@@ -622,8 +579,7 @@ impl Broker {
             slots: (0..per_broker).map(|_| Mutex::new(None)).collect(),
             calls: Mutex::new((0..per_broker).map(|_| None).collect()),
             freed: std::sync::Condvar::new(),
-            queue: Mutex::new(Dispatch::default()),
-            queued: std::sync::Condvar::new(),
+            threads: crate::pool::Pool::new("kc-conn", per_broker),
         }
     }
 
@@ -699,69 +655,6 @@ impl Drop for Taken<'_> {
     fn drop(&mut self) {
         lock(&self.broker.calls)[self.index] = None;
         self.broker.freed.notify_one();
-    }
-}
-
-thread_local! {
-    /// On a connection thread: its broker, and the one request that what its last answer
-    /// resumed made next to that broker, which the thread runs next itself (see
-    /// [`Pool::request`]).
-    static FOLLOW_UP: std::cell::RefCell<Option<(usize, Option<Job>)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Who `broker` is, for [`FOLLOW_UP`].
-fn broker_id(broker: &Broker) -> usize {
-    std::ptr::from_ref(broker) as usize
-}
-
-/// Keeps `job` for this thread to run next, if this is a connection thread of `broker` with
-/// no follow-up kept yet: the next step of a call whose answer this thread just handed over
-/// (a transaction's Produce after its AddPartitionsToTxn), with no other thread to wake. One
-/// at most, so that the calls a thread's answers start do not pile up on that thread while
-/// the broker's other connection threads wait. Gives it back otherwise.
-fn follow_up(broker: &Broker, job: Job) -> Option<Job> {
-    FOLLOW_UP.with(|f| match f.borrow_mut().as_mut() {
-        Some((id, slot @ None)) if *id == broker_id(broker) => {
-            *slot = Some(job);
-            None
-        }
-        _ => Some(job),
-    })
-}
-
-/// A connection thread of `broker`: runs its queued requests one at a time, and ends once
-/// none came for [`THREAD_IDLE`].
-fn connection_thread(broker: &Broker) {
-    FOLLOW_UP.with(|f| *f.borrow_mut() = Some((broker_id(broker), None)));
-    loop {
-        let job = {
-            let mut queue = lock(&broker.queue);
-            loop {
-                if let Some(queued) = queue.jobs.pop() {
-                    break queued.job;
-                }
-                queue.idle += 1;
-                let (q, waited) = broker
-                    .queued
-                    .wait_timeout(queue, THREAD_IDLE)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                queue = q;
-                queue.idle -= 1;
-                if waited.timed_out() && queue.jobs.is_empty() {
-                    queue.threads -= 1;
-                    return;
-                }
-            }
-        };
-        let mut next = Some(job);
-        while let Some(job) = next {
-            // A panic in what an answer resumed (a caller's completion) must not cost the
-            // client this thread: the request's answer is lost with it (its receiver hears of
-            // that), the thread goes on.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-            next = FOLLOW_UP.with(|f| f.borrow_mut().as_mut().and_then(|(_, slot)| slot.take()));
-        }
     }
 }
 
@@ -1163,84 +1056,52 @@ impl Pool {
     /// thread while the request waits for a connection or for its answer. (Under
     /// [`block_on`](super::exec::block_on), whose thread waits anyway, it runs there, at once.)
     ///
-    /// Each broker has up to `per_broker` connection threads, started when requests are queued
-    /// and none is free, ended after [`THREAD_IDLE`] without one. The first request made on
-    /// one of the broker's own connection threads while it hands over an answer (the next step
-    /// of the call it resumed) runs on that thread next, without waking another. A request that waits in the
-    /// queue while every connection of its broker has had a request unanswered for the
-    /// pile-up time finds the broker silent, as a blocking call waiting for a connection
-    /// does. A request whose deadline passed while it was queued is not sent.
+    /// Each broker has up to `per_broker` connection threads (a [`crate::pool::Pool`]: started
+    /// when requests are queued and none is free, ended after [`crate::pool::IDLE`] without
+    /// one), which take the queued request of the smallest priority first. The first request
+    /// made on one of the broker's own connection threads while it hands over an answer (the
+    /// next step of the call it resumed) runs on that thread next, without waking another
+    /// ([`crate::pool::Pool::follow_up`]). A request that waits in the queue while every
+    /// connection of its broker has had a request unanswered for the pile-up time finds the
+    /// broker silent, as a blocking call waiting for a connection does. A request whose
+    /// deadline passed while it was queued is not sent.
     pub(crate) fn request<T: Send + 'static>(
         self: &Arc<Self>,
         addr: &str,
         deadline: Instant,
         f: impl FnOnce(&mut Conn) -> Result<T, NetError> + Send + 'static,
-    ) -> super::exec::Receiver<Result<T, NetError>> {
-        let (tx, rx) = super::exec::oneshot();
+    ) -> oneshot::Receiver<Result<T, NetError>> {
+        let (tx, rx) = oneshot::channel();
         if super::exec::inline() {
             // A blocking call: its thread waits anyway, so the request runs on it.
-            tx.send(self.with(addr, deadline, f));
+            let _ = tx.send(self.with(addr, deadline, f));
             return rx;
         }
         let pool = Arc::downgrade(self);
         let owned = addr.to_owned();
         let job: Job = Box::new(move || {
-            let Some(pool) = pool.upgrade() else {
-                tx.send(Err(NetError::Io(format!(
+            // The receiver may be gone (its call dropped): the answer then has no one to go to.
+            let answer = match pool.upgrade() {
+                None => Err(NetError::Io(format!(
                     "not sending to {owned}: the client was dropped"
-                ))));
-                return;
-            };
-            if Instant::now() >= deadline {
-                tx.send(Err(NetError::Io(format!(
+                ))),
+                Some(_) if Instant::now() >= deadline => Err(NetError::Io(format!(
                     "timed out waiting for a connection to {owned}"
-                ))));
-                return;
-            }
-            tx.send(pool.with(&owned, deadline, f));
+                ))),
+                Some(pool) => pool.with(&owned, deadline, f),
+            };
+            let _ = tx.send(answer);
         });
         let broker = self.broker(addr);
-        let Some(job) = follow_up(&broker, job) else {
+        let Some(job) = broker.threads.follow_up(job) else {
             return rx;
         };
         let priority = crate::transport::priority().unwrap_or_else(now_millis);
-        let mut queue = lock(&broker.queue);
-        queue.seq += 1;
-        let seq = queue.seq;
-        queue.jobs.push(Queued { priority, seq, job });
-        if queue.idle > 0 {
-            drop(queue);
-            broker.queued.notify_one();
-            return rx;
+        if broker.threads.submit(priority, job) == Placed::Waits {
+            // Every connection thread is busy: if they all stay stuck on unanswered requests,
+            // the broker is silent and what waits here should not wait for the request timeout.
+            Self::check_pile_up_at(Arc::downgrade(self), addr, Instant::now() + self.pile_up);
         }
-        if queue.threads < self.per_broker {
-            queue.threads += 1;
-            drop(queue);
-            let spawned = {
-                let broker = Arc::clone(&broker);
-                std::thread::Builder::new()
-                    .name("kc-conn".into())
-                    .spawn(move || connection_thread(&broker))
-            };
-            if spawned.is_err() {
-                // No thread: the jobs queued run on the threads there are, or fail here.
-                let mut queue = lock(&broker.queue);
-                queue.threads -= 1;
-                if queue.threads == 0 {
-                    let jobs = std::mem::take(&mut queue.jobs);
-                    drop(queue);
-                    // Each job answers (the pool is alive: it fails on its deadline or runs).
-                    for queued in jobs.into_sorted_vec().into_iter().rev() {
-                        (queued.job)();
-                    }
-                }
-            }
-            return rx;
-        }
-        drop(queue);
-        // Every connection thread is busy: if they all stay stuck on unanswered requests,
-        // the broker is silent and what waits here should not wait for the request timeout.
-        Self::check_pile_up_at(Arc::downgrade(self), addr, Instant::now() + self.pile_up);
         rx
     }
 
@@ -1259,7 +1120,7 @@ impl Pool {
     /// could first be, for as long as requests wait and the broker is not silent.
     fn check_pile_up(&self, weak: std::sync::Weak<Pool>, addr: &str) {
         let broker = self.broker(addr);
-        if lock(&broker.queue).jobs.is_empty() || self.is_silent(addr) {
+        if broker.threads.queued() == 0 || self.is_silent(addr) {
             return;
         }
         let stuck = Broker::stuck(&lock(&broker.calls), Instant::now(), self.pile_up);
@@ -1516,7 +1377,7 @@ mod tests {
         ));
         let (tx, rx) = std::sync::mpsc::channel();
         let answer = pool.request(&addr, soon(), |_| Ok(()));
-        super::super::exec::spawn(async move {
+        crate::kafka::exec::spawn(async move {
             let outcome = answer.await;
             let on = std::thread::current().name().map(str::to_owned);
             let _ = tx.send((outcome.map(io_message), on));
@@ -1554,13 +1415,13 @@ mod tests {
             let answer =
                 crate::transport::with_priority(priority, || pool.request(&addr, soon, |_| Ok(())));
             let (order, tx) = (Arc::clone(&order), tx.clone());
-            super::super::exec::spawn(async move {
+            crate::kafka::exec::spawn(async move {
                 let _ = answer.await;
                 lock(&order).push(priority);
                 let _ = tx.send(());
             });
         }
-        let _ = super::super::exec::block_on(busy);
+        let _ = crate::kafka::exec::block_on(busy);
         for _ in 0..3 {
             rx.recv_timeout(Duration::from_secs(60)).expect("answered");
         }
@@ -1582,9 +1443,9 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(30);
         let first = pool.request(&addr, deadline, |_| Ok(()));
         let queued = pool.request(&addr, deadline, |_| Ok(()));
-        let first = io_message(super::super::exec::block_on(first).expect("answered"));
+        let first = io_message(crate::kafka::exec::block_on(first).expect("answered"));
         assert!(first.contains("went silent"), "{first}");
-        let queued = io_message(super::super::exec::block_on(queued).expect("answered"));
+        let queued = io_message(crate::kafka::exec::block_on(queued).expect("answered"));
         assert!(queued.contains("which went silent"), "{queued}");
         assert!(pool.is_silent(&addr));
         assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) <= 1);

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use super::config::KafkaConfig;
-use super::exec::lock;
+use crate::sync::lock;
 
 /// The application's source of OAuth bearer tokens for `sasl.mechanism=OAUTHBEARER`.
 ///

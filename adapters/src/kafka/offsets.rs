@@ -26,9 +26,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::cluster::{code, Attempt, Cluster};
-use super::exec::lock;
 use super::net::Conn;
 use crate::error::TransportError;
+use crate::sync::lock;
 use crate::transport::GroupOffsets;
 
 const MAX_ADD_OFFSETS: i16 = 3;
@@ -36,7 +36,6 @@ const MAX_TXN_OFFSET_COMMIT: i16 = 3;
 /// OffsetFetch v7 is the first with `require_stable`, and the last with one group per request.
 const OFFSET_FETCH: i16 = 7;
 const KEY_TYPE_GROUP: i8 = 0;
-const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 
 /// The group coordinators this client found, by group id.
 pub(crate) struct Groups {
@@ -215,16 +214,19 @@ fn find_group_coordinator_on(
     } else {
         (resp.error_code, resp.host, resp.port)
     };
-    match error {
-        code::NONE => Ok(format!("{host}:{port}")),
-        GROUP_AUTHORIZATION_FAILED => Err(Attempt::Stop(group_unauthorized(group))),
-        other => Err(Attempt::from_code(
-            other,
-            format!(
-                "FindCoordinator for group '{group}': error {other} ({})",
-                code::name(other)
-            ),
-        )),
+    match code::error(error) {
+        None => Ok(format!("{host}:{port}")),
+        Some(code::E::GroupAuthorizationFailed) => Err(Attempt::Stop(group_unauthorized(group))),
+        Some(e) => {
+            let other = e.code();
+            Err(Attempt::from_code(
+                other,
+                format!(
+                    "FindCoordinator for group '{group}': error {other} ({})",
+                    code::name(other)
+                ),
+            ))
+        }
     }
 }
 
@@ -251,16 +253,19 @@ pub(crate) fn add_offsets_on(
         .with_producer_epoch(token.producer_epoch)
         .with_group_id(GroupId(StrBytes::from_string(group.to_owned())));
     let resp = conn.call(&req, version, deadline)?;
-    match resp.error_code {
-        code::NONE => Ok(()),
-        GROUP_AUTHORIZATION_FAILED => Err(Attempt::Stop(group_unauthorized(group))),
-        err => Err(super::txn::txn_error(
-            role,
-            token,
-            &format!("AddOffsetsToTxn (group '{group}')"),
-            conn.addr(),
-            err,
-        )),
+    match code::error(resp.error_code) {
+        None => Ok(()),
+        Some(code::E::GroupAuthorizationFailed) => Err(Attempt::Stop(group_unauthorized(group))),
+        Some(e) => {
+            let err = e.code();
+            Err(super::txn::txn_error(
+                role,
+                token,
+                &format!("AddOffsetsToTxn (group '{group}')"),
+                conn.addr(),
+                err,
+            ))
+        }
     }
 }
 
@@ -326,7 +331,9 @@ fn txn_offset_commit_on(
         .find(|c| *c != code::NONE);
     match worst {
         None => Ok(()),
-        Some(GROUP_AUTHORIZATION_FAILED) => Err(Attempt::Stop(group_unauthorized(&offsets.group))),
+        Some(c) if code::error(c) == Some(code::E::GroupAuthorizationFailed) => {
+            Err(Attempt::Stop(group_unauthorized(&offsets.group)))
+        }
         Some(err) => Err(super::txn::txn_error(role, token, what, conn.addr(), err)),
     }
 }
@@ -366,7 +373,7 @@ fn offset_fetch_on(
         .with_require_stable(true);
     let resp = conn.call(&req, OFFSET_FETCH, deadline)?;
     let fail = |err: i16| {
-        if err == GROUP_AUTHORIZATION_FAILED {
+        if code::error(err) == Some(code::E::GroupAuthorizationFailed) {
             return Attempt::Stop(group_unauthorized(group));
         }
         Attempt::from_code(err, format!("{what}: error {err} ({})", code::name(err)))

@@ -37,13 +37,13 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::exec::lock;
 use super::exec::AsyncMutex;
 use super::net::Conn;
 use super::txn::{
     encode_batch, partition_answer, produce_request, produce_version, MAX_INIT_PRODUCER_ID,
 };
 use crate::error::TransportError;
+use crate::sync::lock;
 use crate::transport::{Append, AppendDone};
 
 /// The most records one Produce of registrations carries.
@@ -464,25 +464,28 @@ fn idempotent_producer_on(
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     let resp = conn.call(&req, version, deadline)?;
-    match resp.error_code {
-        code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
-        code::CLUSTER_AUTHORIZATION_FAILED => Err(Attempt::Stop(
+    match code::error(resp.error_code) {
+        None => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
+        Some(code::E::ClusterAuthorizationFailed) => Err(Attempt::Stop(
             TransportError::unauthorized(format!(
                 "InitProducerId for the registration producer: the principal needs the WRITE \
                  ACL on Topic '{topic}' (an idempotent producer's id needs WRITE on a topic, or \
                  IDEMPOTENT_WRITE on the Cluster before Kafka 2.8) (CLUSTER_AUTHORIZATION_FAILED)"
             ))
-            .with_kafka_code(code::CLUSTER_AUTHORIZATION_FAILED),
+            .with_kafka_code(code::E::ClusterAuthorizationFailed.code()),
         )),
-        other => Err(Attempt::from_code(
-            other,
-            format!(
-                "InitProducerId for the registration producer at {} failed with error {other} \
+        Some(e) => {
+            let other = e.code();
+            Err(Attempt::from_code(
+                other,
+                format!(
+                    "InitProducerId for the registration producer at {} failed with error {other} \
                  ({})",
-                conn.addr(),
-                code::name(other)
-            ),
-        )),
+                    conn.addr(),
+                    code::name(other)
+                ),
+            ))
+        }
     }
 }
 
@@ -525,50 +528,55 @@ impl Registrations {
                 .as_ref()
                 .map_or("no reason given".to_owned(), |m| m.to_string())
         };
-        match p.error_code {
+        match code::error(p.error_code) {
             // An earlier send of this batch was written: the broker names its offset.
-            code::NONE | code::DUPLICATE_SEQUENCE_NUMBER if p.base_offset >= 0 => {
+            None | Some(code::E::DuplicateSequenceNumber) if p.base_offset >= 0 => {
                 Ok(Sent::Written(p.base_offset))
             }
-            code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => {
+            None | Some(code::E::DuplicateSequenceNumber) => {
                 Err(Attempt::Stop(TransportError::retriable(format!(
                     "{what}: {addr} took the batch for one it already wrote but named no offset \
                      ({})",
                     code::name(p.error_code)
                 ))))
             }
-            code::OUT_OF_ORDER_SEQUENCE_NUMBER
-            | code::UNKNOWN_PRODUCER_ID
-            | code::INVALID_PRODUCER_EPOCH
-            | code::PRODUCER_FENCED => Ok(Sent::Resequence(format!(
+            Some(
+                code::E::OutOfOrderSequenceNumber
+                | code::E::UnknownProducerId
+                | code::E::InvalidProducerEpoch
+                | code::E::ProducerFenced,
+            ) => Ok(Sent::Resequence(format!(
                 "{addr} refused producer {} epoch {} at sequence {base_sequence} ({})",
                 grant.producer.producer_id,
                 grant.producer.producer_epoch,
                 code::name(p.error_code)
             ))),
-            code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(
+            Some(code::E::TopicAuthorizationFailed) => Err(Attempt::Stop(
                 TransportError::unauthorized(format!(
                     "{what}: the principal needs the WRITE ACL on Topic '{topic}' \
                      (TOPIC_AUTHORIZATION_FAILED)"
                 ))
-                .with_kafka_code(code::TOPIC_AUTHORIZATION_FAILED),
+                .with_kafka_code(code::E::TopicAuthorizationFailed.code()),
             )),
-            c @ (code::INVALID_RECORD | code::MESSAGE_TOO_LARGE) => Err(Attempt::Stop(
+            Some(c @ (code::E::InvalidRecord | code::E::MessageTooLarge)) => Err(Attempt::Stop(
                 TransportError::config(format!(
                     "{what}: {addr} refused the records ({}: {})",
-                    code::name(c),
+                    code::name(c.code()),
                     reason()
                 ))
-                .with_kafka_code(c),
+                .with_kafka_code(c.code()),
             )),
-            other => Err(Attempt::from_code(
-                other,
-                format!(
-                    "{what} at {addr}: error {other} ({}): {}",
-                    code::name(other),
-                    reason()
-                ),
-            )),
+            Some(e) => {
+                let other = e.code();
+                Err(Attempt::from_code(
+                    other,
+                    format!(
+                        "{what} at {addr}: error {other} ({}): {}",
+                        code::name(other),
+                        reason()
+                    ),
+                ))
+            }
         }
     }
 }

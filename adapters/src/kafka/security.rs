@@ -40,6 +40,7 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError as E;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
 use ring::rand::{SecureRandom, SystemRandom};
@@ -742,11 +743,6 @@ impl ServerCertVerifier for ChainOnly {
 
 // ---- SASL -----------------------------------------------------------------------------------
 
-/// Kafka error codes of the SASL requests.
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
-const ILLEGAL_SASL_STATE: i16 = 34;
-const SASL_AUTHENTICATION_FAILED: i16 = 58;
-
 impl Sasl {
     fn from_config(config: &KafkaConfig, protocol: &str) -> Result<Sasl, TransportError> {
         let protocol = protocol.to_ascii_uppercase();
@@ -859,9 +855,9 @@ impl Sasl {
         let req = SaslHandshakeRequest::default()
             .with_mechanism(StrBytes::from_static_str(mechanism.name()));
         let resp = conn.call(&req, handshake_version, deadline)?;
-        match resp.error_code {
-            0 => {}
-            UNSUPPORTED_SASL_MECHANISM => {
+        match E::try_from_code(resp.error_code) {
+            None => {}
+            Some(E::UnsupportedSaslMechanism) => {
                 let enabled: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
                 return Err(NetError::Stop(config_err(format!(
                     "the broker at {addr} does not enable SASL mechanism {mechanism} \
@@ -874,15 +870,16 @@ impl Sasl {
                     }
                 ))));
             }
-            ILLEGAL_SASL_STATE => {
+            Some(E::IllegalSaslState) => {
                 return Err(NetError::Stop(config_err(format!(
                     "the broker at {addr} did not expect SASL (ILLEGAL_SASL_STATE): it is not a \
                      SASL listener; security.protocol must match the listener's"
                 ))))
             }
-            other => {
+            Some(other) => {
                 return Err(NetError::Io(format!(
-                    "SaslHandshake for {mechanism} at {addr} failed with error {other}"
+                    "SaslHandshake for {mechanism} at {addr} failed with error {}",
+                    other.code()
                 )))
             }
         }
@@ -983,9 +980,9 @@ impl Sasl {
     ) -> Result<(Bytes, i64), NetError> {
         let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
         let resp = conn.call(&req, version, deadline)?;
-        match resp.error_code {
-            0 => Ok((resp.auth_bytes, resp.session_lifetime_ms)),
-            SASL_AUTHENTICATION_FAILED => Err(NetError::Stop(
+        match E::try_from_code(resp.error_code) {
+            None => Ok((resp.auth_bytes, resp.session_lifetime_ms)),
+            Some(E::SaslAuthenticationFailed) => Err(NetError::Stop(
                 self.failed(
                     conn.addr(),
                     resp.error_message
@@ -993,10 +990,11 @@ impl Sasl {
                         .unwrap_or("SASL_AUTHENTICATION_FAILED"),
                 ),
             )),
-            other => Err(NetError::Io(format!(
-                "SaslAuthenticate ({}) at {} failed with error {other}{}",
+            Some(other) => Err(NetError::Io(format!(
+                "SaslAuthenticate ({}) at {} failed with error {}{}",
                 self.mechanism,
                 conn.addr(),
+                other.code(),
                 resp.error_message
                     .as_deref()
                     .map(|m| format!(": {m}"))
@@ -1771,7 +1769,7 @@ mod tests {
         let challenge = SaslAuthenticateResponse::default()
             .with_auth_bytes(Bytes::from_static(br#"{"status":"invalid_token"}"#));
         let refusal = SaslAuthenticateResponse::default()
-            .with_error_code(SASL_AUTHENTICATION_FAILED)
+            .with_error_code(E::SaslAuthenticationFailed.code())
             .with_error_message(Some(StrBytes::from_static_str(
                 "Authentication failed during authentication due to invalid credentials with                  SASL mechanism OAUTHBEARER",
             )));
@@ -1800,7 +1798,7 @@ mod tests {
 
         // A broker that refuses at once (no error JSON) is reported the same way.
         let refusal = SaslAuthenticateResponse::default()
-            .with_error_code(SASL_AUTHENTICATION_FAILED)
+            .with_error_code(E::SaslAuthenticationFailed.code())
             .with_error_message(Some(StrBytes::from_static_str("invalid token")));
         let (result, sent, _) = bearer_exchange(OAuthToken::new(JWT, in_a_minute()), &[refusal]);
         assert_eq!(sent.len(), 1);

@@ -6,7 +6,6 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{CreateTopicsRequest, DescribeConfigsRequest, TopicName};
@@ -32,8 +31,6 @@ const MAX_DESCRIBE_CONFIGS: i16 = 4;
 
 /// The highest CreateTopics version sent (Kafka 4.x answers v2 to v7).
 const MAX_CREATE_TOPICS: i16 = 7;
-
-const TOPIC_ALREADY_EXISTS: i16 = ResponseError::TopicAlreadyExists.code();
 
 /// The brokers and the topic's layout.
 fn layout(config: &KafkaConfig, cluster: &Cluster) -> Result<Layout, TransportError> {
@@ -80,8 +77,8 @@ fn describe_on(
         let message = result
             .error_message
             .as_ref()
-            .map_or(code::name(result.error_code), |m| m.as_str());
-        return Ok(Err((result.error_code, message.to_owned())));
+            .map_or_else(|| code::name(result.error_code), |m| m.as_str().to_owned());
+        return Ok(Err((result.error_code, message)));
     }
     Ok(Ok(keys
         .iter()
@@ -111,10 +108,12 @@ fn topic_configs(
         cluster.at_leader(topic, 0, deadline, |conn| {
             match describe_on(conn, &what, (RESOURCE_TOPIC, topic), keys, deadline)? {
                 Ok(values) => Ok(Some(values)),
-                Err((code::UNKNOWN_TOPIC_OR_PARTITION, _)) => Ok(None),
-                Err((code::TOPIC_AUTHORIZATION_FAILED, _)) => Err(Attempt::Stop(
-                    denied(&what).with_kafka_code(code::TOPIC_AUTHORIZATION_FAILED),
-                )),
+                Err((c, _)) if code::error(c) == Some(code::E::UnknownTopicOrPartition) => Ok(None),
+                Err((c, _)) if code::error(c) == Some(code::E::TopicAuthorizationFailed) => {
+                    Err(Attempt::Stop(
+                        denied(&what).with_kafka_code(code::E::TopicAuthorizationFailed.code()),
+                    ))
+                }
                 Err((other, message)) => Err(Attempt::from_code(
                     other,
                     format!("{what} at {}: error {other} ({message})", conn.addr()),
@@ -248,21 +247,22 @@ fn create_on(
         )));
     };
     let name = topic.name.0.as_str();
-    match result.error_code {
-        code::NONE => Ok(true),
-        TOPIC_ALREADY_EXISTS => Ok(false),
-        c @ (code::TOPIC_AUTHORIZATION_FAILED | code::CLUSTER_AUTHORIZATION_FAILED) => {
+    match code::error(result.error_code) {
+        None => Ok(true),
+        Some(code::E::TopicAlreadyExists) => Ok(false),
+        Some(c @ (code::E::TopicAuthorizationFailed | code::E::ClusterAuthorizationFailed)) => {
             Err(Attempt::Stop(
                 TransportError::unauthorized(format!(
                     "{what}: {} (the principal needs the CREATE ACL on Topic '{name}' or on the \
                      Cluster)",
-                    code::name(c)
+                    code::name(c.code())
                 ))
-                .with_kafka_code(c),
+                .with_kafka_code(c.code()),
             ))
         }
-        other => {
-            let known = ResponseError::try_from_code(other).map(|e| e.to_string());
+        Some(e) => {
+            let other = e.code();
+            let known = Some(e.to_string());
             Err(Attempt::from_code(
                 other,
                 format!(

@@ -46,11 +46,11 @@ use kafka_protocol::records::{
 
 use super::cluster::{code, Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::exec::lock;
 use super::exec::AsyncMutex;
 use super::net::Conn;
 use super::offsets::{add_offsets_on, Groups, OwnedGroupOffsets};
 use crate::error::TransportError;
+use crate::sync::lock;
 use crate::transport::{GroupOffsets, GuardedRecord};
 
 /// The highest request versions this client sends (all below transaction version 2).
@@ -577,7 +577,7 @@ impl Sessions {
                 "{what}: the coordinator has no transaction of pair {} open (INVALID_TXN_STATE)",
                 s.token
             ))
-            .with_kafka_code(code::INVALID_TXN_STATE));
+            .with_kafka_code(code::E::InvalidTxnState.code()));
         }
         Ok(())
     }
@@ -604,11 +604,11 @@ fn init_producer_id_on(
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     let resp = conn.call(&req, version, deadline)?;
-    match resp.error_code {
-        code::NONE => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
+    match code::error(resp.error_code) {
+        None => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
         // The coordinator is aborting the previous holder's open transaction (with a fencing
         // bump) or completing a transition: ask again.
-        code::CONCURRENT_TRANSACTIONS => Err(Attempt::from_code(
+        Some(code::E::ConcurrentTransactions) => Err(Attempt::from_code(
             resp.error_code,
             format!(
                 "{}: the coordinator is ending the previous holder's transaction \
@@ -616,34 +616,37 @@ fn init_producer_id_on(
                 conn.addr()
             ),
         )),
-        code::INVALID_TRANSACTION_TIMEOUT => Err(Attempt::Stop(
+        Some(code::E::InvalidTransactionTimeout) => Err(Attempt::Stop(
             TransportError::config(format!(
                 "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease duration) \
                  exceeds the brokers' transaction.max.timeout.ms (MAX); use a shorter lease or \
                  raise transaction.max.timeout.ms on the brokers (INVALID_TRANSACTION_TIMEOUT)"
             ))
-            .with_kafka_code(code::INVALID_TRANSACTION_TIMEOUT),
+            .with_kafka_code(code::E::InvalidTransactionTimeout.code()),
         )),
-        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+        Some(code::E::TransactionalIdAuthorizationFailed) => {
             Err(Attempt::Stop(TransportError::unauthorized(format!(
                 "InitProducerId for role '{role}': the principal needs the WRITE ACL on \
                  TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
             ))))
         }
-        code::CLUSTER_AUTHORIZATION_FAILED => {
+        Some(code::E::ClusterAuthorizationFailed) => {
             Err(Attempt::Stop(TransportError::unauthorized(format!(
                 "InitProducerId for role '{role}': the principal needs the IDEMPOTENT_WRITE ACL \
                  on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
             ))))
         }
-        other => Err(Attempt::from_code(
-            other,
-            format!(
-                "InitProducerId for role '{role}' at {} failed with error {other} ({})",
-                conn.addr(),
-                code::name(other)
-            ),
-        )),
+        Some(e) => {
+            let other = e.code();
+            Err(Attempt::from_code(
+                other,
+                format!(
+                    "InitProducerId for role '{role}' at {} failed with error {other} ({})",
+                    conn.addr(),
+                    code::name(other)
+                ),
+            ))
+        }
     }
 }
 
@@ -657,31 +660,33 @@ pub(crate) fn txn_error(
     addr: &str,
     error: i16,
 ) -> Attempt {
-    let why = match error {
-        code::PRODUCER_FENCED
-        | code::INVALID_PRODUCER_EPOCH
-        | code::INVALID_PRODUCER_ID_MAPPING => {
+    let why = match code::error(error) {
+        Some(
+            code::E::ProducerFenced
+            | code::E::InvalidProducerEpoch
+            | code::E::InvalidProducerIdMapping,
+        ) => {
             format!(
                 "{what} of role '{role}' with pair {token} was fenced: a newer leader holds the \
                  role ({})",
                 code::name(error)
             )
         }
-        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => format!(
+        Some(code::E::TransactionalIdAuthorizationFailed) => format!(
             "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
              '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
         ),
-        code::TOPIC_AUTHORIZATION_FAILED => format!(
+        Some(code::E::TopicAuthorizationFailed) => format!(
             "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
              (TOPIC_AUTHORIZATION_FAILED)"
         ),
-        code::CLUSTER_AUTHORIZATION_FAILED => format!(
+        Some(code::E::ClusterAuthorizationFailed) => format!(
             "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
              Cluster (CLUSTER_AUTHORIZATION_FAILED)"
         ),
-        other => format!(
-            "{what} of role '{role}' at {addr}: error {other} ({})",
-            code::name(other)
+        _ => format!(
+            "{what} of role '{role}' at {addr}: error {error} ({})",
+            code::name(error)
         ),
     };
     Attempt::from_code(error, why)
@@ -722,15 +727,17 @@ fn add_partitions_on(
                 .iter()
                 .map(move |p| (t.name.0.as_str(), p.partition_error_code))
         })
-        .find(|(_, c)| *c != code::NONE && *c != 55);
+        .find(|(_, c)| *c != code::NONE && *c != code::E::OperationNotAttempted.code());
     match worst {
         None => Ok(()),
-        Some((topic, code::TOPIC_AUTHORIZATION_FAILED)) => Err(Attempt::Stop(topic_unauthorized(
-            "AddPartitionsToTxn",
-            role,
-            "WRITE",
-            topic,
-        ))),
+        Some((topic, c)) if code::error(c) == Some(code::E::TopicAuthorizationFailed) => {
+            Err(Attempt::Stop(topic_unauthorized(
+                "AddPartitionsToTxn",
+                role,
+                "WRITE",
+                topic,
+            )))
+        }
         Some((_, err)) => Err(txn_error(role, token, "AddPartitionsToTxn", &addr, err)),
     }
 }
@@ -771,20 +778,20 @@ impl TxnProduce {
                 "the Produce answer from {addr} did not mention {topic}/{partition}"
             )));
         };
-        match p.error_code {
+        match code::error(p.error_code) {
             // A duplicate: an earlier send of this very batch was written.
-            code::NONE | code::DUPLICATE_SEQUENCE_NUMBER => Ok(p.base_offset),
-            code::OUT_OF_ORDER_SEQUENCE_NUMBER => {
+            None | Some(code::E::DuplicateSequenceNumber) => Ok(p.base_offset),
+            Some(code::E::OutOfOrderSequenceNumber) => {
                 Err(Attempt::Stop(TransportError::retriable(format!(
                     "{what}: the broker expected another sequence than {base_sequence} \
                      (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
                      sequence learned again"
                 ))))
             }
-            code::TOPIC_AUTHORIZATION_FAILED => Err(Attempt::Stop(topic_unauthorized(
+            Some(code::E::TopicAuthorizationFailed) => Err(Attempt::Stop(topic_unauthorized(
                 "Produce", &role, "WRITE", &topic,
             ))),
-            code::INVALID_RECORD => Err(Attempt::Stop(
+            Some(code::E::InvalidRecord) => Err(Attempt::Stop(
                 TransportError::config(format!(
                     "{what}: {addr} refused the records (INVALID_RECORD: {}); a compacted topic \
                      takes only records with a key",
@@ -792,9 +799,12 @@ impl TxnProduce {
                         .as_ref()
                         .map_or("no reason given", |m| m.as_str())
                 ))
-                .with_kafka_code(code::INVALID_RECORD),
+                .with_kafka_code(code::E::InvalidRecord.code()),
             )),
-            err => Err(txn_error(&role, token, "Produce", &addr, err)),
+            Some(e) => {
+                let err = e.code();
+                Err(txn_error(&role, token, "Produce", &addr, err))
+            }
         }
     }
 }
@@ -830,7 +840,7 @@ fn last_sequence_on(
             "{what}: no answer for the partition"
         )));
     };
-    if p.error_code == code::TOPIC_AUTHORIZATION_FAILED {
+    if p.error_code == code::E::TopicAuthorizationFailed.code() {
         return Err(Attempt::Stop(topic_unauthorized(
             "DescribeProducers (learning the partition's sequence after a produce that failed \
              or lost its answer)",
@@ -883,16 +893,19 @@ fn end_txn_on(
         .with_committed(commit);
     let resp = conn.call(&req, version, deadline)?;
     let addr = conn.addr().to_owned();
-    match resp.error_code {
-        code::NONE => Ok(true),
-        code::INVALID_TXN_STATE => Ok(false),
-        err => Err(txn_error(
-            role,
-            token,
-            &format!("EndTxn ({verb})"),
-            &addr,
-            err,
-        )),
+    match code::error(resp.error_code) {
+        None => Ok(true),
+        Some(code::E::InvalidTxnState) => Ok(false),
+        Some(e) => {
+            let err = e.code();
+            Err(txn_error(
+                role,
+                token,
+                &format!("EndTxn ({verb})"),
+                &addr,
+                err,
+            ))
+        }
     }
 }
 

@@ -31,7 +31,7 @@ mod transport;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use event_listener::Event;
@@ -224,7 +224,7 @@ impl Shared {
     /// Takes the lock (recovering it if a panicking thread poisoned it) and aborts the
     /// transactions whose timeout passed.
     fn lock(&self) -> Locked<'_> {
-        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let guard = crate::sync::lock(&self.inner);
         let mut locked = Locked {
             shared: self,
             guard,
@@ -235,10 +235,7 @@ impl Shared {
     }
 
     fn hook(&self) -> Option<CallHook> {
-        self.hook
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        crate::sync::lock(&self.hook).clone()
     }
 
     /// The start of every transport call: counts it, tells the hook, sleeps an injected delay,
@@ -613,20 +610,12 @@ impl MemoryBroker {
     /// injected delay or failure), on the calling thread and without the broker's lock held.
     /// Replaces an earlier hook.
     pub fn on_call(&self, hook: impl Fn(BrokerOp) + Send + Sync + 'static) {
-        *self
-            .shared
-            .hook
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(hook));
+        *crate::sync::lock(&self.shared.hook) = Some(Arc::new(hook));
     }
 
     /// Removes the hook set by [`on_call`](Self::on_call).
     pub fn clear_call_hook(&self) {
-        *self
-            .shared
-            .hook
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        *crate::sync::lock(&self.shared.hook) = None;
     }
 
     /// Fails the next `n` transport calls of any kind with `kind`, without effect.

@@ -4,9 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Wake, Waker};
-use std::thread::{self, Thread};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use event_listener::EventListener;
@@ -16,6 +15,7 @@ use kafka_coordination_core::token::FencingToken;
 
 use super::{BrokerOp, MemoryBroker, Shared};
 use crate::error::TransportError;
+use crate::sync::lock;
 use crate::transport::{
     Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Registrar, StateReader,
 };
@@ -188,7 +188,7 @@ impl MemoryTransport {
     }
 
     fn sessions(&self) -> MutexGuard<'_, Sessions> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.sessions)
     }
 
     /// The role whose session holds `token`; `Fenced` when no session holds it.
@@ -239,7 +239,7 @@ impl Coordinator for MemoryTransport {
 
     /// One candidacy per role on a transport (its clones included).
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
-        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut claims = lock(&self.claims);
         if !claims.insert(role.clone()) {
             return Err(TransportError::config(format!(
                 "role `{role}` already has a candidacy on transport `{}`: one candidacy per role \
@@ -258,10 +258,7 @@ impl Coordinator for MemoryTransport {
     /// claim.
     fn release_role(&self, role: &Role) {
         self.sessions().remove(role);
-        self.claims
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(role);
+        lock(&self.claims).remove(role);
     }
 }
 
@@ -412,19 +409,6 @@ enum Woke {
     Deadline,
 }
 
-/// Wakes a parked thread.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Blocks the thread until `changed` fires, `clock` (if any) fires, or `deadline` (if any)
 /// passes.
 fn wait_any(
@@ -432,7 +416,8 @@ fn wait_any(
     mut clock: Option<&mut EventListener>,
     deadline: Option<Instant>,
 ) -> Woke {
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let (parker, unparker) = parking::pair();
+    let waker = Waker::from(unparker);
     let mut cx = Context::from_waker(&waker);
     loop {
         if Pin::new(&mut *changed).poll(&mut cx).is_ready() {
@@ -444,13 +429,13 @@ fn wait_any(
             }
         }
         match deadline {
-            None => thread::park(),
+            None => parker.park(),
             Some(deadline) => {
                 let now = Instant::now();
                 if now >= deadline {
                     return Woke::Deadline;
                 }
-                thread::park_timeout(deadline - now);
+                parker.park_deadline(deadline);
             }
         }
     }
