@@ -9,6 +9,8 @@
 #   MODEL_CRASHES [1]  MODEL_RESTARTS [1]  MODEL_PAUSES [1]  MODEL_PAUSE [9] (ms)
 #   MODEL_LOSSES [1]  MODEL_DELAYS [1]  MODEL_RESIGNS [1]
 #   MODEL_FAULTS_BEFORE [-1: any time]  MODEL_FAULTS_AFTER [0]  MODEL_EVICT [0]
+#   MODEL_FIND [none]: part of a property name: breadth-first search for its shortest
+#                      counterexample instead of the exhaustive run
 #   MODEL_MUTATION [none]: early-challenge ignore-fence read-past-lso no-fence shared-pair
 #                          failback resign-keeps-lease never-challenge double-answer
 #

@@ -2073,7 +2073,10 @@ fn a_member_that_has_not_read_its_registration_reads_again_before_taking_a_new_r
     assert_eq!(drain(&mut c), [read(0, None)]);
     // The stall ends: the registration (and a's ahead of it) is read; b ranks 1 behind a.
     let end = UnixMillis(T0 + 3100);
-    c.handle(end, records(vec![reg_record(0, "a"), reg_record(2, "b")], 3))
-        .unwrap();
+    c.handle(
+        end,
+        records(vec![reg_record(0, "a"), reg_record(2, "b")], 3),
+    )
+    .unwrap();
     assert_eq!(c.rank(), Some(1));
 }

@@ -150,6 +150,19 @@ pub const STEP_DOWN: &str = "a deposed leader steps down within a renew interval
 /// See the crate docs, property 9.
 pub const NO_MACHINE_ERROR: &str = "the machine accepts every answer";
 
+/// Every property's name, in the order of the crate docs.
+pub const PROPERTIES: [&str; 9] = [
+    FENCE,
+    ONE_LEADER,
+    LEASE_ORDER,
+    NO_FAILBACK,
+    LIVENESS,
+    HANDOVER,
+    ONE_ELECTION,
+    STEP_DOWN,
+    NO_MACHINE_ERROR,
+];
+
 /// The producer id of every minted pair.
 const PRODUCER_ID: i64 = 1;
 

@@ -43,7 +43,23 @@ fn main() {
     };
     let threads = env("MODEL_THREADS", 2usize);
     println!("{cfg:?}");
-    let figures = check(cfg, threads, Search::Exhaustive);
+    // MODEL_FIND=<property name>: a breadth-first search for the shortest counterexample of
+    // that property (see the names in the crate docs) instead of the exhaustive run.
+    let find = std::env::var("MODEL_FIND").ok();
+    let search = match find.as_deref() {
+        Some(name) => match kafka_coordination_model::PROPERTIES
+            .iter()
+            .find(|p| p.contains(name))
+        {
+            Some(p) => Search::FirstFailure(p),
+            None => {
+                eprintln!("MODEL_FIND: no property matches {name:?}");
+                std::process::exit(2);
+            }
+        },
+        None => Search::Exhaustive,
+    };
+    let figures = check(cfg, threads, search);
     println!("{figures}");
     for (name, trace) in &figures.failures {
         println!("\n=== counterexample: {name}\n{trace}");
