@@ -72,6 +72,15 @@
 //!    lease. Fix: a deferring (or re-staggered, or beaten) standby tails the partition until
 //!    its turn, and a check taken before the read that moved the lease is not acted on.
 //!
+//! **Open:** one more double election remains, with three members and every fault kind in
+//! the first 2 ms (`MODEL_MEMBERS=3 MODEL_HORIZON=16 MODEL_FAULTS_BEFORE=2 MODEL_DELAYS=0
+//! MODEL_RESIGNS=0 MODEL_FIND="exactly one" scripts/model-check.sh`, 31.5 million states
+//! breadth-first): the first challenger restarts with its claim open and registers again
+//! behind it; a standby whose reads stall before that registration still counts the old one
+//! ahead of it, so its rank is one too high and its turn meets the turn of the standby behind
+//! it when the coordinator's timeout abort releases the reads. Safety holds (the later pair
+//! fences the earlier); the suite's configurations leave restarts out of the 3-member runs.
+//!
 //! Deferring to a claim whose transaction the coordinator reports open now ends a lease
 //! after that transaction began (when the member's own registration is read), so that the
 //! members released by a dead claim's abort count from about the same instant.
