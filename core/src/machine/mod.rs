@@ -1252,13 +1252,16 @@ impl Candidate {
     /// The challenge proper: announce it (when evicting, and a lease names another holder),
     /// then mint the epoch.
     ///
-    /// Never while this member's reads have not reached its own registration: its rank is not
-    /// known (registrations ahead of it may be unread), so it could challenge before a member
-    /// ranked ahead of it. Reads stall that way only behind an open transaction, which its
-    /// member commits, a member that reads its registration aborts, or the coordinator aborts
-    /// at its timeout; this member looks again every [`RECHECK`] until then.
+    /// Not while this member's reads have neither reached its own registration nor read any
+    /// lease: the role's first claim is open (its challenger died in it), every member that
+    /// registered since is held back alike, and none of them knows its rank, so they would
+    /// challenge together. The coordinator's abort of that claim at its timeout (or a member
+    /// that reads its registration) releases them; this member reads again every [`RECHECK`]
+    /// until then. With a lease read, a member held back short of its registration still
+    /// challenges at its turn (a lease after it registered): a holder that died in the middle
+    /// of a renewal is aborted by the first standby that comes, not by the timeout.
     fn acquire(&mut self) {
-        if self.registration_unseen() && !self.resigning {
+        if self.registration_unseen() && self.lease_pair().is_none() && !self.resigning {
             // Read again shortly (not only check: a check alone never reaches the
             // registration).
             let at = self.now + self.recheck_interval();
