@@ -64,8 +64,9 @@
 //!    registers. The standby skipped the holder by name (rank 0), as did the restarted holder.
 //!    Fix: `RoleState::rank_at` skips the holder only through a registration older than its
 //!    lease record. Exploring the fix found two more ways for it to go wrong, fixed too: a
-//!    member whose registration is not yet readable no longer challenges (its rank is not
-//!    known; it looks again until the stall ends), and a wait begun for another challenge
+//!    member that has read neither its registration nor any lease (the role's first claim
+//!    open) no longer challenges (its rank is not known; it reads again until the stall
+//!    ends), and a wait begun for another challenge
 //!    before the member read its own registration is judged again once it has.
 //! 3. (Property 6.) A standby that deferred to a resign's exit pair waited on a plain timer,
 //!    missing the lease tombstone the resign wrote a moment later, so the hand-over took a

@@ -245,10 +245,11 @@ struct Term {
 /// Until its reads reach its own registration, a member counts its turn from a lease duration
 /// after it registered (a lease it has not read yet may exist). Meanwhile it long-polls the
 /// partition, and reads again every [`RECHECK`] when the reader answers long polls at once, so
-/// that a read stalled short of its registration costs it milliseconds, not that lease. It
-/// never challenges before it has read its registration (members ahead of it may be unread);
-/// when the read that first reaches it comes after reads held short of it, and its turn went
-/// by in between, it counts as released (see "Stalled reads").
+/// that a read stalled short of its registration costs it milliseconds, not that lease. With
+/// no lease read either (the role's first claim open), it does not challenge until its reads
+/// get through (members ahead of it may be unread); when the read that first reaches its
+/// registration comes after reads held short of it, and its turn went by in between, it counts
+/// as released (see "Stalled reads").
 ///
 /// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
 /// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
