@@ -105,8 +105,12 @@ fn records(records: Vec<Record>, end_offset: i64) -> Event {
     }
 }
 fn stalled(end_offset: i64) -> Event {
+    stalled_with(vec![], end_offset)
+}
+/// A read that stopped at `end_offset`, short of the log's end, with `records` before it.
+fn stalled_with(records: Vec<Record>, end_offset: i64) -> Event {
     Event::RecordsRead {
-        records: vec![],
+        records,
         end_offset,
         stalled: true,
     }
@@ -1105,6 +1109,21 @@ fn announces_then_acquires(c: &mut Candidate, now: UnixMillis) {
     assert_eq!(drain(c), [acquire()]);
 }
 
+/// [`standby_at_its_turn`] whose check found another member's `pair` in `state` (a challenge
+/// or a resign under way): it defers a lease, tailing the partition until then.
+fn standby_deferring_to(pair: FencingToken, state: TransactionState) -> Candidate {
+    let mut c = standby_at_its_turn();
+    let turn = T0 + 2000;
+    c.handle(UnixMillis(turn), status(pair, state)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, Some(turn + 3000))],
+        "no second challenge: a long poll until the lease the other pair would write has run out"
+    );
+    assert_eq!(c.contested_until(), Some(UnixMillis(turn + 3000)));
+    c
+}
+
 /// The pair of `a`, the holder whose lease runs out in these scenarios.
 const K: FencingToken = FencingToken::new(7, 0);
 
@@ -1177,19 +1196,10 @@ fn another_pair_with_nothing_open_is_confirmed_by_a_fresh_read() {
 
 #[test]
 fn a_standby_waits_out_a_challenge_under_way_and_takes_over_if_it_never_completes() {
-    let mut c = standby_at_its_turn();
     let turn = T0 + 2000;
     let theirs = FencingToken::new(7, 1);
     // Another member minted a pair after the lease b read, and has not written with it yet.
-    c.handle(UnixMillis(turn), status(theirs, TransactionState::Empty))
-        .unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [read(3, Some(turn + 3000))],
-        "a challenge is under way: no second one; rank 0 tails the partition until the lease \
-         the challenger would write has run out"
-    );
-    assert_eq!(c.contested_until(), Some(UnixMillis(turn + 3000)));
+    let mut c = standby_deferring_to(theirs, TransactionState::Empty);
     // It never wrote its lease: the same pair, still unused, a lease later. Its challenger is
     // gone; b challenges. The long poll that ends empty at the turn read the partition up to
     // it: the check follows at once.
@@ -1203,16 +1213,10 @@ fn a_standby_waits_out_a_challenge_under_way_and_takes_over_if_it_never_complete
 
 #[test]
 fn a_challenge_under_way_that_writes_its_lease_ends_the_wait() {
-    let mut c = standby_at_its_turn();
     let turn = T0 + 2000;
     let theirs = FencingToken::new(7, 1);
-    c.handle(UnixMillis(turn), status(theirs, TransactionState::Ongoing))
-        .unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [read(3, Some(turn + 3000))],
-        "its first lease write is in flight: tail the partition for it"
-    );
+    // Its first lease write is in flight.
+    let mut c = standby_deferring_to(theirs, TransactionState::Ongoing);
     // The winner (a restarted `a` here) wrote its lease: the long poll brings it, and b waits
     // for that lease instead.
     let at = UnixMillis(turn + 40);
@@ -1894,16 +1898,9 @@ fn a_member_does_not_wait_for_its_own_announcement() {
 /// wait at once, and the standby takes over then, not a lease later.
 #[test]
 fn a_standby_deferring_to_a_resigns_exit_pair_takes_over_at_its_tombstone() {
-    let mut c = standby_at_its_turn();
     let turn = T0 + 2000;
     let exit = FencingToken::new(7, 1);
-    c.handle(UnixMillis(turn), status(exit, TransactionState::Empty))
-        .unwrap();
-    assert_eq!(
-        drain(&mut c),
-        [read(3, Some(turn + 3000))],
-        "deferring, and tailing the partition"
-    );
+    let mut c = standby_deferring_to(exit, TransactionState::Empty);
     // The resign's lease tombstone and a's deregistration land 20 ms later: the long poll
     // returns them.
     let at = UnixMillis(turn + 20);
@@ -1951,14 +1948,8 @@ fn ranks_released_from_reads_held_short_of_their_registrations_stagger_again() {
     c.handle(now, Event::Appended { offset: 3 }).unwrap();
     drain(&mut c);
     // a registered and opened its claim at offset 1; b registered at 2; all of it unread.
-    c.handle(now, {
-        let mut e = stalled(1);
-        if let Event::RecordsRead { records, .. } = &mut e {
-            records.push(reg_record(0, "a"));
-        }
-        e
-    })
-    .unwrap();
+    c.handle(now, stalled_with(vec![reg_record(0, "a")], 1))
+        .unwrap();
     let unseen_turn = T0 + 3000 + 500;
     assert_eq!(drain(&mut c), [read(1, Some(unseen_turn))]);
     // The claim is aborted at T0 + 3200: the long poll returns b's and c's registrations.
@@ -2008,14 +1999,8 @@ fn no_challenge_before_the_member_reads_its_own_registration() {
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 2 }).unwrap();
     drain(&mut c);
-    c.handle(now, {
-        let mut e = stalled(1);
-        if let Event::RecordsRead { records, .. } = &mut e {
-            records.push(reg_record(0, "a"));
-        }
-        e
-    })
-    .unwrap();
+    c.handle(now, stalled_with(vec![reg_record(0, "a")], 1))
+        .unwrap();
     assert_eq!(drain(&mut c), [read(1, Some(T0 + 3000 + 500))]);
     // The long poll ends at the unseen turn, still stalled; a's claim has been open since T0.
     let turn = UnixMillis(T0 + 3500);
