@@ -2065,3 +2065,49 @@ fn a_member_that_has_not_read_its_registration_reads_again_before_taking_a_new_r
     .unwrap();
     assert_eq!(c.rank(), Some(1));
 }
+
+/// Finding 2: a (rank 0) opened the role's first claim and restarted inside it, registering
+/// again behind the claim, where no read reaches until the coordinator aborts it. c still
+/// counts a's first registration ahead, so its turn is a stagger late, the same as the turn
+/// a member behind it would get on the true roster. When the abort ends the stall past c's
+/// new turn, c does not challenge at once: another member may be challenging on the rank it
+/// read before the stall ended. It staggers again from the release, by its new rank.
+#[test]
+fn a_stall_that_ends_moving_a_member_up_past_its_turn_staggers_the_ranks_again() {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 2 }).unwrap();
+    drain(&mut c);
+    // a at 0, b at 1, c at 2; a's claim opened at 3 holds the reads there.
+    let roster = vec![reg_record(0, "a"), reg_record(1, "b"), reg_record(2, "c")];
+    c.handle(now, stalled_with(roster, 3)).unwrap();
+    assert_eq!(c.rank(), Some(2));
+    assert_eq!(drain(&mut c), [read(3, Some(T0 + 2 * 500))]);
+    // At its turn the check finds a's claim open since T0: c defers to it until a lease
+    // after that start, then two staggers.
+    let turn = UnixMillis(T0 + 1000);
+    c.handle(turn, stalled(3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(turn, open_since(T0)).unwrap();
+    assert_eq!(drain(&mut c), [read(3, Some(T0 + 3000 + 2 * 500))]);
+    // The coordinator aborts the claim at T0 + 3600: the read brings a's new registration,
+    // behind c. c's rank is now 1, its turn (T0 + 3500) gone by.
+    let release = UnixMillis(T0 + 3600);
+    c.handle(release, records(vec![reg_record(5, "a")], 6))
+        .unwrap();
+    assert_eq!(c.rank(), Some(1), "only b ahead now");
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(
+        release,
+        status(FencingToken::new(7, 1), TransactionState::CompleteAbort),
+    )
+    .unwrap();
+    assert_eq!(drain(&mut c), [read(6, None)]);
+    c.handle(release, records(vec![], 6)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(6, Some(release.0 + 500))],
+        "staggered again from the release, one stagger for b"
+    );
+}

@@ -73,14 +73,17 @@
 //!    lease. Fix: a deferring (or re-staggered, or beaten) standby tails the partition until
 //!    its turn, and a check taken before the read that moved the lease is not acted on.
 //!
-//! **Open:** one more double election remains, with three members and every fault kind in
-//! the first 2 ms (`MODEL_MEMBERS=3 MODEL_HORIZON=16 MODEL_FAULTS_BEFORE=2 MODEL_DELAYS=0
-//! MODEL_RESIGNS=0 MODEL_FIND="exactly one" scripts/model-check.sh`, 31.5 million states
-//! breadth-first): the first challenger restarts with its claim open and registers again
-//! behind it; a standby whose reads stall before that registration still counts the old one
-//! ahead of it, so its rank is one too high and its turn meets the turn of the standby behind
-//! it when the coordinator's timeout abort releases the reads. Safety holds (the later pair
-//! fences the earlier); the suite's configurations leave restarts out of the 3-member runs.
+//! 4. Three members; the role's first challenger restarts inside its open claim and
+//!    registers again behind it, where no read reaches until the coordinator aborts the claim.
+//!    A standby that had read the old registration counted it ahead, so its turn fell on the
+//!    turn of the standby behind it on the true roster; it acted on its stale rank just as the
+//!    abort ended the stall, and the other read its fresh one: both minted. Fix: a read that
+//!    ends a stall and moves its member up past its turn counts as a release, so the ranks
+//!    stagger again from then. Found with `MODEL_MEMBERS=3 MODEL_HORIZON=16
+//!    MODEL_FAULTS_BEFORE=2 MODEL_DELAYS=0 MODEL_RESIGNS=0 MODEL_FIND="exactly one"
+//!    scripts/model-check.sh` (34 million states breadth-first); the smallest configuration
+//!    that shows it (a crash budget with a restart in the first millisecond) is
+//!    `finding_restart_inside_an_open_claim_mints_one_pair`.
 //!
 //! Deferring to a claim whose transaction the coordinator reports open now ends a lease
 //! after that transaction began (when the member's own registration is read), so that the

@@ -314,7 +314,10 @@ struct Term {
 /// interval by then, so its standby ends the stall at the start of that window. Every rank
 /// waiting on the same stall is released by its end at about the same moment; a released rank
 /// `r` waits `r` more staggers (and checks again) before it challenges, so the ranks do not
-/// collide.
+/// collide. The same holds for a read that ends a stall and moves its member up past its turn:
+/// a member ahead of it registered again (or left) behind the stall, every member held by the
+/// stall counted it ahead, and one of them may be challenging right then on its old rank, which
+/// can be this member's new one.
 ///
 /// # Ghosts
 ///
@@ -1003,6 +1006,8 @@ impl Candidate {
         let unseen_before = self.registration_unseen();
         let mut lease_moved = false;
         let was_held_back = self.held_back;
+        let was_stalled = self.stalled;
+        let rank_before = self.rank;
         for r in records {
             match self.state.apply(r) {
                 Applied::Leased | Applied::LeaseCleared => {
@@ -1071,6 +1076,15 @@ impl Candidate {
                     let then = self.registered_at;
                     let held = evaluate(&self.state, &self.member, &standing, then, &self.timing);
                     self.waited |= matches!(held, Step::Wait { .. });
+                }
+                if was_stalled && !stalled && rank_before.is_some_and(|before| rank < before) {
+                    // The read that ends a stall moved this member up, past its turn: a
+                    // member ahead of it registered again (or left) behind the stall. Every
+                    // member whose reads the stall held counted that member ahead, and one
+                    // of them may be challenging right now on the rank it read before the
+                    // stall ended, which can be this member's new one. Count as released,
+                    // so that the ranks stagger again from now.
+                    self.waited = true;
                 }
                 let stagger = self.timing.challenge_stagger;
                 let turn = self.state.lease().map(|e| {
