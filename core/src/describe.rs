@@ -68,7 +68,9 @@ impl fmt::Display for TransactionState {
     }
 }
 
-/// Who the coordinator considers the current holder of a role's transactional id.
+/// Who the coordinator considers the current holder of a role's transactional id: the answer
+/// any third party gets with one request. A member's own view of where it stands is
+/// [`machine::Status`](crate::machine::Status).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeadershipStatus {
     /// The current pair, or [`FencingToken::NO_EPOCH`] when no member ever took the role.

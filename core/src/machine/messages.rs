@@ -276,7 +276,9 @@ pub enum MachineError {
     },
 }
 
-/// Where a candidate is in its life, for logs and tools.
+/// Where a candidate is in its life, for logs and tools: this member's own view. Not to be
+/// confused with [`LeadershipStatus`](crate::LeadershipStatus), the coordinator's answer about
+/// a role, which is what any third party's check sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
     /// Writing its registration.

@@ -1,0 +1,412 @@
+//! A standby's side of a [`Candidate`]: reading the role's partition, waiting for its turn,
+//! checking with the coordinator and challenging (see the type's "Before a challenge" and
+//! "Stalled reads").
+
+use alloc::collections::VecDeque;
+use core::time::Duration;
+
+use super::{Candidate, Io, Seen, RECHECK};
+use crate::describe::{LeadershipStatus, TransactionState};
+use crate::evaluate::{evaluate, Standing, Step};
+use crate::record::MemberId;
+use crate::state::{Applied, Record};
+use crate::time::UnixMillis;
+use crate::token::FencingToken;
+
+impl Candidate {
+    /// A read's answer; `long_poll` says whether the read could wait for the partition to move.
+    pub(super) fn on_read(
+        &mut self,
+        now: UnixMillis,
+        records: &[Record],
+        end_offset: i64,
+        stalled: bool,
+        long_poll: bool,
+    ) {
+        let unseen_before = self.registration_unseen();
+        let mut lease_moved = false;
+        let was_held_back = self.held_back;
+        let was_stalled = self.stalled;
+        let rank_before = self.rank;
+        for r in records {
+            match self.state.apply(r) {
+                Applied::Leased | Applied::LeaseCleared => {
+                    lease_moved = true;
+                    // The lease moved on: whatever challenge this member waited for is decided.
+                    self.contested_until = None;
+                    self.deferred_to = None;
+                    self.holding_since = None;
+                    self.waited = false;
+                    self.released_at = None;
+                }
+                Applied::Deregistered if self.announces_a_challenge(r) => {
+                    // Another member's challenge is on its way to the coordinator: wait for
+                    // its first lease as for a challenge seen at the coordinator.
+                    let until = now + self.timing.lease_duration;
+                    self.contested_until =
+                        Some(self.contested_until.map_or(until, |c| c.max(until)));
+                    self.holding_since = None;
+                    self.waited = false;
+                }
+                _ => {}
+            }
+        }
+        self.state.advance_to(end_offset);
+        self.held_back = self.registration_unseen();
+        if unseen_before && !self.registration_unseen() && self.contested_until.is_some() {
+            // A wait for another member's challenge begun before our reads reached our own
+            // registration was timed by a rank we did not know. Judge that challenge again,
+            // with a fresh check, now that the roster is read.
+            self.contested_until = None;
+            self.deferred_to = None;
+        }
+        self.stalled = stalled;
+        self.read_issued_at = self.issued_at;
+        // A check answers only the read that directly follows it, and only while the lease it
+        // was compared with stands: once the lease moved (a renewal, a new holder, a resign's
+        // tombstone), what the check saw is judged again by a new one.
+        let check = self.check.take().filter(|_| !lease_moved);
+        if self.resigning {
+            self.issue(Io::Deregister);
+            return;
+        }
+        if self.state.lease().is_some() {
+            self.unleased_since = None;
+        } else if self.unleased_since.is_none() {
+            self.unleased_since = Some(now);
+        }
+        let Some(join_offset) = self.join_offset else {
+            self.issue(Io::Register);
+            return;
+        };
+        let standing = self.standing(join_offset, now);
+        match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
+            Step::NotRegistered | Step::PassedOver => {
+                self.rank = None;
+                self.issue(Io::Register);
+            }
+            Step::Challenge { rank } => {
+                self.rank = Some(rank);
+                if was_held_back && !self.registration_unseen() {
+                    // Our reads were held back short of our own registration (an open
+                    // transaction stalls every standby's reads alike) and this one is the
+                    // first past it. If our turn came after we registered, it went by while
+                    // we could not see it, and the other ranks learn theirs at this moment
+                    // too. Count as released, so that the ranks stagger again from now.
+                    let then = self.registered_at;
+                    let held = evaluate(&self.state, &self.member, &standing, then, &self.timing);
+                    self.waited |= matches!(held, Step::Wait { .. });
+                }
+                if was_stalled && !stalled && rank_before.is_some_and(|before| rank < before) {
+                    // The read that ends a stall moved this member up, past its turn: a
+                    // member ahead of it registered again (or left) behind the stall. Every
+                    // member whose reads the stall held counted that member ahead, and one
+                    // of them may be challenging right now on the rank it read before the
+                    // stall ended, which can be this member's new one. Count as released,
+                    // so that the ranks stagger again from now.
+                    self.waited = true;
+                }
+                let stagger = self.timing.challenge_stagger;
+                let turn = self.state.lease().map(|e| {
+                    e.lease.deadline
+                        + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX))
+                });
+                if turn.is_some_and(|turn| turn > self.read_issued_at) {
+                    // The lease ran out only after this read was issued (a long poll, or an
+                    // answer held up): its holder may have renewed since, under the same pair.
+                    // A challenge rests on a read issued at or after the turn.
+                    self.issue(Io::Read { wait_until: None });
+                    return;
+                }
+                match check {
+                    Some(status) => self.decide(now, &status),
+                    None => self.issue(Io::Describe),
+                }
+            }
+            Step::Wait { until, rank } => {
+                self.rank = Some(rank);
+                if !records.is_empty() || !long_poll {
+                    // The partition moved, or this read did not wait for it (a read at a turn,
+                    // after a check or a lost race): keep tailing, and let a reader that can
+                    // long-poll wait for the next record until the turn, so that the record
+                    // that ends the wait (a new lease, a resign's tombstone) is read as it
+                    // lands. A reader that answers at once returns nothing and the timer takes
+                    // over: no busy loop.
+                    self.issue(Io::Read {
+                        wait_until: Some(until),
+                    });
+                } else {
+                    self.wait_until(now, until);
+                }
+            }
+        }
+    }
+
+    /// Whether this member's reads have not reached its own registration yet.
+    pub(super) fn registration_unseen(&self) -> bool {
+        self.join_offset
+            .is_some_and(|join| self.state.next_offset() <= join)
+    }
+
+    /// Waits for this member's turn at `until` with nothing to long-poll on, then reads. While
+    /// its reads have not reached its own registration (a partition whose reads stall behind
+    /// another role's open transaction, common when a process claims thousands of roles at
+    /// once), that turn is a whole lease after it registered: it reads again every
+    /// [`RECHECK`] instead, so that it learns its real turn once the stall ends, not a lease
+    /// later.
+    pub(super) fn wait_until(&mut self, now: UnixMillis, until: UnixMillis) {
+        let at = if self.registration_unseen() {
+            until.min(now + self.recheck_interval())
+        } else {
+            until
+        };
+        self.timer = Some((at, Io::Read { wait_until: None }));
+    }
+
+    /// Whether `record`, a registration tombstone just applied, announces another member's
+    /// challenge: it names the holder of the lease (a holder deregisters itself only after its
+    /// lease was cleared or overwritten), and it is not this member's own announcement.
+    pub(super) fn announces_a_challenge(&self, record: &Record) -> bool {
+        let Some(holder) = self.state.lease().map(|e| &e.lease.member) else {
+            return false;
+        };
+        let named = crate::record::KeyRef::decode(&record.key)
+            .ok()
+            .and_then(|k| k.member())
+            .is_some_and(|m| m == holder.as_str());
+        named && *holder != self.member && self.announced_at != Some(record.offset)
+    }
+
+    /// The pair of the lease this member read, if any.
+    pub(super) fn lease_pair(&self) -> Option<FencingToken> {
+        self.state.lease().map(|e| e.lease.token)
+    }
+
+    /// Whether the read that led to a check settles the matter when the check finds the lease's
+    /// own pair: the pair is unchanged, so no other member took the role, and the read (issued
+    /// at or after this member's turn, see [`on_read`](Self::on_read)) found the lease already
+    /// run out then: the holder had stopped renewing (a healthy holder keeps its deadline a
+    /// lease minus a renew interval ahead), and a renewal it wrote later came too late. Not
+    /// when the read stalled: the renewals may be behind the stall.
+    pub(super) fn read_settles(&self, status: &LeadershipStatus) -> bool {
+        !self.stalled && self.lease_pair() == Some(status.token)
+    }
+
+    /// The coordinator answered the pre-challenge check. A challenge under way elsewhere is
+    /// waited out at once, and the holder of the lease read (quiet, or writing past its
+    /// deadline) is challenged at once when the read was not stalled; otherwise a fresh read
+    /// follows (so that anything the coordinator finished is readable in it) and
+    /// [`decide`](Self::decide) settles the matter.
+    pub(super) fn on_described(&mut self, now: UnixMillis, status: LeadershipStatus) {
+        if self.resigning {
+            self.start_cleanup();
+            return;
+        }
+        match Seen::of(&status, self.lease_pair()) {
+            Seen::Untaken => self.challenge(now),
+            // The holder whose lease ran out still has the coordinator's pair, and the read
+            // found the lease already expired when it was issued: that read stands.
+            Seen::Quiet | Seen::HolderWriting if self.read_settles(&status) => self.challenge(now),
+            Seen::Challenger { pair, minted_only } => {
+                // A pair minted and unused right after our own acquire failed is most likely
+                // ours (the reply was lost): carry the challenge on rather than wait it out.
+                let ours = minted_only
+                    && self
+                        .acquire_failed_at
+                        .is_some_and(|at| now < at + self.timing.challenge_stagger);
+                if ours || self.deferred_to == Some(pair) {
+                    // Ours, or a challenge that was given a whole lease to write its first
+                    // lease and did not: its challenger is gone.
+                    self.acquire();
+                } else {
+                    self.defer(now, pair, &status);
+                }
+            }
+            Seen::Settling | Seen::HolderWriting | Seen::Quiet => {
+                self.check = Some(status);
+                self.issue(Io::Read { wait_until: None });
+            }
+        }
+    }
+
+    /// The read that followed a check still says it is this member's turn.
+    pub(super) fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
+        match Seen::of(status, self.lease_pair()) {
+            Seen::Untaken => self.challenge(now),
+            Seen::Challenger { pair, .. } => self.defer(now, pair, status),
+            Seen::Settling => {
+                self.holding_since = None;
+                self.recheck(now);
+            }
+            Seen::HolderWriting if self.stalled => {
+                // The holder's transaction is open and reads stall. Either the holder died in
+                // the middle of a write (the acquire will abort it) or another role stalls the
+                // partition while a healthy holder renews: a renewal commits within moments,
+                // so only a transaction open for half a renew interval is taken as dead. How
+                // long it has been open: since the coordinator says it began, when it says so
+                // (a holder killed mid-write is found at the turn, not half an interval
+                // later, and frees the partition its transaction stalls); else since this
+                // standby first saw it open.
+                let seen = *self.holding_since.get_or_insert(now);
+                let since = status.transaction_started.map_or(seen, |at| at.min(now));
+                if now >= since + self.hold() {
+                    // The lower ranks, if holding too, started later: this one goes first.
+                    self.acquire();
+                } else {
+                    self.recheck(now);
+                }
+            }
+            Seen::Quiet if self.stalled => {
+                // Nothing of this role is open, yet the read stops short: another role's open
+                // transaction hides the partition's newer records, among them (perhaps) this
+                // role's renewals. The lease read is not known to be expired: wait until the
+                // read gets past the stall (the stalling transaction's timeout bounds it).
+                self.holding_since = None;
+                self.recheck(now);
+            }
+            Seen::HolderWriting | Seen::Quiet => self.challenge(now),
+        }
+    }
+
+    /// Nothing stands in the way any more. A member that had to wait at its turn (a stall, a
+    /// coordinator in the middle of an abort) is released together with every other rank that
+    /// waited on the same thing: the ranks are staggered again from the release, so that rank
+    /// `r` challenges `r` staggers after it (and rank 0 at once).
+    pub(super) fn challenge(&mut self, now: UnixMillis) {
+        let rank = self.rank.unwrap_or(0);
+        if self.waited && rank > 0 {
+            self.waited = false;
+            self.holding_since = None;
+            self.released_at = Some(now);
+            self.wait_for_turn(now);
+            return;
+        }
+        self.acquire();
+    }
+
+    /// The challenge proper: announce it (when evicting, and a lease names another holder),
+    /// then mint the epoch.
+    ///
+    /// Not while this member's reads have neither reached its own registration nor read any
+    /// lease: the role's first claim is open (its challenger died in it), every member that
+    /// registered since is held back alike, and none of them knows its rank, so they would
+    /// challenge together. The coordinator's abort of that claim at its timeout (or a member
+    /// that reads its registration) releases them; this member reads again every [`RECHECK`]
+    /// until then. With a lease read, a member held back short of its registration still
+    /// challenges at its turn (a lease after it registered): a holder that died in the middle
+    /// of a renewal is aborted by the first standby that comes, not by the timeout.
+    pub(super) fn acquire(&mut self) {
+        if self.registration_unseen() && self.lease_pair().is_none() && !self.resigning {
+            // Read again shortly (not only check: a check alone never reaches the
+            // registration).
+            let at = self.now + self.recheck_interval();
+            self.timer = Some((at, Io::Read { wait_until: None }));
+            return;
+        }
+        self.deferred_to = None;
+        self.holding_since = None;
+        self.acquire_failed_at = None;
+        self.waited = false;
+        self.released_at = None;
+        let announce = self.evict
+            && self
+                .state
+                .lease()
+                .is_some_and(|e| e.lease.member != self.member);
+        self.issue(if announce { Io::Announce } else { Io::Acquire });
+    }
+
+    /// Another member's challenge under `pair` is under way: treat the role as leased to it for
+    /// one lease duration from now (the lease it is about to write would run that long), and
+    /// count this member's turn from then. If that challenge writes its first lease, the read
+    /// of it ends the wait; if not, the next check finds the same pair and challenges.
+    ///
+    /// When its claim's transaction is open and the coordinator says since when, the wait ends
+    /// no later than a lease after that start: a claim open that long belongs to a challenger
+    /// that died in the middle of it (a live one commits its first lease within moments), and
+    /// the coordinator aborts it about then. The members released by that abort then all count
+    /// their turns from about the same instant, so their ranks keep them apart. Not while this
+    /// member's reads have not reached its own registration: its rank is not known yet, and
+    /// the abort that releases the reads shows it.
+    pub(super) fn defer(&mut self, now: UnixMillis, pair: FencingToken, status: &LeadershipStatus) {
+        self.deferred_to = Some(pair);
+        self.holding_since = None;
+        self.waited = false;
+        let open_since = status
+            .transaction_started
+            .filter(|_| status.state == Some(TransactionState::Ongoing))
+            .filter(|_| !self.registration_unseen());
+        let until = now + self.timing.lease_duration;
+        let until = open_since.map_or(until, |at| until.min(at + self.timing.lease_duration));
+        self.contested_until = Some(self.contested_until.map_or(until, |c| c.max(until)));
+        self.wait_for_turn(now);
+    }
+
+    /// Looks at the state again at `now + recheck` (a check, then a read).
+    pub(super) fn recheck(&mut self, now: UnixMillis) {
+        self.waited = true;
+        self.timer = Some((now + self.recheck_interval(), Io::Describe));
+    }
+
+    pub(super) fn recheck_interval(&self) -> Duration {
+        RECHECK
+            .min(self.timing.renew_interval / 8)
+            .max(Duration::from_millis(1))
+    }
+
+    /// How long the holder's transaction must be seen open during a stall before it is taken
+    /// for a dead holder's: half a renew interval.
+    pub(super) fn hold(&self) -> Duration {
+        (self.timing.renew_interval / 2).max(Duration::from_millis(1))
+    }
+
+    /// What this member, registered at `join_offset`, knows about itself at `now`, for
+    /// [`evaluate`].
+    pub(super) fn standing(&self, join_offset: i64, now: UnixMillis) -> Standing {
+        Standing {
+            join_offset,
+            registered_at: self.registered_at,
+            unleased_since: self.unleased_since.unwrap_or(now),
+            contested_until: self.contested_until.max(self.released_at),
+        }
+    }
+
+    /// Waits for this member's next turn as the state now stands.
+    pub(super) fn wait_for_turn(&mut self, now: UnixMillis) {
+        let Some(join_offset) = self.join_offset else {
+            self.issue(Io::Register);
+            return;
+        };
+        let standing = self.standing(join_offset, now);
+        match evaluate(&self.state, &self.member, &standing, now, &self.timing) {
+            Step::NotRegistered | Step::PassedOver => self.issue(Io::Register),
+            Step::Wait { until, rank } => {
+                // Tail the partition until the turn rather than sleep: the record that ends
+                // the wait (the lease of the challenger deferred to, or the tombstone of a
+                // resign whose exit pair the check saw) is read as it lands. A reader that
+                // answers at once brings nothing new, and the timer takes over.
+                self.rank = Some(rank);
+                self.issue(Io::Read {
+                    wait_until: Some(until),
+                });
+            }
+            // Not reachable with a contest window in the future; look again shortly.
+            Step::Challenge { .. } => self.recheck(now),
+        }
+    }
+
+    /// The members registered ahead of this new leader: each had its turn before this
+    /// member's and did not take the role (it died, left without deregistering, or is too slow
+    /// to lead), and the previous holder among them. Their registrations are tombstoned so
+    /// that no later failover waits a stagger for them.
+    pub(super) fn passed_over(&self) -> VecDeque<(MemberId, u32)> {
+        let Some(join) = self.join_offset else {
+            return VecDeque::new();
+        };
+        self.state
+            .roster()
+            .filter(|(m, o)| *o < join && **m != self.member)
+            .map(|(m, _)| (m.clone(), 0))
+            .collect()
+    }
+}
