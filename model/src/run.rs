@@ -1,0 +1,97 @@
+//! Running the checker over a configuration, and the figures it reports.
+
+use std::fmt;
+use std::time::Duration;
+
+use stateright::Model;
+
+use crate::config::Config;
+use crate::model::CoordinationModel;
+use crate::trace::trace;
+
+/// The figures of one run.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// States generated.
+    pub states: usize,
+    /// Distinct states.
+    pub unique: usize,
+    /// The longest path explored.
+    pub depth: usize,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Property name and counterexample trace, for each property that failed.
+    pub failures: Vec<(&'static str, String)>,
+}
+
+impl fmt::Display for Figures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} states ({} unique), depth {}, {:.1?}",
+            self.states, self.unique, self.depth, self.elapsed
+        )?;
+        for (name, _) in &self.failures {
+            write!(f, "; FAILED: {name}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How a run searches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// Depth-first over every state: little memory (the visited set holds fingerprints).
+    Exhaustive,
+    /// Breadth-first, stopping at the first counterexample of the named property: the shortest
+    /// trace.
+    FirstFailure(&'static str),
+}
+
+/// Runs the check of `cfg` on `threads` threads to completion (or, for
+/// [`Search::FirstFailure`], until the property fails).
+pub fn check(cfg: Config, threads: usize, search: Search) -> Figures {
+    use stateright::{Checker, HasDiscoveries};
+    let started = std::time::Instant::now();
+    let model = CoordinationModel::new(cfg);
+    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let builder = model.checker().threads(threads);
+    let (states, unique, depth, failures) = match search {
+        Search::Exhaustive => {
+            let c = builder.spawn_dfs().join();
+            let failures = names
+                .iter()
+                .filter_map(|&n| c.discovery(n).map(|p| (n, trace(p))))
+                .collect();
+            (
+                c.state_count(),
+                c.unique_state_count(),
+                c.max_depth(),
+                failures,
+            )
+        }
+        Search::FirstFailure(name) => {
+            let c = builder
+                .finish_when(HasDiscoveries::AnyOf([name].into_iter().collect()))
+                .spawn_bfs()
+                .join();
+            let failures = names
+                .iter()
+                .filter_map(|&n| c.discovery(n).map(|p| (n, trace(p))))
+                .collect();
+            (
+                c.state_count(),
+                c.unique_state_count(),
+                c.max_depth(),
+                failures,
+            )
+        }
+    };
+    Figures {
+        states,
+        unique,
+        depth,
+        elapsed: started.elapsed(),
+        failures,
+    }
+}
