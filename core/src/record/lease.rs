@@ -1,15 +1,12 @@
 //! The lease value: a member leads the role with a pair until a deadline.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
+use super::error::{Field, FormatError, Part};
+use super::names::MemberId;
+use super::wire::{put_str, Reader};
+use super::FORMAT_VERSION;
 use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
 use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
 use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
 
 /// The value of a lease record: `member` leads the role with `token` until `deadline`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

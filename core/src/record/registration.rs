@@ -1,15 +1,12 @@
 //! The registration value: a member joined the role.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
-use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
+use super::error::{Field, FormatError, Part};
+use super::names::MemberId;
+use super::wire::{put_str, Reader};
+use super::FORMAT_VERSION;
+use crate::time::UnixMillis;
 use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
 use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
 
 /// The value of a registration record: a member joined the role at `registered_at`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
