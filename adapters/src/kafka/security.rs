@@ -52,12 +52,13 @@ use rustls::pki_types::{
     CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName, UnixTime,
 };
 use rustls::{
-    AlertDescription, CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct,
-    RootCertStore, SignatureScheme, StreamOwned,
+    CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore,
+    SignatureScheme, StreamOwned,
 };
 
 use super::config::KafkaConfig;
-use super::net::{Conn, NetError, Stream};
+use super::net::conn::{ApiCounts, Conn, NetError, Stream};
+use super::net::refusal::{refusal, rustls_error};
 use super::oauth::TokenCache;
 use crate::error::TransportError;
 use crate::log::log_warn;
@@ -229,6 +230,22 @@ impl Security {
         }
     }
 
+    /// Opens a connection to `addr`, secured and authenticated as configured (see
+    /// [`Conn::open`] for `on_socket`).
+    pub(crate) fn open(
+        &self,
+        addr: &str,
+        client_id: &StrBytes,
+        counts: Arc<ApiCounts>,
+        deadline: Instant,
+        on_socket: impl FnOnce(&Arc<TcpStream>) -> Result<(), String>,
+    ) -> Result<Conn, NetError> {
+        let wrap = |tcp| self.wrap(addr, tcp, deadline);
+        let mut conn = Conn::open(addr, wrap, client_id, counts, deadline, on_socket)?;
+        self.authenticate(&mut conn, deadline)?;
+        Ok(conn)
+    }
+
     /// Authenticates a negotiated connection (SASL for `SASL_*`), or authenticates it again
     /// when its session is due (KIP-368, see [`Conn::session_due`]).
     pub(crate) fn authenticate(&self, conn: &mut Conn, deadline: Instant) -> Result<(), NetError> {
@@ -238,55 +255,6 @@ impl Security {
         }
     }
 }
-
-/// Classifies an I/O error met on an established connection to `addr` while `what` (for
-/// example "reading from"): a TLS alert saying that the broker refused this client's
-/// certificate is a configuration error (with TLS 1.3 it comes after the client's side of the
-/// handshake is over, so with the first answer); everything else is `Io`.
-pub(crate) fn io_error(addr: &str, what: &str, e: &io::Error) -> NetError {
-    match rustls_error(e).and_then(|err| refusal(addr, err)) {
-        Some(message) => NetError::Stop(config_err(message)),
-        None => NetError::Io(format!("{what} {addr}: {e}")),
-    }
-}
-
-/// The message for a TLS failure that retrying cannot fix (other than a certificate the
-/// client rejected): the broker refused the client's certificate or shares no protocol with
-/// it, or the listener does not speak TLS.
-fn refusal(addr: &str, err: &rustls::Error) -> Option<String> {
-    Some(match err {
-        rustls::Error::AlertReceived(
-            alert @ (AlertDescription::BadCertificate
-            | AlertDescription::CertificateRequired
-            | AlertDescription::UnknownCA
-            | AlertDescription::CertificateUnknown
-            | AlertDescription::UnsupportedCertificate
-            | AlertDescription::CertificateExpired
-            | AlertDescription::CertificateRevoked
-            | AlertDescription::AccessDenied),
-        ) => format!(
-            "the broker at {addr} refused this client's TLS certificate (alert {alert:?}): it \
-             requires a client certificate it trusts; set ssl.certificate.location and \
-             ssl.key.location to one signed by a CA in the broker's truststore"
-        ),
-        rustls::Error::AlertReceived(
-            alert @ (AlertDescription::HandshakeFailure
-            | AlertDescription::ProtocolVersion
-            | AlertDescription::InsufficientSecurity),
-        ) => format!(
-            "the broker at {addr} ended the TLS handshake (alert {alert:?}): it shares no TLS \
-             version (1.2 or 1.3) or cipher suite with this client"
-        ),
-        rustls::Error::InvalidMessage(_)
-        | rustls::Error::InappropriateMessage { .. }
-        | rustls::Error::InappropriateHandshakeMessage { .. } => format!(
-            "the broker at {addr} does not speak TLS ({err}): security.protocol must match the \
-             listener's (SSL or SASL_SSL only for a TLS listener)"
-        ),
-        _ => return None,
-    })
-}
-
 // ---- TLS ------------------------------------------------------------------------------------
 
 impl Stream for StreamOwned<ClientConnection, TcpStream> {
@@ -299,10 +267,6 @@ impl Stream for StreamOwned<ClientConnection, TcpStream> {
 fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     host.trim_start_matches('[').trim_end_matches(']')
-}
-
-fn rustls_error(e: &io::Error) -> Option<&rustls::Error> {
-    e.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
 fn config_err(message: String) -> TransportError {
@@ -1245,8 +1209,9 @@ impl ServerProof {
 #[cfg(test)]
 mod tests {
     use kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+    use rustls::AlertDescription;
 
-    use super::super::net::SessionDue;
+    use super::super::net::conn::SessionDue;
     use super::super::OAuthToken;
     use super::*;
     use crate::ErrorKind;
@@ -1378,7 +1343,7 @@ mod tests {
             io::ErrorKind::InvalidData,
             rustls::Error::AlertReceived(AlertDescription::CertificateRequired),
         );
-        match io_error("127.0.0.1:9093", "reading from", &refused) {
+        match super::super::net::conn::io_error("127.0.0.1:9093", "reading from", &refused) {
             NetError::Stop(e) => {
                 assert_eq!(e.kind(), ErrorKind::Config, "{e}");
                 assert!(e.message().contains("ssl.certificate.location"), "{e}");
@@ -1386,7 +1351,7 @@ mod tests {
             NetError::Io(why) => panic!("{why}"),
         }
         let reset = io::Error::from(io::ErrorKind::ConnectionReset);
-        match io_error("127.0.0.1:9093", "reading from", &reset) {
+        match super::super::net::conn::io_error("127.0.0.1:9093", "reading from", &reset) {
             NetError::Io(why) => assert!(why.starts_with("reading from 127.0.0.1:9093"), "{why}"),
             NetError::Stop(e) => panic!("{e}"),
         }
@@ -2003,9 +1968,8 @@ mod live {
     fn open(config: &KafkaConfig, addr: &str) -> Result<Conn, NetError> {
         let security = Security::from_config(config).expect("valid settings");
         let deadline = Instant::now() + Duration::from_secs(20);
-        Conn::open(
+        security.open(
             addr,
-            &security,
             &StrBytes::from_static_str("kc-security-test"),
             Arc::default(),
             deadline,
