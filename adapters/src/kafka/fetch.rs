@@ -46,7 +46,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::batch::{decode_batches, Decoded, Skipped};
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::net::Conn;
 use crate::error::TransportError;

@@ -25,7 +25,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::net::Conn;
 use crate::error::TransportError;
 use crate::sync::lock;

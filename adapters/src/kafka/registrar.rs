@@ -35,7 +35,8 @@ use bytes::Bytes;
 use kafka_coordination_core::token::FencingToken;
 use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::exec::AsyncMutex;
 use super::net::Conn;

@@ -44,7 +44,8 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::exec::AsyncMutex;
 use super::net::Conn;
