@@ -64,7 +64,7 @@ const EARLIEST: i64 = -2;
 /// - **Views.** Per partition, the committed records fetched so far (control batches and the
 ///   records of aborted transactions removed, as Kafka's consumer does), in offset order, and
 ///   `end`, how far the view covers (the last stable offset once caught up). Superseded records
-///   (an older record of a key) are dropped from the view once they are [`TAIL`] offsets behind
+///   (an older record of a key) are dropped from the view once they are `TAIL` (see `view.rs`) offsets behind
 ///   its end: an in-memory compaction that leaves the state a reader builds unchanged (records
 ///   are applied in offset order; tombstones are kept).
 ///   A read reports the view **stalled** when it reached a last stable offset below the
