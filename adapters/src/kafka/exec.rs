@@ -4,7 +4,7 @@
 //! thread per process.
 //!
 //! A call started with [`spawn`] is polled once on the caller's thread, up to its first
-//! request. The request goes to its broker's connection thread (see `net.rs`); when the answer
+//! request. The request goes to its broker's connection thread (see `net/pool.rs`); when the answer
 //! arrives, that thread wakes the task and polls it on the spot, up to the next request, and
 //! so on. Between two requests (and during a retry's pause, which the timer thread ends) the
 //! call is only memory: it holds no thread. A task keeps the priority it was started with
