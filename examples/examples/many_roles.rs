@@ -274,13 +274,57 @@ fn burst(
     client: Arc<KafkaTransport>,
     options: Options,
 ) {
-    use std::io::BufRead;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let prefix = format!("burst-{stamp:x}");
     let half = args.roles / 2;
+    let mut child = spawn_burst_child(args, &prefix, half);
+    let host = host_on(args, runtime, &client);
+    let (own, standbys) = lead_and_stand_by(args, runtime, &host, &prefix, &options);
+    if args.steady {
+        wait_until_steady(args, &host);
+    }
+    stand_by_one_renew_interval(args, &client, &host);
+    let _ = child.kill();
+    let kill = AtKill::now(args, &client, &host);
+    let _ = child.wait();
+    let deadlines = read_deadlines(args, &client, &prefix, half, kill.at);
+    // Each standby's election is stamped by a task it wakes (see `elections`), not by polling
+    // thousands of snapshots, which would take CPU from the broker and the host.
+    let elections = elections::watch(runtime, standbys, args.lease * 3);
+    let mut next_stats = Instant::now();
+    while elections.settled() < elections.len() {
+        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() >= next_stats {
+            next_stats += Duration::from_secs(2);
+            println!(
+                "burst: +{:.1} s: {:?}",
+                (now_ms() - kill.at) as f64 / 1000.0,
+                host.stats()
+            );
+        }
+    }
+    // The new leaderships live until the figures are printed.
+    let (elected_at, held) = elections.finish(runtime);
+    kill.print_costs(&client, &host);
+    print_late_by_partition(args, &prefix, &elected_at, &deadlines);
+    print_burst_verdict(half, &elected_at, &deadlines, kill.at, &own);
+    // Leave every role clean before exiting: a renewal cut by the exit would stay open until
+    // its transaction timeout (a lease) and stall its partition for the next run's process.
+    let count = own.len() + held.len();
+    let (clean, took) = resign_all(runtime, own.into_iter().chain(held).collect());
+    println!(
+        "burst: this process resigned its {count} roles in {:.1} s ({clean} clean)",
+        took.as_secs_f64()
+    );
+    std::process::exit(0);
+}
+
+/// Starts the child process the burst kills, and waits until it leads its `half` of the roles.
+fn spawn_burst_child(args: &Args, prefix: &str, half: usize) -> std::process::Child {
+    use std::io::BufRead;
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
     let mut command = std::process::Command::new(exe);
     if args.no_spread {
@@ -305,7 +349,7 @@ fn burst(
             "--connections",
             &args.connections.to_string(),
             "--burst-child",
-            &prefix,
+            prefix,
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -326,7 +370,19 @@ fn burst(
         "burst: the child leads {half} roles after {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let host = host_on(args, runtime, &client);
+    child
+}
+
+/// Leads the second half of the roles on `host` and stands by for the first half, until every
+/// standby has rank 0.
+fn lead_and_stand_by(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    host: &kafka_coordination::host::Host,
+    prefix: &str,
+    options: &Options,
+) -> (Vec<Leadership>, Vec<kafka_coordination::Candidacy>) {
+    let half = args.roles / 2;
     let (own, standbys) = runtime.block_on(async {
         let own: Vec<_> = (half..args.roles)
             .map(|i| {
@@ -357,35 +413,46 @@ fn burst(
          child (SIGKILL) after one more renew interval",
         own.len()
     );
-    if args.steady {
-        // Start the stand-by interval only once this process's host has kept up (no call
-        // waiting for a thread) for a whole renew interval: a burst in the steady state, not
-        // in the backlog that both processes' starts leave on a slow machine.
-        let (began, limit) = (Instant::now(), Duration::from_secs(300));
-        let mut quiet_since = Instant::now();
-        while quiet_since.elapsed() < args.renew && began.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(250));
-            if host.stats().queued > 0 {
-                quiet_since = Instant::now();
-            }
+    (own, standbys)
+}
+
+/// `--steady`: starts the stand-by interval only once this process's host has kept up (no call
+/// waiting for a thread) for a whole renew interval: a burst in the steady state, not in the
+/// backlog that both processes' starts leave on a slow machine.
+fn wait_until_steady(args: &Args, host: &kafka_coordination::host::Host) {
+    let (began, limit) = (Instant::now(), Duration::from_secs(300));
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < args.renew && began.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(250));
+        if host.stats().queued > 0 {
+            quiet_since = Instant::now();
         }
-        println!(
-            "burst: --steady: the host's queue {} a renew interval after {:.1} s",
-            if quiet_since.elapsed() >= args.renew {
-                "was empty for"
-            } else {
-                "was still not empty for"
-            },
-            began.elapsed().as_secs_f64()
-        );
     }
+    println!(
+        "burst: --steady: the host's queue {} a renew interval after {:.1} s",
+        if quiet_since.elapsed() >= args.renew {
+            "was empty for"
+        } else {
+            "was still not empty for"
+        },
+        began.elapsed().as_secs_f64()
+    );
+}
+
+/// Stands by for one renew interval (and a half second) before the kill, and prints what this
+/// process sent meanwhile.
+fn stand_by_one_renew_interval(
+    args: &Args,
+    client: &KafkaTransport,
+    host: &kafka_coordination::host::Host,
+) {
     let (sent0, stats0, t0) = (client.requests_sent(), host.stats(), Instant::now());
     let (by_api0, machine0) = (client.requests_by_api(), MachineCpu::now());
     std::thread::sleep(args.renew + Duration::from_millis(500));
     let (sent1, stats1) = (client.requests_sent(), host.stats());
     println!(
         "burst: standing by, requests by kind: {}; the host's queue {}; the machine {}",
-        requests_since(&client, &by_api0),
+        requests_since(client, &by_api0),
         stats1.queued,
         MachineCpu::now().since(&machine0),
     );
@@ -397,19 +464,84 @@ fn burst(
         stats1.tailed_reads - stats0.tailed_reads,
         if args.no_tail { "off" } else { "on" },
     );
-    let _ = child.kill();
-    let killed_at = now_ms();
-    let (sent_at_kill, stats_at_kill) = (client.requests_sent(), host.stats());
-    let broker = args.broker_pid.map(|p| p.to_string());
-    let cpu_at_kill = (
-        cpu_seconds("self"),
-        broker.as_deref().map(cpu_seconds),
-        Instant::now(),
-    );
-    let (by_api_at_kill, machine_at_kill) = (client.requests_by_api(), MachineCpu::now());
-    let _ = child.wait();
-    // Each role's deadline: the last lease the child committed, as the topic holds it; one
-    // read of each partition, done well before the first deadline.
+}
+
+/// What this process, the broker and the machine had done when the child was killed.
+struct AtKill {
+    at: i64,
+    sent: u64,
+    stats: kafka_coordination::host::HostStats,
+    broker: Option<String>,
+    cpu_self: f64,
+    cpu_broker: Option<f64>,
+    since: Instant,
+    by_api: Vec<(String, u64)>,
+    machine: MachineCpu,
+}
+
+impl AtKill {
+    fn now(args: &Args, client: &KafkaTransport, host: &kafka_coordination::host::Host) -> AtKill {
+        let at = now_ms();
+        let (sent, stats) = (client.requests_sent(), host.stats());
+        let broker = args.broker_pid.map(|p| p.to_string());
+        let (cpu_self, cpu_broker, since) = (
+            cpu_seconds("self"),
+            broker.as_deref().map(cpu_seconds),
+            Instant::now(),
+        );
+        let (by_api, machine) = (client.requests_by_api(), MachineCpu::now());
+        AtKill {
+            at,
+            sent,
+            stats,
+            broker,
+            cpu_self,
+            cpu_broker,
+            since,
+            by_api,
+            machine,
+        }
+    }
+
+    /// Prints what the takeovers cost from the kill to the last election.
+    fn print_costs(&self, client: &KafkaTransport, host: &kafka_coordination::host::Host) {
+        let (sent, stats) = (client.requests_sent(), host.stats());
+        println!(
+            "burst: from the kill to the last election: {} requests to the broker from this process; \
+             its host read partitions {} times, {} times from the tail",
+            sent - self.sent,
+            stats.reads - self.stats.reads,
+            stats.tailed_reads - self.stats.tailed_reads,
+        );
+        println!(
+            "burst: from the kill to the last election, requests by kind: {}",
+            requests_since(client, &self.by_api)
+        );
+        let secs = self.since.elapsed().as_secs_f64();
+        println!(
+            "burst: from the kill to the last election: this process {:.0} % of one core, the \
+             broker {}, the machine {}",
+            (cpu_seconds("self") - self.cpu_self) / secs * 100.0,
+            match (self.broker.as_deref(), self.cpu_broker) {
+                (Some(pid), Some(before)) =>
+                    format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
+                _ => "unknown (--broker-pid)".to_owned(),
+            },
+            MachineCpu::now().since(&self.machine),
+        );
+    }
+}
+
+/// Each killed role's deadline: the last lease the child committed, as the topic holds it; one
+/// read of each partition, done well before the first deadline. Prints when they fall and how
+/// they bunch.
+fn read_deadlines(
+    args: &Args,
+    client: &KafkaTransport,
+    prefix: &str,
+    half: usize,
+    killed_at: i64,
+) -> Vec<Option<i64>> {
     let mut history: std::collections::HashMap<String, Vec<(i64, i64)>> = Default::default();
     for partition in 0..args.partitions {
         use kafka_coordination::StateReader;
@@ -432,10 +564,31 @@ fn burst(
         known.iter().min().map_or(0, |d| d - killed_at) as f64 / 1000.0,
         known.iter().max().map_or(0, |d| d - killed_at) as f64 / 1000.0,
     );
-    // How many takeovers the busiest second asks for: a child whose renewals fell behind
-    // (it too runs on this machine) bunches its deadlines, and no queue order keeps a
-    // bunch on time that the broker cannot answer in time.
-    let mut sorted = known.clone();
+    print_bunches(
+        args,
+        prefix,
+        half,
+        killed_at,
+        &known,
+        &history,
+        &deadline_of,
+    );
+    deadlines
+}
+
+/// How many takeovers the busiest second asks for: a child whose renewals fell behind (it too
+/// runs on this machine) bunches its deadlines, and no queue order keeps a bunch on time that
+/// the broker cannot answer in time. Prints where that second's roles got there.
+fn print_bunches(
+    args: &Args,
+    prefix: &str,
+    half: usize,
+    killed_at: i64,
+    known: &[i64],
+    history: &std::collections::HashMap<String, Vec<(i64, i64)>>,
+    deadline_of: &std::collections::HashMap<String, i64>,
+) {
+    let mut sorted = known.to_vec();
     sorted.sort_unstable();
     let (mut busiest, mut busiest_at, mut first) = (0usize, 0i64, 0usize);
     for (last, d) in sorted.iter().enumerate() {
@@ -446,47 +599,7 @@ fn burst(
             (busiest, busiest_at) = (last + 1 - first, sorted[first]);
         }
     }
-    // Where the busiest second's roles got there: when their terms were granted (InitProducerId;
-    // each claim's lease write may finish long after), and the gaps between the starts of their
-    // lease writes (a renew interval each, on schedule).
-    let lease_ms = args.lease.as_millis() as i64;
-    let renew_ms = args.renew.as_millis() as i64;
-    let describe = |roles: Vec<&Vec<(i64, i64)>>| -> String {
-        let n = roles.len().max(1);
-        let granted: Vec<i64> = roles
-            .iter()
-            .filter_map(|h| h.first())
-            .map(|l| l.0)
-            .collect();
-        let (mut early, mut on, mut late) = (0, 0, 0);
-        let mut first_late: Option<i64> = None;
-        for h in &roles {
-            for w in h.windows(2) {
-                // A lease's deadline is its write's start plus the lease duration.
-                let gap = w[1].1 - w[0].1;
-                if gap < renew_ms - 500 {
-                    early += 1;
-                } else if gap <= renew_ms + 500 {
-                    on += 1;
-                } else {
-                    late += 1;
-                    let at = w[1].1 - lease_ms - killed_at;
-                    first_late = Some(first_late.map_or(at, |f: i64| f.min(at)));
-                }
-            }
-        }
-        format!(
-            "{n} roles granted their terms {:.1} s to {:.1} s before the kill; gaps between their lease \
-             writes: {early} shorter than the renew interval, {on} within 0.5 s of it, {late} \
-             longer{}",
-            granted.iter().max().map_or(0, |g| killed_at - g) as f64 / 1000.0,
-            granted.iter().min().map_or(0, |g| killed_at - g) as f64 / 1000.0,
-            first_late.map_or(String::new(), |f| format!(
-                " (the first {:.1} s before the kill)",
-                -f as f64 / 1000.0
-            )),
-        )
-    };
+    let describe = |roles: Vec<&Vec<(i64, i64)>>| describe_terms(args, killed_at, roles);
     let (bunch, rest): (Vec<_>, Vec<_>) = (0..half)
         .filter_map(|i| {
             let role = format!("{prefix}-{i}");
@@ -510,57 +623,60 @@ fn burst(
                 / 1000.0)
                 .max(1.0),
     );
-    // Each standby's election is stamped by a task it wakes (see `elections`), not by polling
-    // thousands of snapshots, which would take CPU from the broker and the host.
-    let elections = elections::watch(runtime, standbys, args.lease * 3);
-    let mut next_stats = Instant::now();
-    while elections.settled() < elections.len() {
-        std::thread::sleep(Duration::from_millis(50));
-        if Instant::now() >= next_stats {
-            next_stats += Duration::from_secs(2);
-            println!(
-                "burst: +{:.1} s: {:?}",
-                (now_ms() - killed_at) as f64 / 1000.0,
-                host.stats()
-            );
+}
+
+/// Where roles got to their deadlines: when their terms were granted (InitProducerId; each
+/// claim's lease write may finish long after), and the gaps between the starts of their lease
+/// writes (a renew interval each, on schedule).
+fn describe_terms(args: &Args, killed_at: i64, roles: Vec<&Vec<(i64, i64)>>) -> String {
+    let lease_ms = args.lease.as_millis() as i64;
+    let renew_ms = args.renew.as_millis() as i64;
+    let n = roles.len().max(1);
+    let granted: Vec<i64> = roles
+        .iter()
+        .filter_map(|h| h.first())
+        .map(|l| l.0)
+        .collect();
+    let (mut early, mut on, mut late) = (0, 0, 0);
+    let mut first_late: Option<i64> = None;
+    for h in &roles {
+        for w in h.windows(2) {
+            // A lease's deadline is its write's start plus the lease duration.
+            let gap = w[1].1 - w[0].1;
+            if gap < renew_ms - 500 {
+                early += 1;
+            } else if gap <= renew_ms + 500 {
+                on += 1;
+            } else {
+                late += 1;
+                let at = w[1].1 - lease_ms - killed_at;
+                first_late = Some(first_late.map_or(at, |f: i64| f.min(at)));
+            }
         }
     }
-    // The new leaderships live until the figures are printed.
-    let (elected_at, held) = elections.finish(runtime);
-    let (sent, stats) = (client.requests_sent(), host.stats());
-    println!(
-        "burst: from the kill to the last election: {} requests to the broker from this process; \
-         its host read partitions {} times, {} times from the tail",
-        sent - sent_at_kill,
-        stats.reads - stats_at_kill.reads,
-        stats.tailed_reads - stats_at_kill.tailed_reads,
-    );
-    println!(
-        "burst: from the kill to the last election, requests by kind: {}",
-        requests_since(&client, &by_api_at_kill)
-    );
-    let secs = cpu_at_kill.2.elapsed().as_secs_f64();
-    println!(
-        "burst: from the kill to the last election: this process {:.0} % of one core, the \
-         broker {}, the machine {}",
-        (cpu_seconds("self") - cpu_at_kill.0) / secs * 100.0,
-        match (broker.as_deref(), cpu_at_kill.1) {
-            (Some(pid), Some(before)) =>
-                format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
-            _ => "unknown (--broker-pid)".to_owned(),
-        },
-        MachineCpu::now().since(&machine_at_kill),
-    );
-    let mut late: Vec<i64> = elected_at
-        .iter()
-        .zip(&deadlines)
-        .filter_map(|(at, d)| Some(at.as_ref()? - d.as_ref()?))
-        .collect();
-    late.sort_unstable();
-    // Lateness by partition: a partition whose reads stall (an open transaction of the dead
-    // process holds its last stable offset back) delays every role on it.
+    format!(
+        "{n} roles granted their terms {:.1} s to {:.1} s before the kill; gaps between their lease \
+         writes: {early} shorter than the renew interval, {on} within 0.5 s of it, {late} \
+         longer{}",
+        granted.iter().max().map_or(0, |g| killed_at - g) as f64 / 1000.0,
+        granted.iter().min().map_or(0, |g| killed_at - g) as f64 / 1000.0,
+        first_late.map_or(String::new(), |f| format!(
+            " (the first {:.1} s before the kill)",
+            -f as f64 / 1000.0
+        )),
+    )
+}
+
+/// Lateness by partition: a partition whose reads stall (an open transaction of the dead
+/// process holds its last stable offset back) delays every role on it.
+fn print_late_by_partition(
+    args: &Args,
+    prefix: &str,
+    elected_at: &[Option<i64>],
+    deadlines: &[Option<i64>],
+) {
     let mut by_partition: std::collections::BTreeMap<i32, (usize, usize, i64)> = Default::default();
-    for (i, (at, d)) in elected_at.iter().zip(&deadlines).enumerate() {
+    for (i, (at, d)) in elected_at.iter().zip(deadlines).enumerate() {
         let role = format!("{prefix}-{i}");
         let p = kafka_coordination::core::partition::partition_of_bytes(
             role.as_bytes(),
@@ -589,6 +705,23 @@ fn burst(
             late_parts.join("; ")
         }
     );
+}
+
+/// The burst's headline: how late after their deadlines the killed process's roles were
+/// elected here, and whether this process lost any of its own.
+fn print_burst_verdict(
+    half: usize,
+    elected_at: &[Option<i64>],
+    deadlines: &[Option<i64>],
+    killed_at: i64,
+    own: &[Leadership],
+) {
+    let mut late: Vec<i64> = elected_at
+        .iter()
+        .zip(deadlines)
+        .filter_map(|(at, d)| Some(at.as_ref()? - d.as_ref()?))
+        .collect();
+    late.sort_unstable();
     let unknown = deadlines.iter().filter(|d| d.is_none()).count();
     let missing = elected_at.iter().filter(|e| e.is_none()).count();
     let q = |p: f64| quantile(&late, p);
@@ -612,15 +745,6 @@ fn burst(
         own.len(),
         own.iter().filter(|l| l.is_done()).count(),
     );
-    // Leave every role clean before exiting: a renewal cut by the exit would stay open until
-    // its transaction timeout (a lease) and stall its partition for the next run's process.
-    let count = own.len() + held.len();
-    let (clean, took) = resign_all(runtime, own.into_iter().chain(held).collect());
-    println!(
-        "burst: this process resigned its {count} roles in {:.1} s ({clean} clean)",
-        took.as_secs_f64()
-    );
-    std::process::exit(0);
 }
 
 /// Hand-overs after a resign to a standby host, with the transport's tail and without, in the
