@@ -455,7 +455,7 @@ where
         ));
     }
 
-    /// 1. Registers the members one after the other, so the join order is the order of the
+    /// Step 1: Registers the members one after the other, so the join order is the order of the
     /// names: the first is elected at once, the others stand by with their ranks.
     fn register<F>(&self, connect: &F) -> Result<Vec<Member<T>>, Failure>
     where
@@ -585,7 +585,7 @@ where
         Ok((first, lease))
     }
 
-    /// 2. A renewal: same token, a later deadline.
+    /// Step 2: A renewal: same token, a later deadline.
     fn check_renewal(&self, first: FencingToken, lease: &LeaseEntry) -> Result<(), Failure> {
         let renewed = self.time.wait_for(
             "node-1 to renew its lease",
@@ -618,7 +618,7 @@ where
         Ok(())
     }
 
-    /// 3. Kills the leader: every call on its link fails from now on. It does not resign.
+    /// Step 3: Kills the leader: every call on its link fails from now on. It does not resign.
     /// Returns the deadline of its last lease and its successor's rank.
     fn kill_leader(
         &self,
@@ -648,7 +648,7 @@ where
         Ok((deadline, successor_rank))
     }
 
-    /// 4. The first standby takes over after the deadline (+ its rank's stagger), while the
+    /// Step 4: The first standby takes over after the deadline (+ its rank's stagger), while the
     /// old leader still believes it leads. Returns the new leader's token.
     fn take_over(
         &self,
@@ -696,7 +696,7 @@ where
         Ok(second)
     }
 
-    /// 5. A third party asks the coordinator who is authoritative.
+    /// Step 5: A third party asks the coordinator who is authoritative.
     fn ask_the_coordinator(
         &self,
         first: FencingToken,
@@ -790,7 +790,7 @@ where
         Ok(())
     }
 
-    /// 6. The dead leader's link comes back: the broker fences its next renewal.
+    /// Step 6: The dead leader's link comes back: the broker fences its next renewal.
     fn fence_the_zombie(&self, members: &[Member<T>], first: FencingToken) -> Result<(), Failure> {
         members[0].link.restore();
         self.out.event(
@@ -817,7 +817,7 @@ where
         Ok(())
     }
 
-    /// 7. A clean hand-over: node-2 resigns, node-3 takes over without waiting for a deadline.
+    /// Step 7: A clean hand-over: node-2 resigns, node-3 takes over without waiting for a deadline.
     fn hand_over(
         &self,
         members: &mut [Member<T>],
@@ -880,7 +880,7 @@ where
         })
     }
 
-    /// 8. Everyone leaves: the roster is empty and the lease cleared, once readable.
+    /// Step 8: Everyone leaves: the roster is empty and the lease cleared, once readable.
     fn leave(&self, members: &mut [Member<T>]) -> Result<(), Failure> {
         for m in members.iter_mut().skip(3) {
             if let Some(c) = m.candidacy.take() {

@@ -46,7 +46,7 @@ impl Lease {
     }
 
     /// Decodes a lease value. An empty slice is a tombstone, not a value: it fails with
-    /// [`FormatErrorKind::Truncated`].
+    /// [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     ///
     /// The same parser as [`LeaseRef::decode`], whose result it copies into an owned member.
     pub fn decode(bytes: &[u8]) -> Result<Lease, FormatError> {
@@ -88,7 +88,7 @@ pub struct LeaseRef<'a> {
 impl<'a> LeaseRef<'a> {
     /// Decodes a lease value without allocating. It fails exactly where, and with exactly the
     /// error, [`Lease::decode`] fails. An empty slice is a tombstone, not a value: it fails with
-    /// [`FormatErrorKind::Truncated`].
+    /// [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     pub fn decode(bytes: &'a [u8]) -> Result<LeaseRef<'a>, FormatError> {
         LeaseRef::decode_expecting(bytes, None)
     }

@@ -38,7 +38,7 @@ impl Registration {
     }
 
     /// Decodes a registration value. An empty slice is a tombstone, not a value: it fails with
-    /// [`FormatErrorKind::Truncated`].
+    /// [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     ///
     /// The same parser as [`RegistrationRef::decode`], whose result it copies into an owned
     /// member.
@@ -66,7 +66,7 @@ pub struct RegistrationRef<'a> {
 impl<'a> RegistrationRef<'a> {
     /// Decodes a registration value without allocating. It fails exactly where, and with
     /// exactly the error, [`Registration::decode`] fails. An empty slice is a tombstone, not a
-    /// value: it fails with [`FormatErrorKind::Truncated`].
+    /// value: it fails with [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     pub fn decode(bytes: &'a [u8]) -> Result<RegistrationRef<'a>, FormatError> {
         RegistrationRef::decode_expecting(bytes, None)
     }
