@@ -6,33 +6,7 @@
 //! ([`ManualClock::settle`]: exact, no sleeps, no polling), so a 30-second lease costs no real
 //! time and a run takes the same path on an idle laptop and on a loaded CI machine.
 //!
-//! ```
-//! use std::time::Duration;
-//! use kafka_coordination::testkit::TestCluster;
-//!
-//! let cluster = TestCluster::new();             // blocking driver, lease 3 s, renew 1 s
-//! let a = cluster.join("scheduler", "node-a");  // registers, elected at once
-//! let b = cluster.join("scheduler", "node-b");  // standby, rank 0
-//! assert!(a.is_leader() && !b.is_leader());
-//! let old = a.token().unwrap();
-//! a.link().cut();                               // node-a freezes: it cannot renew
-//! cluster.advance(Duration::from_secs(4));      // past its lease: node-b takes over
-//! assert!(b.is_leader() && b.token().unwrap() != old);
-//! a.link().restore();                           // node-a's next renewal meets the fence
-//! cluster.advance(Duration::from_secs(1));
-//! assert!(a.error().is_some_and(|e| e.is_fenced()));
-//! ```
-//!
-//! The fault switches are the ones the library has: [`Link::cut`] on a member's link (a frozen,
-//! dead or partitioned process that does not resign), and the broker's fault injection
-//! ([`MemoryBroker::fail_next`], [`MemoryBroker::lose_next_reply`],
-//! [`MemoryBroker::set_partition_unavailable`], ...) through [`TestCluster::broker`].
-//!
-//! The kit's methods block the calling thread while drivers settle: call them from a plain
-//! `#[test]` (or from `spawn_blocking`), not from inside an async task. Each method that waits
-//! for drivers panics with the names of the drivers that did not settle when
-//! [`SETTLE_GUARD`](crate::clock::SETTLE_GUARD) of real time passes: a hang guard, never a
-//! verdict.
+//! See [`TestCluster`] for an example, the fault switches and the threads it blocks.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -106,7 +80,35 @@ impl Flavour {
     }
 }
 
-/// Members on one [`MemoryBroker`] and one [`ManualClock`]; see the [module docs](self).
+/// Members on one [`MemoryBroker`] and one [`ManualClock`].
+///
+/// ```
+/// use std::time::Duration;
+/// use kafka_coordination::testkit::TestCluster;
+///
+/// let cluster = TestCluster::new();             // blocking driver, lease 3 s, renew 1 s
+/// let a = cluster.join("scheduler", "node-a");  // registers, elected at once
+/// let b = cluster.join("scheduler", "node-b");  // standby, rank 0
+/// assert!(a.is_leader() && !b.is_leader());
+/// let old = a.token().unwrap();
+/// a.link().cut();                               // node-a freezes: it cannot renew
+/// cluster.advance(Duration::from_secs(4));      // past its lease: node-b takes over
+/// assert!(b.is_leader() && b.token().unwrap() != old);
+/// a.link().restore();                           // node-a's next renewal meets the fence
+/// cluster.advance(Duration::from_secs(1));
+/// assert!(a.error().is_some_and(|e| e.is_fenced()));
+/// ```
+///
+/// The fault switches are the ones the library has: [`Link::cut`] on a member's link (a frozen,
+/// dead or partitioned process that does not resign), and the broker's fault injection
+/// ([`MemoryBroker::fail_next`], [`MemoryBroker::lose_next_reply`],
+/// [`MemoryBroker::set_partition_unavailable`], ...) through [`TestCluster::broker`].
+///
+/// The kit's methods block the calling thread while drivers settle: call them from a plain
+/// `#[test]` (or from `spawn_blocking`), not from inside an async task. Each method that waits
+/// for drivers panics with the names of the drivers that did not settle when
+/// [`SETTLE_GUARD`](crate::clock::SETTLE_GUARD) of real time passes: a hang guard, never a
+/// verdict.
 pub struct TestCluster {
     clock: ManualClock,
     broker: MemoryBroker,

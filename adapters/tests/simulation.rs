@@ -7,7 +7,7 @@
 //! Multi-role processes: with `SIM_ROLES=<n>` (n >= 2) every member is a process hosting a
 //! candidate of each of n roles on one shared transport (some roles on the same partition), and
 //! a crash, restart or pause of a process hits all its roles at once; every invariant is
-//! checked for every role after every step (see "Multi-role processes" in `sim/mod.rs`).
+//! checked for every role after every step (see "Multi-role processes" in `sim/world.rs`).
 //!
 //! `SIM_LENIENT=1` counts L1 misses, L4 violations and G1/G2 failures in the figures instead of
 //! failing (to measure a machine that does not meet them).

@@ -274,13 +274,57 @@ fn burst(
     client: Arc<KafkaTransport>,
     options: Options,
 ) {
-    use std::io::BufRead;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let prefix = format!("burst-{stamp:x}");
     let half = args.roles / 2;
+    let mut child = spawn_burst_child(args, &prefix, half);
+    let host = host_on(args, runtime, &client);
+    let (own, standbys) = lead_and_stand_by(args, runtime, &host, &prefix, &options);
+    if args.steady {
+        wait_until_steady(args, &host);
+    }
+    stand_by_one_renew_interval(args, &client, &host);
+    let _ = child.kill();
+    let kill = AtKill::now(args, &client, &host);
+    let _ = child.wait();
+    let deadlines = read_deadlines(args, &client, &prefix, half, kill.at);
+    // Each standby's election is stamped by a task it wakes (see `elections`), not by polling
+    // thousands of snapshots, which would take CPU from the broker and the host.
+    let elections = elections::watch(runtime, standbys, args.lease * 3);
+    let mut next_stats = Instant::now();
+    while elections.settled() < elections.len() {
+        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() >= next_stats {
+            next_stats += Duration::from_secs(2);
+            println!(
+                "burst: +{:.1} s: {:?}",
+                (now_ms() - kill.at) as f64 / 1000.0,
+                host.stats()
+            );
+        }
+    }
+    // The new leaderships live until the figures are printed.
+    let (elected_at, held) = elections.finish(runtime);
+    kill.print_costs(&client, &host);
+    print_late_by_partition(args, &prefix, &elected_at, &deadlines);
+    print_burst_verdict(half, &elected_at, &deadlines, kill.at, &own);
+    // Leave every role clean before exiting: a renewal cut by the exit would stay open until
+    // its transaction timeout (a lease) and stall its partition for the next run's process.
+    let count = own.len() + held.len();
+    let (clean, took) = resign_all(runtime, own.into_iter().chain(held).collect());
+    println!(
+        "burst: this process resigned its {count} roles in {:.1} s ({clean} clean)",
+        took.as_secs_f64()
+    );
+    std::process::exit(0);
+}
+
+/// Starts the child process the burst kills, and waits until it leads its `half` of the roles.
+fn spawn_burst_child(args: &Args, prefix: &str, half: usize) -> std::process::Child {
+    use std::io::BufRead;
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
     let mut command = std::process::Command::new(exe);
     if args.no_spread {
@@ -305,7 +349,7 @@ fn burst(
             "--connections",
             &args.connections.to_string(),
             "--burst-child",
-            &prefix,
+            prefix,
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -326,7 +370,19 @@ fn burst(
         "burst: the child leads {half} roles after {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let host = host_on(args, runtime, &client);
+    child
+}
+
+/// Leads the second half of the roles on `host` and stands by for the first half, until every
+/// standby has rank 0.
+fn lead_and_stand_by(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    host: &kafka_coordination::host::Host,
+    prefix: &str,
+    options: &Options,
+) -> (Vec<Leadership>, Vec<kafka_coordination::Candidacy>) {
+    let half = args.roles / 2;
     let (own, standbys) = runtime.block_on(async {
         let own: Vec<_> = (half..args.roles)
             .map(|i| {
@@ -357,35 +413,46 @@ fn burst(
          child (SIGKILL) after one more renew interval",
         own.len()
     );
-    if args.steady {
-        // Start the stand-by interval only once this process's host has kept up (no call
-        // waiting for a thread) for a whole renew interval: a burst in the steady state, not
-        // in the backlog that both processes' starts leave on a slow machine.
-        let (began, limit) = (Instant::now(), Duration::from_secs(300));
-        let mut quiet_since = Instant::now();
-        while quiet_since.elapsed() < args.renew && began.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(250));
-            if host.stats().queued > 0 {
-                quiet_since = Instant::now();
-            }
+    (own, standbys)
+}
+
+/// `--steady`: starts the stand-by interval only once this process's host has kept up (no call
+/// waiting for a thread) for a whole renew interval: a burst in the steady state, not in the
+/// backlog that both processes' starts leave on a slow machine.
+fn wait_until_steady(args: &Args, host: &kafka_coordination::host::Host) {
+    let (began, limit) = (Instant::now(), Duration::from_secs(300));
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < args.renew && began.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(250));
+        if host.stats().queued > 0 {
+            quiet_since = Instant::now();
         }
-        println!(
-            "burst: --steady: the host's queue {} a renew interval after {:.1} s",
-            if quiet_since.elapsed() >= args.renew {
-                "was empty for"
-            } else {
-                "was still not empty for"
-            },
-            began.elapsed().as_secs_f64()
-        );
     }
+    println!(
+        "burst: --steady: the host's queue {} a renew interval after {:.1} s",
+        if quiet_since.elapsed() >= args.renew {
+            "was empty for"
+        } else {
+            "was still not empty for"
+        },
+        began.elapsed().as_secs_f64()
+    );
+}
+
+/// Stands by for one renew interval (and a half second) before the kill, and prints what this
+/// process sent meanwhile.
+fn stand_by_one_renew_interval(
+    args: &Args,
+    client: &KafkaTransport,
+    host: &kafka_coordination::host::Host,
+) {
     let (sent0, stats0, t0) = (client.requests_sent(), host.stats(), Instant::now());
     let (by_api0, machine0) = (client.requests_by_api(), MachineCpu::now());
     std::thread::sleep(args.renew + Duration::from_millis(500));
     let (sent1, stats1) = (client.requests_sent(), host.stats());
     println!(
         "burst: standing by, requests by kind: {}; the host's queue {}; the machine {}",
-        requests_since(&client, &by_api0),
+        requests_since(client, &by_api0),
         stats1.queued,
         MachineCpu::now().since(&machine0),
     );
@@ -397,19 +464,84 @@ fn burst(
         stats1.tailed_reads - stats0.tailed_reads,
         if args.no_tail { "off" } else { "on" },
     );
-    let _ = child.kill();
-    let killed_at = now_ms();
-    let (sent_at_kill, stats_at_kill) = (client.requests_sent(), host.stats());
-    let broker = args.broker_pid.map(|p| p.to_string());
-    let cpu_at_kill = (
-        cpu_seconds("self"),
-        broker.as_deref().map(cpu_seconds),
-        Instant::now(),
-    );
-    let (by_api_at_kill, machine_at_kill) = (client.requests_by_api(), MachineCpu::now());
-    let _ = child.wait();
-    // Each role's deadline: the last lease the child committed, as the topic holds it; one
-    // read of each partition, done well before the first deadline.
+}
+
+/// What this process, the broker and the machine had done when the child was killed.
+struct AtKill {
+    at: i64,
+    sent: u64,
+    stats: kafka_coordination::host::HostStats,
+    broker: Option<String>,
+    cpu_self: f64,
+    cpu_broker: Option<f64>,
+    since: Instant,
+    by_api: Vec<(String, u64)>,
+    machine: MachineCpu,
+}
+
+impl AtKill {
+    fn now(args: &Args, client: &KafkaTransport, host: &kafka_coordination::host::Host) -> AtKill {
+        let at = now_ms();
+        let (sent, stats) = (client.requests_sent(), host.stats());
+        let broker = args.broker_pid.map(|p| p.to_string());
+        let (cpu_self, cpu_broker, since) = (
+            cpu_seconds("self"),
+            broker.as_deref().map(cpu_seconds),
+            Instant::now(),
+        );
+        let (by_api, machine) = (client.requests_by_api(), MachineCpu::now());
+        AtKill {
+            at,
+            sent,
+            stats,
+            broker,
+            cpu_self,
+            cpu_broker,
+            since,
+            by_api,
+            machine,
+        }
+    }
+
+    /// Prints what the takeovers cost from the kill to the last election.
+    fn print_costs(&self, client: &KafkaTransport, host: &kafka_coordination::host::Host) {
+        let (sent, stats) = (client.requests_sent(), host.stats());
+        println!(
+            "burst: from the kill to the last election: {} requests to the broker from this process; \
+             its host read partitions {} times, {} times from the tail",
+            sent - self.sent,
+            stats.reads - self.stats.reads,
+            stats.tailed_reads - self.stats.tailed_reads,
+        );
+        println!(
+            "burst: from the kill to the last election, requests by kind: {}",
+            requests_since(client, &self.by_api)
+        );
+        let secs = self.since.elapsed().as_secs_f64();
+        println!(
+            "burst: from the kill to the last election: this process {:.0} % of one core, the \
+             broker {}, the machine {}",
+            (cpu_seconds("self") - self.cpu_self) / secs * 100.0,
+            match (self.broker.as_deref(), self.cpu_broker) {
+                (Some(pid), Some(before)) =>
+                    format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
+                _ => "unknown (--broker-pid)".to_owned(),
+            },
+            MachineCpu::now().since(&self.machine),
+        );
+    }
+}
+
+/// Each killed role's deadline: the last lease the child committed, as the topic holds it; one
+/// read of each partition, done well before the first deadline. Prints when they fall and how
+/// they bunch.
+fn read_deadlines(
+    args: &Args,
+    client: &KafkaTransport,
+    prefix: &str,
+    half: usize,
+    killed_at: i64,
+) -> Vec<Option<i64>> {
     let mut history: std::collections::HashMap<String, Vec<(i64, i64)>> = Default::default();
     for partition in 0..args.partitions {
         use kafka_coordination::StateReader;
@@ -432,10 +564,31 @@ fn burst(
         known.iter().min().map_or(0, |d| d - killed_at) as f64 / 1000.0,
         known.iter().max().map_or(0, |d| d - killed_at) as f64 / 1000.0,
     );
-    // How many takeovers the busiest second asks for: a child whose renewals fell behind
-    // (it too runs on this machine) bunches its deadlines, and no queue order keeps a
-    // bunch on time that the broker cannot answer in time.
-    let mut sorted = known.clone();
+    print_bunches(
+        args,
+        prefix,
+        half,
+        killed_at,
+        &known,
+        &history,
+        &deadline_of,
+    );
+    deadlines
+}
+
+/// How many takeovers the busiest second asks for: a child whose renewals fell behind (it too
+/// runs on this machine) bunches its deadlines, and no queue order keeps a bunch on time that
+/// the broker cannot answer in time. Prints where that second's roles got there.
+fn print_bunches(
+    args: &Args,
+    prefix: &str,
+    half: usize,
+    killed_at: i64,
+    known: &[i64],
+    history: &std::collections::HashMap<String, Vec<(i64, i64)>>,
+    deadline_of: &std::collections::HashMap<String, i64>,
+) {
+    let mut sorted = known.to_vec();
     sorted.sort_unstable();
     let (mut busiest, mut busiest_at, mut first) = (0usize, 0i64, 0usize);
     for (last, d) in sorted.iter().enumerate() {
@@ -446,47 +599,7 @@ fn burst(
             (busiest, busiest_at) = (last + 1 - first, sorted[first]);
         }
     }
-    // Where the busiest second's roles got there: when their terms were granted (InitProducerId;
-    // each claim's lease write may finish long after), and the gaps between the starts of their
-    // lease writes (a renew interval each, on schedule).
-    let lease_ms = args.lease.as_millis() as i64;
-    let renew_ms = args.renew.as_millis() as i64;
-    let describe = |roles: Vec<&Vec<(i64, i64)>>| -> String {
-        let n = roles.len().max(1);
-        let granted: Vec<i64> = roles
-            .iter()
-            .filter_map(|h| h.first())
-            .map(|l| l.0)
-            .collect();
-        let (mut early, mut on, mut late) = (0, 0, 0);
-        let mut first_late: Option<i64> = None;
-        for h in &roles {
-            for w in h.windows(2) {
-                // A lease's deadline is its write's start plus the lease duration.
-                let gap = w[1].1 - w[0].1;
-                if gap < renew_ms - 500 {
-                    early += 1;
-                } else if gap <= renew_ms + 500 {
-                    on += 1;
-                } else {
-                    late += 1;
-                    let at = w[1].1 - lease_ms - killed_at;
-                    first_late = Some(first_late.map_or(at, |f: i64| f.min(at)));
-                }
-            }
-        }
-        format!(
-            "{n} roles granted their terms {:.1} s to {:.1} s before the kill; gaps between their lease \
-             writes: {early} shorter than the renew interval, {on} within 0.5 s of it, {late} \
-             longer{}",
-            granted.iter().max().map_or(0, |g| killed_at - g) as f64 / 1000.0,
-            granted.iter().min().map_or(0, |g| killed_at - g) as f64 / 1000.0,
-            first_late.map_or(String::new(), |f| format!(
-                " (the first {:.1} s before the kill)",
-                -f as f64 / 1000.0
-            )),
-        )
-    };
+    let describe = |roles: Vec<&Vec<(i64, i64)>>| describe_terms(args, killed_at, roles);
     let (bunch, rest): (Vec<_>, Vec<_>) = (0..half)
         .filter_map(|i| {
             let role = format!("{prefix}-{i}");
@@ -510,57 +623,60 @@ fn burst(
                 / 1000.0)
                 .max(1.0),
     );
-    // Each standby's election is stamped by a task it wakes (see `elections`), not by polling
-    // thousands of snapshots, which would take CPU from the broker and the host.
-    let elections = elections::watch(runtime, standbys, args.lease * 3);
-    let mut next_stats = Instant::now();
-    while elections.settled() < elections.len() {
-        std::thread::sleep(Duration::from_millis(50));
-        if Instant::now() >= next_stats {
-            next_stats += Duration::from_secs(2);
-            println!(
-                "burst: +{:.1} s: {:?}",
-                (now_ms() - killed_at) as f64 / 1000.0,
-                host.stats()
-            );
+}
+
+/// Where roles got to their deadlines: when their terms were granted (InitProducerId; each
+/// claim's lease write may finish long after), and the gaps between the starts of their lease
+/// writes (a renew interval each, on schedule).
+fn describe_terms(args: &Args, killed_at: i64, roles: Vec<&Vec<(i64, i64)>>) -> String {
+    let lease_ms = args.lease.as_millis() as i64;
+    let renew_ms = args.renew.as_millis() as i64;
+    let n = roles.len().max(1);
+    let granted: Vec<i64> = roles
+        .iter()
+        .filter_map(|h| h.first())
+        .map(|l| l.0)
+        .collect();
+    let (mut early, mut on, mut late) = (0, 0, 0);
+    let mut first_late: Option<i64> = None;
+    for h in &roles {
+        for w in h.windows(2) {
+            // A lease's deadline is its write's start plus the lease duration.
+            let gap = w[1].1 - w[0].1;
+            if gap < renew_ms - 500 {
+                early += 1;
+            } else if gap <= renew_ms + 500 {
+                on += 1;
+            } else {
+                late += 1;
+                let at = w[1].1 - lease_ms - killed_at;
+                first_late = Some(first_late.map_or(at, |f: i64| f.min(at)));
+            }
         }
     }
-    // The new leaderships live until the figures are printed.
-    let (elected_at, held) = elections.finish(runtime);
-    let (sent, stats) = (client.requests_sent(), host.stats());
-    println!(
-        "burst: from the kill to the last election: {} requests to the broker from this process; \
-         its host read partitions {} times, {} times from the tail",
-        sent - sent_at_kill,
-        stats.reads - stats_at_kill.reads,
-        stats.tailed_reads - stats_at_kill.tailed_reads,
-    );
-    println!(
-        "burst: from the kill to the last election, requests by kind: {}",
-        requests_since(&client, &by_api_at_kill)
-    );
-    let secs = cpu_at_kill.2.elapsed().as_secs_f64();
-    println!(
-        "burst: from the kill to the last election: this process {:.0} % of one core, the \
-         broker {}, the machine {}",
-        (cpu_seconds("self") - cpu_at_kill.0) / secs * 100.0,
-        match (broker.as_deref(), cpu_at_kill.1) {
-            (Some(pid), Some(before)) =>
-                format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
-            _ => "unknown (--broker-pid)".to_owned(),
-        },
-        MachineCpu::now().since(&machine_at_kill),
-    );
-    let mut late: Vec<i64> = elected_at
-        .iter()
-        .zip(&deadlines)
-        .filter_map(|(at, d)| Some(at.as_ref()? - d.as_ref()?))
-        .collect();
-    late.sort_unstable();
-    // Lateness by partition: a partition whose reads stall (an open transaction of the dead
-    // process holds its last stable offset back) delays every role on it.
+    format!(
+        "{n} roles granted their terms {:.1} s to {:.1} s before the kill; gaps between their lease \
+         writes: {early} shorter than the renew interval, {on} within 0.5 s of it, {late} \
+         longer{}",
+        granted.iter().max().map_or(0, |g| killed_at - g) as f64 / 1000.0,
+        granted.iter().min().map_or(0, |g| killed_at - g) as f64 / 1000.0,
+        first_late.map_or(String::new(), |f| format!(
+            " (the first {:.1} s before the kill)",
+            -f as f64 / 1000.0
+        )),
+    )
+}
+
+/// Lateness by partition: a partition whose reads stall (an open transaction of the dead
+/// process holds its last stable offset back) delays every role on it.
+fn print_late_by_partition(
+    args: &Args,
+    prefix: &str,
+    elected_at: &[Option<i64>],
+    deadlines: &[Option<i64>],
+) {
     let mut by_partition: std::collections::BTreeMap<i32, (usize, usize, i64)> = Default::default();
-    for (i, (at, d)) in elected_at.iter().zip(&deadlines).enumerate() {
+    for (i, (at, d)) in elected_at.iter().zip(deadlines).enumerate() {
         let role = format!("{prefix}-{i}");
         let p = kafka_coordination::core::partition::partition_of_bytes(
             role.as_bytes(),
@@ -589,6 +705,23 @@ fn burst(
             late_parts.join("; ")
         }
     );
+}
+
+/// The burst's headline: how late after their deadlines the killed process's roles were
+/// elected here, and whether this process lost any of its own.
+fn print_burst_verdict(
+    half: usize,
+    elected_at: &[Option<i64>],
+    deadlines: &[Option<i64>],
+    killed_at: i64,
+    own: &[Leadership],
+) {
+    let mut late: Vec<i64> = elected_at
+        .iter()
+        .zip(deadlines)
+        .filter_map(|(at, d)| Some(at.as_ref()? - d.as_ref()?))
+        .collect();
+    late.sort_unstable();
     let unknown = deadlines.iter().filter(|d| d.is_none()).count();
     let missing = elected_at.iter().filter(|e| e.is_none()).count();
     let q = |p: f64| quantile(&late, p);
@@ -612,15 +745,6 @@ fn burst(
         own.len(),
         own.iter().filter(|l| l.is_done()).count(),
     );
-    // Leave every role clean before exiting: a renewal cut by the exit would stay open until
-    // its transaction timeout (a lease) and stall its partition for the next run's process.
-    let count = own.len() + held.len();
-    let (clean, took) = resign_all(runtime, own.into_iter().chain(held).collect());
-    println!(
-        "burst: this process resigned its {count} roles in {:.1} s ({clean} clean)",
-        took.as_secs_f64()
-    );
-    std::process::exit(0);
 }
 
 /// Hand-overs after a resign to a standby host, with the transport's tail and without, in the
@@ -782,7 +906,19 @@ fn main() {
         burst(&args, &runtime, client, options);
         return;
     }
-    let (threads0, rss0, sockets0) = own_resources();
+    steady_state(&args, &runtime, &client, options);
+}
+
+/// The default run: elects every role, holds them for `--seconds` of steady state while it
+/// samples their renewals, and prints what it cost.
+fn steady_state(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    client: &Arc<KafkaTransport>,
+    options: Options,
+) {
+    let before = own_resources();
+    let (threads0, rss0, sockets0) = before;
     println!(
         "many_roles: {} roles, lease {:?}, renew {:?}, one client, driver {} (tokio: 2 workers, \
          blocking pool <= {}; host: {} I/O threads); before: {threads0} threads, {} MiB RSS, \
@@ -801,9 +937,65 @@ fn main() {
         .unwrap_or(0);
     let started = Instant::now();
     let by_api_before = client.requests_by_api();
-    let host = (args.driver == "host").then(|| host_on(&args, &runtime, &client));
-    let leaderships: Vec<Leadership> = runtime.block_on(async {
-        if let Some(host) = &host {
+    let host = (args.driver == "host").then(|| host_on(args, runtime, client));
+    let leaderships = elect_all(args, runtime, client, host.as_ref(), &options, stamp);
+    let elected_in = started.elapsed();
+    let after = own_resources();
+    let (threads1, rss1, sockets1) = after;
+    println!(
+        "all {} roles elected in {:.1} s; now {threads1} threads, {} MiB RSS, {sockets1} sockets",
+        leaderships.len(),
+        elected_in.as_secs_f64(),
+        rss1 / 1024
+    );
+    println!(
+        "  requests by kind to elect them: {}",
+        requests_since(client, &by_api_before)
+    );
+    let mut run = Steady::new(args, client, &leaderships, after);
+    let steady = Duration::from_secs(args.seconds);
+    while run.t0.elapsed() < steady {
+        std::thread::sleep(Duration::from_millis(250).min(steady.saturating_sub(run.t0.elapsed())));
+        run.kill_when_due(args);
+        run.join_when_due(args, host.as_ref(), &options, stamp);
+        run.sample_renewals(&leaderships);
+        if Instant::now() < run.next_print && run.t0.elapsed() < steady {
+            continue;
+        }
+        run.print_progress(args, client, host.as_ref(), &leaderships);
+    }
+    let (secs, cpu, bcpu) = run.cpu();
+    run.print_renewals(args, elected_in, cpu);
+    run.print_lease_gaps(&leaderships);
+    println!(
+        "requests given up on when their broker went silent: {}",
+        client.requests_abandoned()
+    );
+    run.print_joined();
+    if run.killed_at.is_some() {
+        run.print_after_kill(args, client, &leaderships);
+    }
+    run.print_summary(args, client, before, after, elected_in, (secs, cpu, bcpu));
+    // Every role resigns at once: how long a process with this many roles takes to leave.
+    let count = leaderships.len();
+    let (clean, took) = resign_all(runtime, leaderships);
+    println!(
+        "all {count} roles resigned at once in {:.1} s ({clean} left the role clean)",
+        took.as_secs_f64()
+    );
+}
+
+/// Starts every role (on the host, or a tokio task each) and waits until all are elected.
+fn elect_all(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    client: &Arc<KafkaTransport>,
+    host: Option<&kafka_coordination::host::Host>,
+    options: &Options,
+    stamp: u128,
+) -> Vec<Leadership> {
+    runtime.block_on(async {
+        if let Some(host) = host {
             let candidacies: Vec<_> = (0..args.roles)
                 .map(|i| {
                     host.start(&format!("many-{stamp:x}-{i}"), "solo", options.clone())
@@ -837,70 +1029,108 @@ fn main() {
             }
         }
         out
-    });
-    let elected_in = started.elapsed();
-    let (threads1, rss1, sockets1) = own_resources();
-    println!(
-        "all {} roles elected in {:.1} s; now {threads1} threads, {} MiB RSS, {sockets1} sockets",
-        leaderships.len(),
-        elected_in.as_secs_f64(),
-        rss1 / 1024
-    );
-    println!(
-        "  requests by kind to elect them: {}",
-        requests_since(&client, &by_api_before)
-    );
-    let broker = args.broker_pid.map(|p| p.to_string());
-    let (cpu0, broker0, t0, requests0, machine0) = (
-        cpu_seconds("self"),
-        broker.as_deref().map(cpu_seconds),
-        Instant::now(),
-        client.requests_sent(),
-        MachineCpu::now(),
-    );
-    let mut max_threads = threads1;
-    let mut max_rss = rss1;
-    let mut lost = 0;
-    let steady = Duration::from_secs(args.seconds);
-    // Renewal lag: each role's consecutive renewal instants, sampled every 250 ms (a renew
-    // interval of seconds leaves at most one renewal between samples), less the interval.
-    let mut last_renewal: Vec<Option<kafka_coordination::UnixMillis>> = leaderships
-        .iter()
-        .map(|l| l.health().last_renewal)
-        .collect();
-    let mut lags: Vec<i64> = Vec::new();
-    // The same lags by when they were seen (seconds after the last election), for the windows.
-    let mut lags_seen: Vec<(u64, i64)> = Vec::new();
-    // Leases that ran out before the renewal after them was seen committed: each role's lease
-    // deadline as last seen, and the gaps (the sample that saw the renewal, less that
-    // deadline). A renewal issued on time that commits late shows here, not in the lag above.
-    let mut deadlines: Vec<Option<kafka_coordination::UnixMillis>> = leaderships
-        .iter()
-        .map(|l| l.health().lease_deadline)
-        .collect();
-    let mut gaps: Vec<i64> = Vec::new();
-    let mut gapped_roles = std::collections::BTreeSet::new();
-    // How much of the lease was left when the renewal after it was seen committed (negative:
-    // it had run out): how close the leases came to running out.
-    let mut margins: Vec<i64> = Vec::new();
-    let renew_ms = args.renew.as_millis() as i64;
-    let mut next_print = Instant::now() + Duration::from_secs(5);
-    let mut by_api_last = client.requests_by_api();
-    // `--kill-pid`: when the process was killed, and each role's worst lag after it.
-    let mut killed_at: Option<kafka_coordination::UnixMillis> = None;
-    let mut lag_after_kill: Vec<i64> = vec![0; leaderships.len()];
-    // `--join N`: the candidacies started after the kill, when, and when all were elected.
-    let mut joined: Vec<kafka_coordination::Candidacy> = Vec::new();
-    let mut joined_at: Option<Instant> = None;
-    let mut all_joined = false;
-    while t0.elapsed() < steady {
-        std::thread::sleep(Duration::from_millis(250).min(steady.saturating_sub(t0.elapsed())));
-        if let (Some(pid), None) = (args.kill_pid, killed_at) {
-            if t0.elapsed() >= Duration::from_secs(args.kill_at) {
+    })
+}
+
+/// What the steady state samples and accumulates.
+struct Steady {
+    broker: Option<String>,
+    cpu0: f64,
+    broker0: Option<f64>,
+    t0: Instant,
+    requests0: u64,
+    machine0: MachineCpu,
+    max_threads: usize,
+    max_rss: u64,
+    lost: usize,
+    renew_ms: i64,
+    /// Renewal lag: each role's consecutive renewal instants, sampled every 250 ms (a renew
+    /// interval of seconds leaves at most one renewal between samples), less the interval.
+    last_renewal: Vec<Option<kafka_coordination::UnixMillis>>,
+    lags: Vec<i64>,
+    /// The same lags by when they were seen (seconds after the last election), for the windows.
+    lags_seen: Vec<(u64, i64)>,
+    /// Leases that ran out before the renewal after them was seen committed: each role's lease
+    /// deadline as last seen, and the gaps (the sample that saw the renewal, less that
+    /// deadline). A renewal issued on time that commits late shows here, not in the lag above.
+    deadlines: Vec<Option<kafka_coordination::UnixMillis>>,
+    gaps: Vec<i64>,
+    gapped_roles: std::collections::BTreeSet<usize>,
+    /// How much of the lease was left when the renewal after it was seen committed (negative:
+    /// it had run out): how close the leases came to running out.
+    margins: Vec<i64>,
+    next_print: Instant,
+    by_api_last: Vec<(String, u64)>,
+    /// `--kill-pid`: when the process was killed, and each role's worst lag after it.
+    killed_at: Option<kafka_coordination::UnixMillis>,
+    lag_after_kill: Vec<i64>,
+    /// `--join N`: the candidacies started after the kill, when, and when all were elected.
+    joined: Vec<kafka_coordination::Candidacy>,
+    joined_at: Option<Instant>,
+    all_joined: bool,
+}
+
+impl Steady {
+    fn new(
+        args: &Args,
+        client: &KafkaTransport,
+        leaderships: &[Leadership],
+        (threads1, rss1, _): (usize, u64, usize),
+    ) -> Steady {
+        let broker = args.broker_pid.map(|p| p.to_string());
+        let (cpu0, broker0, t0, requests0, machine0) = (
+            cpu_seconds("self"),
+            broker.as_deref().map(cpu_seconds),
+            Instant::now(),
+            client.requests_sent(),
+            MachineCpu::now(),
+        );
+        let last_renewal = leaderships
+            .iter()
+            .map(|l| l.health().last_renewal)
+            .collect();
+        let deadlines = leaderships
+            .iter()
+            .map(|l| l.health().lease_deadline)
+            .collect();
+        let next_print = Instant::now() + Duration::from_secs(5);
+        let by_api_last = client.requests_by_api();
+        Steady {
+            broker,
+            cpu0,
+            broker0,
+            t0,
+            requests0,
+            machine0,
+            max_threads: threads1,
+            max_rss: rss1,
+            lost: 0,
+            renew_ms: args.renew.as_millis() as i64,
+            last_renewal,
+            lags: Vec::new(),
+            lags_seen: Vec::new(),
+            deadlines,
+            gaps: Vec::new(),
+            gapped_roles: std::collections::BTreeSet::new(),
+            margins: Vec::new(),
+            next_print,
+            by_api_last,
+            killed_at: None,
+            lag_after_kill: vec![0; leaderships.len()],
+            joined: Vec::new(),
+            joined_at: None,
+            all_joined: false,
+        }
+    }
+
+    /// `--kill-pid PID --kill-at S`: signals the process once S seconds have passed.
+    fn kill_when_due(&mut self, args: &Args) {
+        if let (Some(pid), None) = (args.kill_pid, self.killed_at) {
+            if self.t0.elapsed() >= Duration::from_secs(args.kill_at) {
                 let status = std::process::Command::new("kill")
                     .args([format!("-{}", args.kill_signal), pid.to_string()])
                     .status();
-                killed_at = Some(kafka_coordination::Clock::now(
+                self.killed_at = Some(kafka_coordination::Clock::now(
                     &kafka_coordination::SystemClock,
                 ));
                 println!(
@@ -909,82 +1139,109 @@ fn main() {
                 );
             }
         }
-        if let (Some(k), Some(host)) = (killed_at, &host) {
+    }
+
+    /// `--join N`: starts N more roles 2 s after the kill, and notes when all are elected.
+    fn join_when_due(
+        &mut self,
+        args: &Args,
+        host: Option<&kafka_coordination::host::Host>,
+        options: &Options,
+        stamp: u128,
+    ) {
+        if let (Some(k), Some(host)) = (self.killed_at, host) {
             let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
-            if args.join > 0 && joined.is_empty() && now.0 - k.0 >= 2_000 {
-                joined = (0..args.join)
+            if args.join > 0 && self.joined.is_empty() && now.0 - k.0 >= 2_000 {
+                self.joined = (0..args.join)
                     .map(|i| {
                         host.start(&format!("join-{stamp:x}-{i}"), "solo", options.clone())
                             .unwrap_or_else(|e| fail(e.to_string()))
                     })
                     .collect();
-                joined_at = Some(Instant::now());
+                self.joined_at = Some(Instant::now());
                 println!("  started {} more roles", args.join);
             }
         }
-        if let (Some(at), false) = (joined_at, all_joined) {
-            if joined.iter().all(|c| c.snapshot().token.is_some()) {
-                all_joined = true;
+        if let (Some(at), false) = (self.joined_at, self.all_joined) {
+            if self.joined.iter().all(|c| c.snapshot().token.is_some()) {
+                self.all_joined = true;
                 println!(
                     "  the {} roles started after the kill were all elected in {:.1} s",
-                    joined.len(),
+                    self.joined.len(),
                     at.elapsed().as_secs_f64()
                 );
             }
         }
-        for (i, (l, last)) in leaderships.iter().zip(last_renewal.iter_mut()).enumerate() {
+    }
+
+    /// Notes every renewal seen since the last sample: its lag, and how much of the lease was
+    /// left.
+    fn sample_renewals(&mut self, leaderships: &[Leadership]) {
+        for (i, (l, last)) in leaderships
+            .iter()
+            .zip(self.last_renewal.iter_mut())
+            .enumerate()
+        {
             let health = l.health();
             let now = health.last_renewal;
             if let (Some(prev), Some(new)) = (*last, now) {
                 if new > prev {
-                    if let Some(deadline) = deadlines[i] {
+                    if let Some(deadline) = self.deadlines[i] {
                         let left = deadline.0 - health.now.0;
-                        margins.push(left);
+                        self.margins.push(left);
                         if left < 0 {
-                            gaps.push(-left);
-                            gapped_roles.insert(i);
+                            self.gaps.push(-left);
+                            self.gapped_roles.insert(i);
                         }
                     }
-                    deadlines[i] = health.lease_deadline;
-                    let lag = (new.0 - prev.0 - renew_ms).max(0);
-                    lags.push(lag);
-                    lags_seen.push((t0.elapsed().as_secs(), lag));
-                    if killed_at.is_some_and(|k| new > k) {
-                        lag_after_kill[i] = lag_after_kill[i].max(lag);
+                    self.deadlines[i] = health.lease_deadline;
+                    let lag = (new.0 - prev.0 - self.renew_ms).max(0);
+                    self.lags.push(lag);
+                    self.lags_seen.push((self.t0.elapsed().as_secs(), lag));
+                    if self.killed_at.is_some_and(|k| new > k) {
+                        self.lag_after_kill[i] = self.lag_after_kill[i].max(lag);
                     }
                 }
             }
             *last = now;
         }
-        if Instant::now() < next_print && t0.elapsed() < steady {
-            continue;
-        }
-        next_print = Instant::now() + Duration::from_secs(5);
+    }
+
+    /// Every 5 s: the process's threads, memory, sockets and CPU, and the roles lost.
+    fn print_progress(
+        &mut self,
+        args: &Args,
+        client: &KafkaTransport,
+        host: Option<&kafka_coordination::host::Host>,
+        leaderships: &[Leadership],
+    ) {
+        self.next_print = Instant::now() + Duration::from_secs(5);
         let (threads, rss, sockets) = own_resources();
-        max_threads = max_threads.max(threads);
-        max_rss = max_rss.max(rss);
-        lost = leaderships.iter().filter(|l| l.is_done()).count();
-        let secs = t0.elapsed().as_secs_f64();
-        let cpu = (cpu_seconds("self") - cpu0) / secs * 100.0;
-        let bcpu = broker
+        self.max_threads = self.max_threads.max(threads);
+        self.max_rss = self.max_rss.max(rss);
+        let lost = leaderships.iter().filter(|l| l.is_done()).count();
+        self.lost = lost;
+        let secs = self.t0.elapsed().as_secs_f64();
+        let cpu = (cpu_seconds("self") - self.cpu0) / secs * 100.0;
+        let bcpu = self
+            .broker
             .as_deref()
-            .zip(broker0)
+            .zip(self.broker0)
             .map(|(p, b0)| format!("{:.0} %", (cpu_seconds(p) - b0) / secs * 100.0))
             .unwrap_or_else(|| "n/a".to_owned());
         println!(
             "  +{secs:>5.0} s: {threads} threads, {} MiB RSS, {sockets} sockets, CPU {cpu:.1} % \
              of one core (broker {bcpu}), roles lost {lost}{}",
             rss / 1024,
-            host.as_ref()
-                .map(|h| format!(", host queue {}", h.stats().queued))
+            host.map(|h| format!(", host queue {}", h.stats().queued))
                 .unwrap_or_default()
         );
         if args.verbose {
             println!(
                 "      requests in the last 5 s: {}",
-                requests_since(&client, &by_api_last)
+                requests_since(client, &self.by_api_last)
             );
-            by_api_last = client.requests_by_api();
+            self.by_api_last = client.requests_by_api();
         }
         if lost > 0 {
             for l in leaderships.iter().filter(|l| l.is_done()).take(3) {
@@ -992,84 +1249,110 @@ fn main() {
             }
         }
     }
-    let secs = t0.elapsed().as_secs_f64().max(0.001);
-    let cpu = (cpu_seconds("self") - cpu0) / secs * 100.0;
-    let bcpu = broker
-        .as_deref()
-        .zip(broker0)
-        .map(|(p, b0)| (cpu_seconds(p) - b0) / secs * 100.0);
-    lags.sort_unstable();
-    let q = |p: f64| quantile(&lags, p);
-    println!(
-        "renewals: {} seen; lag p50 {} ms, p99 {} ms (target <= 100 ms), max {} ms",
-        lags.len(),
-        q(0.5),
-        q(0.99),
-        lags.last().copied().unwrap_or(0)
-    );
-    print_lag_windows(&lags_seen);
-    let row = |metric, value| Row {
-        bench: "many_roles",
-        driver: &args.driver,
-        roles: args.roles,
-        lease_ms: args.lease.as_millis(),
-        renew_ms: args.renew.as_millis(),
-        metric,
-        value,
-    };
-    write_rows(
-        &args,
-        [
-            row("elected_s", elected_in.as_secs_f64()),
-            row("lag_p50_ms", q(0.5) as f64),
-            row("lag_p99_ms", q(0.99) as f64),
-            row("lag_max_ms", lags.last().copied().unwrap_or(0) as f64),
-            row("cpu_pct_of_one_core", cpu),
-        ],
-    );
-    // Roles whose last lease has run out with no renewal seen since count too.
-    let end = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
-    for (i, l) in leaderships.iter().enumerate() {
-        if let Some(d) = deadlines[i].filter(|d| end > *d && !l.is_done()) {
-            gaps.push(end.0 - d.0);
-            gapped_roles.insert(i);
-        }
+
+    /// The steady state's length, this process's CPU and the broker's, as % of one core.
+    fn cpu(&self) -> (f64, f64, Option<f64>) {
+        let secs = self.t0.elapsed().as_secs_f64().max(0.001);
+        let cpu = (cpu_seconds("self") - self.cpu0) / secs * 100.0;
+        let bcpu = self
+            .broker
+            .as_deref()
+            .zip(self.broker0)
+            .map(|(p, b0)| (cpu_seconds(p) - b0) / secs * 100.0);
+        (secs, cpu, bcpu)
     }
-    println!(
-        "leases that ran out before the next renewal was seen committed (sampled every 250 ms): \
-         {} in {} roles, longest gap {} ms",
-        gaps.len(),
-        gapped_roles.len(),
-        gaps.iter().max().copied().unwrap_or(0)
-    );
-    margins.sort_unstable();
-    println!(
-        "lease left when the next renewal was seen committed: min {} ms, p1 {} ms, p50 {} ms \
-         ({} renewals)",
-        margins.first().copied().unwrap_or(0),
-        quantile(&margins, 0.01),
-        quantile(&margins, 0.5),
-        margins.len()
-    );
-    println!(
-        "requests given up on when their broker went silent: {}",
-        client.requests_abandoned()
-    );
-    if let (Some(at), false) = (joined_at, all_joined) {
-        let elected = joined
-            .iter()
-            .filter(|c| c.snapshot().token.is_some())
-            .count();
+
+    /// The renewal lags, overall and by window, and the data file's rows.
+    fn print_renewals(&mut self, args: &Args, elected_in: Duration, cpu: f64) {
+        self.lags.sort_unstable();
+        let lags = &self.lags;
+        let q = |p: f64| quantile(lags, p);
         println!(
-            "the {} roles started after the kill: {elected} elected in {:.1} s",
-            joined.len(),
-            at.elapsed().as_secs_f64()
+            "renewals: {} seen; lag p50 {} ms, p99 {} ms (target <= 100 ms), max {} ms",
+            lags.len(),
+            q(0.5),
+            q(0.99),
+            lags.last().copied().unwrap_or(0)
+        );
+        print_lag_windows(&self.lags_seen);
+        let row = |metric, value| Row {
+            bench: "many_roles",
+            driver: &args.driver,
+            roles: args.roles,
+            lease_ms: args.lease.as_millis(),
+            renew_ms: args.renew.as_millis(),
+            metric,
+            value,
+        };
+        write_rows(
+            args,
+            [
+                row("elected_s", elected_in.as_secs_f64()),
+                row("lag_p50_ms", q(0.5) as f64),
+                row("lag_p99_ms", q(0.99) as f64),
+                row("lag_max_ms", lags.last().copied().unwrap_or(0) as f64),
+                row("cpu_pct_of_one_core", cpu),
+            ],
         );
     }
-    if killed_at.is_some() {
+
+    /// The leases that ran out before the next renewal was seen, and the lease left at each.
+    fn print_lease_gaps(&mut self, leaderships: &[Leadership]) {
+        // Roles whose last lease has run out with no renewal seen since count too.
+        let end = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
+        for (i, l) in leaderships.iter().enumerate() {
+            if let Some(d) = self.deadlines[i].filter(|d| end > *d && !l.is_done()) {
+                self.gaps.push(end.0 - d.0);
+                self.gapped_roles.insert(i);
+            }
+        }
+        println!(
+            "leases that ran out before the next renewal was seen committed (sampled every 250 ms): \
+             {} in {} roles, longest gap {} ms",
+            self.gaps.len(),
+            self.gapped_roles.len(),
+            self.gaps.iter().max().copied().unwrap_or(0)
+        );
+        self.margins.sort_unstable();
+        let margins = &self.margins;
+        println!(
+            "lease left when the next renewal was seen committed: min {} ms, p1 {} ms, p50 {} ms \
+             ({} renewals)",
+            margins.first().copied().unwrap_or(0),
+            quantile(margins, 0.01),
+            quantile(margins, 0.5),
+            margins.len()
+        );
+    }
+
+    /// `--join N`, when not all the joined roles were elected by the end.
+    fn print_joined(&self) {
+        if let (Some(at), false) = (self.joined_at, self.all_joined) {
+            let elected = self
+                .joined
+                .iter()
+                .filter(|c| c.snapshot().token.is_some())
+                .count();
+            println!(
+                "the {} roles started after the kill: {elected} elected in {:.1} s",
+                self.joined.len(),
+                at.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    /// `--kill-pid`: the roles that went a lease without a renewal after the kill, and the
+    /// worst lag and the roles lost by partition.
+    fn print_after_kill(
+        &mut self,
+        args: &Args,
+        client: &KafkaTransport,
+        leaderships: &[Leadership],
+    ) {
+        let renew_ms = self.renew_ms;
         // A role that has not renewed since lags too: the gap from its last renewal to now.
         let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
-        for (l, lag) in leaderships.iter().zip(lag_after_kill.iter_mut()) {
+        for (l, lag) in leaderships.iter().zip(self.lag_after_kill.iter_mut()) {
             if let Some(last) = l.health().last_renewal {
                 *lag = (*lag).max(now.0 - last.0 - renew_ms);
             }
@@ -1078,21 +1361,22 @@ fn main() {
         // the killed broker led wait for a new leader; the others show what else waited.
         let mut by_partition: std::collections::BTreeMap<i32, (Vec<i64>, usize)> =
             std::collections::BTreeMap::new();
-        for (l, lag) in leaderships.iter().zip(&lag_after_kill) {
+        for (l, lag) in leaderships.iter().zip(&self.lag_after_kill) {
             let p = client.role_partition(l.role()).unwrap_or(-1);
             let (lags, lost) = by_partition.entry(p).or_default();
             lags.push(*lag);
             *lost += usize::from(l.is_done());
         }
         let lease_ms = args.lease.as_millis() as i64;
-        let ran_out = lag_after_kill
+        let ran_out = self
+            .lag_after_kill
             .iter()
             .filter(|lag| **lag + renew_ms > lease_ms)
             .count();
         println!(
             "after the kill: {ran_out} of {} roles went longer than a lease without a renewal \
              (standbys would have taken them over)",
-            lag_after_kill.len()
+            self.lag_after_kill.len()
         );
         println!("after the kill, by partition: roles, renewal lag p50 / max, lost");
         for (p, (mut lags, lost)) in by_partition {
@@ -1105,33 +1389,40 @@ fn main() {
             );
         }
     }
-    let per_role_threads = (threads1 as f64 - threads0 as f64) / args.roles as f64;
-    let per_role_sockets = (sockets1 as f64 - sockets0 as f64) / args.roles as f64;
-    let per_role_kib = (rss1 as f64 - rss0 as f64) / args.roles as f64;
-    println!(
-        "\nmany_roles: {} roles; elected in {:.1} s (target <= 60 s); lost {lost} (target 0); \
-         threads max {max_threads} (target <= 32); RSS max {} MiB (target <= 1 GiB); CPU {cpu:.1} \
-         % of one core in steady state; broker CPU {}; the machine {}; requests to the broker \
-         {:.0}/s (native connections, registrations included)",
-        args.roles,
-        elected_in.as_secs_f64(),
-        max_rss / 1024,
-        bcpu.map_or("n/a".to_owned(), |b| format!("{b:.1} % of one core")),
-        MachineCpu::now().since(&machine0),
-        (client.requests_sent() - requests0) as f64 / secs
-    );
-    println!(
-        "per additional role: {per_role_threads:.3} threads, {per_role_sockets:.3} sockets, \
-         {per_role_kib:.1} KiB RSS; the client's native connections: {}",
-        client.open_connections()
-    );
-    // Every role resigns at once: how long a process with this many roles takes to leave.
-    let count = leaderships.len();
-    let (clean, took) = resign_all(&runtime, leaderships);
-    println!(
-        "all {count} roles resigned at once in {:.1} s ({clean} left the role clean)",
-        took.as_secs_f64()
-    );
+
+    /// The headline: election time, roles lost, threads, memory, CPU and requests, and the
+    /// cost of one more role.
+    fn print_summary(
+        &self,
+        args: &Args,
+        client: &KafkaTransport,
+        (threads0, rss0, sockets0): (usize, u64, usize),
+        (threads1, rss1, sockets1): (usize, u64, usize),
+        elected_in: Duration,
+        (secs, cpu, bcpu): (f64, f64, Option<f64>),
+    ) {
+        let (lost, max_threads) = (self.lost, self.max_threads);
+        let per_role_threads = (threads1 as f64 - threads0 as f64) / args.roles as f64;
+        let per_role_sockets = (sockets1 as f64 - sockets0 as f64) / args.roles as f64;
+        let per_role_kib = (rss1 as f64 - rss0 as f64) / args.roles as f64;
+        println!(
+            "\nmany_roles: {} roles; elected in {:.1} s (target <= 60 s); lost {lost} (target 0); \
+             threads max {max_threads} (target <= 32); RSS max {} MiB (target <= 1 GiB); CPU {cpu:.1} \
+             % of one core in steady state; broker CPU {}; the machine {}; requests to the broker \
+             {:.0}/s (native connections, registrations included)",
+            args.roles,
+            elected_in.as_secs_f64(),
+            self.max_rss / 1024,
+            bcpu.map_or("n/a".to_owned(), |b| format!("{b:.1} % of one core")),
+            MachineCpu::now().since(&self.machine0),
+            (client.requests_sent() - self.requests0) as f64 / secs
+        );
+        println!(
+            "per additional role: {per_role_threads:.3} threads, {per_role_sockets:.3} sockets, \
+             {per_role_kib:.1} KiB RSS; the client's native connections: {}",
+            client.open_connections()
+        );
+    }
 }
 
 /// Resigns every one of `leaderships` at once; returns how many left their role clean and how

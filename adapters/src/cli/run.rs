@@ -1,27 +1,6 @@
 //! `run`: a supervisor that runs a command only while its member leads the role.
 //!
-//! What it guarantees, and what it does not:
-//! * The child starts only after the member is elected (its first lease is committed), with
-//!   the term's pair and number in its environment.
-//! * The moment the term ends (fenced: a newer leader exists), the child's process group gets
-//!   SIGTERM, then SIGKILL after the grace period. Between the fence and that signal the child
-//!   may still act: work that must never overlap a successor's goes through a store that
-//!   checks `KC_TERM` (keep the highest term seen, refuse lower ones) or the pair.
-//! * SIGTERM or SIGINT sent to the supervisor goes to the child's process group; once the
-//!   child exits the supervisor resigns (its successor is elected at once) and exits with the
-//!   child's code. SIGHUP is passed on to the child and changes nothing else.
-//! * If the supervisor itself is killed (SIGKILL, a crash), on Linux the kernel kills the
-//!   child at once (`PR_SET_PDEATHSIG`); the lease then runs out and a standby takes over after
-//!   its deadline, so the child is gone long before. The child's own children are not covered
-//!   (they are in its process group, which the supervisor signals only while alive). On other
-//!   Unix systems nothing kills the child when its supervisor dies: there the child must use
-//!   the term for its writes, or watch its parent.
-//! * The child inherits the supervisor's environment without its connection secrets
-//!   (`KC_SASL_PASSWORD`, and any other `KC_*` variable named as a secret: see
-//!   [`is_secret_variable`]) unless `--pass-secrets` asks for them.
-//! * A leader that cannot reach the cluster keeps its child running (leaders do not fence
-//!   themselves on time); a standby takes over after the lease, and the old leader's child is
-//!   stopped when its supervisor sees the fence.
+//! What it guarantees, and what it does not: see [`run`].
 
 use std::ffi::OsString;
 use std::io;
@@ -219,6 +198,30 @@ fn spawn_child(
     cmd.spawn()
 }
 
+/// Runs the command of `args` while this member leads its role.
+///
+/// What it guarantees, and what it does not:
+/// * The child starts only after the member is elected (its first lease is committed), with
+///   the term's pair and number in its environment.
+/// * The moment the term ends (fenced: a newer leader exists), the child's process group gets
+///   SIGTERM, then SIGKILL after the grace period. Between the fence and that signal the child
+///   may still act: work that must never overlap a successor's goes through a store that
+///   checks `KC_TERM` (keep the highest term seen, refuse lower ones) or the pair.
+/// * SIGTERM or SIGINT sent to the supervisor goes to the child's process group; once the
+///   child exits the supervisor resigns (its successor is elected at once) and exits with the
+///   child's code. SIGHUP is passed on to the child and changes nothing else.
+/// * If the supervisor itself is killed (SIGKILL, a crash), on Linux the kernel kills the
+///   child at once (`PR_SET_PDEATHSIG`); the lease then runs out and a standby takes over after
+///   its deadline, so the child is gone long before. The child's own children are not covered
+///   (they are in its process group, which the supervisor signals only while alive). On other
+///   Unix systems nothing kills the child when its supervisor dies: there the child must use
+///   the term for its writes, or watch its parent.
+/// * The child inherits the supervisor's environment without its connection secrets
+///   (`KC_SASL_PASSWORD`, and any other `KC_*` variable named as a secret: see
+///   [`is_secret_variable`]) unless `--pass-secrets` asks for them.
+/// * A leader that cannot reach the cluster keeps its child running (leaders do not fence
+///   themselves on time); a standby takes over after the lease, and the old leader's child is
+///   stopped when its supervisor sees the fence.
 pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
     let (_, file_timing) = c.settings()?;
     let timing = file_timing.merge(args.timing());

@@ -126,6 +126,38 @@ pub(crate) fn class(code: i32) -> Class {
     }
 }
 
+/// Kafka's error codes, as kafka-protocol names them ([`E`]): none is declared here.
+pub(crate) mod code {
+    pub(crate) use kafka_protocol::error::ResponseError as E;
+
+    /// No error.
+    pub(crate) const NONE: i16 = 0;
+
+    /// The error `code` names: `None` for [`NONE`].
+    pub(crate) fn error(code: i16) -> Option<E> {
+        E::try_from_code(code)
+    }
+
+    /// The name Kafka gives `code` (`UNKNOWN_TOPIC_OR_PARTITION`), for messages.
+    pub(crate) fn name(code: i16) -> String {
+        match error(code) {
+            None => "NONE".to_owned(),
+            Some(E::Unknown(_)) => "an error code this client does not name".to_owned(),
+            Some(e) => {
+                // kafka-protocol names it in camel case (`UnknownTopicOrPartition`).
+                let mut name = String::new();
+                for (i, c) in format!("{e}").chars().enumerate() {
+                    if c.is_ascii_uppercase() && i > 0 {
+                        name.push('_');
+                    }
+                    name.push(c.to_ascii_uppercase());
+                }
+                name
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,13 +3,17 @@
 //! of each partition (Metadata, cached). Every call goes through [`Cluster::retry`], which
 //! retries what Kafka calls retriable until a deadline and stops on everything else.
 
+mod attempt;
+mod layout;
+mod lookup;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::classify::{self, Class};
@@ -19,110 +23,15 @@ use super::security::Security;
 use crate::error::TransportError;
 use crate::sync::lock;
 
-/// Kafka's error codes, as kafka-protocol names them ([`E`]): none is declared here.
-pub(crate) mod code {
-    pub(crate) use kafka_protocol::error::ResponseError as E;
-
-    /// No error.
-    pub(crate) const NONE: i16 = 0;
-
-    /// The error `code` names: `None` for [`NONE`].
-    pub(crate) fn error(code: i16) -> Option<E> {
-        E::try_from_code(code)
-    }
-
-    /// The name Kafka gives `code` (`UNKNOWN_TOPIC_OR_PARTITION`), for messages.
-    pub(crate) fn name(code: i16) -> String {
-        match error(code) {
-            None => "NONE".to_owned(),
-            Some(E::Unknown(_)) => "an error code this client does not name".to_owned(),
-            Some(e) => {
-                // kafka-protocol names it in camel case (`UnknownTopicOrPartition`).
-                let mut name = String::new();
-                for (i, c) in format!("{e}").chars().enumerate() {
-                    if c.is_ascii_uppercase() && i > 0 {
-                        name.push('_');
-                    }
-                    name.push(c.to_ascii_uppercase());
-                }
-                name
-            }
-        }
-    }
-}
-
-/// FindCoordinator's key type for a transactional id.
-const KEY_TYPE_TRANSACTION: i8 = 1;
+pub(crate) use super::classify::code;
+pub(crate) use attempt::Attempt;
+use layout::TopicMetadata;
+pub(crate) use layout::{verdict, Layout, TopicState, CONFIRM_PAUSE};
+use lookup::{answer_on, find_coordinator_on};
 
 /// The most other transactional ids one FindCoordinator asks for (see
 /// [`Cluster::want_coordinator`]).
 pub(crate) const LOOKUP_BATCH: usize = 255;
-
-/// What went wrong in one attempt, and whether another may help.
-pub(crate) enum Attempt {
-    /// Try again after a pause; `relookup` forgets the cached coordinator or leader first.
-    /// `code` is the Kafka error code the broker answered, if one.
-    Again {
-        relookup: bool,
-        why: String,
-        code: Option<i16>,
-    },
-    /// The connection broke (or answered out of step): it is dropped; try again after a
-    /// pause, looking the broker up again.
-    Broken(String),
-    /// The broker is silent (see `net::Pool`): the call was turned away, or it waited out a
-    /// whole request timeout. Look the broker up again; if the lookup names a silent broker
-    /// again, the call gives up at once (see [`Cluster::retry`]).
-    Silent(String),
-    /// Give up with this error.
-    Stop(TransportError),
-}
-
-impl From<NetError> for Attempt {
-    fn from(e: NetError) -> Self {
-        match e {
-            NetError::Io(why) => Attempt::Broken(why),
-            NetError::Stop(e) => Attempt::Stop(e),
-        }
-    }
-}
-
-impl Attempt {
-    pub(crate) fn again(why: impl Into<String>) -> Attempt {
-        Attempt::Again {
-            relookup: false,
-            why: why.into(),
-            code: None,
-        }
-    }
-    pub(crate) fn relookup(why: impl Into<String>) -> Attempt {
-        Attempt::Again {
-            relookup: true,
-            why: why.into(),
-            code: None,
-        }
-    }
-
-    /// What to do about Kafka error `code` (see [`classify`]): try again, after looking the
-    /// leader or coordinator up again when the class says so, or stop with an error of the
-    /// class's kind. `why` describes the failure; the error carries the code.
-    pub(crate) fn from_code(code: i16, why: impl Into<String>) -> Attempt {
-        let why = why.into();
-        match classify::class(i32::from(code)) {
-            Class::Retry => Attempt::Again {
-                relookup: false,
-                why,
-                code: Some(code),
-            },
-            Class::Refresh | Class::Confirm => Attempt::Again {
-                relookup: true,
-                why,
-                code: Some(code),
-            },
-            class => Attempt::Stop(TransportError::new(class.kind(), why).with_kafka_code(code)),
-        }
-    }
-}
 
 /// The native client's view of the cluster.
 pub(crate) struct Cluster {
@@ -855,191 +764,6 @@ impl Cluster {
                 .with_kafka_code(code::E::UnknownTopicOrPartition.code())
                 .with_source(err),
             None => err,
-        }
-    }
-}
-
-/// What one FindCoordinator answered: the coordinator asked for (or why not), and the
-/// others' it named without an error.
-struct Found {
-    ours: Result<String, Attempt>,
-    others: Vec<(String, String)>,
-}
-
-/// One FindCoordinator for `transactional_id` (and, from v4, `others`) on `conn`, a
-/// connection to the bootstrap server `server`.
-fn find_coordinator_on(
-    conn: &mut Conn,
-    server: &str,
-    transactional_id: &str,
-    others: &[String],
-    deadline: Instant,
-) -> Result<Found, Attempt> {
-    let Some(version) = conn.version::<FindCoordinatorRequest>().filter(|v| *v >= 1) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {server} does not support FindCoordinator for transactional ids \
-             (Kafka 0.11 or newer is needed)"
-        ))));
-    };
-    let id = StrBytes::from_string(transactional_id.to_owned());
-    let mut req = FindCoordinatorRequest::default().with_key_type(KEY_TYPE_TRANSACTION);
-    req = if version >= 4 {
-        let keys = std::iter::once(id)
-            .chain(others.iter().map(|o| StrBytes::from_string(o.clone())))
-            .collect();
-        req.with_coordinator_keys(keys)
-    } else {
-        req.with_key(id)
-    };
-    let resp = conn.call(&req, version, deadline)?;
-    let mut found = Vec::new();
-    let (error, message, host, port) = if version >= 4 {
-        let mut ours = None;
-        for c in resp.coordinators {
-            if c.key.as_str() == transactional_id {
-                ours = Some((c.error_code, c.error_message, c.host, c.port));
-            } else if c.error_code == code::NONE && c.port > 0 {
-                found.push((c.key.to_string(), format!("{}:{}", c.host, c.port)));
-            }
-        }
-        match ours {
-            Some(answer) => answer,
-            None => {
-                return Ok(Found {
-                    ours: Err(Attempt::relookup(format!(
-                        "FindCoordinator did not answer for '{transactional_id}'"
-                    ))),
-                    others: found,
-                })
-            }
-        }
-    } else {
-        (resp.error_code, resp.error_message, resp.host, resp.port)
-    };
-    let ours = match code::error(error) {
-        None => Ok(format!("{host}:{port}")),
-        Some(
-            code::E::CoordinatorLoadInProgress
-            | code::E::CoordinatorNotAvailable
-            | code::E::NotCoordinator,
-        ) => Err(Attempt::Again {
-            relookup: true,
-            why: format!(
-                "FindCoordinator: {}",
-                message
-                    .as_deref()
-                    .map_or_else(|| code::name(error), str::to_owned)
-            ),
-            code: Some(error),
-        }),
-        Some(code::E::TransactionalIdAuthorizationFailed) => {
-            Err(Attempt::Stop(TransportError::unauthorized(format!(
-                "FindCoordinator for transactional id '{transactional_id}': the principal needs \
-                 the DESCRIBE ACL on TransactionalId '{transactional_id}' \
-                 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a member needs WRITE on it, which \
-                 implies DESCRIBE"
-            ))))
-        }
-        Some(e) => {
-            let other = e.code();
-            Err(Attempt::from_code(
-                other,
-                format!(
-                    "FindCoordinator for '{transactional_id}' failed with error {other} ({})",
-                    message
-                        .as_deref()
-                        .map_or_else(|| code::name(other), str::to_owned)
-                ),
-            ))
-        }
-    };
-    Ok(Found {
-        ours,
-        others: found,
-    })
-}
-
-/// Runs `f` on a connection, noting that the cluster answered; a broken connection is
-/// returned as `Io`, so that the pool drops it.
-fn answer_on<T>(
-    answered: &std::sync::atomic::AtomicBool,
-    conn: &mut Conn,
-    f: impl FnOnce(&mut Conn) -> Result<T, Attempt>,
-) -> Result<Result<T, Attempt>, NetError> {
-    answered.store(true, std::sync::atomic::Ordering::Release);
-    match f(conn) {
-        Err(Attempt::Broken(why)) => Err(NetError::Io(why)),
-        other => Ok(other),
-    }
-}
-
-/// How long [`Cluster::confirm`] waits between its two metadata answers: a broker that had
-/// not caught up with a new topic has by then.
-pub(crate) const CONFIRM_PAUSE: Duration = Duration::from_millis(500);
-
-/// A topic's entry in a Metadata answer, and the cluster's brokers.
-struct TopicMetadata {
-    /// The server that answered.
-    server: String,
-    error_code: i16,
-    /// (node id, address) of every broker, by node id.
-    brokers: Vec<(i32, String)>,
-    /// The address of the broker the answer names as controller.
-    controller: Option<String>,
-    /// The replica count of each partition.
-    replicas: Vec<usize>,
-    /// (partition, its leader's address when the partition has one).
-    partitions: Vec<(i32, Option<String>)>,
-}
-
-/// The cluster's brokers and a topic's layout ([`Cluster::layout`]).
-pub(crate) struct Layout {
-    /// (node id, address) of every broker, by node id.
-    pub(crate) brokers: Vec<(i32, String)>,
-    /// The broker to send controller requests (CreateTopics) to: the controller, or on a KRaft
-    /// cluster a broker that forwards them to it.
-    pub(crate) controller: Option<String>,
-    /// The replica count of each of the topic's partitions; `None` when it does not exist.
-    pub(crate) replicas: Option<Vec<usize>>,
-}
-
-/// What the brokers' metadata says of a topic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TopicState {
-    /// No broker knows it (UNKNOWN_TOPIC_OR_PARTITION).
-    Missing,
-    /// It has this many partitions.
-    Partitions(usize),
-}
-
-/// Whether `state` makes a failure with `partition` of `topic` a configuration error, and
-/// which; `None` when the topic exists with the partition (and with `expected` partitions).
-pub(crate) fn verdict(
-    topic: &str,
-    partition: i32,
-    expected: Option<i32>,
-    state: TopicState,
-) -> Option<String> {
-    match state {
-        TopicState::Missing => Some(format!(
-            "topic {topic} does not exist (the brokers' metadata does not know it; a read or \
-             write of it answered UNKNOWN_TOPIC_OR_PARTITION): create it, or correct the topic \
-             name"
-        )),
-        TopicState::Partitions(n) => {
-            let n = i64::try_from(n).unwrap_or(i64::MAX);
-            match expected {
-                Some(e) if i64::from(e) != n => Some(format!(
-                    "topic {topic} has {n} partitions but this member is configured with {e}; \
-                     every member must pass the topic's real partition count (set partitions = \
-                     {n})"
-                )),
-                _ if i64::from(partition) >= n || partition < 0 => Some(format!(
-                    "partition {partition} of topic {topic} does not exist: the topic has {n} \
-                     partitions"
-                )),
-                _ => None,
-            }
         }
     }
 }

@@ -11,7 +11,8 @@ use kafka_protocol::messages::describe_transactions_response::TransactionState a
 use kafka_protocol::messages::{DescribeTransactionsRequest, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::net::Conn;
 use crate::error::TransportError;

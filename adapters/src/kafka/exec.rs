@@ -4,22 +4,14 @@
 //! thread per process.
 //!
 //! A call started with [`spawn`] is polled once on the caller's thread, up to its first
-//! request. The request goes to its broker's connection thread (see `net.rs`); when the answer
+//! request. The request goes to its broker's connection thread (see `net/pool.rs`); when the answer
 //! arrives, that thread wakes the task and polls it on the spot, up to the next request, and
 //! so on. Between two requests (and during a retry's pause, which the timer thread ends) the
 //! call is only memory: it holds no thread. A task keeps the priority it was started with
 //! ([`crate::transport::with_priority`]) whichever thread polls it.
 //!
-//! Rules for code that runs in such a task: never block (no `block_on`, no sleep, no blocking
-//! call of the cluster), since it runs on a connection thread that others wait for.
-//!
-//! Whatever wakes a task must hold no lock that the task's poll could take: the task is polled
-//! inside that `wake`. That is why the async lock is written here: `async-lock` wakes its next
-//! waiter from inside `event-listener`'s list lock, which the woken waiter then takes again
-//! (the waiters-in-order test below hung with it); [`AsyncMutex`] wakes after letting go of
-//! its own. The timer is written here because the crates that offer one either bring an I/O
-//! reactor (`async-io`: polling, rustix and more, for one thread that only waits) or are the
-//! same design in a crate of the discontinued async-std family (`futures-timer`).
+//! Rules for code that runs in such a task: see [`spawn`]; why the lock and the timer are
+//! written here: see [`AsyncMutex`].
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BinaryHeap, HashMap};
@@ -59,6 +51,10 @@ fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
 
 /// Runs `future` to its end without a thread of its own: polled here until its first wait,
 /// then by the threads that end its waits.
+///
+/// Rules for code that runs in such a task: never block (no `block_on`, no sleep, no blocking
+/// call of the cluster), since it runs on a connection thread that others wait for.
+///
 pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
     let priority = crate::transport::priority();
     let schedule = move |runnable: Runnable, info: ScheduleInfo| {
@@ -217,6 +213,14 @@ impl Future for Sleep {
 
 /// A lock whose waiters wait as tasks, not threads: a role's session, which a transaction
 /// holds across its round trips. Taken in the order asked.
+///
+/// Whatever wakes a task must hold no lock that the task's poll could take: the task is polled
+/// inside that `wake`. That is why the async lock is written here: `async-lock` wakes its next
+/// waiter from inside `event-listener`'s list lock, which the woken waiter then takes again
+/// (the waiters-in-order test below hung with it); [`AsyncMutex`] wakes after letting go of
+/// its own. The timer is written here because the crates that offer one either bring an I/O
+/// reactor (`async-io`: polling, rustix and more, for one thread that only waits) or are the
+/// same design in a crate of the discontinued async-std family (`futures-timer`).
 pub(crate) struct AsyncMutex<T> {
     state: Mutex<LockState<T>>,
 }

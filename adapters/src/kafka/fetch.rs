@@ -2,36 +2,11 @@
 //! once, with native read_committed Fetch requests, and serves every candidate (and watcher) of
 //! the transport from an in-memory view of it.
 //!
-//! - **Views.** Per partition, the committed records fetched so far (control batches and the
-//!   records of aborted transactions removed, as Kafka's consumer does), in offset order, and
-//!   `end`, how far the view covers (the last stable offset once caught up). Superseded records
-//!   (an older record of a key) are dropped from the view once they are [`TAIL`] offsets behind
-//!   its end: an in-memory compaction that leaves the state a reader builds unchanged (records
-//!   are applied in offset order; tombstones are kept).
-//!   A read reports the view **stalled** when it reached a last stable offset below the
-//!   partition's high watermark (both from the last Fetch answer): an open transaction, of any
-//!   role on the partition, holds committed records back.
-//! - **Fetch threads.** One thread per partition leader with partitions in use, on the reader's
-//!   own [`Cluster`] (so one connection per such broker): one long-polling Fetch (up to
-//!   [`LONG_POLL`]) with every such partition of that leader, applied to the views, waiters
-//!   notified, and again, at most one Fetch start per [`TAIL_PACE`]. A delayed read_committed
-//!   fetch completes as soon as committed bytes below the last stable offset arrive, so a
-//!   commit marker wakes it at once. A partition nobody read for [`IDLE`] is dropped (view
-//!   included); a thread with no partition left ends.
-//! - **Reads.** A read that may not wait (and the first read of a partition, or one whose leader
-//!   was lost) catches up first: quick Fetches (no wait) through the transport's shared
-//!   cluster from the view's end until the view reaches the last stable offset that the first of
-//!   them reported, so a read always covers what was readable when it began (a member reads
-//!   its own registration; a transaction's records become readable only once the
-//!   coordinator's commit marker lands, a moment after the commit was answered). It also
-//!   looks the leader up and hands the partition to that leader's fetch thread. A read that may wait returns as soon as the view holds records at
-//!   or past `from`, or after `max_wait`.
-//! - **Tailed reads.** [`SharedReader::read_tailed`] answers from a live view (tailed and caught
-//!   up once) with no request and no wait, and the fetch threads call the hooks given to
-//!   [`SharedReader::on_tailed`] with each partition an answer moved (records, or a new last
-//!   stable offset or high watermark): a `Host` serves its standbys' long polls that way.
+//! See [`SharedReader`] for the views, the fetch threads and the reads.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod view;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread;
@@ -46,13 +21,16 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::batch::{decode_batches, Decoded, Skipped};
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::net::Conn;
 use crate::error::TransportError;
 use crate::log::log_warn;
 use crate::sync::lock;
-use crate::transport::{ReadBatch, Record, TailHook, TailHooks};
+use crate::transport::{ReadBatch, TailHook, TailHooks};
+
+pub(super) use view::View;
 
 /// The highest Fetch version used: v13 and later name topics by id.
 const MAX_FETCH_VERSION: i16 = 12;
@@ -73,10 +51,6 @@ const IDLE: Duration = Duration::from_secs(30);
 const FETCH_MAX_BYTES: i32 = 8 * 1024 * 1024;
 /// Byte limit per partition, and of a read's catch-up Fetch.
 const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
-/// Superseded records within this many offsets of a view's end stay in it.
-const TAIL: i64 = 4096;
-/// How many superseded records a view accumulates between two compactions.
-const COMPACT_EVERY: usize = 1024;
 /// How many failed Fetches in a row a fetch thread tries before it hands its partitions back
 /// to the readers (who look their leaders up again).
 const FETCH_ATTEMPTS: u32 = 3;
@@ -85,7 +59,36 @@ const READ_COMMITTED: i8 = 1;
 /// ListOffsets' timestamp for the log start offset.
 const EARLIEST: i64 = -2;
 
-/// One reader per transport (per process): see the [module docs](self).
+/// One reader per transport (per process).
+///
+/// - **Views.** Per partition, the committed records fetched so far (control batches and the
+///   records of aborted transactions removed, as Kafka's consumer does), in offset order, and
+///   `end`, how far the view covers (the last stable offset once caught up). Superseded records
+///   (an older record of a key) are dropped from the view once they are `TAIL` (see `view.rs`) offsets behind
+///   its end: an in-memory compaction that leaves the state a reader builds unchanged (records
+///   are applied in offset order; tombstones are kept).
+///   A read reports the view **stalled** when it reached a last stable offset below the
+///   partition's high watermark (both from the last Fetch answer): an open transaction, of any
+///   role on the partition, holds committed records back.
+/// - **Fetch threads.** One thread per partition leader with partitions in use, on the reader's
+///   own [`Cluster`] (so one connection per such broker): one long-polling Fetch (up to
+///   [`LONG_POLL`]) with every such partition of that leader, applied to the views, waiters
+///   notified, and again, at most one Fetch start per [`TAIL_PACE`]. A delayed read_committed
+///   fetch completes as soon as committed bytes below the last stable offset arrive, so a
+///   commit marker wakes it at once. A partition nobody read for [`IDLE`] is dropped (view
+///   included); a thread with no partition left ends.
+/// - **Reads.** A read that may not wait (and the first read of a partition, or one whose leader
+///   was lost) catches up first: quick Fetches (no wait) through the transport's shared
+///   cluster from the view's end until the view reaches the last stable offset that the first of
+///   them reported, so a read always covers what was readable when it began (a member reads
+///   its own registration; a transaction's records become readable only once the
+///   coordinator's commit marker lands, a moment after the commit was answered). It also
+///   looks the leader up and hands the partition to that leader's fetch thread. A read that may wait returns as soon as the view holds records at
+///   or past `from`, or after `max_wait`.
+/// - **Tailed reads.** [`SharedReader::read_tailed`] answers from a live view (tailed and caught
+///   up once) with no request and no wait, and the fetch threads call the hooks given to
+///   [`SharedReader::on_tailed`] with each partition an answer moved (records, or a new last
+///   stable offset or high watermark): a `Host` serves its standbys' long polls that way.
 pub(crate) struct SharedReader {
     inner: Arc<Inner>,
 }
@@ -908,88 +911,9 @@ fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, timeout: Duration) -> Mut
         .unwrap_or_else(|e| e.into_inner().0)
 }
 
-// ---- the view --------------------------------------------------------------------------------
-
-/// The committed records of one partition that a read serves, compacted by key behind a tail.
-pub(super) struct View {
-    /// offset -> record.
-    records: BTreeMap<i64, Record>,
-    /// key -> the offset of its latest record.
-    latest: HashMap<Vec<u8>, i64>,
-    /// Records in `records` that a later record of their key superseded.
-    superseded: usize,
-    /// Compact when `superseded` reaches this.
-    compact_at: usize,
-    /// The offset after the last one covered: where the next Fetch starts.
-    end: i64,
-}
-
-impl View {
-    pub(super) fn starting_at(end: i64) -> View {
-        View {
-            records: BTreeMap::new(),
-            latest: HashMap::new(),
-            superseded: 0,
-            compact_at: COMPACT_EVERY,
-            end,
-        }
-    }
-
-    /// Adds the records of a Fetch from `self.end`.
-    pub(super) fn append(&mut self, decoded: Decoded) {
-        for r in decoded.records {
-            if r.offset < self.end {
-                continue;
-            }
-            if let Some(old) = self.latest.insert(r.key.clone(), r.offset) {
-                if self.records.contains_key(&old) {
-                    self.superseded += 1;
-                }
-            }
-            self.records.insert(r.offset, r);
-        }
-        self.end = self.end.max(decoded.next);
-        if self.superseded >= self.compact_at {
-            self.compact();
-        }
-    }
-
-    /// Drops the superseded records more than [`TAIL`] offsets behind the end.
-    fn compact(&mut self) {
-        let horizon = self.end.saturating_sub(TAIL);
-        let stale: Vec<i64> = self
-            .records
-            .range(..horizon)
-            .filter(|(offset, r)| self.latest.get(&r.key) != Some(offset))
-            .map(|(offset, _)| *offset)
-            .collect();
-        for offset in &stale {
-            self.records.remove(offset);
-        }
-        self.superseded -= stale.len();
-        self.compact_at = self.superseded + COMPACT_EVERY;
-    }
-
-    fn has_since(&self, from: i64) -> bool {
-        self.records.range(from..).next().is_some()
-    }
-
-    pub(super) fn since(&self, from: i64) -> Vec<Record> {
-        self.records.range(from..).map(|(_, r)| r.clone()).collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rec(offset: i64, key: &str, value: Option<&str>) -> Record {
-        Record {
-            offset,
-            key: key.as_bytes().to_vec(),
-            value: value.map(|v| v.as_bytes().to_vec()),
-        }
-    }
 
     #[test]
     fn a_fetch_thread_paces_only_the_fetches_that_came_back_sooner_than_its_pace() {
@@ -1006,71 +930,5 @@ mod tests {
         // arriving) is followed at once.
         assert_eq!(pause_before_fetch(sent, sent + TAIL_PACE), Duration::ZERO);
         assert_eq!(pause_before_fetch(sent, sent + LONG_POLL), Duration::ZERO);
-    }
-
-    #[test]
-    fn the_view_keeps_the_latest_record_of_each_key_behind_its_tail() {
-        let mut v = View::starting_at(0);
-        let mut records = Vec::new();
-        let n = i64::try_from(COMPACT_EVERY).expect("small") + TAIL + 10;
-        for o in 0..n {
-            // Key "a" every other offset, a unique key otherwise; "t" once, tombstoned late.
-            let r = match o {
-                1 => rec(o, "t", Some("x")),
-                o if o == n - 1 => rec(o, "t", None),
-                o if o % 2 == 0 => rec(o, "a", Some(&o.to_string())),
-                o => rec(o, &format!("u{o}"), Some("u")),
-            };
-            records.push(r);
-        }
-        v.append(Decoded {
-            records: records[..10].to_vec(),
-            next: 10,
-            ..Decoded::default()
-        });
-        assert_eq!(v.since(0), records[..10].to_vec(), "nothing compacted yet");
-        v.append(Decoded {
-            records: records[10..].to_vec(),
-            next: n + 5,
-            ..Decoded::default()
-        });
-        assert_eq!(v.end, n + 5, "the end covers skipped markers");
-        let all = v.since(0);
-        assert!(all.windows(2).all(|w| w[0].offset < w[1].offset));
-        let horizon = v.end - TAIL;
-        // Behind the tail: one record of "a" (none: its latest is in the tail), every unique key.
-        assert!(all
-            .iter()
-            .filter(|r| r.offset < horizon)
-            .all(|r| r.key.starts_with(b"u")));
-        // Within the tail: everything.
-        assert_eq!(
-            all.iter().filter(|r| r.offset >= horizon).count(),
-            records.iter().filter(|r| r.offset >= horizon).count()
-        );
-        assert_eq!(all.last(), records.last(), "the tombstone is kept");
-        assert!(
-            !all.iter().any(|r| r.offset == 1),
-            "the superseded 't' is gone"
-        );
-        // Same final state per key.
-        let last_of = |rs: &[Record]| {
-            let mut m = HashMap::new();
-            for r in rs {
-                m.insert(r.key.clone(), r.value.clone());
-            }
-            m
-        };
-        assert_eq!(last_of(&all), last_of(&records));
-        assert!(v.has_since(n - 1));
-        assert!(!v.has_since(n));
-        // Records before the view's end are not taken twice.
-        v.append(Decoded {
-            records: vec![rec(3, "z", Some("old"))],
-            next: 4,
-            ..Decoded::default()
-        });
-        assert_eq!(v.since(0), all);
-        assert_eq!(v.end, n + 5);
     }
 }

@@ -25,7 +25,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::net::Conn;
 use crate::error::TransportError;
 use crate::sync::lock;
@@ -258,7 +259,7 @@ pub(crate) fn add_offsets_on(
         Some(code::E::GroupAuthorizationFailed) => Err(Attempt::Stop(group_unauthorized(group))),
         Some(e) => {
             let err = e.code();
-            Err(super::txn::txn_error(
+            Err(super::txn::requests::txn_error(
                 role,
                 token,
                 &format!("AddOffsetsToTxn (group '{group}')"),
@@ -334,7 +335,13 @@ fn txn_offset_commit_on(
         Some(c) if code::error(c) == Some(code::E::GroupAuthorizationFailed) => {
             Err(Attempt::Stop(group_unauthorized(&offsets.group)))
         }
-        Some(err) => Err(super::txn::txn_error(role, token, what, conn.addr(), err)),
+        Some(err) => Err(super::txn::requests::txn_error(
+            role,
+            token,
+            what,
+            conn.addr(),
+            err,
+        )),
     }
 }
 

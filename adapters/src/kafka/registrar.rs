@@ -1,31 +1,7 @@
 //! The idempotent producer that appends registration records, natively, on the shared
 //! connections of [`Cluster`]. A candidate holds no epoch, and every send of a transactional
 //! producer is part of a transaction, so registrations need a producer of their own; it needs
-//! no thread and no socket of its own either.
-//!
-//! * **One producer id per client**, from an InitProducerId without a transactional id, asked
-//!   for at the first append and again after any answer the sequences cannot account for.
-//! * **One batch in flight per partition.** Appends to one partition queue up; the caller that
-//!   finds nobody sending starts the sender, which sends every record queued (up to
-//!   [`MAX_BATCH_RECORDS`] per Produce, with the partition's next base sequence) until the
-//!   queue is empty, and hands each append its offset.
-//! * **An append holds no thread.** [`Appender::append_all`] queues all its appends before
-//!   anything is sent, starts a sender task for each partition that had none, and returns;
-//!   the appends queued behind a batch in flight are that batch's sender's to send, and it
-//!   calls their completions. The sender's requests go to the connection threads (see
-//!   `exec.rs`). The blocking [`Appender::append`] sends on its own thread when it finds
-//!   nobody sending, and waits for its own answer. A host hands its candidacies'
-//!   registrations over this way, so a host that registers thousands of roles at once holds
-//!   no thread for them and sends a few Produce requests per partition, not one per role.
-//! * **A lost answer is resolved, never guessed.** The batch goes again with the same sequence
-//!   (to the partition's leader, looked up again): the broker answers a duplicate of its last
-//!   batches with the offset it wrote it at. A batch whose outcome stays unknown at its deadline
-//!   retires the producer id, so that no later batch can be taken for a duplicate of it; its
-//!   callers get a retriable error, and a registration appended twice only moves the member to
-//!   the later offset.
-//! * **Requests are bounded** by the client's request timeout, and a broker that stops
-//!   answering is left alone like any other (see `net.rs`), so a frozen broker does not hold a
-//!   caller's thread for longer than the operation timeout.
+//! no thread and no socket of its own either (see [`Appender`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -35,7 +11,8 @@ use bytes::Bytes;
 use kafka_coordination_core::token::FencingToken;
 use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
 use super::exec::AsyncMutex;
 use super::net::Conn;
@@ -158,6 +135,30 @@ enum Sent {
 }
 
 /// The registration producer of one client.
+///
+/// * **One producer id per client**, from an InitProducerId without a transactional id, asked
+///   for at the first append and again after any answer the sequences cannot account for.
+/// * **One batch in flight per partition.** Appends to one partition queue up; the caller that
+///   finds nobody sending starts the sender, which sends every record queued (up to
+///   [`MAX_BATCH_RECORDS`] per Produce, with the partition's next base sequence) until the
+///   queue is empty, and hands each append its offset.
+/// * **An append holds no thread.** [`Appender::append_all`] queues all its appends before
+///   anything is sent, starts a sender task for each partition that had none, and returns;
+///   the appends queued behind a batch in flight are that batch's sender's to send, and it
+///   calls their completions. The sender's requests go to the connection threads (see
+///   `exec.rs`). The blocking [`Appender::append`] sends on its own thread when it finds
+///   nobody sending, and waits for its own answer. A host hands its candidacies'
+///   registrations over this way, so a host that registers thousands of roles at once holds
+///   no thread for them and sends a few Produce requests per partition, not one per role.
+/// * **A lost answer is resolved, never guessed.** The batch goes again with the same sequence
+///   (to the partition's leader, looked up again): the broker answers a duplicate of its last
+///   batches with the offset it wrote it at. A batch whose outcome stays unknown at its deadline
+///   retires the producer id, so that no later batch can be taken for a duplicate of it; its
+///   callers get a retriable error, and a registration appended twice only moves the member to
+///   the later offset.
+/// * **Requests are bounded** by the client's request timeout, and a broker that stops
+///   answering is left alone like any other (see `net/pool.rs`), so a frozen broker does not hold a
+///   caller's thread for longer than the operation timeout.
 pub(crate) struct Appender {
     cluster: Arc<Cluster>,
     topic: String,

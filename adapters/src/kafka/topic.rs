@@ -11,7 +11,8 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{CreateTopicsRequest, DescribeConfigsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::{code, Attempt, Cluster, Layout};
+use super::classify::code;
+use super::cluster::{Attempt, Cluster, Layout};
 use super::config::{millis, KafkaConfig};
 use super::exec::block_on;
 use super::net::Conn;

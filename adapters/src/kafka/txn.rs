@@ -1,63 +1,35 @@
 //! Native transactional sessions: one per role held by this process, on the shared
 //! connections of [`Cluster`]. No librdkafka producer, no statistics, no thread per session.
-//!
-//! * **Acquire** is InitProducerId for `transactional.id = role` with the lease duration as the
-//!   transaction timeout; the granted pair comes from the response. Nothing else in this
-//!   process ever sends InitProducerId for the role, so its epoch moves only when the library
-//!   asks (a challenge, a resign's supersede) or another member does.
-//! * **A write** is one transaction: AddPartitionsToTxn for the partitions it touches,
-//!   Produce of one transactional record batch per partition (the pair, and a base sequence
-//!   per partition that starts at 0 for the pair and grows by the record count), then
-//!   EndTxn(commit).
-//! * **Offsets**: a write may also commit a consumer group's offsets in its transaction
-//!   (AddOffsetsToTxn and TxnOffsetCommit before EndTxn, see `offsets.rs`).
-//! * **Versions** are pinned below transaction version 2 (KIP-890 part 2): EndTxn <= v3,
-//!   AddPartitionsToTxn <= v3, Produce <= v9, InitProducerId <= v4. With them the coordinator
-//!   never bumps the epoch at a commit, so a term's pair stays constant across renewals.
-//! * **Unknown outcomes are resolved, never guessed.** A produce whose answer was lost is sent
-//!   again with the same sequence (the broker de-duplicates). A commit whose answer was lost
-//!   is sent again (the coordinator answers NONE once the transaction is `CompleteCommit`, and
-//!   CONCURRENT_TRANSACTIONS while it is `PrepareCommit`); it is never turned into an abort,
-//!   which the coordinator refuses for a committed transaction. When a deadline passes with an
-//!   outcome still unknown, the session remembers it and resolves it before its next write.
-//! * **Fencing**: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING
-//!   anywhere end the session ([`ErrorKind::Fenced`](crate::ErrorKind::Fenced)).
+//! A write is one transaction; an outcome left unknown is resolved before the next write,
+//! never guessed (see [`Sessions`]).
+
+mod produce;
+pub(super) mod requests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::describe_producers_request::TopicRequest;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeProducersRequest, EndTxnRequest, InitProducerIdRequest,
-    ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
-};
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
-use super::cluster::{code, Attempt, Cluster};
+use super::classify::code;
+use super::cluster::Cluster;
 use super::config::KafkaConfig;
 use super::exec::AsyncMutex;
-use super::net::Conn;
 use super::offsets::{add_offsets_on, Groups, OwnedGroupOffsets};
 use crate::error::TransportError;
 use crate::sync::lock;
 use crate::transport::{GroupOffsets, GuardedRecord};
 
-/// The highest request versions this client sends (all below transaction version 2).
-pub(crate) const MAX_INIT_PRODUCER_ID: i16 = 4;
-const MAX_ADD_PARTITIONS: i16 = 3;
-const MAX_PRODUCE: i16 = 9;
-const MAX_END_TXN: i16 = 3;
+pub(crate) use produce::{encode_batch, partition_answer, produce_request, produce_version};
+use produce::{encode_batch_with_headers, headers_of};
+pub(crate) use requests::MAX_INIT_PRODUCER_ID;
+use requests::{add_partitions_on, end_txn_on, init_producer_id_on, last_sequence_on, TxnProduce};
 
 /// The shortest transaction timeout accepted (the coordinator checks for expired
 /// transactions on a timer; a shorter timeout only churns).
@@ -99,6 +71,28 @@ struct Held {
 }
 
 /// The sessions of every role this process holds, on one cluster.
+///
+/// * **Acquire** is InitProducerId for `transactional.id = role` with the lease duration as the
+///   transaction timeout; the granted pair comes from the response. Nothing else in this
+///   process ever sends InitProducerId for the role, so its epoch moves only when the library
+///   asks (a challenge, a resign's supersede) or another member does.
+/// * **A write** is one transaction: AddPartitionsToTxn for the partitions it touches,
+///   Produce of one transactional record batch per partition (the pair, and a base sequence
+///   per partition that starts at 0 for the pair and grows by the record count), then
+///   EndTxn(commit).
+/// * **Offsets**: a write may also commit a consumer group's offsets in its transaction
+///   (AddOffsetsToTxn and TxnOffsetCommit before EndTxn, see `offsets.rs`).
+/// * **Versions** are pinned below transaction version 2 (KIP-890 part 2): EndTxn <= v3,
+///   AddPartitionsToTxn <= v3, Produce <= v9, InitProducerId <= v4. With them the coordinator
+///   never bumps the epoch at a commit, so a term's pair stays constant across renewals.
+/// * **Unknown outcomes are resolved, never guessed.** A produce whose answer was lost is sent
+///   again with the same sequence (the broker de-duplicates). A commit whose answer was lost
+///   is sent again (the coordinator answers NONE once the transaction is `CompleteCommit`, and
+///   CONCURRENT_TRANSACTIONS while it is `PrepareCommit`); it is never turned into an abort,
+///   which the coordinator refuses for a committed transaction. When a deadline passes with an
+///   outcome still unknown, the session remembers it and resolves it before its next write.
+/// * **Fencing**: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING
+///   anywhere end the session ([`ErrorKind::Fenced`](crate::ErrorKind::Fenced)).
 pub(crate) struct Sessions {
     cluster: Arc<Cluster>,
     /// The group coordinators, for offsets committed in a transaction.
@@ -581,462 +575,6 @@ impl Sessions {
         }
         Ok(())
     }
-}
-
-/// One InitProducerId for `role` on `conn`, a connection to its coordinator.
-fn init_producer_id_on(
-    conn: &mut Conn,
-    role: &Role,
-    timeout_ms: i32,
-    deadline: Instant,
-) -> Result<FencingToken, Attempt> {
-    let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} does not support transactional InitProducerId",
-            conn.addr()
-        ))));
-    };
-    let req = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
-            role.as_str().to_owned(),
-        ))))
-        .with_transaction_timeout_ms(timeout_ms)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let resp = conn.call(&req, version, deadline)?;
-    match code::error(resp.error_code) {
-        None => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
-        // The coordinator is aborting the previous holder's open transaction (with a fencing
-        // bump) or completing a transition: ask again.
-        Some(code::E::ConcurrentTransactions) => Err(Attempt::from_code(
-            resp.error_code,
-            format!(
-                "{}: the coordinator is ending the previous holder's transaction \
-                 (CONCURRENT_TRANSACTIONS)",
-                conn.addr()
-            ),
-        )),
-        Some(code::E::InvalidTransactionTimeout) => Err(Attempt::Stop(
-            TransportError::config(format!(
-                "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease duration) \
-                 exceeds the brokers' transaction.max.timeout.ms (MAX); use a shorter lease or \
-                 raise transaction.max.timeout.ms on the brokers (INVALID_TRANSACTION_TIMEOUT)"
-            ))
-            .with_kafka_code(code::E::InvalidTransactionTimeout.code()),
-        )),
-        Some(code::E::TransactionalIdAuthorizationFailed) => {
-            Err(Attempt::Stop(TransportError::unauthorized(format!(
-                "InitProducerId for role '{role}': the principal needs the WRITE ACL on \
-                 TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-            ))))
-        }
-        Some(code::E::ClusterAuthorizationFailed) => {
-            Err(Attempt::Stop(TransportError::unauthorized(format!(
-                "InitProducerId for role '{role}': the principal needs the IDEMPOTENT_WRITE ACL \
-                 on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
-            ))))
-        }
-        Some(e) => {
-            let other = e.code();
-            Err(Attempt::from_code(
-                other,
-                format!(
-                    "InitProducerId for role '{role}' at {} failed with error {other} ({})",
-                    conn.addr(),
-                    code::name(other)
-                ),
-            ))
-        }
-    }
-}
-
-/// Maps a per-request error code on a transactional call of `role` (pair `token`) to an
-/// attempt (by the table in [`classify`](super::classify), with the ACL to grant for an
-/// authorization error).
-pub(crate) fn txn_error(
-    role: &Role,
-    token: FencingToken,
-    what: &str,
-    addr: &str,
-    error: i16,
-) -> Attempt {
-    let why = match code::error(error) {
-        Some(
-            code::E::ProducerFenced
-            | code::E::InvalidProducerEpoch
-            | code::E::InvalidProducerIdMapping,
-        ) => {
-            format!(
-                "{what} of role '{role}' with pair {token} was fenced: a newer leader holds the \
-                 role ({})",
-                code::name(error)
-            )
-        }
-        Some(code::E::TransactionalIdAuthorizationFailed) => format!(
-            "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
-             '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-        ),
-        Some(code::E::TopicAuthorizationFailed) => format!(
-            "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
-             (TOPIC_AUTHORIZATION_FAILED)"
-        ),
-        Some(code::E::ClusterAuthorizationFailed) => format!(
-            "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
-             Cluster (CLUSTER_AUTHORIZATION_FAILED)"
-        ),
-        _ => format!(
-            "{what} of role '{role}' at {addr}: error {error} ({})",
-            code::name(error)
-        ),
-    };
-    Attempt::from_code(error, why)
-}
-
-/// One AddPartitionsToTxn of `topics` for `role` (pair `token`) on `conn`, a connection to
-/// its coordinator.
-fn add_partitions_on(
-    conn: &mut Conn,
-    role: &Role,
-    token: FencingToken,
-    topics: Vec<AddPartitionsToTxnTopic>,
-    deadline: Instant,
-) -> Result<(), Attempt> {
-    let Some(version) = conn.version_at_most::<AddPartitionsToTxnRequest>(MAX_ADD_PARTITIONS)
-    else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} supports no AddPartitionsToTxn version up to v{MAX_ADD_PARTITIONS}",
-            conn.addr()
-        ))));
-    };
-    let req = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
-            role.as_str().to_owned(),
-        )))
-        .with_v3_and_below_producer_id(ProducerId(token.producer_id))
-        .with_v3_and_below_producer_epoch(token.producer_epoch)
-        .with_v3_and_below_topics(topics);
-    let resp = conn.call(&req, version, deadline)?;
-    let addr = conn.addr().to_owned();
-    // Every partition answers the same code, or OPERATION_NOT_ATTEMPTED (55) beside the one
-    // that failed.
-    let worst = resp
-        .results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(move |p| (t.name.0.as_str(), p.partition_error_code))
-        })
-        .find(|(_, c)| *c != code::NONE && *c != code::E::OperationNotAttempted.code());
-    match worst {
-        None => Ok(()),
-        Some((topic, c)) if code::error(c) == Some(code::E::TopicAuthorizationFailed) => {
-            Err(Attempt::Stop(topic_unauthorized(
-                "AddPartitionsToTxn",
-                role,
-                "WRITE",
-                topic,
-            )))
-        }
-        Some((_, err)) => Err(txn_error(role, token, "AddPartitionsToTxn", &addr, err)),
-    }
-}
-
-/// A transactional Produce of one encoded batch, as sent (and sent again) to the partition's
-/// leader.
-struct TxnProduce {
-    role: Role,
-    token: FencingToken,
-    topic: String,
-    partition: i32,
-    base_sequence: i32,
-    timeout_ms: i32,
-    encoded: Bytes,
-    /// What it is, for errors.
-    what: String,
-}
-
-impl TxnProduce {
-    /// Sends it on `conn`, a connection to the partition's leader; returns the base offset.
-    fn on(self, conn: &mut Conn, deadline: Instant) -> Result<i64, Attempt> {
-        let TxnProduce {
-            role,
-            token,
-            topic,
-            partition,
-            base_sequence,
-            timeout_ms,
-            encoded,
-            what,
-        } = self;
-        let version = produce_version(conn)?;
-        let req = produce_request(Some(role.as_str()), &topic, partition, timeout_ms, encoded);
-        let resp = conn.call(&req, version, deadline)?;
-        let addr = conn.addr().to_owned();
-        let Some(p) = partition_answer(&resp, partition) else {
-            return Err(Attempt::again(format!(
-                "the Produce answer from {addr} did not mention {topic}/{partition}"
-            )));
-        };
-        match code::error(p.error_code) {
-            // A duplicate: an earlier send of this very batch was written.
-            None | Some(code::E::DuplicateSequenceNumber) => Ok(p.base_offset),
-            Some(code::E::OutOfOrderSequenceNumber) => {
-                Err(Attempt::Stop(TransportError::retriable(format!(
-                    "{what}: the broker expected another sequence than {base_sequence} \
-                     (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
-                     sequence learned again"
-                ))))
-            }
-            Some(code::E::TopicAuthorizationFailed) => Err(Attempt::Stop(topic_unauthorized(
-                "Produce", &role, "WRITE", &topic,
-            ))),
-            Some(code::E::InvalidRecord) => Err(Attempt::Stop(
-                TransportError::config(format!(
-                    "{what}: {addr} refused the records (INVALID_RECORD: {}); a compacted topic \
-                     takes only records with a key",
-                    p.error_message
-                        .as_ref()
-                        .map_or("no reason given", |m| m.as_str())
-                ))
-                .with_kafka_code(code::E::InvalidRecord.code()),
-            )),
-            Some(e) => {
-                let err = e.code();
-                Err(txn_error(&role, token, "Produce", &addr, err))
-            }
-        }
-    }
-}
-
-/// One DescribeProducers of `topic`/`partition` on `conn`, a connection to its leader: the
-/// last sequence the partition has of pair `token`, if any.
-fn last_sequence_on(
-    conn: &mut Conn,
-    role: &Role,
-    token: FencingToken,
-    topic: &str,
-    partition: i32,
-    what: &str,
-    deadline: Instant,
-) -> Result<Option<i32>, Attempt> {
-    if conn.version::<DescribeProducersRequest>().is_none() {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} does not support DescribeProducers (Kafka 2.8 or newer)",
-            conn.addr()
-        ))));
-    }
-    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
-        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-        .with_partition_indexes(vec![partition])]);
-    let resp = conn.call(&req, 0, deadline)?;
-    let Some(p) = resp
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == partition)
-    else {
-        return Err(Attempt::again(format!(
-            "{what}: no answer for the partition"
-        )));
-    };
-    if p.error_code == code::E::TopicAuthorizationFailed.code() {
-        return Err(Attempt::Stop(topic_unauthorized(
-            "DescribeProducers (learning the partition's sequence after a produce that failed \
-             or lost its answer)",
-            role,
-            "READ",
-            topic,
-        )));
-    }
-    if p.error_code != code::NONE {
-        return Err(Attempt::from_code(
-            p.error_code,
-            format!(
-                "{what}: error {} ({})",
-                p.error_code,
-                code::name(p.error_code)
-            ),
-        ));
-    }
-    Ok(p.active_producers
-        .iter()
-        .find(|a| {
-            a.producer_id.0 == token.producer_id
-                && a.producer_epoch == i32::from(token.producer_epoch)
-        })
-        .map(|a| a.last_sequence))
-}
-
-/// One EndTxn (`commit` or abort) for `role` (pair `token`) on `conn`, a connection to its
-/// coordinator: `true` once ended as asked, `false` when nothing is open at the coordinator.
-fn end_txn_on(
-    conn: &mut Conn,
-    role: &Role,
-    token: FencingToken,
-    commit: bool,
-    deadline: Instant,
-) -> Result<bool, Attempt> {
-    let verb = if commit { "commit" } else { "abort" };
-    let Some(version) = conn.version_at_most::<EndTxnRequest>(MAX_END_TXN) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} supports no EndTxn version up to v{MAX_END_TXN}",
-            conn.addr()
-        ))));
-    };
-    let req = EndTxnRequest::default()
-        .with_transactional_id(TransactionalId(StrBytes::from_string(
-            role.as_str().to_owned(),
-        )))
-        .with_producer_id(ProducerId(token.producer_id))
-        .with_producer_epoch(token.producer_epoch)
-        .with_committed(commit);
-    let resp = conn.call(&req, version, deadline)?;
-    let addr = conn.addr().to_owned();
-    match code::error(resp.error_code) {
-        None => Ok(true),
-        Some(code::E::InvalidTxnState) => Ok(false),
-        Some(e) => {
-            let err = e.code();
-            Err(txn_error(
-                role,
-                token,
-                &format!("EndTxn ({verb})"),
-                &addr,
-                err,
-            ))
-        }
-    }
-}
-
-/// One record batch (magic v2, uncompressed) of `records` (key, value) by `producer` from
-/// `base_sequence`, transactional or not.
-pub(crate) fn encode_batch(
-    producer: FencingToken,
-    transactional: bool,
-    base_sequence: i32,
-    records: impl Iterator<Item = (Option<Bytes>, Option<Bytes>)>,
-) -> Result<Bytes, TransportError> {
-    encode_batch_with_headers(
-        producer,
-        transactional,
-        base_sequence,
-        records.map(|(k, v)| (k, v, Headers::default())),
-    )
-}
-
-/// A record's headers as the batch encoder takes them.
-type Headers = kafka_protocol::indexmap::IndexMap<StrBytes, Option<Bytes>>;
-
-/// The headers of `r`; a name given twice is refused (the encoder keeps one value per name).
-fn headers_of(r: &GuardedRecord<'_>) -> Result<Headers, TransportError> {
-    let mut headers = Headers::with_capacity(r.headers.len());
-    for (name, value) in r.headers {
-        let value = value.map(Bytes::copy_from_slice);
-        if headers
-            .insert(StrBytes::from_string((*name).to_owned()), value)
-            .is_some()
-        {
-            return Err(TransportError::config(format!(
-                "header '{name}' is given twice in a record to {}/{}; give each name once",
-                r.topic, r.partition
-            )));
-        }
-    }
-    Ok(headers)
-}
-
-/// [`encode_batch`] of records with headers.
-pub(crate) fn encode_batch_with_headers(
-    producer: FencingToken,
-    transactional: bool,
-    base_sequence: i32,
-    records: impl Iterator<Item = (Option<Bytes>, Option<Bytes>, Headers)>,
-) -> Result<Bytes, TransportError> {
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let batch: Vec<Record> = records
-        .enumerate()
-        .map(|(i, (key, value, headers))| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: producer.producer_id,
-            producer_epoch: producer.producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: base_sequence.wrapping_add(i as i32),
-            timestamp: now_ms,
-            key,
-            value,
-            headers,
-        })
-        .collect();
-    let mut encoded = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut encoded,
-        batch.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| TransportError::fatal(format!("encoding a record batch: {e}")))?;
-    Ok(encoded.freeze())
-}
-
-/// The Produce version to send on `conn` (the highest both sides support, at most
-/// `MAX_PRODUCE`, below transaction version 2).
-pub(crate) fn produce_version(conn: &Conn) -> Result<i16, Attempt> {
-    conn.version_at_most::<ProduceRequest>(MAX_PRODUCE)
-        .ok_or_else(|| {
-            Attempt::Stop(TransportError::config(format!(
-                "the broker at {} supports no Produce version up to v{MAX_PRODUCE}",
-                conn.addr()
-            )))
-        })
-}
-
-/// A Produce (`acks=all`) of one batch to `topic`/`partition`.
-pub(crate) fn produce_request(
-    transactional_id: Option<&str>,
-    topic: &str,
-    partition: i32,
-    timeout_ms: i32,
-    batch: Bytes,
-) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_transactional_id(
-            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_owned()))),
-        )
-        .with_acks(-1)
-        .with_timeout_ms(timeout_ms)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch))])])
-}
-
-/// The answer of a Produce for `partition`, if the broker gave one.
-pub(crate) fn partition_answer(
-    resp: &ProduceResponse,
-    partition: i32,
-) -> Option<&PartitionProduceResponse> {
-    resp.responses
-        .iter()
-        .flat_map(|t| t.partition_responses.iter())
-        .find(|p| p.index == partition)
-}
-
-/// TOPIC_AUTHORIZATION_FAILED on `topic` in `request` for `role`: the ACL the principal lacks.
-fn topic_unauthorized(request: &str, role: &Role, operation: &str, topic: &str) -> TransportError {
-    TransportError::unauthorized(format!(
-        "{request} for role '{role}': the principal needs the {operation} ACL on Topic '{topic}' \
-         (TOPIC_AUTHORIZATION_FAILED)"
-    ))
 }
 
 #[cfg(test)]

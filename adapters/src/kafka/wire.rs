@@ -10,7 +10,7 @@
 //! past the end, a varint runs past five bytes, a known tagged field's size disagrees with its
 //! content, or bytes are left over. An answer that passes decodes with allocations bounded by a
 //! small multiple of its size (the connection accepts answers up to
-//! [`MAX_RESPONSE`](super::net::MAX_RESPONSE) bytes).
+//! [`MAX_RESPONSE`](super::net::conn::MAX_RESPONSE) bytes).
 //!
 //! The shapes mirror Kafka's message definitions (`clients/src/main/resources/common/message/`)
 //! for the versions this client sends; the tests encode answers of every such version with

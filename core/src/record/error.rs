@@ -1,15 +1,7 @@
 //! What was wrong with malformed bytes, named by record part, field and kind.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
-use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
-use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
-use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
+use super::FORMAT_VERSION;
+use core::fmt;
 
 /// The record part that failed to decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,15 +1,11 @@
 //! The key of every record: format version, kind, role, member.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
-use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
+use super::error::{Field, FormatError, FormatErrorKind, Part};
+use super::names::{MemberId, Role};
+use super::wire::{put_str, Reader};
+use super::FORMAT_VERSION;
 use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
 use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
 
 /// The record kind, the second field of every key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

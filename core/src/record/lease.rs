@@ -1,15 +1,12 @@
 //! The lease value: a member leads the role with a pair until a deadline.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
+use super::error::{Field, FormatError, Part};
+use super::names::MemberId;
+use super::wire::{put_str, Reader};
+use super::FORMAT_VERSION;
 use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
 use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
 use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
 
 /// The value of a lease record: `member` leads the role with `token` until `deadline`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -49,7 +46,7 @@ impl Lease {
     }
 
     /// Decodes a lease value. An empty slice is a tombstone, not a value: it fails with
-    /// [`FormatErrorKind::Truncated`].
+    /// [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     ///
     /// The same parser as [`LeaseRef::decode`], whose result it copies into an owned member.
     pub fn decode(bytes: &[u8]) -> Result<Lease, FormatError> {
@@ -91,7 +88,7 @@ pub struct LeaseRef<'a> {
 impl<'a> LeaseRef<'a> {
     /// Decodes a lease value without allocating. It fails exactly where, and with exactly the
     /// error, [`Lease::decode`] fails. An empty slice is a tombstone, not a value: it fails with
-    /// [`FormatErrorKind::Truncated`].
+    /// [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     pub fn decode(bytes: &'a [u8]) -> Result<LeaseRef<'a>, FormatError> {
         LeaseRef::decode_expecting(bytes, None)
     }

@@ -27,12 +27,12 @@ mod names;
 mod registration;
 mod wire;
 
-pub use error::*;
-pub use key::*;
-pub use lease::*;
-pub use names::*;
-pub use registration::*;
-pub(crate) use wire::*;
+pub use error::{Field, FormatError, FormatErrorKind, Part};
+pub(crate) use key::peek_key_role;
+pub use key::{Key, KeyKind, KeyRef};
+pub use lease::{Lease, LeaseRef};
+pub use names::{MemberId, NameError, Role, MAX_NAME_BYTES};
+pub use registration::{Registration, RegistrationRef};
 
 /// The only format version this crate reads and writes, in keys and values alike.
 pub const FORMAT_VERSION: i16 = 0;

@@ -1,14 +1,6 @@
 //! Role and member names: checked once, when built, so encoding never fails.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
-use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
-use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
-use bytes::BufMut;
-#[allow(unused_imports)]
+use alloc::string::String;
 use core::{borrow::Borrow, fmt};
 
 /// The longest name a [`Role`] or [`MemberId`] may have, in UTF-8 bytes (`i16::MAX`).

@@ -1,15 +1,12 @@
 //! The registration value: a member joined the role.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
-use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
+use super::error::{Field, FormatError, Part};
+use super::names::MemberId;
+use super::wire::{put_str, Reader};
+use super::FORMAT_VERSION;
+use crate::time::UnixMillis;
 use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
 use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
 
 /// The value of a registration record: a member joined the role at `registered_at`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -41,7 +38,7 @@ impl Registration {
     }
 
     /// Decodes a registration value. An empty slice is a tombstone, not a value: it fails with
-    /// [`FormatErrorKind::Truncated`].
+    /// [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     ///
     /// The same parser as [`RegistrationRef::decode`], whose result it copies into an owned
     /// member.
@@ -69,7 +66,7 @@ pub struct RegistrationRef<'a> {
 impl<'a> RegistrationRef<'a> {
     /// Decodes a registration value without allocating. It fails exactly where, and with
     /// exactly the error, [`Registration::decode`] fails. An empty slice is a tombstone, not a
-    /// value: it fails with [`FormatErrorKind::Truncated`].
+    /// value: it fails with [`FormatErrorKind::Truncated`](super::FormatErrorKind::Truncated).
     pub fn decode(bytes: &'a [u8]) -> Result<RegistrationRef<'a>, FormatError> {
         RegistrationRef::decode_expecting(bytes, None)
     }

@@ -1,16 +1,9 @@
 //! The wire primitives: Kafka's big-endian integers and `i16`-length strings, and a
 //! bounds-checked reader that names the part and field of every failure.
 
-#[allow(unused_imports)]
-use super::*;
-#[allow(unused_imports)]
-use crate::{time::UnixMillis, token::FencingToken};
-#[allow(unused_imports)]
-use alloc::{string::String, vec::Vec};
-#[allow(unused_imports)]
+use super::error::{Field, FormatError, FormatErrorKind, Part};
+use super::FORMAT_VERSION;
 use bytes::BufMut;
-#[allow(unused_imports)]
-use core::{borrow::Borrow, fmt};
 
 pub(crate) fn put_str(buf: &mut impl BufMut, s: &str) {
     // `Role` and `MemberId` are at most i16::MAX bytes, so the cast is exact.
