@@ -1,7 +1,9 @@
 //! [`KafkaConfig`]: where the cluster is, how the state topic is laid out, how long to wait.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::oauth::{ProviderRef, TokenCache, TokenProvider};
 use crate::error::TransportError;
 
 /// The name of the compacted topic that holds every role's registrations and lease.
@@ -36,7 +38,24 @@ pub struct KafkaConfig {
     address_overrides: Vec<(String, String)>,
     connections_per_broker: usize,
     /// `sasl.mechanism=OAUTHBEARER`'s tokens (see `oauth.rs`).
-    pub(super) token_provider: Option<super::oauth::ProviderRef>,
+    pub(super) token_provider: Option<ProviderRef>,
+}
+
+impl KafkaConfig {
+    /// The source of tokens for `sasl.mechanism=OAUTHBEARER` (see [`TokenProvider`]); without
+    /// it that mechanism is refused. Every connection of the clients built from this
+    /// configuration and its clones (a [`KafkaTransport`](super::KafkaTransport) has a few:
+    /// its transactions, its reader, its describes) uses the same token, refreshed as the
+    /// `oauth` module says.
+    pub fn with_token_provider(mut self, provider: impl TokenProvider + 'static) -> Self {
+        self.token_provider = Some(ProviderRef::new(provider));
+        self
+    }
+
+    /// The token of [`with_token_provider`](Self::with_token_provider)'s provider.
+    pub(crate) fn token_cache(&self) -> Option<&Arc<TokenCache>> {
+        self.token_provider.as_ref().map(ProviderRef::cache)
+    }
 }
 
 /// Whether the value of property `key` is a secret: a key (compared case-insensitively) whose
@@ -680,6 +699,27 @@ mod tests {
 #[cfg(test)]
 mod redaction_tests {
     use super::*;
+
+    #[test]
+    fn a_token_provider_is_shown_as_such_and_shared_by_clones() {
+        use std::time::SystemTime;
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000);
+        let config = KafkaConfig::new("b:9093", 1).with_token_provider(move || {
+            Ok(super::super::OAuthToken::new(
+                "eyJhbGciOiJub25lIn0.e30.",
+                at,
+            ))
+        });
+        let shown = format!("{config:?}");
+        assert!(shown.contains("TokenProvider(..)"), "{shown}");
+        assert!(!shown.contains("eyJ"), "{shown}");
+        let clone = config.clone();
+        let (a, b) = (
+            config.token_cache().expect("set"),
+            clone.token_cache().expect("set"),
+        );
+        assert!(Arc::ptr_eq(a, b), "clones share one token cache");
+    }
 
     /// Secret values of every kind the predicate names, each unlike anything else printed.
     const SECRETS: [(&str, &str); 6] = [

@@ -1,5 +1,5 @@
 //! SASL OAUTHBEARER (RFC 7628, KIP-255): the tokens come from a [`TokenProvider`] the
-//! application supplies ([`KafkaConfig::with_token_provider`]); this client fetches no token
+//! application supplies ([`KafkaConfig::with_token_provider`](crate::kafka::KafkaConfig::with_token_provider)); this client fetches no token
 //! itself.
 //!
 //! One token serves every connection built from a configuration and its clones. It is used until 80% of its lifetime has
@@ -13,7 +13,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use super::config::KafkaConfig;
 use crate::sync::lock;
 
 /// The application's source of OAuth bearer tokens for `sasl.mechanism=OAUTHBEARER`.
@@ -183,7 +182,7 @@ impl fmt::Debug for OAuthToken {
     }
 }
 
-/// A [`TokenProvider`] held by a [`KafkaConfig`], with its token: every client built from the
+/// A [`TokenProvider`] held by a [`KafkaConfig`](crate::kafka::KafkaConfig), with its token: every client built from the
 /// configuration (or a clone of it) shares one token. Shown as `TokenProvider(..)`.
 #[derive(Clone)]
 pub(crate) struct ProviderRef(Arc<TokenCache>);
@@ -194,21 +193,15 @@ impl fmt::Debug for ProviderRef {
     }
 }
 
-impl KafkaConfig {
-    /// The source of tokens for `sasl.mechanism=OAUTHBEARER` (see [`TokenProvider`]); without
-    /// it that mechanism is refused. Every connection of the clients built from this
-    /// configuration and its clones (a [`KafkaTransport`](super::KafkaTransport) has a few:
-    /// its transactions, its reader, its describes) uses the same token, refreshed as the
-    /// module docs say.
-    pub fn with_token_provider(mut self, provider: impl TokenProvider + 'static) -> Self {
-        let cache = TokenCache::new(Arc::new(provider));
-        self.token_provider = Some(ProviderRef(Arc::new(cache)));
-        self
+impl ProviderRef {
+    /// Holds `provider`, with no token fetched yet.
+    pub(crate) fn new(provider: impl TokenProvider + 'static) -> ProviderRef {
+        ProviderRef(Arc::new(TokenCache::new(Arc::new(provider))))
     }
 
-    /// The token of [`with_token_provider`](Self::with_token_provider)'s provider.
-    pub(crate) fn token_cache(&self) -> Option<&Arc<TokenCache>> {
-        self.token_provider.as_ref().map(|p| &p.0)
+    /// The provider's token cache.
+    pub(crate) fn cache(&self) -> &Arc<TokenCache> {
+        &self.0
     }
 }
 
@@ -400,11 +393,9 @@ mod tests {
         assert!(!shown.contains("pool-secret-value"), "{shown}");
         assert!(shown.contains("svc") && shown.contains("poolId"), "{shown}");
 
-        let config = KafkaConfig::new("b:9093", 1)
-            .with_token_provider(move || Ok(OAuthToken::new(SECRET, at(5))));
-        let shown = format!("{config:?}");
-        assert!(shown.contains("TokenProvider(..)"), "{shown}");
-        let cache = config.token_cache().expect("set");
+        let cache = ProviderRef::new(move || Ok(OAuthToken::new(SECRET, at(5))));
+        assert_eq!(format!("{cache:?}"), "TokenProvider(..)");
+        let cache = cache.cache();
         cache.token(at(0)).expect("token");
         let shown = format!("{cache:?}");
         assert!(
