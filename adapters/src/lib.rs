@@ -59,6 +59,8 @@ pub mod describe;
 )]
 mod driver;
 pub mod error;
+#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+mod flavour;
 pub mod health;
 #[cfg_attr(
     not(any(
@@ -89,6 +91,8 @@ pub mod options;
     allow(dead_code)
 )]
 mod pool;
+#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+mod runtime;
 mod sync;
 pub mod transport;
 // Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).

@@ -4,17 +4,10 @@
 
 mod claims;
 #[cfg(feature = "blocking")]
-mod thread;
-#[cfg(feature = "blocking")]
-pub(crate) use thread::run_blocking;
+pub(crate) mod thread;
 
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-mod task;
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-pub(crate) use task::{
-    describe_leadership_on, describe_role_state_on, host_api, host_on, runtime_api, start_on,
-    BoxFuture, Runtime,
-};
+pub(crate) mod task;
 
 use std::sync::Arc;
 use std::time::Duration;

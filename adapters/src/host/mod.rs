@@ -49,7 +49,7 @@ use kafka_coordination_core::time::UnixMillis;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::driver::{execute, start_execute, Driver, InFlight, Next};
 use crate::error::TransportError;
-use crate::leadership::{Candidacy, Doorbell, Error, Spawner};
+use crate::leadership::{Candidacy, Doorbell, Error, Spawner, Wake};
 use crate::options::Options;
 use crate::pool::Pool;
 use crate::sync::lock;
@@ -224,6 +224,15 @@ impl Bell {
     }
 }
 
+impl Wake for Bell {
+    fn listen(&self) -> EventListener {
+        Bell::listen(self)
+    }
+    fn ring(&self) {
+        self.ring_for_cancel();
+    }
+}
+
 /// A finished transport call.
 enum Done {
     Call {
@@ -348,7 +357,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
         };
         let doorbell = match self.manual() {
             Some(c) => Doorbell::Clock(c.clone()),
-            None => Doorbell::Host(self.bell.clone()),
+            None => Doorbell::Runner(self.bell.clone()),
         };
         let (mut driver, candidacy) = Driver::with_doorbell(
             self.transport.clone(),
@@ -1544,7 +1553,7 @@ pub(crate) fn run_on_thread<T: Transport + Send + Sync + ?Sized + 'static>(mut c
 
 /// The async flavours' loop: turns until the host stops, sleeping with runtime `R`'s timer.
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-pub(crate) async fn run_as_task<R: crate::driver::Runtime, T>(mut core: Core<T>)
+pub(crate) async fn run_as_task<R: crate::runtime::Runtime, T>(mut core: Core<T>)
 where
     T: Transport + Send + Sync + ?Sized + 'static,
 {
