@@ -12,7 +12,7 @@ use crate::driver::{execute, start_execute};
 use crate::error::TransportError;
 use crate::pool::Pool;
 use crate::sync::lock;
-use crate::transport::{with_priority, Transport};
+use crate::transport::Transport;
 
 use super::calls::{Answer, Outgoing, Started, DESCRIBE_BATCH};
 use super::event_loop::Core;
@@ -80,7 +80,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                             None => answer.skip(),
                         }
                     }
-                    with_priority(due, || inbox.transport.append_all(appends));
+                    inbox.transport.append_all(appends, due);
                 });
                 (due, job)
             })
@@ -130,13 +130,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         permit: Some(permit),
                     };
                     match c.call.start(inbox.clock.now()) {
-                        Some(cmd) => with_priority(c.due, || {
-                            start_execute(
-                                &*inbox.transport,
-                                cmd,
-                                Box::new(move |outcome| started.give(outcome)),
-                            )
-                        }),
+                        Some(cmd) => start_execute(
+                            &*inbox.transport,
+                            cmd,
+                            c.due,
+                            Box::new(move |outcome| started.give(outcome)),
+                        ),
                         // Taken by a driver exiting on the spot: it runs it itself.
                         None => started.skip(),
                     }
@@ -219,35 +218,34 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             drop(batch);
             let transport = Arc::clone(&inbox.transport);
             let n = roles.len();
-            with_priority(due, || {
-                transport.start_describe_epochs(
-                    roles,
-                    answered_or(
-                        move || {
-                            (0..n)
-                                .map(|_| {
-                                    Err(TransportError::retriable(
-                                        "the transport dropped a check without answering it",
-                                    ))
-                                })
-                                .collect()
-                        },
-                        move |answers: Vec<Result<_, TransportError>>| {
-                            let mut answers = answers.into_iter();
-                            for call in asked {
-                                let answer = answers.next().unwrap_or_else(|| {
-                                    Err(TransportError::fatal(
+            transport.start_describe_epochs(
+                roles,
+                due,
+                answered_or(
+                    move || {
+                        (0..n)
+                            .map(|_| {
+                                Err(TransportError::retriable(
+                                    "the transport dropped a check without answering it",
+                                ))
+                            })
+                            .collect()
+                    },
+                    move |answers: Vec<Result<_, TransportError>>| {
+                        let mut answers = answers.into_iter();
+                        for call in asked {
+                            let answer = answers.next().unwrap_or_else(|| {
+                                Err(TransportError::fatal(
                                     "describe_epochs answered fewer roles than it was asked for",
                                 ))
-                                });
-                                call.put(answer.map(|status| MachineEvent::Described { status }));
-                            }
-                            inbox.finished(finished);
-                            drop(place);
-                        },
-                    ),
-                )
-            });
+                            });
+                            call.put(answer.map(|status| MachineEvent::Described { status }));
+                        }
+                        inbox.finished(finished);
+                        drop(place);
+                    },
+                ),
+            );
         })
     }
 
@@ -280,26 +278,25 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             let job: Held = Box::new(move |place| {
                 let transport = Arc::clone(&inbox.transport);
                 // A read answers every candidacy of the partition that waits: first.
-                with_priority(Due::MIN, || {
-                    transport.start_read_partition(
-                        fetch.partition,
-                        fetch.from,
-                        answered_or(
-                            || {
-                                Err(TransportError::retriable(
-                                    "the transport dropped a read without answering it",
-                                ))
-                            },
-                            move |outcome| {
-                                inbox.finished(vec![Done::Read {
-                                    partition: fetch.partition,
-                                    outcome,
-                                }]);
-                                drop(place);
-                            },
-                        ),
-                    )
-                });
+                transport.start_read_partition(
+                    fetch.partition,
+                    fetch.from,
+                    Due::MIN,
+                    answered_or(
+                        || {
+                            Err(TransportError::retriable(
+                                "the transport dropped a read without answering it",
+                            ))
+                        },
+                        move |outcome| {
+                            inbox.finished(vec![Done::Read {
+                                partition: fetch.partition,
+                                outcome,
+                            }]);
+                            drop(place);
+                        },
+                    ),
+                );
             });
             // A read answers every candidacy of the partition that waits: first.
             match &self.pool {
