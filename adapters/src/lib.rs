@@ -171,9 +171,10 @@ pub use kafka_coordination_core::{
 pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
+// The completion callbacks (`AcquireDone`, `LeaseDone`, ...) and `TailHook` are for
+// transport implementors: they stay in `transport`.
 pub use transport::{
-    AcquireDone, Append, AppendDone, ConsumedOffset, Coordinator, DescribeDone, GroupOffsets,
-    GuardedRecord, LeaseDone, LeaseWriter, ReadBatch, ReadDone, Record, Registrar, StateReader,
-    TailHook, Transport,
+    Append, ConsumedOffset, Coordinator, GroupOffsets, GuardedRecord, LeaseWriter, ReadBatch,
+    Record, Registrar, StateReader, Transport,
 };
 pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};

@@ -1,9 +1,16 @@
 //! The transport seam: four small traits that the machine's commands are executed against.
 //!
-//! The signatures block (librdkafka's transactional calls do); async drivers run them on their
-//! runtime's blocking pool. A transport value belongs to **one member**: the Kafka transport
-//! keeps the transactional producer that `acquire_epoch` bound, and `write_lease` writes
-//! through that same producer. Implementations must be `Send + Sync`.
+//! **Required** (six methods): [`Coordinator::acquire_epoch`] and
+//! [`describe_epoch`](Coordinator::describe_epoch), [`StateReader::partitions`] and
+//! [`read_partition`](StateReader::read_partition), [`Registrar::append`],
+//! [`LeaseWriter::write_lease`]. These block; drivers and hosts run them on threads of their
+//! own (an async driver on its runtime's blocking pool). `examples/src/custom_transport.rs`
+//! is a complete transport of just these. **Optional**, each with a default: the completion
+//! forms (`start_*`, [`Registrar::append_all`]) for a transport that waits without holding a
+//! thread (it says so with the `*_without_a_thread` methods, and gets each call's priority),
+//! tailing ([`StateReader::read_tailed`], [`StateReader::on_tailed`]), long polls, guarded
+//! writes and per-process role claims. A transport value belongs to **one member** (or is
+//! shared by the candidacies of one process, one per role). Implementations are `Send + Sync`.
 
 use std::time::Duration;
 

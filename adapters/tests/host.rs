@@ -501,7 +501,7 @@ type HeldWrite = (
     Vec<u8>,
     Option<Vec<u8>>,
     kafka_coordination::FencingToken,
-    kafka_coordination::LeaseDone,
+    kafka_coordination::transport::LeaseDone,
 );
 
 impl<T: Transport> HeldAppends<T> {
@@ -681,7 +681,7 @@ impl<T: Transport> kafka_coordination::LeaseWriter for HeldAppends<T> {
         value: Option<Vec<u8>>,
         token: kafka_coordination::FencingToken,
         _priority: i64,
-        done: kafka_coordination::LeaseDone,
+        done: kafka_coordination::transport::LeaseDone,
     ) {
         let mut st = self.held.lock().unwrap();
         if self.on_its_own {
@@ -1049,7 +1049,7 @@ impl<T: Transport> kafka_coordination::Coordinator for ChecksSeen<T> {
         &self,
         roles: Vec<Role>,
         _priority: i64,
-        done: kafka_coordination::DescribeDone,
+        done: kafka_coordination::transport::DescribeDone,
     ) {
         let name = std::thread::current()
             .name()
