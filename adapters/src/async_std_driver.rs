@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::driver::{BoxFuture, Runtime};
+use crate::runtime::{BoxFuture, Runtime};
 
 struct Rt;
 
@@ -28,5 +28,5 @@ impl Runtime for Rt {
     }
 }
 
-crate::driver::runtime_api!(Rt, " on an async-std task");
-crate::driver::host_api!(Rt, " on one async-std task");
+crate::flavour::runtime_api!(Rt, " on an async-std task");
+crate::flavour::host_api!(Rt, " on one async-std task");

@@ -22,7 +22,8 @@
 
 use std::sync::Arc;
 
-use crate::driver::{run_blocking, Driver};
+use crate::driver::thread::run_blocking;
+use crate::driver::Driver;
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Error, Leadership};
 use crate::options::Options;

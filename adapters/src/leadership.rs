@@ -128,11 +128,15 @@ pub(crate) struct Shared {
     pub(crate) spawner: Arc<Spawner>,
 }
 
+/// How a handle wakes whoever runs its candidacy (to act on a cancel or a resign), and how that
+/// runner waits for it. The handles know their runner only through this.
 #[derive(Debug)]
 pub(crate) enum Doorbell {
+    /// A runner of one candidacy (a driver) owns the event.
     Own(Event),
+    /// On a manual clock, the clock's own event (so that `settle` sees the wake-up).
     Clock(crate::clock::ManualClock),
-    /// A hosted candidacy rings its host's bell.
+    /// A runner of many candidacies (a host) is woken through its own bell.
     #[cfg_attr(
         not(any(
             feature = "blocking",
@@ -142,7 +146,15 @@ pub(crate) enum Doorbell {
         )),
         allow(dead_code)
     )]
-    Host(Arc<crate::host::Bell>),
+    Runner(Arc<dyn Wake>),
+}
+
+/// The bell of a runner of many candidacies: what a hosted candidacy's [`Doorbell`] rings.
+pub(crate) trait Wake: std::fmt::Debug + Send + Sync {
+    /// A listener that fires at the next [`ring`](Wake::ring).
+    fn listen(&self) -> EventListener;
+    /// Wakes the runner because one of its candidacies was cancelled or asked to resign.
+    fn ring(&self);
 }
 
 impl Doorbell {
@@ -159,7 +171,7 @@ impl Doorbell {
         match self {
             Doorbell::Own(e) => e.listen(),
             Doorbell::Clock(c) => c.listen(),
-            Doorbell::Host(b) => b.listen(),
+            Doorbell::Runner(b) => b.listen(),
         }
     }
     pub(crate) fn ring(&self) {
@@ -168,7 +180,7 @@ impl Doorbell {
                 e.notify(usize::MAX);
             }
             Doorbell::Clock(c) => c.ring(),
-            Doorbell::Host(b) => b.ring_for_cancel(),
+            Doorbell::Runner(b) => b.ring(),
         }
     }
 }

@@ -59,6 +59,8 @@ pub mod describe;
 )]
 mod driver;
 pub mod error;
+#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+mod flavour;
 pub mod health;
 #[cfg_attr(
     not(any(
@@ -89,6 +91,8 @@ pub mod options;
     allow(dead_code)
 )]
 mod pool;
+#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+mod runtime;
 mod sync;
 pub mod transport;
 // Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).
@@ -167,9 +171,10 @@ pub use kafka_coordination_core::{
 pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
 pub use link::Link;
 pub use options::Options;
+// The completion callbacks (`AcquireDone`, `LeaseDone`, ...) and `TailHook` are for
+// transport implementors: they stay in `transport`.
 pub use transport::{
-    AcquireDone, Append, AppendDone, ConsumedOffset, Coordinator, DescribeDone, GroupOffsets,
-    GuardedRecord, LeaseDone, LeaseWriter, ReadBatch, ReadDone, Record, Registrar, StateReader,
-    TailHook, Transport,
+    Append, ConsumedOffset, Coordinator, GroupOffsets, GuardedRecord, LeaseWriter, ReadBatch,
+    Record, Registrar, StateReader, Transport,
 };
 pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};

@@ -143,9 +143,9 @@ impl<T: Registrar> Registrar for Link<T> {
         self.inner.append(partition, key, value)
     }
 
-    fn append_all(&self, appends: Vec<crate::transport::Append>) {
+    fn append_all(&self, appends: Vec<crate::transport::Append>, priority: i64) {
         match self.check() {
-            Ok(()) => self.inner.append_all(appends),
+            Ok(()) => self.inner.append_all(appends, priority),
             Err(e) => {
                 for a in appends {
                     (a.done)(Err(e.clone()));

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::driver::{BoxFuture, Runtime};
+use crate::runtime::{BoxFuture, Runtime};
 
 struct Rt;
 
@@ -23,5 +23,5 @@ impl Runtime for Rt {
     }
 }
 
-crate::driver::runtime_api!(Rt, " on a tokio task");
-crate::driver::host_api!(Rt, " on one tokio task");
+crate::flavour::runtime_api!(Rt, " on a tokio task");
+crate::flavour::host_api!(Rt, " on one tokio task");

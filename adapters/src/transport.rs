@@ -1,9 +1,16 @@
 //! The transport seam: four small traits that the machine's commands are executed against.
 //!
-//! The signatures block (librdkafka's transactional calls do); async drivers run them on their
-//! runtime's blocking pool. A transport value belongs to **one member**: the Kafka transport
-//! keeps the transactional producer that `acquire_epoch` bound, and `write_lease` writes
-//! through that same producer. Implementations must be `Send + Sync`.
+//! **Required** (six methods): [`Coordinator::acquire_epoch`] and
+//! [`describe_epoch`](Coordinator::describe_epoch), [`StateReader::partitions`] and
+//! [`read_partition`](StateReader::read_partition), [`Registrar::append`],
+//! [`LeaseWriter::write_lease`]. These block; drivers and hosts run them on threads of their
+//! own (an async driver on its runtime's blocking pool). `examples/src/custom_transport.rs`
+//! is a complete transport of just these. **Optional**, each with a default: the completion
+//! forms (`start_*`, [`Registrar::append_all`]) for a transport that waits without holding a
+//! thread (it says so with the `*_without_a_thread` methods, and gets each call's priority),
+//! tailing ([`StateReader::read_tailed`], [`StateReader::on_tailed`]), long polls, guarded
+//! writes and per-process role claims. A transport value belongs to **one member** (or is
+//! shared by the candidacies of one process, one per role). Implementations are `Send + Sync`.
 
 use std::time::Duration;
 
@@ -131,7 +138,14 @@ pub trait Coordinator {
     /// check there. A [host](crate::host) then starts its checks on its loop, and a check in
     /// flight holds none of its I/O threads; a custom event loop can do the same, with `done`
     /// posting to its own queue.
-    fn start_describe_epochs(&self, roles: Vec<Role>, done: DescribeDone) {
+    ///
+    /// `priority` says how soon the call should go, smaller first (a host gives its queue's
+    /// due instants, in milliseconds): a transport that queues the requests of calls started
+    /// without a thread (the Kafka client's connection threads) serves them in this order;
+    /// others ignore it. The same holds for every `start_*` method and
+    /// [`append_all`](Registrar::append_all).
+    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone) {
+        let _ = priority;
         done(self.describe_epochs(&roles));
     }
 
@@ -147,7 +161,14 @@ pub trait Coordinator {
     /// [`acquire_epoch`](Coordinator::acquire_epoch) and then `done` on the caller's thread;
     /// a transport whose acquires hold no thread returns at once and says so with
     /// [`acquires_without_a_thread`](Coordinator::acquires_without_a_thread).
-    fn start_acquire_epoch(&self, role: Role, transaction_timeout: Duration, done: AcquireDone) {
+    fn start_acquire_epoch(
+        &self,
+        role: Role,
+        transaction_timeout: Duration,
+        priority: i64,
+        done: AcquireDone,
+    ) {
+        let _ = priority;
         done(self.acquire_epoch(&role, transaction_timeout));
     }
 
@@ -191,21 +212,24 @@ pub trait Coordinator {
 /// order asked.
 pub type DescribeDone = Box<dyn FnOnce(Vec<Result<LeadershipStatus, TransportError>>) + Send>;
 
+#[cfg(feature = "kafka")]
 thread_local! {
-    /// The priority of the calls started on this thread now (see [`with_priority`]).
+    /// The priority of the requests started on this thread now (see [`with_priority`]).
     static PRIORITY: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
 }
 
-/// Runs `f` with `priority` as the priority of the calls it starts (smaller: sooner; a
-/// [host](crate::host) gives its queue's due instants, in milliseconds). A transport that
-/// queues the requests of calls started without a thread (the Kafka client's connection
-/// threads) serves them in this order.
+/// Runs `f` with `priority` as the priority of the requests it starts. The Kafka client's
+/// own carrier of the `priority` its `start_*` methods are given, from the call to the
+/// requests its tasks queue for the connection threads; callers of a transport pass the
+/// priority as an argument.
+#[cfg(feature = "kafka")]
 pub(crate) fn with_priority<R>(priority: i64, f: impl FnOnce() -> R) -> R {
     with_local(&PRIORITY, Some(priority), f)
 }
 
 /// Runs `f` with the thread-local `key` set to `value`, and restores what it held before,
 /// also when `f` panics.
+#[cfg(feature = "kafka")]
 pub(crate) fn with_local<T: Copy + 'static, R>(
     key: &'static std::thread::LocalKey<std::cell::Cell<T>>,
     value: T,
@@ -223,7 +247,7 @@ pub(crate) fn with_local<T: Copy + 'static, R>(
 }
 
 /// The priority given with [`with_priority`] to the calls started on this thread now.
-#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+#[cfg(feature = "kafka")]
 pub(crate) fn priority() -> Option<i64> {
     PRIORITY.with(std::cell::Cell::get)
 }
@@ -296,7 +320,14 @@ pub trait StateReader {
     /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default reads on the
     /// caller's thread; a transport whose reads hold no thread returns at once and says so
     /// with [`reads_without_a_thread`](StateReader::reads_without_a_thread).
-    fn start_read_partition(&self, partition: i32, from_offset: i64, done: ReadDone) {
+    fn start_read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        priority: i64,
+        done: ReadDone,
+    ) {
+        let _ = priority;
         done(self.read_partition(partition, from_offset, Duration::ZERO));
     }
 
@@ -412,7 +443,8 @@ pub trait Registrar {
     /// [`appends_without_a_thread`](Self::appends_without_a_thread)). A [host](crate::host)
     /// hands its candidacies' registrations over this way, from its loop when the transport
     /// says they hold no thread, so a registration holds none of the host's I/O threads.
-    fn append_all(&self, appends: Vec<Append>) {
+    fn append_all(&self, appends: Vec<Append>, priority: i64) {
+        let _ = priority;
         for a in appends {
             (a.done)(self.append(a.partition, &a.key, a.value.as_deref()));
         }
@@ -497,8 +529,10 @@ pub trait LeaseWriter {
         key: Vec<u8>,
         value: Option<Vec<u8>>,
         token: FencingToken,
+        priority: i64,
         done: LeaseDone,
     ) {
+        let _ = priority;
         done(self.write_lease(partition, &key, value.as_deref(), token));
     }
 
@@ -530,14 +564,20 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
     fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
         (**self).describe_epochs(roles)
     }
-    fn start_describe_epochs(&self, roles: Vec<Role>, done: DescribeDone) {
-        (**self).start_describe_epochs(roles, done)
+    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone) {
+        (**self).start_describe_epochs(roles, priority, done)
     }
     fn describes_without_a_thread(&self) -> bool {
         (**self).describes_without_a_thread()
     }
-    fn start_acquire_epoch(&self, role: Role, transaction_timeout: Duration, done: AcquireDone) {
-        (**self).start_acquire_epoch(role, transaction_timeout, done)
+    fn start_acquire_epoch(
+        &self,
+        role: Role,
+        transaction_timeout: Duration,
+        priority: i64,
+        done: AcquireDone,
+    ) {
+        (**self).start_acquire_epoch(role, transaction_timeout, priority, done)
     }
     fn acquires_without_a_thread(&self) -> bool {
         (**self).acquires_without_a_thread()
@@ -574,8 +614,14 @@ impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
     fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
         (**self).on_tailed(hook)
     }
-    fn start_read_partition(&self, partition: i32, from_offset: i64, done: ReadDone) {
-        (**self).start_read_partition(partition, from_offset, done)
+    fn start_read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        priority: i64,
+        done: ReadDone,
+    ) {
+        (**self).start_read_partition(partition, from_offset, priority, done)
     }
     fn reads_without_a_thread(&self) -> bool {
         (**self).reads_without_a_thread()
@@ -591,8 +637,8 @@ impl<T: Registrar + ?Sized> Registrar for std::sync::Arc<T> {
     ) -> Result<i64, TransportError> {
         (**self).append(partition, key, value)
     }
-    fn append_all(&self, appends: Vec<Append>) {
-        (**self).append_all(appends)
+    fn append_all(&self, appends: Vec<Append>, priority: i64) {
+        (**self).append_all(appends, priority)
     }
     fn appends_without_a_thread(&self) -> bool {
         (**self).appends_without_a_thread()
@@ -630,9 +676,10 @@ impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
         key: Vec<u8>,
         value: Option<Vec<u8>>,
         token: FencingToken,
+        priority: i64,
         done: LeaseDone,
     ) {
-        (**self).start_write_lease(partition, key, value, token, done)
+        (**self).start_write_lease(partition, key, value, token, priority, done)
     }
     fn writes_without_a_thread(&self) -> bool {
         (**self).writes_without_a_thread()

@@ -501,7 +501,7 @@ type HeldWrite = (
     Vec<u8>,
     Option<Vec<u8>>,
     kafka_coordination::FencingToken,
-    kafka_coordination::LeaseDone,
+    kafka_coordination::transport::LeaseDone,
 );
 
 impl<T: Transport> HeldAppends<T> {
@@ -639,7 +639,7 @@ impl<T: Transport> kafka_coordination::Registrar for HeldAppends<T> {
         self.inner.append(partition, key, value)
     }
 
-    fn append_all(&self, appends: Vec<kafka_coordination::Append>) {
+    fn append_all(&self, appends: Vec<kafka_coordination::Append>, _priority: i64) {
         let mut st = self.held.lock().unwrap();
         st.started += appends.len();
         self.moved.notify_all();
@@ -680,7 +680,8 @@ impl<T: Transport> kafka_coordination::LeaseWriter for HeldAppends<T> {
         key: Vec<u8>,
         value: Option<Vec<u8>>,
         token: kafka_coordination::FencingToken,
-        done: kafka_coordination::LeaseDone,
+        _priority: i64,
+        done: kafka_coordination::transport::LeaseDone,
     ) {
         let mut st = self.held.lock().unwrap();
         if self.on_its_own {
@@ -1044,7 +1045,12 @@ impl<T: Transport> kafka_coordination::Coordinator for ChecksSeen<T> {
     ) -> Result<kafka_coordination::LeadershipStatus, kafka_coordination::TransportError> {
         self.inner.describe_epoch(role)
     }
-    fn start_describe_epochs(&self, roles: Vec<Role>, done: kafka_coordination::DescribeDone) {
+    fn start_describe_epochs(
+        &self,
+        roles: Vec<Role>,
+        _priority: i64,
+        done: kafka_coordination::transport::DescribeDone,
+    ) {
         let name = std::thread::current()
             .name()
             .unwrap_or("(unnamed)")

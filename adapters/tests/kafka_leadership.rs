@@ -1488,6 +1488,7 @@ fn checks_started_on_the_client_hold_no_thread_and_answer_as_describe_epochs() {
         let tx = tx.clone();
         t.start_describe_epochs(
             all.clone(),
+            0,
             Box::new(move |answers| {
                 let on = std::thread::current();
                 let _ = tx.send((batch, answers, on.id(), on.name().map(str::to_owned)));

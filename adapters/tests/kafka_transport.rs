@@ -156,6 +156,7 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
         t.start_acquire_epoch(
             r.clone(),
             LEASE,
+            0,
             Box::new(move |granted| {
                 on_a_connection_thread("an acquire");
                 let _ = tx.send((i, granted));
@@ -182,6 +183,7 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
             r.as_str().as_bytes().to_vec(),
             Some(format!("lease {i}").into_bytes()),
             *token,
+            0,
             Box::new(move |written| {
                 on_a_connection_thread("a lease write");
                 let _ = tx.send((i, written));
@@ -205,6 +207,7 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
             t.start_read_partition(
                 p,
                 offsets[i],
+                0,
                 Box::new(move |read| {
                     on_a_connection_thread("a read");
                     let _ = tx.send(read);
@@ -237,6 +240,7 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
         r.as_str().as_bytes().to_vec(),
         Some(b"stale".to_vec()),
         tokens[0],
+        0,
         Box::new(move |written| {
             let _ = tx.send(written);
         }),
@@ -585,6 +589,7 @@ fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batc
         (0..1000)
             .map(|i| collected(p, &key, format!("together-{i}").into_bytes(), &answers))
             .collect(),
+        0,
     );
     answered(&answers, 1000);
     let produces = sent(&t, "Produce") - before;
@@ -614,12 +619,12 @@ fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batc
             answers.lock().unwrap().push((b"first".to_vec(), outcome));
             for i in 1..1000 {
                 let value = format!("queued-{i}").into_bytes();
-                t.append_all(vec![collected(p, &key, value, &answers)]);
+                t.append_all(vec![collected(p, &key, value, &answers)], 0);
             }
             *queued.lock().unwrap() = Some(answers.lock().unwrap().len());
         })
     };
-    t.append_all(vec![first]);
+    t.append_all(vec![first], 0);
     answered(&answers, 1000);
     let produces = sent(&t, "Produce") - before;
     eprintln!("1,000 appends queued behind one in flight: {produces} Produce requests");
@@ -639,12 +644,15 @@ fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batc
     // answered at once, on the caller, and the others of its call are written.
     let bad = Arc::new(Mutex::new(None));
     let seen = Arc::clone(&bad);
-    t.append_all(vec![
-        Append::new(PARTITIONS + 3, key.clone(), Some(b"x".to_vec()), move |o| {
-            *seen.lock().unwrap() = Some(o)
-        }),
-        collected(p, &key, b"beside a bad one".to_vec(), &answers),
-    ]);
+    t.append_all(
+        vec![
+            Append::new(PARTITIONS + 3, key.clone(), Some(b"x".to_vec()), move |o| {
+                *seen.lock().unwrap() = Some(o)
+            }),
+            collected(p, &key, b"beside a bad one".to_vec(), &answers),
+        ],
+        0,
+    );
     answered(&answers, 1);
     let err = bad
         .lock()

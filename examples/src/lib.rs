@@ -9,6 +9,7 @@
 //! | [`failover`] | `cargo run --example failover` | election, renewal, death of the leader, takeover, fencing, third-party check, resign hand-over |
 //! | [`blocking_worker`] | `cargo run --example blocking_worker` | work done only while leading, a zombie's writes refused by token, stop on fence |
 //! | [`custom_event_loop`] | `cargo run --example custom_event_loop` | driving the sans-IO [`Candidate`](kafka_coordination::core::machine::Candidate) by hand |
+//! | [`custom_transport`] | `cargo run --example custom_transport` | a transport of your own: an in-process broker over a `HashMap` implementing only what the seam requires |
 //! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with the test kit ([`TestCluster`](kafka_coordination::testkit::TestCluster), a [`ManualClock`](kafka_coordination::ManualClock)) |
 //! | `prometheus` | `cargo run --example prometheus` | the library's metrics served as Prometheus text on `/metrics`, a leader liveness check on `/healthz` (feature `prometheus`, default) |
 //! | `singleton_consumer` | `cargo run --example singleton_consumer --features kafka -- bench` | a singleton consumer on rdkafka with exactly-once output: results and input offsets in one guarded transaction (feature `kafka`) |
@@ -27,6 +28,7 @@
 pub mod args;
 pub mod blocking_worker;
 pub mod custom_event_loop;
+pub mod custom_transport;
 pub mod elections;
 pub mod failover;
 pub mod manual_clock;

@@ -7,7 +7,7 @@
 //! idle laptop and on a loaded CI machine. The programs themselves keep the system clock.
 
 use kafka_coordination_examples::{
-    blocking_worker, custom_event_loop, failover, manual_clock, Timeline,
+    blocking_worker, custom_event_loop, custom_transport, failover, manual_clock, Timeline,
 };
 
 type Run = fn(&[String], &Timeline) -> Result<(), kafka_coordination_examples::args::Failure>;
@@ -169,6 +169,18 @@ fn custom_event_loop_in_real_time() {
         &["--real-time"],
     );
     assert_mentions(&text, &["real time", "custom_event_loop: OK"]);
+}
+
+#[test]
+fn custom_transport_elects_hands_over_and_fences() {
+    let text = run_example("custom_transport", custom_transport::run, &[]);
+    assert_mentions(
+        &text,
+        &[
+            "a lease write with the old pair is fenced",
+            "custom_transport: OK",
+        ],
+    );
 }
 
 #[test]

@@ -7,11 +7,11 @@
 #[cfg(not(unix))]
 compile_error!("the kafka-coordination command-line tool supports Unix only");
 
+mod failure;
 mod output;
 mod run;
 mod settings;
 
-use std::fmt;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -21,9 +21,11 @@ use kafka_coordination::kafka::{Severity, TopicReport};
 use kafka_coordination::watch::{leader_at, roles, LeaseTracker};
 use kafka_coordination::{
     blocking, describe_leadership, describe_role_state, Clock, Coordinator, PairRelation,
-    Registrar, RoleLeader, SystemClock, TransportError, UnixMillis, WatchEvent, WatchOptions,
+    Registrar, RoleLeader, SystemClock, UnixMillis, WatchEvent, WatchOptions,
 };
 use serde_json::json;
+
+use self::failure::Failure;
 
 use self::output::{
     escaped, event_line, leader_json, leader_text, relation_json, relative, time, vacancy_json,
@@ -112,49 +114,6 @@ enum TopicAction {
         #[arg(long)]
         strict: bool,
     },
-}
-
-/// Why the tool failed, with its exit code.
-pub struct Failure {
-    code: u8,
-    message: String,
-}
-
-impl Failure {
-    pub fn usage(message: impl fmt::Display) -> Failure {
-        Failure {
-            code: 2,
-            message: message.to_string(),
-        }
-    }
-    pub fn config(message: impl fmt::Display) -> Failure {
-        Failure::usage(message)
-    }
-    pub fn transport(e: TransportError) -> Failure {
-        let code = if e.kind() == kafka_coordination::ErrorKind::Config {
-            2
-        } else {
-            1
-        };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
-    }
-    pub fn failed(message: impl fmt::Display) -> Failure {
-        Failure {
-            code: 1,
-            message: message.to_string(),
-        }
-    }
-    fn from_error(e: kafka_coordination::Error) -> Failure {
-        match e {
-            kafka_coordination::Error::Transport(t) => Failure::transport(t),
-            kafka_coordination::Error::InvalidName(_)
-            | kafka_coordination::Error::InvalidOptions(_) => Failure::usage(e),
-            other => Failure::failed(other),
-        }
-    }
 }
 
 pub fn main() -> ExitCode {

@@ -16,9 +16,9 @@ use kafka_coordination::options::{parse_duration, TimingSettings};
 use kafka_coordination::{blocking, Clock, Error, Leadership, Options, SystemClock};
 use serde_json::{json, Value};
 
+use super::failure::Failure;
 use super::output::escaped;
 use super::settings::{is_secret_variable, Connection};
-use super::Failure;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

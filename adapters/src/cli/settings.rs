@@ -10,7 +10,7 @@ use kafka_coordination::kafka::{
 };
 use kafka_coordination::options::{parse_duration, TimingSettings};
 
-use super::Failure;
+use super::failure::Failure;
 
 /// The settings every subcommand takes. Its `Debug` shows no secret (see
 /// [`is_secret_property`]).

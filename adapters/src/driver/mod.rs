@@ -4,17 +4,10 @@
 
 mod claims;
 #[cfg(feature = "blocking")]
-mod thread;
-#[cfg(feature = "blocking")]
-pub(crate) use thread::run_blocking;
+pub(crate) mod thread;
 
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-mod task;
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-pub(crate) use task::{
-    describe_leadership_on, describe_role_state_on, host_api, host_on, runtime_api, start_on,
-    BoxFuture, Runtime,
-};
+pub(crate) mod task;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,13 +97,15 @@ fn lease_written(written: Result<i64, TransportError>) -> Result<Event, Transpor
 pub(crate) type ExecuteDone = Box<dyn FnOnce(Result<Event, TransportError>) + Send>;
 
 /// [`execute`] for the calls a transport can run without holding the caller's thread (an
-/// acquire, a lease write, a check), through its `start_*` methods: `done` gets the outcome,
+/// acquire, a lease write, a check), through its `start_*` methods with `priority` (see
+/// [`Coordinator::start_describe_epochs`](crate::Coordinator::start_describe_epochs)): `done` gets the outcome,
 /// now or later on a thread of the transport's. Whether those hold a thread is the
 /// transport's to say (its `*_without_a_thread` methods); their defaults run the blocking call
 /// here. Any other command is a driver bug, answered as such.
 pub(crate) fn start_execute<T: Transport + ?Sized>(
     transport: &T,
     command: Command,
+    priority: i64,
     done: ExecuteDone,
 ) {
     match command {
@@ -120,6 +115,7 @@ pub(crate) fn start_execute<T: Transport + ?Sized>(
         } => transport.start_acquire_epoch(
             transactional_id,
             transaction_timeout,
+            priority,
             Box::new(move |granted| done(granted.map(|token| Event::EpochGranted { token }))),
         ),
         Command::WriteLease {
@@ -132,10 +128,12 @@ pub(crate) fn start_execute<T: Transport + ?Sized>(
             key,
             value,
             token,
+            priority,
             Box::new(move |written| done(lease_written(written))),
         ),
         Command::DescribeRole { transactional_id } => transport.start_describe_epochs(
             vec![transactional_id],
+            priority,
             Box::new(move |mut answers| {
                 done(match answers.pop() {
                     Some(answer) => answer.map(|status| Event::Described { status }),

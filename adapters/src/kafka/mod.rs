@@ -604,27 +604,30 @@ impl Coordinator for KafkaTransport {
         &self,
         role: Role,
         transaction_timeout: Duration,
+        priority: i64,
         done: crate::transport::AcquireDone,
     ) {
-        let sessions = Arc::clone(&self.sessions);
-        let config = Arc::clone(&self.config);
-        let native = Arc::clone(&self.cluster);
-        exec::spawn(async move {
-            match sessions.acquire_async(&role, transaction_timeout).await {
-                Err(e)
-                    if e.kafka_code()
-                        == Some(cluster::code::E::InvalidTransactionTimeout.code()) =>
-                {
-                    // Reading the brokers' maximum waits on a thread; a configuration error
-                    // is rare enough to get one of its own rather than a connection thread.
-                    let named = std::thread::Builder::new()
-                        .name("kc-config-error".into())
-                        .spawn(move || done(Err(name_the_max_timeout(&config, &native, e))));
-                    drop(named);
+        crate::transport::with_priority(priority, || {
+            let sessions = Arc::clone(&self.sessions);
+            let config = Arc::clone(&self.config);
+            let native = Arc::clone(&self.cluster);
+            exec::spawn(async move {
+                match sessions.acquire_async(&role, transaction_timeout).await {
+                    Err(e)
+                        if e.kafka_code()
+                            == Some(cluster::code::E::InvalidTransactionTimeout.code()) =>
+                    {
+                        // Reading the brokers' maximum waits on a thread; a configuration error
+                        // is rare enough to get one of its own rather than a connection thread.
+                        let named = std::thread::Builder::new()
+                            .name("kc-config-error".into())
+                            .spawn(move || done(Err(name_the_max_timeout(&config, &native, e))));
+                        drop(named);
+                    }
+                    other => done(other),
                 }
-                other => done(other),
-            }
-        });
+            });
+        })
     }
 
     fn acquires_without_a_thread(&self) -> bool {
@@ -644,12 +647,19 @@ impl Coordinator for KafkaTransport {
     /// Queues the checks' requests (lookups, then one DescribeTransactions per coordinator
     /// and 256 roles) for the connection threads and returns: the check holds no thread while
     /// it waits, and `done` is called on the connection thread that received the last answer.
-    fn start_describe_epochs(&self, roles: Vec<Role>, done: crate::transport::DescribeDone) {
-        let client = self.describe.clone();
-        exec::spawn(async move {
-            let answers = client.describe_many_async(&roles).await;
-            done(answers);
-        });
+    fn start_describe_epochs(
+        &self,
+        roles: Vec<Role>,
+        priority: i64,
+        done: crate::transport::DescribeDone,
+    ) {
+        crate::transport::with_priority(priority, || {
+            let client = self.describe.clone();
+            exec::spawn(async move {
+                let answers = client.describe_many_async(&roles).await;
+                done(answers);
+            });
+        })
     }
 
     fn describes_without_a_thread(&self) -> bool {
@@ -722,15 +732,18 @@ impl StateReader for KafkaTransport {
         &self,
         partition: i32,
         from_offset: i64,
+        priority: i64,
         done: crate::transport::ReadDone,
     ) {
-        if let Err(e) = self.check_partition(partition) {
-            return done(Err(e));
-        }
-        if !self.topic_checked.load(Ordering::Acquire) {
-            return done(self.read_partition(partition, from_offset, Duration::ZERO));
-        }
-        self.reader.start_read(partition, from_offset, done);
+        crate::transport::with_priority(priority, || {
+            if let Err(e) = self.check_partition(partition) {
+                return done(Err(e));
+            }
+            if !self.topic_checked.load(Ordering::Acquire) {
+                return done(self.read_partition(partition, from_offset, Duration::ZERO));
+            }
+            self.reader.start_read(partition, from_offset, done);
+        })
     }
 
     /// Once the state topic was checked (the first call that touches it checks it).
@@ -757,20 +770,22 @@ impl Registrar for KafkaTransport {
     /// is sending, and leaves the appends queued behind a batch in flight to that batch's
     /// sender (see [`Registrar::append_all`]). Returns at once once the state topic was
     /// checked; the first call checks it on the caller's thread.
-    fn append_all(&self, appends: Vec<crate::transport::Append>) {
-        let topic = self.check_topic();
-        let mut queued = Vec::with_capacity(appends.len());
-        for a in appends {
-            let checked = topic
-                .clone()
-                .and_then(|()| self.check_partition(a.partition))
-                .and_then(|()| self.check_key_partition(a.partition, &a.key));
-            match checked {
-                Ok(()) => queued.push(a),
-                Err(e) => (a.done)(Err(e)),
+    fn append_all(&self, appends: Vec<crate::transport::Append>, priority: i64) {
+        crate::transport::with_priority(priority, || {
+            let topic = self.check_topic();
+            let mut queued = Vec::with_capacity(appends.len());
+            for a in appends {
+                let checked = topic
+                    .clone()
+                    .and_then(|()| self.check_partition(a.partition))
+                    .and_then(|()| self.check_key_partition(a.partition, &a.key));
+                match checked {
+                    Ok(()) => queued.push(a),
+                    Err(e) => (a.done)(Err(e)),
+                }
             }
-        }
-        self.appender.append_all(queued);
+            self.appender.append_all(queued);
+        })
     }
 
     /// Once the state topic was checked (the first call that touches it checks it): the
@@ -807,24 +822,27 @@ impl LeaseWriter for KafkaTransport {
         key: Vec<u8>,
         value: Option<Vec<u8>>,
         token: FencingToken,
+        priority: i64,
         done: crate::transport::LeaseDone,
     ) {
-        let checked = self
-            .check_partition(partition)
-            .and_then(|()| self.check_key_partition(partition, &key));
-        if let Err(e) = checked {
-            return done(Err(e));
-        }
-        if !self.topic_checked.load(Ordering::Acquire) {
-            return done(self.write_lease(partition, &key, value.as_deref(), token));
-        }
-        let writing = self.writing();
-        exec::spawn(async move {
-            let written = writing
-                .write_lease(partition, &key, value.as_deref(), token)
-                .await;
-            done(written);
-        });
+        crate::transport::with_priority(priority, || {
+            let checked = self
+                .check_partition(partition)
+                .and_then(|()| self.check_key_partition(partition, &key));
+            if let Err(e) = checked {
+                return done(Err(e));
+            }
+            if !self.topic_checked.load(Ordering::Acquire) {
+                return done(self.write_lease(partition, &key, value.as_deref(), token));
+            }
+            let writing = self.writing();
+            exec::spawn(async move {
+                let written = writing
+                    .write_lease(partition, &key, value.as_deref(), token)
+                    .await;
+                done(written);
+            });
+        })
     }
 
     /// Once the state topic was checked (the first registration checks it): until then a

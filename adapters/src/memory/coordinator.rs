@@ -9,82 +9,8 @@ use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
 
 use super::log::PartitionLog;
-use super::{AcceptedLeaseWrite, Inner, EXHAUSTED_EPOCH};
+use super::state::{AcceptedLeaseWrite, Inner, OpenTxn, TxnEntry, EXHAUSTED_EPOCH};
 use crate::error::TransportError;
-
-/// The coordinator's record of one transactional id.
-#[derive(Clone, Debug)]
-pub(super) struct TxnEntry {
-    /// The current (producer id, epoch).
-    pub(super) pair: FencingToken,
-    pub(super) state: TransactionState,
-    /// The transaction timeout of the last InitProducerId.
-    pub(super) timeout: Duration,
-    /// The open transaction, if any; always of `pair`.
-    pub(super) open: Option<OpenTxn>,
-}
-
-/// An open transaction.
-#[derive(Clone, Debug)]
-pub(super) struct OpenTxn {
-    started: UnixMillis,
-    /// The transport that writes it, for the audit log.
-    member: String,
-    /// (partition index, offset) of each record, in write order.
-    records: Vec<(usize, i64)>,
-}
-
-/// The producer id allocator: a counter that never hands out an id twice.
-#[derive(Clone, Debug)]
-pub(super) struct ProducerIds {
-    next: i64,
-    issued: BTreeSet<i64>,
-}
-
-impl ProducerIds {
-    pub(super) fn new(first: i64) -> ProducerIds {
-        ProducerIds {
-            next: first,
-            issued: BTreeSet::new(),
-        }
-    }
-
-    /// A fresh producer id.
-    pub(super) fn allocate(&mut self) -> i64 {
-        while self.issued.contains(&self.next) {
-            self.next = self.next.saturating_add(1);
-        }
-        let id = self.next;
-        self.issued.insert(id);
-        self.next = self.next.saturating_add(1);
-        id
-    }
-
-    /// Moves the counter 1000 below the smallest id issued or pending (at least 0).
-    pub(super) fn go_smaller(&mut self) -> i64 {
-        let lowest = self
-            .issued
-            .first()
-            .copied()
-            .unwrap_or(self.next)
-            .min(self.next);
-        self.next = lowest.saturating_sub(1000).max(0);
-        self.peek()
-    }
-
-    pub(super) fn set_next(&mut self, id: i64) {
-        self.next = id.max(0);
-    }
-
-    /// The id the next [`allocate`](Self::allocate) returns.
-    fn peek(&self) -> i64 {
-        let mut id = self.next;
-        while self.issued.contains(&id) {
-            id = id.saturating_add(1);
-        }
-        id
-    }
-}
 
 /// Ends the open transaction of `entry` (if any) in every partition it wrote, and sets the
 /// state. Returns the transaction.
@@ -401,21 +327,4 @@ fn no_producer(member: &str, role: &Role) -> TransportError {
     TransportError::fatal(format!(
         "member `{member}`: the coordinator has no producer for role `{role}`"
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn producer_ids_are_never_reused() {
-        let mut ids = ProducerIds::new(1000);
-        assert_eq!(ids.allocate(), 1000);
-        assert_eq!(ids.go_smaller(), 0);
-        assert_eq!(ids.allocate(), 0);
-        ids.set_next(999);
-        assert_eq!(ids.allocate(), 999);
-        assert_eq!(ids.allocate(), 1001, "1000 was issued already");
-        assert_eq!(ids.go_smaller(), 1, "0 is taken; the next free id above it");
-    }
 }

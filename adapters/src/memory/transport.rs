@@ -13,7 +13,8 @@ use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
-use super::{BrokerOp, MemoryBroker, Shared};
+use super::broker::{MemoryBroker, Shared};
+use super::faults::BrokerOp;
 use crate::error::TransportError;
 use crate::sync::lock;
 use crate::transport::{
@@ -438,5 +439,13 @@ fn wait_any(
                 parker.park_deadline(deadline);
             }
         }
+    }
+}
+
+impl MemoryBroker {
+    /// A transport for one member, named `name` in messages and in the audit log. Each member
+    /// needs its own: it holds the member's producer session.
+    pub fn transport(&self, name: impl Into<String>) -> MemoryTransport {
+        MemoryTransport::new(Arc::clone(&self.shared), name.into())
     }
 }

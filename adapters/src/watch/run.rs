@@ -12,7 +12,7 @@ use event_listener::{Event, EventListener, Listener};
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
 
-use super::{LeaseTracker, WatchEvent, WatchOptions};
+use super::tracker::{partition_of, LeaseTracker, WatchEvent, WatchOptions};
 use crate::clock::Clock;
 use crate::error::TransportError;
 use crate::leadership::Error;
@@ -328,7 +328,7 @@ impl WatchLoop {
         options: WatchOptions,
     ) -> Result<WatchLoop, Error> {
         let role = Role::new(role)?;
-        let partition = crate::watch::partition_of(&role, reader.partitions())?;
+        let partition = partition_of(&role, reader.partitions())?;
         let shared = Arc::new(Shared {
             role: role.clone(),
             inner: Mutex::new(Inner {
@@ -559,7 +559,7 @@ pub(crate) fn watch_on_thread(
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 mod on_runtime {
     use super::*;
-    use crate::driver::Runtime;
+    use crate::runtime::Runtime;
 
     /// Starts a watch whose loop is a task of runtime `R` (reads on its blocking pool).
     pub(crate) fn watch_on<R: Runtime>(
@@ -608,17 +608,6 @@ mod on_runtime {
             }
         }
     }
-
-    /// [`leader`](crate::leader) on runtime `R`'s blocking pool.
-    pub(crate) async fn leader_on<R: Runtime, S: StateReader + Clone + Send + Sync + 'static>(
-        reader: &S,
-        role: &str,
-    ) -> Result<crate::watch::RoleLeader, Error> {
-        let (reader, role) = (reader.clone(), role.to_owned());
-        R::unblock(move || crate::leader(&reader, &role))
-            .await
-            .unwrap_or(Err(Error::Cancelled))
-    }
 }
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
-pub(crate) use on_runtime::{leader_on, watch_on};
+pub(crate) use on_runtime::watch_on;

@@ -1,0 +1,314 @@
+//! How the loop hands the calls of a turn to the transport: registrations in batches, checks
+//! of several roles at once, lease writes and acquires, and one read per partition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_coordination_core::machine::{Command, Event as MachineEvent};
+use kafka_coordination_core::time::UnixMillis;
+
+use crate::clock::Clock;
+use crate::driver::{execute, start_execute};
+use crate::error::TransportError;
+use crate::pool::Pool;
+use crate::sync::lock;
+use crate::transport::Transport;
+
+use super::calls::{Answer, Outgoing, Started, DESCRIBE_BATCH};
+use super::event_loop::Core;
+use super::inbox::Done;
+use super::window::{answered_or, Due, Held, Job};
+
+impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
+    /// The registrations of this turn as jobs of [`append_all`](crate::Registrar::append_all),
+    /// each partition's in one job, the partitions dealt over as many jobs as the pool has
+    /// threads (one job when the transport's appends hold no thread): the appends of one
+    /// partition are queued together before its first batch is sent, and the partitions'
+    /// batches go out on several threads at once.
+    pub(super) fn append_jobs(&self, appends: Vec<Outgoing>, threads: usize) -> Vec<(Due, Held)> {
+        if appends.is_empty() {
+            return Vec::new();
+        }
+        let mut partitions: Vec<i32> = appends.iter().filter_map(|c| c.append).collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        let threads = threads.max(1);
+        let jobs = partitions.len().min(threads);
+        let mut chunks: Vec<Vec<Outgoing>> = (0..jobs).map(|_| Vec::new()).collect();
+        for c in appends {
+            let p = c.append.unwrap_or_default();
+            let at = partitions.binary_search(&p).unwrap_or_default();
+            chunks[at % jobs].push(c);
+        }
+        chunks
+            .into_iter()
+            .map(|chunk| {
+                let inbox = self.inbox.clone();
+                let due = chunk.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
+                let job: Held = Box::new(move |place| {
+                    // The place is given back once every append of the job is answered.
+                    let place = Arc::new(place);
+                    let mut appends = Vec::with_capacity(chunk.len());
+                    for c in chunk {
+                        let place = Arc::clone(&place);
+                        let answer = Answer {
+                            inbox: inbox.clone(),
+                            call: c.call.clone(),
+                            slot: c.slot,
+                            gen: c.gen,
+                            answered: false,
+                        };
+                        match c.call.start(inbox.clock.now()) {
+                            Some(Command::Append {
+                                partition,
+                                key,
+                                value,
+                            }) => appends.push(crate::transport::Append {
+                                partition,
+                                key,
+                                value,
+                                done: Box::new(move |outcome| {
+                                    answer.give(
+                                        outcome.map(|offset| MachineEvent::Appended { offset }),
+                                    );
+                                    drop(place);
+                                }),
+                            }),
+                            Some(_) => answer
+                                .give(Err(TransportError::fatal("driver bug: not a registration"))),
+                            // Taken by a driver exiting on the spot: it runs it itself.
+                            None => answer.skip(),
+                        }
+                    }
+                    inbox.transport.append_all(appends, due);
+                });
+                (due, job)
+            })
+            .collect()
+    }
+
+    /// Hands the calls of this turn over: the checks (DescribeRole) of up to
+    /// [`DESCRIBE_BATCH`] candidacies in one call of
+    /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs), the registrations
+    /// in a few calls of [`append_all`](crate::Registrar::append_all) (see
+    /// [`Core::append_jobs`]), every other call alone. Those the transport runs without a
+    /// thread are started here (acquires and lease writes through the [`Window`]); the
+    /// others go to the pool.
+    pub(super) fn flush_calls(&mut self) {
+        let calls = std::mem::take(&mut self.outgoing);
+        // One completion per call, whether alone or in a batch.
+        self.in_flight += calls.len();
+        let (describes, singles): (Vec<Outgoing>, Vec<Outgoing>) =
+            calls.into_iter().partition(|c| c.describe);
+        let mut jobs: Vec<(Due, Job)> = Vec::new();
+        let (appends, singles): (Vec<Outgoing>, Vec<Outgoing>) =
+            singles.into_iter().partition(|c| c.append.is_some());
+        if self.inbox.transport.appends_without_a_thread() {
+            // Started from the window: the transport sends them holding no thread.
+            for (due, job) in self.append_jobs(appends, 1) {
+                self.window
+                    .submit(due, Box::new(move |place| job(Some(place))));
+            }
+        } else {
+            let threads = self.pool.as_ref().map_or(1, Pool::threads);
+            for (due, job) in self.append_jobs(appends, threads) {
+                jobs.push((due, Box::new(move || job(None))));
+            }
+        }
+        let (started, singles): (Vec<Outgoing>, Vec<Outgoing>) =
+            singles.into_iter().partition(|c| c.on_its_own);
+        for c in started {
+            let inbox = self.inbox.clone();
+            self.window.submit(
+                c.due,
+                Box::new(move |permit| {
+                    let started = Started {
+                        inbox: inbox.clone(),
+                        call: Arc::clone(&c.call),
+                        slot: c.slot,
+                        gen: c.gen,
+                        permit: Some(permit),
+                    };
+                    match c.call.start(inbox.clock.now()) {
+                        Some(cmd) => start_execute(
+                            &*inbox.transport,
+                            cmd,
+                            c.due,
+                            Box::new(move |outcome| started.give(outcome)),
+                        ),
+                        // Taken by a driver exiting on the spot: it runs it itself.
+                        None => started.skip(),
+                    }
+                }),
+            );
+        }
+        for c in singles {
+            let inbox = self.inbox.clone();
+            jobs.push((
+                c.due,
+                Box::new(move || {
+                    if let Some(cmd) = c.call.start(inbox.clock.now()) {
+                        c.call.put(execute(
+                            &*inbox.transport,
+                            cmd,
+                            &*inbox.clock,
+                            Duration::ZERO,
+                            &c.shared,
+                        ));
+                    }
+                    inbox.finished(vec![Done::Call {
+                        slot: c.slot,
+                        gen: c.gen,
+                    }]);
+                }),
+            ));
+        }
+        let mut describes = describes.into_iter().peekable();
+        // A transport whose checks hold no thread gets them from the loop itself.
+        let on_loop = self.inbox.transport.describes_without_a_thread();
+        while describes.peek().is_some() {
+            let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
+            let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
+            let check = self.check_job(batch, due);
+            if on_loop {
+                self.window
+                    .submit(due, Box::new(move |place| check(Some(place))));
+            } else {
+                jobs.push((due, Box::new(move || check(None))));
+            }
+        }
+        for (due, job) in jobs {
+            match &self.pool {
+                Some(pool) => {
+                    pool.submit(due, job);
+                }
+                None => job(),
+            }
+        }
+    }
+
+    /// The checks (DescribeRole) of `batch`, in one
+    /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs): the answers are
+    /// handed to each call, and the loop is told, from whichever thread has them.
+    pub(super) fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Held {
+        let inbox = self.inbox.clone();
+        Box::new(move |place| {
+            let mut roles = Vec::with_capacity(batch.len());
+            let mut asked = Vec::with_capacity(batch.len());
+            for c in &batch {
+                match c.call.start(inbox.clock.now()) {
+                    Some(Command::DescribeRole { transactional_id }) => {
+                        roles.push(transactional_id);
+                        asked.push(Arc::clone(&c.call));
+                    }
+                    Some(_) => c
+                        .call
+                        .put(Err(TransportError::fatal("driver bug: not a check"))),
+                    // Taken by a driver exiting on the spot.
+                    None => {}
+                }
+            }
+            let finished: Vec<Done> = batch
+                .iter()
+                .map(|c| Done::Call {
+                    slot: c.slot,
+                    gen: c.gen,
+                })
+                .collect();
+            drop(batch);
+            let transport = Arc::clone(&inbox.transport);
+            let n = roles.len();
+            transport.start_describe_epochs(
+                roles,
+                due,
+                answered_or(
+                    move || {
+                        (0..n)
+                            .map(|_| {
+                                Err(TransportError::retriable(
+                                    "the transport dropped a check without answering it",
+                                ))
+                            })
+                            .collect()
+                    },
+                    move |answers: Vec<Result<_, TransportError>>| {
+                        let mut answers = answers.into_iter();
+                        for call in asked {
+                            let answer = answers.next().unwrap_or_else(|| {
+                                Err(TransportError::fatal(
+                                    "describe_epochs answered fewer roles than it was asked for",
+                                ))
+                            });
+                            call.put(answer.map(|status| MachineEvent::Described { status }));
+                        }
+                        inbox.finished(finished);
+                        drop(place);
+                    },
+                ),
+            );
+        })
+    }
+
+    /// Partitions the transport's tail moved: their parked long polls are refreshed now.
+    pub(super) fn take_tail_news(&mut self) {
+        let news = std::mem::take(&mut *lock(&self.inbox.tail_news));
+        for partition in news {
+            self.views.refresh_now(partition);
+        }
+    }
+
+    pub(super) fn issue_reads(&mut self, now: UnixMillis) {
+        for fetch in self.views.fetches(now, self.changes()) {
+            let inbox = self.inbox.clone();
+            self.in_flight += 1;
+            // Only long polls wait on it (no request needs a fresh read): from the
+            // transport's tail if it has one, here, with no request and no thread.
+            if fetch.may_lag && self.tail_hook.is_some() {
+                if let Some(batch) = inbox.transport.read_tailed(fetch.partition, fetch.from) {
+                    self.tailed_reads += 1;
+                    inbox.finished(vec![Done::Read {
+                        partition: fetch.partition,
+                        outcome: Ok(batch),
+                    }]);
+                    continue;
+                }
+            }
+            self.reads += 1;
+            let on_loop = inbox.transport.reads_without_a_thread();
+            let job: Held = Box::new(move |place| {
+                let transport = Arc::clone(&inbox.transport);
+                // A read answers every candidacy of the partition that waits: first.
+                transport.start_read_partition(
+                    fetch.partition,
+                    fetch.from,
+                    Due::MIN,
+                    answered_or(
+                        || {
+                            Err(TransportError::retriable(
+                                "the transport dropped a read without answering it",
+                            ))
+                        },
+                        move |outcome| {
+                            inbox.finished(vec![Done::Read {
+                                partition: fetch.partition,
+                                outcome,
+                            }]);
+                            drop(place);
+                        },
+                    ),
+                );
+            });
+            // A read answers every candidacy of the partition that waits: first.
+            match &self.pool {
+                // The transport reads holding no thread: a place in the window.
+                _ if on_loop => self
+                    .window
+                    .submit(Due::MIN, Box::new(move |place| job(Some(place)))),
+                Some(pool) => {
+                    pool.submit(Due::MIN, Box::new(move || job(None)));
+                }
+                None => job(None),
+            }
+        }
+    }
+}

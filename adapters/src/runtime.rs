@@ -1,0 +1,22 @@
+//! What an async runner (a driver task, a host task, a watch task) needs from its runtime: the
+//! one trait each async flavour (tokio, smol, async-std) implements.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A boxed future that can move between threads.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What an async driver needs from its runtime.
+pub(crate) trait Runtime: 'static {
+    /// Runs `f` on the runtime's blocking pool; `None` when the runtime dropped the task.
+    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>>;
+    /// Completes after `d` of real time.
+    fn sleep(d: Duration) -> BoxFuture<()>;
+    /// Runs `f` as a detached task.
+    fn spawn(f: BoxFuture<()>);
+    /// Where the handle's async guarded writes run: the runtime's blocking pool. Called when a
+    /// candidacy starts (in the runtime's context, for tokio).
+    fn spawner() -> std::sync::Arc<crate::leadership::Spawner>;
+}
