@@ -1,12 +1,13 @@
 //! SASL OAUTHBEARER (RFC 7628, KIP-255): the tokens come from a [`TokenProvider`] the
-//! application supplies ([`KafkaConfig::with_token_provider`](crate::kafka::KafkaConfig::with_token_provider)); this client fetches no token
-//! itself.
+//! application supplies
+//! ([`KafkaConfig::with_token_provider`](crate::kafka::KafkaConfig::with_token_provider)); this
+//! client fetches no token itself.
 //!
-//! One token serves every connection built from a configuration and its clones. It is used until 80% of its lifetime has
-//! passed (librdkafka's and the Java client's rule), then the next connection that
-//! authenticates asks the provider for a fresh one; a provider that fails is asked again after
-//! a backoff (1 s, doubling, at most 30 s) while the current token stays in use until it
-//! expires. A connection that needs a token when none is valid fails with the provider's error
+//! One token serves every connection built from a configuration and its clones. It is used
+//! until 80% of its lifetime has passed (librdkafka's and the Java client's rule), then the
+//! next connection that authenticates asks the provider for a fresh one; a provider that fails
+//! is asked again after a backoff (1 s, doubling, at most 30 s) while the current token stays
+//! in use until it expires. A connection that needs a token when none is valid fails with the provider's error
 //! (retriable). The token is never shown: not by `Debug`, not in errors.
 
 use std::fmt;
@@ -182,8 +183,9 @@ impl fmt::Debug for OAuthToken {
     }
 }
 
-/// A [`TokenProvider`] held by a [`KafkaConfig`](crate::kafka::KafkaConfig), with its token: every client built from the
-/// configuration (or a clone of it) shares one token. Shown as `TokenProvider(..)`.
+/// A [`TokenProvider`] held by a [`KafkaConfig`](crate::kafka::KafkaConfig), with its token:
+/// every client built from the configuration (or a clone of it) shares one token. Shown as
+/// `TokenProvider(..)`.
 #[derive(Clone)]
 pub(crate) struct ProviderRef(Arc<TokenCache>);
 

@@ -1,6 +1,7 @@
-//! The messages between a [`Candidate`] and the code that drives it: the [`Event`]s it is
-//! given, the [`Command`]s it asks for, how a term ends ([`EndReason`], [`Cleanup`]), the
-//! [`MachineError`] of an event that does not fit, and the [`Status`] it reports.
+//! The messages between a [`Candidate`](crate::machine::Candidate) and the code that drives
+//! it: the [`Event`]s it is given, the [`Command`]s it asks for, how a term ends
+//! ([`EndReason`], [`Cleanup`]), the [`MachineError`] of an event that does not fit, and the
+//! [`Status`] it reports.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -12,11 +13,8 @@ use crate::state::Record;
 use crate::time::UnixMillis;
 use crate::token::FencingToken;
 
-#[cfg(doc)]
-use super::Candidate;
-
-/// An input to [`Candidate::handle`]: the outcome of the outstanding I/O command, the passing of
-/// time, or the caller's wish to resign.
+/// An input to [`Candidate::handle`](crate::machine::Candidate::handle): the outcome of the
+/// outstanding I/O command, the passing of time, or the caller's wish to resign.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// The outstanding [`Command::Append`] was written at `offset`.
@@ -36,7 +34,7 @@ pub enum Event {
         /// stable offset back: committed records may exist past `end_offset` that no
         /// read_committed reader can see yet. A standby does not take a lease it read as
         /// expired while its reads are stalled by another role's transaction (see
-        /// [`Candidate`]). `false` when the transport cannot tell.
+        /// [`Candidate`](crate::machine::Candidate)). `false` when the transport cannot tell.
         stalled: bool,
     },
     /// The outstanding [`Command::DescribeRole`] found the coordinator's current pair and
@@ -76,7 +74,9 @@ pub enum Event {
         /// The pair the fenced write carried.
         token: FencingToken,
     },
-    /// Time passed. Only acts at or after [`Candidate::poll_timeout`]; an extra tick is a no-op.
+    /// Time passed. Only acts at or after
+    /// [`Candidate::poll_timeout`](crate::machine::Candidate::poll_timeout); an extra tick is a
+    /// no-op.
     Tick,
     /// Give up the role (or stop competing for it). Idempotent.
     Resign,
@@ -101,8 +101,9 @@ impl Event {
     }
 }
 
-/// An output of [`Candidate::poll_command`]: I/O to perform (at most one outstanding at a time,
-/// answered with an [`Event`]) or a change the caller acts on.
+/// An output of [`Candidate::poll_command`](crate::machine::Candidate::poll_command): I/O to
+/// perform (at most one outstanding at a time, answered with an [`Event`]) or a change the
+/// caller acts on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Command {
     /// Append a record with the plain producer; answer [`Event::Appended`] or [`Event::Failed`].
@@ -128,7 +129,8 @@ pub enum Command {
     /// Ask the coordinator for the role's current pair and transaction state
     /// (DescribeTransactions); answer [`Event::Described`] or [`Event::Failed`]. A standby
     /// sends it when its turn has come, before it challenges, to see whether another member's
-    /// challenge is already under way (see [`Candidate`], "Before a challenge").
+    /// challenge is already under way (see [`Candidate`](crate::machine::Candidate), "Before a
+    /// challenge").
     DescribeRole {
         /// The transactional id: the role.
         transactional_id: Role,

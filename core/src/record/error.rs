@@ -1,6 +1,6 @@
 //! What was wrong with malformed bytes, named by record part, field and kind.
 
-use super::FORMAT_VERSION;
+use super::version::FORMAT_VERSION;
 use core::fmt;
 
 /// The record part that failed to decode.

@@ -2,8 +2,8 @@
 
 use super::error::{Field, FormatError, FormatErrorKind, Part};
 use super::names::{MemberId, Role};
+use super::version::FORMAT_VERSION;
 use super::wire::{put_str, Reader};
-use super::FORMAT_VERSION;
 use alloc::{string::String, vec::Vec};
 use bytes::BufMut;
 

@@ -2,8 +2,8 @@
 
 use super::error::{Field, FormatError, Part};
 use super::names::MemberId;
+use super::version::FORMAT_VERSION;
 use super::wire::{put_str, Reader};
-use super::FORMAT_VERSION;
 use crate::{time::UnixMillis, token::FencingToken};
 use alloc::{string::String, vec::Vec};
 use bytes::BufMut;

@@ -25,6 +25,7 @@ mod key;
 mod lease;
 mod names;
 mod registration;
+mod version;
 mod wire;
 
 pub use error::{Field, FormatError, FormatErrorKind, Part};
@@ -33,9 +34,7 @@ pub use key::{Key, KeyKind, KeyRef};
 pub use lease::{Lease, LeaseRef};
 pub use names::{MemberId, NameError, Role, MAX_NAME_BYTES};
 pub use registration::{Registration, RegistrationRef};
-
-/// The only format version this crate reads and writes, in keys and values alike.
-pub const FORMAT_VERSION: i16 = 0;
+pub use version::FORMAT_VERSION;
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 //! bounds-checked reader that names the part and field of every failure.
 
 use super::error::{Field, FormatError, FormatErrorKind, Part};
-use super::FORMAT_VERSION;
+use super::version::FORMAT_VERSION;
 use bytes::BufMut;
 
 pub(crate) fn put_str(buf: &mut impl BufMut, s: &str) {
