@@ -24,6 +24,7 @@ scripts/ensure-deps.sh
 
 step "docs: the README and the guide (length, no history, tagged code blocks, links)"
 python3 scripts/docs-check.py --self-test && python3 scripts/docs-check.py
+python3 scripts/import-loops.py adapters/src core/src model/src examples/src
 
 step "golden vectors: generator agrees with the files, Kafka's murmur2 agrees with the partitions"
 python3 golden/generate.py --check

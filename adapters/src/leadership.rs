@@ -455,6 +455,10 @@ fn elected_or_ended(s: &State) -> Option<Result<(FencingToken, i64), Error>> {
 /// [`Leadership`] once elected. Dropping it cancels the candidacy: the driver withdraws the
 /// registration and stops. [`resign`](Self::resign) does the same and waits for it.
 ///
+/// Not to be confused with [`Candidate`](crate::core::machine::Candidate), the core's sans-IO
+/// machine: a `Candidacy` is the application's handle, and its driver runs a `Candidate` for
+/// it.
+///
 /// The handle is `#[must_use]`: `start(..)?;` would withdraw at once, so the compiler warns:
 ///
 /// ```compile_fail

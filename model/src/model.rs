@@ -8,14 +8,13 @@ use kafka_coordination_core::{
 use stateright::{Model, Property};
 
 use crate::config::{Config, Mutation};
-use crate::state::{Action, Broker, Budget, Entry, Fault, Ghost, Io, Member, State, Txn, TxnState};
-use crate::{
+use crate::properties::{
     FENCE, HANDOVER, LEASE_ORDER, LIVENESS, NO_FAILBACK, NO_MACHINE_ERROR, ONE_ELECTION,
     ONE_LEADER, STEP_DOWN,
 };
-
-/// The producer id of every minted pair.
-pub(crate) const PRODUCER_ID: i64 = 1;
+use crate::state::{
+    Action, Broker, Budget, Entry, Fault, Ghost, Io, Member, State, Txn, TxnState, PRODUCER_ID,
+};
 
 /// The model: a configuration.
 #[derive(Clone, Debug)]

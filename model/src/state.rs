@@ -4,7 +4,8 @@
 use kafka_coordination_core::machine::{Candidate, Command, Event};
 use kafka_coordination_core::{FencingToken, Record};
 
-use crate::model::PRODUCER_ID;
+/// The producer id of every minted pair.
+pub(crate) const PRODUCER_ID: i64 = 1;
 
 /// The call a member has outstanding, as the environment sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
