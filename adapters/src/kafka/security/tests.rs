@@ -1,4 +1,3 @@
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -199,7 +198,7 @@ fn plain_over_a_plaintext_connection_is_warned_about() {
     struct Capture(Arc<Mutex<Vec<String>>>);
     struct Line<'a>(&'a mut String);
     impl tracing::field::Visit for Line<'_> {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
             self.0.push_str(&format!("{}={value:?} ", field.name()));
         }
     }
