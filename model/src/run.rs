@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use stateright::Model;
+use stateright::{Checker, HasDiscoveries, Model};
 
 use crate::config::Config;
 use crate::model::CoordinationModel;
@@ -51,47 +51,34 @@ pub enum Search {
 /// Runs the check of `cfg` on `threads` threads to completion (or, for
 /// [`Search::FirstFailure`], until the property fails).
 pub fn check(cfg: Config, threads: usize, search: Search) -> Figures {
-    use stateright::{Checker, HasDiscoveries};
     let started = std::time::Instant::now();
     let model = CoordinationModel::new(cfg);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let builder = model.checker().threads(threads);
-    let (states, unique, depth, failures) = match search {
-        Search::Exhaustive => {
-            let c = builder.spawn_dfs().join();
-            let failures = names
-                .iter()
-                .filter_map(|&n| c.discovery(n).map(|p| (n, trace(p))))
-                .collect();
-            (
-                c.state_count(),
-                c.unique_state_count(),
-                c.max_depth(),
-                failures,
-            )
-        }
+    let mut figures = match search {
+        Search::Exhaustive => figures_of(&builder.spawn_dfs().join(), &names),
         Search::FirstFailure(name) => {
-            let c = builder
+            let finished = builder
                 .finish_when(HasDiscoveries::AnyOf([name].into_iter().collect()))
                 .spawn_bfs()
                 .join();
-            let failures = names
-                .iter()
-                .filter_map(|&n| c.discovery(n).map(|p| (n, trace(p))))
-                .collect();
-            (
-                c.state_count(),
-                c.unique_state_count(),
-                c.max_depth(),
-                failures,
-            )
+            figures_of(&finished, &names)
         }
     };
+    figures.elapsed = started.elapsed();
+    figures
+}
+
+/// What a finished search found: its counts and a trace for each of `names` that failed.
+fn figures_of(checker: &impl Checker<CoordinationModel>, names: &[&'static str]) -> Figures {
     Figures {
-        states,
-        unique,
-        depth,
-        elapsed: started.elapsed(),
-        failures,
+        states: checker.state_count(),
+        unique: checker.unique_state_count(),
+        depth: checker.max_depth(),
+        elapsed: Duration::ZERO,
+        failures: names
+            .iter()
+            .filter_map(|&n| checker.discovery(n).map(|p| (n, trace(p))))
+            .collect(),
     }
 }
