@@ -23,11 +23,11 @@ pub struct CoordinationModel {
     pub cfg: Config,
 }
 
-pub(crate) fn role() -> Role {
+fn role() -> Role {
     Role::new("r").expect("valid role")
 }
 
-pub(crate) fn member_id(i: usize) -> MemberId {
+fn member_id(i: usize) -> MemberId {
     MemberId::new(format!("m{i}")).expect("valid member id")
 }
 
@@ -37,23 +37,23 @@ impl CoordinationModel {
         CoordinationModel { cfg }
     }
 
-    pub(crate) fn local(&self, s: &State, i: usize) -> UnixMillis {
+    fn local(&self, s: &State, i: usize) -> UnixMillis {
         UnixMillis(s.now + s.members[i].clock)
     }
 
-    pub(crate) fn candidate(&self, s: &State, i: usize) -> Candidate {
+    fn candidate(&self, s: &State, i: usize) -> Candidate {
         let mut c = Candidate::new(role(), member_id(i), self.cfg.timing(), self.local(s, i))
             .expect("valid timing");
         c.set_evict_passed_over(self.cfg.evict);
         c
     }
 
-    pub(crate) fn faults_allowed(&self, s: &State) -> bool {
+    fn faults_allowed(&self, s: &State) -> bool {
         s.now >= self.cfg.faults_after && self.cfg.faults_before.is_none_or(|t| s.now < t)
     }
 
     /// Whether the broker would answer member `i`'s request now (a long poll waits for data).
-    pub(crate) fn servable(&self, s: &State, i: usize) -> bool {
+    fn servable(&self, s: &State, i: usize) -> bool {
         let Io::Request(Command::ReadPartition {
             from_offset,
             wait_until: Some(until),
@@ -69,7 +69,7 @@ impl CoordinationModel {
                 .is_empty()
     }
 
-    pub(crate) fn due(&self, s: &State, i: usize) -> bool {
+    fn due(&self, s: &State, i: usize) -> bool {
         let m = &s.members[i];
         m.io == Io::Idle
             && m.cand
@@ -79,7 +79,7 @@ impl CoordinationModel {
     }
 
     /// Whether member `i` has something that must happen before time moves on.
-    pub(crate) fn urgent(&self, s: &State, i: usize) -> bool {
+    fn urgent(&self, s: &State, i: usize) -> bool {
         let m = &s.members[i];
         if m.cand.is_some() && m.paused && s.now >= m.paused_until {
             return true;
@@ -100,7 +100,7 @@ impl CoordinationModel {
 
     /// Serves member `i`'s request at the broker: the answer, or `None` for a lease write left
     /// open in its transaction (then `m.io` is `InTxn`).
-    pub(crate) fn serve(&self, s: &mut State, i: usize) -> Option<Event> {
+    fn serve(&self, s: &mut State, i: usize) -> Option<Event> {
         let Io::Request(cmd) = std::mem::replace(&mut s.members[i].io, Io::Idle) else {
             unreachable!("serve without a request");
         };
@@ -226,7 +226,7 @@ impl CoordinationModel {
         }
     }
 
-    pub(crate) fn commit(&self, s: &mut State, i: usize) -> Event {
+    fn commit(&self, s: &mut State, i: usize) -> Event {
         let Io::InTxn { offset } = std::mem::replace(&mut s.members[i].io, Io::Idle) else {
             unreachable!("commit without a transaction");
         };
@@ -243,7 +243,7 @@ impl CoordinationModel {
     }
 
     /// Feeds `event` to member `i` at its clock and collects its commands.
-    pub(crate) fn deliver(&self, s: &mut State, i: usize, event: Event) {
+    fn deliver(&self, s: &mut State, i: usize, event: Event) {
         let event = match event {
             Event::Fenced if self.cfg.is(Mutation::IgnoreFence) && s.members[i].leads.is_some() => {
                 Event::Failed
@@ -265,7 +265,7 @@ impl CoordinationModel {
         self.drain(s, i);
     }
 
-    pub(crate) fn drain(&self, s: &mut State, i: usize) {
+    fn drain(&self, s: &mut State, i: usize) {
         loop {
             let m = &mut s.members[i];
             let Some(cmd) = m.cand.as_mut().and_then(|c| c.poll_command()) else {
@@ -289,12 +289,12 @@ impl CoordinationModel {
         }
     }
 
-    pub(crate) fn disturb(s: &mut State, fault: Fault) {
+    fn disturb(s: &mut State, fault: Fault) {
         s.ghost.disturbed_at = s.now;
         s.ghost.last_fault = fault;
     }
 
-    pub(crate) fn after(&self, s: &mut State) {
+    fn after(&self, s: &mut State) {
         if s.members.iter().all(|m| m.leads.is_none()) {
             s.ghost.leaderless_since.get_or_insert(s.now);
         } else {
