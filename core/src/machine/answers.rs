@@ -189,7 +189,7 @@ impl Candidate {
         Ok(())
     }
 
-    pub(super) fn on_failure(&mut self, now: UnixMillis, io: Io) {
+    fn on_failure(&mut self, now: UnixMillis, io: Io) {
         self.failures = self.failures.saturating_add(1);
         let since = *self.failing_since.get_or_insert(now);
         let leader_cap = (self.timing.renew_interval / 4).min(BACKOFF_CAP);

@@ -143,7 +143,7 @@ impl Candidate {
     }
 
     /// Whether this member's reads have not reached its own registration yet.
-    pub(super) fn registration_unseen(&self) -> bool {
+    fn registration_unseen(&self) -> bool {
         self.join_offset
             .is_some_and(|join| self.state.next_offset() <= join)
     }
@@ -154,7 +154,7 @@ impl Candidate {
     /// once), that turn is a whole lease after it registered: it reads again every
     /// [`RECHECK`] instead, so that it learns its real turn once the stall ends, not a lease
     /// later.
-    pub(super) fn wait_until(&mut self, now: UnixMillis, until: UnixMillis) {
+    fn wait_until(&mut self, now: UnixMillis, until: UnixMillis) {
         let at = if self.registration_unseen() {
             until.min(now + self.recheck_interval())
         } else {
@@ -166,7 +166,7 @@ impl Candidate {
     /// Whether `record`, a registration tombstone just applied, announces another member's
     /// challenge: it names the holder of the lease (a holder deregisters itself only after its
     /// lease was cleared or overwritten), and it is not this member's own announcement.
-    pub(super) fn announces_a_challenge(&self, record: &Record) -> bool {
+    fn announces_a_challenge(&self, record: &Record) -> bool {
         let Some(holder) = self.state.lease().map(|e| &e.lease.member) else {
             return false;
         };
@@ -178,7 +178,7 @@ impl Candidate {
     }
 
     /// The pair of the lease this member read, if any.
-    pub(super) fn lease_pair(&self) -> Option<FencingToken> {
+    fn lease_pair(&self) -> Option<FencingToken> {
         self.state.lease().map(|e| e.lease.token)
     }
 
@@ -188,7 +188,7 @@ impl Candidate {
     /// run out then: the holder had stopped renewing (a healthy holder keeps its deadline a
     /// lease minus a renew interval ahead), and a renewal it wrote later came too late. Not
     /// when the read stalled: the renewals may be behind the stall.
-    pub(super) fn read_settles(&self, status: &LeadershipStatus) -> bool {
+    fn read_settles(&self, status: &LeadershipStatus) -> bool {
         !self.stalled && self.lease_pair() == Some(status.token)
     }
 
@@ -230,7 +230,7 @@ impl Candidate {
     }
 
     /// The read that followed a check still says it is this member's turn.
-    pub(super) fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
+    fn decide(&mut self, now: UnixMillis, status: &LeadershipStatus) {
         match Seen::of(status, self.lease_pair()) {
             Seen::Untaken => self.challenge(now),
             Seen::Challenger { pair, .. } => self.defer(now, pair, status),
@@ -272,7 +272,7 @@ impl Candidate {
     /// coordinator in the middle of an abort) is released together with every other rank that
     /// waited on the same thing: the ranks are staggered again from the release, so that rank
     /// `r` challenges `r` staggers after it (and rank 0 at once).
-    pub(super) fn challenge(&mut self, now: UnixMillis) {
+    fn challenge(&mut self, now: UnixMillis) {
         let rank = self.rank.unwrap_or(0);
         if self.waited && rank > 0 {
             self.waited = false;
@@ -295,7 +295,7 @@ impl Candidate {
     /// until then. With a lease read, a member held back short of its registration still
     /// challenges at its turn (a lease after it registered): a holder that died in the middle
     /// of a renewal is aborted by the first standby that comes, not by the timeout.
-    pub(super) fn acquire(&mut self) {
+    fn acquire(&mut self) {
         if self.registration_unseen() && self.lease_pair().is_none() && !self.resigning {
             // Read again shortly (not only check: a check alone never reaches the
             // registration).
@@ -328,7 +328,7 @@ impl Candidate {
     /// their turns from about the same instant, so their ranks keep them apart. Not while this
     /// member's reads have not reached its own registration: its rank is not known yet, and
     /// the abort that releases the reads shows it.
-    pub(super) fn defer(&mut self, now: UnixMillis, pair: FencingToken, status: &LeadershipStatus) {
+    fn defer(&mut self, now: UnixMillis, pair: FencingToken, status: &LeadershipStatus) {
         self.deferred_to = Some(pair);
         self.holding_since = None;
         self.waited = false;
@@ -343,12 +343,12 @@ impl Candidate {
     }
 
     /// Looks at the state again at `now + recheck` (a check, then a read).
-    pub(super) fn recheck(&mut self, now: UnixMillis) {
+    fn recheck(&mut self, now: UnixMillis) {
         self.waited = true;
         self.timer = Some((now + self.recheck_interval(), Io::Describe));
     }
 
-    pub(super) fn recheck_interval(&self) -> Duration {
+    fn recheck_interval(&self) -> Duration {
         RECHECK
             .min(self.timing.renew_interval / 8)
             .max(Duration::from_millis(1))
@@ -356,13 +356,13 @@ impl Candidate {
 
     /// How long the holder's transaction must be seen open during a stall before it is taken
     /// for a dead holder's: half a renew interval.
-    pub(super) fn hold(&self) -> Duration {
+    fn hold(&self) -> Duration {
         (self.timing.renew_interval / 2).max(Duration::from_millis(1))
     }
 
     /// What this member, registered at `join_offset`, knows about itself at `now`, for
     /// [`evaluate`].
-    pub(super) fn standing(&self, join_offset: i64, now: UnixMillis) -> Standing {
+    fn standing(&self, join_offset: i64, now: UnixMillis) -> Standing {
         Standing {
             join_offset,
             registered_at: self.registered_at,
@@ -372,7 +372,7 @@ impl Candidate {
     }
 
     /// Waits for this member's next turn as the state now stands.
-    pub(super) fn wait_for_turn(&mut self, now: UnixMillis) {
+    fn wait_for_turn(&mut self, now: UnixMillis) {
         let Some(join_offset) = self.join_offset else {
             self.issue(Io::Register);
             return;
