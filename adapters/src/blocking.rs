@@ -81,8 +81,8 @@ pub fn acquire_leadership<T: Transport + Send + Sync + 'static>(
 }
 
 /// Starts a [`Host`](crate::host::Host): many candidacies on one thread of their own, with
-/// transport calls on the host's bounded pool of I/O threads
-/// ([`HostOptions::io_threads`](crate::host::HostOptions::io_threads)). Start candidacies with
+/// at most [`HostOptions::max_in_flight`](crate::host::HostOptions::max_in_flight) transport
+/// calls in flight. Start candidacies with
 /// [`Host::start`](crate::host::Host::start).
 pub fn host<T: Transport + Send + Sync + ?Sized + 'static>(
     transport: Arc<T>,

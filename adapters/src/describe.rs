@@ -7,6 +7,7 @@ use kafka_coordination_core::state::RoleState;
 use kafka_coordination_core::TimingError;
 
 use crate::clock::{Clock, SystemClock};
+use crate::error::TransportError;
 use crate::leadership::Error;
 use crate::transport::{Coordinator, StateReader};
 use crate::watch::{leader_at, RoleLeader};
@@ -31,7 +32,14 @@ pub fn describe_leadership<C: Coordinator + ?Sized>(
     role: &str,
 ) -> Result<LeadershipStatus, Error> {
     let role = Role::new(role)?;
-    coordinator.describe_epoch(&role).map_err(Error::Transport)
+    crate::transport::describe(coordinator, std::slice::from_ref(&role))
+        .pop()
+        .unwrap_or_else(|| {
+            Err(TransportError::fatal(
+                "describe_epochs answered fewer roles than it was asked for",
+            ))
+        })
+        .map_err(Error::Transport)
 }
 
 /// The member that leads `role` now, with its pair, term and lease deadline, or why the role
@@ -73,8 +81,7 @@ pub fn describe_role_state<R: StateReader + ?Sized>(
     let mut state = RoleState::new(role);
     loop {
         let from = state.next_offset();
-        let batch = reader
-            .read_partition(partition, from, std::time::Duration::ZERO)
+        let batch = crate::transport::read(reader, partition, from, std::time::Duration::ZERO)
             .map_err(Error::Transport)?;
         for r in &batch.records {
             state.apply(r);

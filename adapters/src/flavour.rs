@@ -136,8 +136,8 @@ macro_rules! host_api {
     ($rt:ty, $where:literal) => {
         /// Starts a [`Host`](crate::host::Host): many candidacies on one loop,
         #[doc = $where]
-        /// with transport calls on the host's own bounded pool of I/O threads
-        /// ([`HostOptions::io_threads`](crate::host::HostOptions::io_threads)). Call it in the
+        /// with at most [`HostOptions::max_in_flight`](crate::host::HostOptions::max_in_flight)
+        /// transport calls in flight. Call it in the
         /// runtime's context. Start candidacies with [`Host::start`](crate::host::Host::start).
         pub fn host<T: $crate::Transport + Send + Sync + ?Sized + 'static>(
             transport: std::sync::Arc<T>,

@@ -80,16 +80,6 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
 pub mod options;
-#[cfg_attr(
-    not(any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std",
-        feature = "kafka"
-    )),
-    allow(dead_code)
-)]
 mod pool;
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 mod runtime;

@@ -5,13 +5,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
 use crate::error::TransportError;
 use crate::transport::{
-    Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Registrar, StateReader,
+    AcquireDone, Coordinator, DescribeDone, GuardedRecord, LeaseDone, LeaseWriter, ReadBatch,
+    ReadDone, Registrar, StateReader,
 };
 
 /// Wraps a member's transport. While [`cut`](Link::cut), every call fails as a retriable
@@ -76,18 +76,26 @@ impl<T> Link<T> {
 }
 
 impl<T: Coordinator> Coordinator for Link<T> {
-    fn acquire_epoch(
+    fn start_acquire_epoch(
         &self,
-        role: &Role,
+        role: Role,
         transaction_timeout: Duration,
-    ) -> Result<FencingToken, TransportError> {
-        self.check()?;
-        self.inner.acquire_epoch(role, transaction_timeout)
+        priority: i64,
+        done: AcquireDone,
+    ) {
+        match self.check() {
+            Ok(()) => self
+                .inner
+                .start_acquire_epoch(role, transaction_timeout, priority, done),
+            Err(e) => done(Err(e)),
+        }
     }
 
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        self.check()?;
-        self.inner.describe_epoch(role)
+    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone) {
+        match self.check() {
+            Ok(()) => self.inner.start_describe_epochs(roles, priority, done),
+            Err(e) => done(roles.iter().map(|_| Err(e.clone())).collect()),
+        }
     }
 
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
@@ -107,14 +115,21 @@ impl<T: StateReader> StateReader for Link<T> {
     fn partitions(&self) -> i32 {
         self.inner().partitions()
     }
-    fn read_partition(
+    fn start_read_partition(
         &self,
         partition: i32,
         from_offset: i64,
         max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
-        self.check()?;
-        self.inner.read_partition(partition, from_offset, max_wait)
+        priority: i64,
+        done: ReadDone,
+    ) {
+        match self.check() {
+            Ok(()) => {
+                self.inner
+                    .start_read_partition(partition, from_offset, max_wait, priority, done)
+            }
+            Err(e) => done(Err(e)),
+        }
     }
 
     fn can_long_poll(&self) -> bool {
@@ -133,16 +148,6 @@ impl<T: StateReader> StateReader for Link<T> {
 }
 
 impl<T: Registrar> Registrar for Link<T> {
-    fn append(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<i64, TransportError> {
-        self.check()?;
-        self.inner.append(partition, key, value)
-    }
-
     fn append_all(&self, appends: Vec<crate::transport::Append>, priority: i64) {
         match self.check() {
             Ok(()) => self.inner.append_all(appends, priority),
@@ -156,15 +161,21 @@ impl<T: Registrar> Registrar for Link<T> {
 }
 
 impl<T: LeaseWriter> LeaseWriter for Link<T> {
-    fn write_lease(
+    fn start_write_lease(
         &self,
         partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
         token: FencingToken,
-    ) -> Result<i64, TransportError> {
-        self.check()?;
-        self.inner.write_lease(partition, key, value, token)
+        priority: i64,
+        done: LeaseDone,
+    ) {
+        match self.check() {
+            Ok(()) => self
+                .inner
+                .start_write_lease(partition, key, value, token, priority, done),
+            Err(e) => done(Err(e)),
+        }
     }
 
     fn guarded_write(
@@ -192,6 +203,7 @@ impl<T: LeaseWriter> LeaseWriter for Link<T> {
 mod tests {
     use super::*;
     use crate::memory::MemoryBroker;
+    use crate::transport::Wait;
     use crate::ManualClock;
 
     #[test]

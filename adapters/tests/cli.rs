@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination::core::record::{Key, MemberId, Registration, Role};
 use kafka_coordination::kafka::KafkaConfig;
+use kafka_coordination::transport::Wait;
 use kafka_coordination::watch::WatchOptions;
 use kafka_coordination::{
-    blocking, Link, Options, Registrar, SystemClock, UnixMillis, VacancyReason, WatchEvent,
+    blocking, Link, Options, SystemClock, UnixMillis, VacancyReason, WatchEvent,
 };
 use serde_json::Value;
 use support::{transport_with, unique, PARTITIONS};
@@ -1003,7 +1004,6 @@ fn with_again_a_supervisor_campaigns_again_after_each_term() {
 /// run, and is elected again: no configuration error ends it.
 #[test]
 fn with_again_a_fenced_supervisor_campaigns_again_at_once() {
-    use kafka_coordination::Coordinator;
     let Some(bootstrap) = bootstrap() else { return };
     let thief = transport_with(KafkaConfig::new(&bootstrap, PARTITIONS));
     let role = unique("kc-cli-again-fenced");
@@ -1052,7 +1052,7 @@ fn with_again_a_fenced_supervisor_campaigns_again_at_once() {
 fn describe_and_roles_explain_a_transaction_version_2_leaders_pair() {
     use kafka_coordination::core::record::Lease;
     use kafka_coordination::core::token::FencingToken;
-    use kafka_coordination::{Clock, Coordinator};
+    use kafka_coordination::Clock;
     let Some(b) = bootstrap() else { return };
     let t = transport_with(KafkaConfig::new(&b, PARTITIONS));
     let role = unique("tv2");

@@ -17,6 +17,7 @@ use std::time::Duration;
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::{MemberId, Role};
 use kafka_coordination::testkit::{Flavour, TestCluster, LEASE, RENEW, STAGGER, STEP};
+use kafka_coordination::transport::Wait;
 use kafka_coordination::{Error, UnixMillis};
 
 const ROLE: &str = "scheduler";
@@ -194,7 +195,7 @@ fn a_resign_supersedes_the_pair_even_without_a_successor(flavour: Flavour) {
     let key = kafka_coordination::core::record::Key::lease(Role::new(ROLE).unwrap()).encode();
     let partition = w.role_state(ROLE).role().clone();
     let partition = kafka_coordination::core::partition::role_partition(&partition, 16).unwrap();
-    use kafka_coordination::LeaseWriter;
+
     let err = a
         .transport()
         .write_lease(partition, &key, Some(b"zombie"), old)
@@ -553,7 +554,6 @@ fn a_second_live_process_with_the_same_member_id_is_detected(flavour: Flavour) {
 /// that challenger never writes (it died right after its acquire), the standby takes over a
 /// lease duration after it saw the challenge.
 fn a_challenge_under_way_is_not_challenged_again(flavour: Flavour) {
-    use kafka_coordination::Coordinator;
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
@@ -592,7 +592,7 @@ fn a_challenge_under_way_is_not_challenged_again(flavour: Flavour) {
 /// the healthy leader's lease for expired. Once the stall ends, a real death is still noticed.
 fn a_stalled_partition_does_not_depose_a_healthy_leader(flavour: Flavour) {
     use kafka_coordination::core::partition::role_partition;
-    use kafka_coordination::StateReader;
+
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
@@ -635,7 +635,7 @@ fn a_stalled_partition_does_not_depose_a_healthy_leader(flavour: Flavour) {
 fn a_holder_killed_in_the_middle_of_a_renewal_is_replaced_at_its_turn(flavour: Flavour) {
     use kafka_coordination::core::partition::role_partition;
     use kafka_coordination::core::record::{Key, Lease, MemberId};
-    use kafka_coordination::StateReader;
+
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");

@@ -31,6 +31,7 @@ use support::{loud, transport_with, unique, PARTITIONS};
 use kafka_coordination::blocking;
 use kafka_coordination::core::record::Role;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::transport::Wait;
 use kafka_coordination::{
     describe_leadership, describe_role_state, Coordinator, Error, ErrorKind, GuardedRecord,
     Leadership, Options, SystemClock, TransportError,

@@ -25,10 +25,11 @@ use kafka_coordination::blocking;
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::{Key, Lease, MemberId, Registration, Role};
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport, STATE_TOPIC};
+use kafka_coordination::transport::{BlockingTransport, OnPool, Wait};
 use kafka_coordination::{
     describe_leadership, describe_role_state, Candidacy, Clock, Coordinator, Error, ErrorKind,
-    FencingToken, GuardedRecord, Leadership, LeadershipStatus, LeaseWriter, Options, ReadBatch,
-    Registrar, RoleState, StateReader, SystemClock, TransportError,
+    FencingToken, GuardedRecord, Leadership, LeadershipStatus, Options, ReadBatch, RoleState,
+    StateReader, SystemClock, TransportError,
 };
 
 /// Short timings: the transport needs a transaction timeout (the lease) of at least 1 s.
@@ -312,7 +313,12 @@ impl Link {
     }
 }
 
-impl Coordinator for Link {
+/// A blocking transport: each call holds `in_call` until answered, so that `sever` can wait
+/// out the call in flight. Drivers get it through [`OnPool`].
+impl BlockingTransport for Link {
+    fn partitions(&self) -> i32 {
+        self.kafka.partitions()
+    }
     fn acquire_epoch(
         &self,
         role: &Role,
@@ -322,12 +328,6 @@ impl Coordinator for Link {
     }
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         self.pass(|k| k.describe_epoch(role))
-    }
-}
-
-impl StateReader for Link {
-    fn partitions(&self) -> i32 {
-        self.kafka.partitions()
     }
     fn read_partition(
         &self,
@@ -340,15 +340,9 @@ impl StateReader for Link {
     fn can_long_poll(&self) -> bool {
         self.kafka.can_long_poll()
     }
-}
-
-impl Registrar for Link {
     fn append(&self, p: i32, key: &[u8], value: Option<&[u8]>) -> Result<i64, TransportError> {
         self.pass(|k| k.append(p, key, value))
     }
-}
-
-impl LeaseWriter for Link {
     fn write_lease(
         &self,
         p: i32,
@@ -446,14 +440,16 @@ fn a_standby_takes_over_after_the_holder_dies_and_the_holder_is_fenced() {
     let data = data_reader(&b);
 
     let a_link = Link::new(transport(&b));
-    let a = blocking::acquire_leadership(a_link.clone(), &role, "a", options()).expect("elected");
+    let a = blocking::acquire_leadership(OnPool::new(a_link.clone(), 1), &role, "a", options())
+        .expect("elected");
     guarded_send(a_link.kafka(), &role, a.token(), 0).expect("the leader's guarded write");
     // The lease is readable before the standby joins, so that the standby counts its turn
     // from it (one that joined earlier would find a's pair at the coordinator and wait for the
     // lease, see `a_stalled_last_stable_offset_does_not_depose_a_healthy_leader`).
     eventually_lease(&observer, &role, "a", a.token());
     let b_link = Link::new(transport(&b));
-    let b_candidacy = blocking::start(b_link.clone(), &role, "b", options()).expect("start");
+    let b_candidacy =
+        blocking::start(OnPool::new(b_link.clone(), 1), &role, "b", options()).expect("start");
     standing_by(&b_candidacy, 0);
 
     // The holder's process dies: it stops renewing, and nothing is resigned.
@@ -1270,10 +1266,13 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     let observer = transport(&b);
     let client = |b: &str| transport_with(config(b).with_connections_per_broker(2));
     let link_a = Link::new(client(&b));
-    let host_a =
-        blocking::host(Arc::new(link_a.clone()), HostOptions::new().io_threads(4)).expect("host a");
+    let host_a = blocking::host(
+        Arc::new(link_a.clone()),
+        HostOptions::new().max_in_flight(4),
+    )
+    .expect("host a");
     let host_b =
-        blocking::host(Arc::new(client(&b)), HostOptions::new().io_threads(4)).expect("host b");
+        blocking::host(Arc::new(client(&b)), HostOptions::new().max_in_flight(4)).expect("host b");
     let a_leads: Vec<Leadership> = roles
         .iter()
         .map(|r| host_a.start(r, "a", options()).expect("a starts"))
@@ -1471,7 +1470,6 @@ fn describe_epochs_agrees_with_describe_epoch_role_by_role() {
 fn checks_started_on_the_client_hold_no_thread_and_answer_as_describe_epochs() {
     let Some(b) = bootstrap() else { return };
     let t = transport(&b);
-    assert!(t.describes_without_a_thread());
     let taken: Vec<Role> = (0..3)
         .map(|i| Role::new(unique(&format!("started-{i}"))).unwrap())
         .collect();

@@ -21,6 +21,7 @@ use kafka_coordination::core::describe::{LeadershipStatus, PairRelation, Transac
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::token::FencingToken;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::transport::Wait;
 use kafka_coordination::{Append, Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -135,10 +136,6 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
     let Some(b) = bootstrap() else { return };
     let t = transport(&b);
     t.ensure_topic().expect("the state topic");
-    assert!(t.acquires_without_a_thread());
-    assert!(t.writes_without_a_thread());
-    assert!(t.reads_without_a_thread());
-    assert!(t.appends_without_a_thread());
     let caller = thread::current().id();
     let on_a_connection_thread = move |what: &str| {
         let on = thread::current();
@@ -207,6 +204,7 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
             t.start_read_partition(
                 p,
                 offsets[i],
+                Duration::ZERO,
                 0,
                 Box::new(move |read| {
                     on_a_connection_thread("a read");
@@ -811,12 +809,13 @@ fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() 
 #[test]
 fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_timeout() {
     // A broker freezes with requests in flight on both of the transport's connections to it,
-    // and more calls wait for those connections. Once they have waited a quarter of the
-    // request timeout (5 s of 20 s here) behind requests that got no answer, the broker is
-    // taken for silent, and the transport gives up on the requests in flight: it closes their
-    // connections, so that the calls waiting for their answers fail then, as retriable
-    // errors, instead of holding their threads (a host's I/O threads) until the request
-    // timeout. Nothing is lost: the leader is still the leader once the broker answers again.
+    // and more requests (checks of other roles, each a request of its own) wait for those
+    // connections. Once they have waited a quarter of the request timeout (5 s of 20 s here)
+    // behind requests that got no answer, the broker is taken for silent, and the transport
+    // gives up on the requests in flight: it closes their connections, so that the calls
+    // waiting for their answers fail then, as retriable errors, instead of waiting until the
+    // request timeout. Nothing is lost: the leader is still the leader once the broker answers
+    // again.
     let Some(broker) = bootstrap() else { return };
     drop(transport(&broker));
     let proxy = proxy::Proxy::start(&broker);
@@ -838,7 +837,9 @@ fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_ti
             .map(|i| {
                 let (t, role) = (&t, &role);
                 scope.spawn(move || match i % 3 {
-                    0 => t.describe_epoch(role).map(drop),
+                    0 => t
+                        .describe_epoch(&Role::new(format!("{role}-{i}")).expect("role"))
+                        .map(drop),
                     1 => t.write_lease(p, key, Some(b"lease 2"), token).map(drop),
                     _ => t.append(p, key, Some(b"member")).map(drop),
                 })

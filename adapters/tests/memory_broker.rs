@@ -14,9 +14,8 @@ use kafka_coordination::core::token::FencingToken;
 use kafka_coordination::memory::{
     BrokerOp, MemoryBroker, MemoryTransport, EXHAUSTED_EPOCH, FIRST_PRODUCER_ID,
 };
-use kafka_coordination::{
-    Clock, Coordinator, ErrorKind, LeaseWriter, ManualClock, Record, Registrar, StateReader,
-};
+use kafka_coordination::transport::Wait;
+use kafka_coordination::{Clock, ErrorKind, ManualClock, Record};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_coordination::testkit::{Flavour, TestCluster, TestMember, LEASE, RENEW};
+use kafka_coordination::transport::ReadDone;
 use kafka_coordination::watch::{leader_at, LeaseTracker};
 use kafka_coordination::{
-    Error, ErrorKind, Leader, Link, ReadBatch, RoleLeader, StateReader, TransportError, UnixMillis,
+    Error, ErrorKind, Leader, Link, RoleLeader, StateReader, TransportError, UnixMillis,
     VacancyReason, Watch, WatchEvent, WatchOptions,
 };
 
@@ -250,17 +251,20 @@ impl<R: StateReader> StateReader for Recording<R> {
     fn partitions(&self) -> i32 {
         self.inner.partitions()
     }
-    fn read_partition(
+    fn start_read_partition(
         &self,
         partition: i32,
         from_offset: i64,
         max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
+        priority: i64,
+        done: ReadDone,
+    ) {
         self.starts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(from_offset);
-        self.inner.read_partition(partition, from_offset, max_wait)
+        self.inner
+            .start_read_partition(partition, from_offset, max_wait, priority, done)
     }
     fn can_long_poll(&self) -> bool {
         self.inner.can_long_poll()
@@ -365,10 +369,10 @@ impl StateReader for Misconfigured {
     fn partitions(&self) -> i32 {
         PARTITIONS
     }
-    fn read_partition(&self, _: i32, _: i64, _: Duration) -> Result<ReadBatch, TransportError> {
-        Err(TransportError::config(
+    fn start_read_partition(&self, _: i32, _: i64, _: Duration, _: i64, done: ReadDone) {
+        done(Err(TransportError::config(
             "topic __coordination_state does not exist",
-        ))
+        )))
     }
 }
 

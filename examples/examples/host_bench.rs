@@ -134,9 +134,8 @@ fn start_all(
 ) -> (Vec<Candidacy>, Box<dyn std::any::Any>) {
     match driver {
         "host" => {
-            let host =
-                kafka_coordination::blocking::host(transport, HostOptions::new().io_threads(0))
-                    .unwrap_or_else(|e| fail(e.to_string()));
+            let host = kafka_coordination::blocking::host(transport, HostOptions::new())
+                .unwrap_or_else(|e| fail(e.to_string()));
             let c = start_on_host(&host, a, roles, member);
             (c, Box::new(host))
         }
@@ -144,7 +143,7 @@ fn start_all(
             let rt = runtime();
             let host = {
                 let _g = rt.enter();
-                kafka_coordination::tokio_driver::host(transport, HostOptions::new().io_threads(0))
+                kafka_coordination::tokio_driver::host(transport, HostOptions::new())
                     .unwrap_or_else(|e| fail(e.to_string()))
             };
             let c = start_on_host(&host, a, roles, member);
@@ -317,7 +316,7 @@ fn two_hosts(a: &Args) -> (Link<MemoryTransport>, Host, Host) {
     let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
     let link_a = Link::new(broker.transport("a"));
     let host = |transport: Arc<dyn kafka_coordination::Transport + Send + Sync>| {
-        kafka_coordination::blocking::host(transport, HostOptions::new().io_threads(0))
+        kafka_coordination::blocking::host(transport, HostOptions::new())
             .unwrap_or_else(|e| fail(e.to_string()))
     };
     let host_a = host(Arc::new(link_a.clone()));

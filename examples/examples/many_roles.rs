@@ -13,7 +13,7 @@
 //! N` (16: the tokio runtime's blocking pool, where transport calls run), `--partitions N`
 //! (16), `--broker-pid PID` (default: read from the test broker's pid file, if any), `--driver
 //! host|tokio` (default `host`: one [`Host`](kafka_coordination::host::Host) task runs every
-//! candidacy, its calls on `--io-threads N` (8) threads; `tokio`: a tokio task per candidacy,
+//! candidacy, at most `--max-in-flight N` (8) of its calls in flight; `tokio`: a tokio task per candidacy,
 //! its calls on the runtime's blocking pool), `--connections N` (4: the client's native
 //! connections per broker, `KafkaConfig::with_connections_per_broker`), `--no-spread` (the
 //! host renews each role a renew interval after its claim, without a phase:
@@ -71,7 +71,7 @@ struct Args {
     partitions: i32,
     broker_pid: Option<u32>,
     driver: String,
-    io_threads: usize,
+    max_in_flight: usize,
     connections: usize,
     /// The failover burst (`--burst`), or the child process it kills (`--burst-child PREFIX`).
     burst: bool,
@@ -117,7 +117,7 @@ fn parse_args() -> Args {
         partitions: 16,
         broker_pid: None,
         driver: "host".to_owned(),
-        io_threads: 8,
+        max_in_flight: 8,
         connections: kafka_coordination::kafka::DEFAULT_CONNECTIONS_PER_BROKER,
         burst: false,
         burst_child: None,
@@ -174,7 +174,7 @@ fn parse_args() -> Args {
             "--broker-pid" => a.broker_pid = Some(n() as u32),
             "--driver" if value == "host" || value == "tokio" => a.driver = value.clone(),
             "--driver" => fail(format!("--driver: host or tokio, not {value}")),
-            "--io-threads" => a.io_threads = n() as usize,
+            "--max-in-flight" => a.max_in_flight = n() as usize,
             "--connections" => a.connections = n() as usize,
             "--burst-child" => a.burst_child = Some(value.clone()),
             "--stagger-ms" => a.stagger = Duration::from_millis(n()),
@@ -227,7 +227,7 @@ fn host_on(
     kafka_coordination::tokio_driver::host(
         client.clone(),
         HostOptions::new()
-            .io_threads(args.io_threads)
+            .max_in_flight(args.max_in_flight)
             .spread_renewals(!args.no_spread)
             .tail_reads(!args.no_tail),
     )
@@ -344,8 +344,8 @@ fn spawn_burst_child(args: &Args, prefix: &str, half: usize) -> std::process::Ch
             &args.renew.as_millis().to_string(),
             "--stagger-ms",
             &args.stagger.as_millis().to_string(),
-            "--io-threads",
-            &args.io_threads.to_string(),
+            "--max-in-flight",
+            &args.max_in_flight.to_string(),
             "--connections",
             &args.connections.to_string(),
             "--burst-child",
@@ -544,7 +544,7 @@ fn read_deadlines(
 ) -> Vec<Option<i64>> {
     let mut history: std::collections::HashMap<String, Vec<(i64, i64)>> = Default::default();
     for partition in 0..args.partitions {
-        use kafka_coordination::StateReader;
+        use kafka_coordination::transport::Wait;
         let batch = client
             .read_partition(partition, 0, Duration::ZERO)
             .unwrap_or_else(|e| fail(e.to_string()));
@@ -774,7 +774,7 @@ fn handover(
         kafka_coordination::tokio_driver::host(
             client.clone(),
             HostOptions::new()
-                .io_threads(args.io_threads)
+                .max_in_flight(args.max_in_flight)
                 .tail_reads(tail),
         )
         .unwrap_or_else(|e| fail(e.to_string()))
@@ -928,7 +928,7 @@ fn steady_state(
         args.renew,
         args.driver,
         args.blocking_threads,
-        args.io_threads,
+        args.max_in_flight,
         rss0 / 1024
     );
     let stamp = std::time::SystemTime::now()

@@ -29,9 +29,9 @@ use std::time::Duration;
 use kafka_coordination::core::machine::{Candidate, Command, EndReason, Event};
 use kafka_coordination::core::record::{Lease, MemberId, Role};
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
+use kafka_coordination::transport::Wait;
 use kafka_coordination::{
-    Clock, Coordinator, FencingToken, LeaseWriter, ManualClock, Registrar, StateReader,
-    SystemClock, Timing, TransportError, UnixMillis,
+    Clock, FencingToken, ManualClock, SystemClock, Timing, TransportError, UnixMillis,
 };
 
 use crate::args::{ensure, parse, Failure};

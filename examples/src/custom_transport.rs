@@ -1,6 +1,7 @@
 //! A transport of your own: an in-process broker over a `HashMap` that implements only what
-//! the seam requires (six methods of the four traits; every other method has a default), and
-//! an election run on it by the blocking driver, in virtual time.
+//! the seam requires (six methods of the four traits, each in its one completion form; every
+//! other method has a default), and an election run on it by the blocking driver, in virtual
+//! time.
 //!
 //! The story: `a` is elected; `b` waits; `a` resigns; `b` is elected with a newer pair, and the
 //! broker refuses a lease write that still carries `a`'s pair.
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::state::Record;
+use kafka_coordination::transport::{AcquireDone, Append, DescribeDone, LeaseDone, ReadDone, Wait};
 use kafka_coordination::{
     blocking, Coordinator, FencingToken, LeadershipStatus, LeaseWriter, ManualClock, Options,
     ReadBatch, Registrar, StateReader, TransportError,
@@ -46,28 +48,35 @@ impl HashMapTransport {
     }
 }
 
+// Every call answers before it returns: a broker in a `HashMap` never waits. A transport
+// that talks to a network would hand `done` to whatever thread gets the answer.
 impl Coordinator for HashMapTransport {
     /// Bumps the role's epoch (a first acquire gets a fresh producer id): from now on the
     /// previous pair is fenced.
-    fn acquire_epoch(&self, role: &Role, _: Duration) -> Result<FencingToken, TransportError> {
+    fn start_acquire_epoch(&self, role: Role, _: Duration, _: i64, done: AcquireDone) {
         let mut state = self.state();
         state.producer_ids += 1;
-        let next = match state.pairs.get(role) {
+        let next = match state.pairs.get(&role) {
             Some(pair) => FencingToken::new(pair.producer_id, pair.producer_epoch + 1),
             None => FencingToken::new(state.producer_ids, 0),
         };
-        state.pairs.insert(role.clone(), next);
-        Ok(next)
+        state.pairs.insert(role, next);
+        drop(state);
+        done(Ok(next));
     }
 
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        let token = self.state().pairs.get(role).copied();
-        Ok(
-            token.map_or(LeadershipStatus::NOT_FOUND, |token| LeadershipStatus {
+    fn start_describe_epochs(&self, roles: Vec<Role>, _: i64, done: DescribeDone) {
+        let state = self.state();
+        let status = |role| match state.pairs.get(role) {
+            Some(&token) => LeadershipStatus {
                 token,
                 ..LeadershipStatus::NOT_FOUND
-            }),
-        )
+            },
+            None => LeadershipStatus::NOT_FOUND,
+        };
+        let answers = roles.iter().map(|role| Ok(status(role))).collect();
+        drop(state);
+        done(answers);
     }
 }
 
@@ -78,39 +87,44 @@ impl StateReader for HashMapTransport {
     }
 
     /// Everything from `from`, at once (this transport does not long-poll).
-    fn read_partition(&self, p: i32, from: i64, _: Duration) -> Result<ReadBatch, TransportError> {
+    fn start_read_partition(&self, p: i32, from: i64, _: Duration, _: i64, done: ReadDone) {
         let state = self.state();
         let log = state.logs.get(&p).map_or(&[][..], Vec::as_slice);
         let records = log.iter().filter(|r| r.offset >= from).cloned().collect();
         let end_offset = log.len() as i64;
-        Ok(ReadBatch {
+        drop(state);
+        done(Ok(ReadBatch {
             records,
             end_offset,
             stalled: false,
-        })
+        }));
     }
 }
 
 impl Registrar for HashMapTransport {
-    fn append(&self, p: i32, key: &[u8], value: Option<&[u8]>) -> Result<i64, TransportError> {
-        Ok(self.push(p, key, value))
+    fn append_all(&self, appends: Vec<Append>, _: i64) {
+        for a in appends {
+            (a.done)(Ok(self.push(a.partition, &a.key, a.value.as_deref())));
+        }
     }
 }
 
 impl LeaseWriter for HashMapTransport {
     /// Writes only while `token` is its role's current pair (a producer id belongs to one
     /// role): the fence that makes a deposed leader harmless.
-    fn write_lease(
+    fn start_write_lease(
         &self,
         p: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
         token: FencingToken,
-    ) -> Result<i64, TransportError> {
+        _: i64,
+        done: LeaseDone,
+    ) {
         if !self.state().pairs.values().any(|pair| *pair == token) {
-            return Err(TransportError::fenced("a superseded pair"));
+            return done(Err(TransportError::fenced("a superseded pair")));
         }
-        Ok(self.push(p, key, value))
+        done(Ok(self.push(p, &key, value.as_deref())));
     }
 }
 

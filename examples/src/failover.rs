@@ -36,6 +36,7 @@ use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::partition::role_partition;
 use kafka_coordination::core::record::{Key, Lease, MemberId, Role};
 use kafka_coordination::core::state::LeaseEntry;
+use kafka_coordination::transport::Wait;
 use kafka_coordination::{
     describe_leadership, describe_role_state, Candidacy, Error, FencingToken, Leadership,
     LeadershipStatus, Link, Options, RoleState, Snapshot, Transport, UnixMillis,

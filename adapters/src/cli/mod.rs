@@ -18,10 +18,11 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use kafka_coordination::core::record::{Key, MemberId, Role};
 use kafka_coordination::kafka::{Severity, TopicReport};
+use kafka_coordination::transport::Wait;
 use kafka_coordination::watch::{leader_at, roles, LeaseTracker};
 use kafka_coordination::{
-    blocking, describe_leadership, describe_role_state, Clock, Coordinator, PairRelation,
-    Registrar, RoleLeader, SystemClock, UnixMillis, WatchEvent, WatchOptions,
+    blocking, describe_leadership, describe_role_state, Clock, PairRelation, RoleLeader,
+    SystemClock, UnixMillis, WatchEvent, WatchOptions,
 };
 use serde_json::json;
 

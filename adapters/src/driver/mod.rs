@@ -23,10 +23,11 @@ use crate::leadership::{Candidacy, Doorbell, Error, Shared};
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
 use crate::sync::lock;
-use crate::transport::{ReadBatch, Transport};
+use crate::transport::{ReadBatch, Transport, Wait as _};
 
-/// Executes one I/O command against the transport and turns the outcome into the event the
-/// machine expects. A fence on a lease write is an event, not an error.
+/// Executes one I/O command against the transport, waiting on this thread for its outcome
+/// ([`Wait`]), and turns the outcome into the event the machine expects. A fence on a lease
+/// write is an event, not an error.
 ///
 /// A read that may wait (`wait_until`) keeps long-polling, in slices of at most `long_poll`,
 /// until records arrive, the wait instant comes, or a resign is asked for; with a transport
@@ -96,12 +97,11 @@ fn lease_written(written: Result<i64, TransportError>) -> Result<Event, Transpor
 /// What a call started with [`start_execute`] hands its outcome to.
 pub(crate) type ExecuteDone = Box<dyn FnOnce(Result<Event, TransportError>) + Send>;
 
-/// [`execute`] for the calls a transport can run without holding the caller's thread (an
-/// acquire, a lease write, a check), through its `start_*` methods with `priority` (see
-/// [`Coordinator::start_describe_epochs`](crate::Coordinator::start_describe_epochs)): `done` gets the outcome,
-/// now or later on a thread of the transport's. Whether those hold a thread is the
-/// transport's to say (its `*_without_a_thread` methods); their defaults run the blocking call
-/// here. Any other command is a driver bug, answered as such.
+/// [`execute`] without holding the caller's thread, for an acquire, a lease write or a check:
+/// the transport's `start_*` method with `priority` (see
+/// [`Coordinator::start_acquire_epoch`](crate::Coordinator::start_acquire_epoch)); `done`
+/// gets the outcome, now or later on a thread of the transport's. Any other command is a
+/// driver bug, answered as such.
 pub(crate) fn start_execute<T: Transport + ?Sized>(
     transport: &T,
     command: Command,

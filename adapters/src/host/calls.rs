@@ -58,12 +58,9 @@ pub(super) struct Outgoing {
     pub(super) slot: usize,
     pub(super) gen: u64,
     pub(super) call: Arc<InFlight>,
-    pub(super) shared: Arc<crate::leadership::Shared>,
     pub(super) describe: bool,
     /// A registration: the partition it appends to.
     pub(super) append: Option<i32>,
-    /// The transport runs it without holding a thread: it goes to the [`Window`].
-    pub(super) on_its_own: bool,
     pub(super) due: Due,
 }
 

@@ -15,14 +15,13 @@ use crate::clock::Clock;
 use crate::driver::{Driver, InFlight, Next};
 use crate::error::TransportError;
 use crate::leadership::{Error, Spawner};
-use crate::pool::Pool;
 use crate::sync::lock;
 use crate::transport::Transport;
 
 use super::calls::Outgoing;
 use super::handle::{Host, HostHandle};
 use super::inbox::{Bell, Done, Inbox};
-use super::options::{HostOptions, HostStats, DEFAULT_IO_THREADS};
+use super::options::{HostOptions, HostStats, DEFAULT_MAX_IN_FLIGHT};
 use super::view::{Req, Views};
 use super::window::{due, Window};
 
@@ -53,14 +52,13 @@ pub(crate) struct Core<T: Transport + Send + Sync + ?Sized + 'static> {
     pub(super) slots: Vec<Option<Slot<T>>>,
     pub(super) free: Vec<usize>,
     pub(super) ready: VecDeque<usize>,
-    /// Calls issued in this turn, handed to the pool at its end.
+    /// Calls issued in this turn, handed to the transport at its end.
     pub(super) outgoing: Vec<Outgoing>,
     pub(super) timers: BinaryHeap<Reverse<(UnixMillis, usize, u64)>>,
     pub(super) views: Views,
-    pub(super) pool: Option<Pool>,
-    /// The calls that hold no thread.
+    /// The calls in flight, and those waiting for a place.
     pub(super) window: Arc<Window>,
-    /// Calls and reads handed to the pool (or run inline) whose completion was not taken yet.
+    /// Calls and reads handed to the transport whose completion was not taken yet.
     pub(super) in_flight: usize,
     pub(super) turns: u64,
     pub(super) published: Option<std::time::Instant>,
@@ -101,10 +99,6 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
     options: HostOptions,
     spawner: Arc<Spawner>,
 ) -> Result<(Host, Core<T>), Error> {
-    let pool = match options.io_threads {
-        0 => None,
-        n => Some(Pool::new("kc-host-io", n).numbered()),
-    };
     let inbox = Arc::new(Inbox {
         transport,
         clock: options.clock.clone(),
@@ -158,9 +152,8 @@ pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
         outgoing: Vec::new(),
         timers: BinaryHeap::new(),
         views: Views::new(options.refresh),
-        pool,
-        window: Window::new(match options.io_threads {
-            0 => DEFAULT_IO_THREADS,
+        window: Window::new(match options.max_in_flight {
+            0 => DEFAULT_MAX_IN_FLIGHT,
             n => n,
         }),
         in_flight: 0,
@@ -201,10 +194,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             }
             self.flush_calls();
             self.issue_reads(now);
-            // Calls run inline have finished already: act on them in this turn.
-            if self.pool.is_some() {
-                break;
-            }
+            // Calls a transport answered before it returned have finished already: act on
+            // them in this turn.
             self.take_done();
             if self.ready.is_empty() {
                 break;
@@ -278,7 +269,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         let (_, partitions_reading, parked) = self.views.counts();
         st.parked = parked;
         st.partitions_reading = partitions_reading;
-        st.queued = self.pool.as_ref().map_or(0, Pool::queued) + self.window.queued();
+        st.queued = self.window.queued();
         *lock(&self.inbox.stats) = st;
     }
 
@@ -409,7 +400,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
         self.views.unpark(now, false, &|_| false);
     }
 
-    /// Runs one candidacy until it waits: a call handed to the pool, a read queued, a timer.
+    /// Runs one candidacy until it waits: a call handed to the transport, a read queued, a timer.
     pub(super) fn step(&mut self, i: usize, now: UnixMillis) {
         let Some(s) = self.slots.get_mut(i).and_then(Option::as_mut) else {
             return;
@@ -457,26 +448,18 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                         Command::Append { partition, .. } => Some(*partition),
                         _ => None,
                     };
-                    let transport = &self.inbox.transport;
-                    let on_its_own = match &cmd {
-                        Command::AcquireEpoch { .. } => transport.acquires_without_a_thread(),
-                        Command::WriteLease { .. } => transport.writes_without_a_thread(),
-                        _ => false,
-                    };
                     let due = due(&cmd, s.driver.lease_deadline(), s.since.unwrap_or(now), now);
                     // Issued at or before this instant (the turn's `now` can be earlier than
                     // the machine's own): a lease write's deadline moves by no more than the
-                    // wait for a thread.
+                    // wait for a place.
                     let call = Arc::new(InFlight::new(cmd, s.driver.clock.now()));
                     s.driver.in_flight = Some(call.clone());
                     self.outgoing.push(Outgoing {
                         slot: i,
                         gen: s.gen,
                         call,
-                        shared: s.driver.shared.clone(),
                         describe,
                         append,
-                        on_its_own,
                         due,
                     });
                     return;

@@ -17,7 +17,7 @@ use crate::transport::{ReadBatch, Transport};
 use super::handle::Hosting;
 use super::options::HostStats;
 
-/// The host's doorbell: rung by the I/O pool when a call finished, by [`Host::start`], and by
+/// The host's doorbell: rung by the transport's threads when a call finished, by [`Host::start`], and by
 /// a hosted candidacy's cancel or resign (which also marks that some candidacy wants
 /// attention, so the loop looks at all of them only then).
 #[derive(Debug, Default)]
@@ -63,7 +63,7 @@ pub(super) enum Done {
     },
 }
 
-/// What the handles and the I/O pool share with the loop.
+/// What the handles and the transport's callbacks share with the loop.
 pub(super) struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     pub(super) transport: Arc<T>,
     pub(super) clock: Arc<dyn Clock>,

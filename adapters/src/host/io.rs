@@ -8,44 +8,31 @@ use kafka_coordination_core::machine::{Command, Event as MachineEvent};
 use kafka_coordination_core::time::UnixMillis;
 
 use crate::clock::Clock;
-use crate::driver::{execute, start_execute};
+use crate::driver::start_execute;
 use crate::error::TransportError;
-use crate::pool::Pool;
 use crate::sync::lock;
 use crate::transport::Transport;
 
 use super::calls::{Answer, Outgoing, Started, DESCRIBE_BATCH};
 use super::event_loop::Core;
 use super::inbox::Done;
-use super::window::{answered_or, Due, Held, Job};
+use super::window::{answered_or, Due, Start};
 
 impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
-    /// The registrations of this turn as jobs of [`append_all`](crate::Registrar::append_all),
-    /// each partition's in one job, the partitions dealt over as many jobs as the pool has
-    /// threads (one job when the transport's appends hold no thread): the appends of one
-    /// partition are queued together before its first batch is sent, and the partitions'
-    /// batches go out on several threads at once.
-    pub(super) fn append_jobs(&self, appends: Vec<Outgoing>, threads: usize) -> Vec<(Due, Held)> {
+    /// The registrations of this turn as one job of
+    /// [`append_all`](crate::Registrar::append_all): the appends of one partition are queued
+    /// together before its first batch is sent.
+    pub(super) fn append_jobs(&self, appends: Vec<Outgoing>) -> Vec<(Due, Start)> {
         if appends.is_empty() {
             return Vec::new();
         }
-        let mut partitions: Vec<i32> = appends.iter().filter_map(|c| c.append).collect();
-        partitions.sort_unstable();
-        partitions.dedup();
-        let threads = threads.max(1);
-        let jobs = partitions.len().min(threads);
-        let mut chunks: Vec<Vec<Outgoing>> = (0..jobs).map(|_| Vec::new()).collect();
-        for c in appends {
-            let p = c.append.unwrap_or_default();
-            let at = partitions.binary_search(&p).unwrap_or_default();
-            chunks[at % jobs].push(c);
-        }
+        let chunks = vec![appends];
         chunks
             .into_iter()
             .map(|chunk| {
                 let inbox = self.inbox.clone();
                 let due = chunk.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
-                let job: Held = Box::new(move |place| {
+                let job: Start = Box::new(move |place| {
                     // The place is given back once every append of the job is answered.
                     let place = Arc::new(place);
                     let mut appends = Vec::with_capacity(chunk.len());
@@ -87,37 +74,24 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             .collect()
     }
 
-    /// Hands the calls of this turn over: the checks (DescribeRole) of up to
-    /// [`DESCRIBE_BATCH`] candidacies in one call of
+    /// Hands the calls of this turn over, each holding a place in the [`Window`](super::window::Window)
+    /// until it is answered: the checks (DescribeRole) of up to [`DESCRIBE_BATCH`]
+    /// candidacies in one call of
     /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs), the registrations
-    /// in a few calls of [`append_all`](crate::Registrar::append_all) (see
-    /// [`Core::append_jobs`]), every other call alone. Those the transport runs without a
-    /// thread are started here (acquires and lease writes through the [`Window`]); the
-    /// others go to the pool.
+    /// in one call of [`append_all`](crate::Registrar::append_all) (see
+    /// [`Core::append_jobs`]), every other call alone.
     pub(super) fn flush_calls(&mut self) {
         let calls = std::mem::take(&mut self.outgoing);
         // One completion per call, whether alone or in a batch.
         self.in_flight += calls.len();
         let (describes, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             calls.into_iter().partition(|c| c.describe);
-        let mut jobs: Vec<(Due, Job)> = Vec::new();
         let (appends, singles): (Vec<Outgoing>, Vec<Outgoing>) =
             singles.into_iter().partition(|c| c.append.is_some());
-        if self.inbox.transport.appends_without_a_thread() {
-            // Started from the window: the transport sends them holding no thread.
-            for (due, job) in self.append_jobs(appends, 1) {
-                self.window
-                    .submit(due, Box::new(move |place| job(Some(place))));
-            }
-        } else {
-            let threads = self.pool.as_ref().map_or(1, Pool::threads);
-            for (due, job) in self.append_jobs(appends, threads) {
-                jobs.push((due, Box::new(move || job(None))));
-            }
+        for (due, job) in self.append_jobs(appends) {
+            self.window.submit(due, job);
         }
-        let (started, singles): (Vec<Outgoing>, Vec<Outgoing>) =
-            singles.into_iter().partition(|c| c.on_its_own);
-        for c in started {
+        for c in singles {
             let inbox = self.inbox.clone();
             self.window.submit(
                 c.due,
@@ -142,55 +116,19 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 }),
             );
         }
-        for c in singles {
-            let inbox = self.inbox.clone();
-            jobs.push((
-                c.due,
-                Box::new(move || {
-                    if let Some(cmd) = c.call.start(inbox.clock.now()) {
-                        c.call.put(execute(
-                            &*inbox.transport,
-                            cmd,
-                            &*inbox.clock,
-                            Duration::ZERO,
-                            &c.shared,
-                        ));
-                    }
-                    inbox.finished(vec![Done::Call {
-                        slot: c.slot,
-                        gen: c.gen,
-                    }]);
-                }),
-            ));
-        }
         let mut describes = describes.into_iter().peekable();
-        // A transport whose checks hold no thread gets them from the loop itself.
-        let on_loop = self.inbox.transport.describes_without_a_thread();
         while describes.peek().is_some() {
             let batch: Vec<Outgoing> = describes.by_ref().take(DESCRIBE_BATCH).collect();
             let due = batch.iter().map(|c| c.due).min().unwrap_or(Due::MIN);
             let check = self.check_job(batch, due);
-            if on_loop {
-                self.window
-                    .submit(due, Box::new(move |place| check(Some(place))));
-            } else {
-                jobs.push((due, Box::new(move || check(None))));
-            }
-        }
-        for (due, job) in jobs {
-            match &self.pool {
-                Some(pool) => {
-                    pool.submit(due, job);
-                }
-                None => job(),
-            }
+            self.window.submit(due, check);
         }
     }
 
     /// The checks (DescribeRole) of `batch`, in one
     /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs): the answers are
     /// handed to each call, and the loop is told, from whichever thread has them.
-    pub(super) fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Held {
+    pub(super) fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Start {
         let inbox = self.inbox.clone();
         Box::new(move |place| {
             let mut roles = Vec::with_capacity(batch.len());
@@ -274,13 +212,13 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 }
             }
             self.reads += 1;
-            let on_loop = inbox.transport.reads_without_a_thread();
-            let job: Held = Box::new(move |place| {
+            let job: Start = Box::new(move |place| {
                 let transport = Arc::clone(&inbox.transport);
                 // A read answers every candidacy of the partition that waits: first.
                 transport.start_read_partition(
                     fetch.partition,
                     fetch.from,
+                    Duration::ZERO,
                     Due::MIN,
                     answered_or(
                         || {
@@ -299,16 +237,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                 );
             });
             // A read answers every candidacy of the partition that waits: first.
-            match &self.pool {
-                // The transport reads holding no thread: a place in the window.
-                _ if on_loop => self
-                    .window
-                    .submit(Due::MIN, Box::new(move |place| job(Some(place)))),
-                Some(pool) => {
-                    pool.submit(Due::MIN, Box::new(move || job(None)));
-                }
-                None => job(None),
-            }
+            self.window.submit(Due::MIN, job);
         }
     }
 }

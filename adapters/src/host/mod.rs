@@ -4,7 +4,7 @@
 //!
 //! A host shares one timer heap, one read per partition of `__coordination_state` (each
 //! candidacy sees only its role's records), the transport's tail for standbys' long polls
-//! ([`HostOptions::tail_reads`]), and at most [`HostOptions::io_threads`] transport calls in
+//! ([`HostOptions::tail_reads`]), and at most [`HostOptions::max_in_flight`] transport calls in
 //! flight. Queued calls go out in order of urgency: reads, then takeovers under way, then
 //! renewals that can still afford the wait. The first renewal of each term comes a fraction of
 //! the renew interval early ([`HostOptions::spread_renewals`]), which only lengthens a lease.
@@ -23,7 +23,7 @@
 //! let broker = MemoryBroker::new(16, Arc::new(clock.clone()));
 //! let host = blocking::host(
 //!     Arc::new(broker.transport("node-a")),
-//!     HostOptions::new().clock(clock.clone()).io_threads(0),
+//!     HostOptions::new().clock(clock.clone()),
 //! )?;
 //! let shards: Vec<_> = (0..100)
 //!     .map(|i| host.start(&format!("shard-{i}"), "node-a", Options::new().clock(clock.clone())))
@@ -50,4 +50,4 @@ pub(crate) use event_loop::run_as_task;
 #[cfg(feature = "blocking")]
 pub(crate) use event_loop::run_on_thread;
 pub use handle::Host;
-pub use options::{HostOptions, HostStats, DEFAULT_IO_THREADS, DEFAULT_REFRESH};
+pub use options::{HostOptions, HostStats, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REFRESH};

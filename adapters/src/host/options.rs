@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 
-/// The default number of I/O threads of a host.
-pub const DEFAULT_IO_THREADS: usize = 8;
+/// The default number of a host's transport calls in flight at once.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
 /// The default interval at which a host reads again a partition that has parked long polls.
 pub const DEFAULT_REFRESH: Duration = Duration::from_millis(50);
 
 /// How a [`Host`](super::Host) runs.
 #[derive(Clone)]
 pub struct HostOptions {
-    pub(super) io_threads: usize,
+    pub(super) max_in_flight: usize,
     pub(super) refresh: Duration,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) spread_renewals: bool,
@@ -23,7 +23,7 @@ pub struct HostOptions {
 impl std::fmt::Debug for HostOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostOptions")
-            .field("io_threads", &self.io_threads)
+            .field("max_in_flight", &self.max_in_flight)
             .field("refresh", &self.refresh)
             .field("manual_clock", &self.clock.as_manual().is_some())
             .field("spread_renewals", &self.spread_renewals)
@@ -35,7 +35,7 @@ impl std::fmt::Debug for HostOptions {
 impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
-            io_threads: DEFAULT_IO_THREADS,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             refresh: DEFAULT_REFRESH,
             clock: Arc::new(SystemClock),
             spread_renewals: true,
@@ -45,20 +45,19 @@ impl Default for HostOptions {
 }
 
 impl HostOptions {
-    /// The defaults: [`DEFAULT_IO_THREADS`] I/O threads, a [`DEFAULT_REFRESH`] refresh, the
+    /// The defaults: [`DEFAULT_MAX_IN_FLIGHT`] calls in flight, a [`DEFAULT_REFRESH`] refresh, the
     /// system clock.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// How many threads run the blocking transport calls (default [`DEFAULT_IO_THREADS`]),
-    /// and how many calls that hold no thread may be in flight at once (see the
-    /// [module docs](super); [`DEFAULT_IO_THREADS`] with `0`). `0` runs the blocking
-    /// calls on the loop itself: only for a transport whose calls return at once. Threads
-    /// start as calls come and end after 30 s without one. Calls queued for a thread or a
-    /// place are taken earliest due first, and [`HostStats::queued`] counts them.
-    pub fn io_threads(mut self, n: usize) -> Self {
-        self.io_threads = n;
+    /// How many transport calls (reads, checks, registration batches, acquires, lease
+    /// writes) may be in flight at once (default [`DEFAULT_MAX_IN_FLIGHT`]; `0` means the
+    /// default). The host holds no thread for a call: it starts each on its loop and the
+    /// transport answers from its own threads (see [`crate::transport`]). Calls waiting for
+    /// room are taken earliest due first, and [`HostStats::queued`] counts them.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
         self
     }
 
@@ -121,7 +120,7 @@ pub struct HostStats {
     pub candidacies: usize,
     /// Of them, waiting for a timer.
     pub waiting: usize,
-    /// Of them, in a transport call (on the I/O threads, or queued for one).
+    /// Of them, in a transport call (in flight, or queued for a place).
     pub calling: usize,
     /// Of them, waiting for a read of their partition (issued or to be issued).
     pub reading: usize,
@@ -129,20 +128,19 @@ pub struct HostStats {
     pub parked: usize,
     /// Partitions being read now.
     pub partitions_reading: usize,
-    /// Transport calls and reads queued for an I/O thread, or for a place among the calls that
-    /// hold no thread (not yet started). A queue that stays
-    /// long means the host asks for more than its threads and the cluster answer; takeovers and
-    /// reads pass renewals in it (see [`HostOptions::io_threads`]).
+    /// Transport calls and reads queued for a place among the calls in flight (not yet
+    /// started). A queue that stays long means the host asks for more than the cluster
+    /// answers; takeovers and reads pass renewals in it (see
+    /// [`HostOptions::max_in_flight`]).
     pub queued: usize,
     /// Turns of the loop so far.
     pub turns: u64,
-    /// Partition reads sent to the transport so far ([`read_partition`]), each on an I/O
-    /// thread (or inline with `io_threads(0)`).
+    /// Partition reads sent to the transport so far ([`start_read_partition`]).
     ///
-    /// [`read_partition`]: crate::StateReader::read_partition
+    /// [`start_read_partition`]: crate::StateReader::start_read_partition
     pub reads: u64,
     /// Partition reads served so far from the transport's tail of the partition
     /// ([`read_tailed`](crate::StateReader::read_tailed)) on the loop itself, with no request
-    /// and no I/O thread: reads that only long polls wait on, when the transport tails.
+    /// at all: reads that only long polls wait on, when the transport tails.
     pub tailed_reads: u64,
 }

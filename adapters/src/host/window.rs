@@ -1,4 +1,4 @@
-//! The order of the I/O queue ([`Due`]) and the window of calls that hold no thread: at most a
+//! The order of the I/O queue ([`Due`]) and the window of calls to the transport: at most a
 //! limit in flight, the others waiting in order of urgency.
 
 use std::collections::BinaryHeap;
@@ -9,8 +9,6 @@ use kafka_coordination_core::machine::Command;
 use kafka_coordination_core::time::UnixMillis;
 
 use crate::sync::lock;
-
-pub(super) type Job = crate::pool::Job;
 
 /// When a queued job should run, in the host clock's milliseconds: the smaller, the sooner.
 ///
@@ -80,13 +78,11 @@ pub(super) fn answered_or<T: 'static>(
     })
 }
 
-/// The calls the transport runs without holding a thread (those of a transport that says so,
-/// see [`LeaseWriter::writes_without_a_thread`] and the others): at most `limit` are in
-/// flight at once, as with the I/O threads, and the others wait in the same order (see
-/// [`Due`]) holding nothing. When one finishes, the thread that finished it starts the next.
-/// A lease write's deadline counts from when it starts here, as from when a thread takes it.
-///
-/// [`LeaseWriter::writes_without_a_thread`]: crate::LeaseWriter::writes_without_a_thread
+/// The host's calls to the transport: at most `limit` are in flight at once
+/// ([`HostOptions::max_in_flight`](super::HostOptions::max_in_flight)), and the others wait
+/// in the order of their [`Due`] instants, holding nothing. When one finishes, the thread
+/// that finished it starts the next. A lease write's deadline counts from when it starts
+/// here.
 pub(super) struct Window {
     pub(super) state: Mutex<WindowState>,
     pub(super) limit: usize,
@@ -102,10 +98,6 @@ pub(super) struct WindowState {
 
 /// A call to start once the window has room; it holds the [`Permit`] until it finishes.
 pub(super) type Start = Box<dyn FnOnce(Permit) + Send>;
-
-/// Checks, registrations or a read that hold a place in the [`Window`] until their completion
-/// runs, or run on a thread of the pool (`None`).
-pub(super) type Held = Box<dyn FnOnce(Option<Permit>) + Send>;
 
 /// A place in the [`Window`]: given back when dropped, which starts the next queued call.
 pub(super) struct Permit(Arc<Window>);
@@ -176,7 +168,7 @@ pub(super) fn head_start() -> i64 {
     i64::try_from(HEAD_START.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// When a call issued `now` should run in the I/O pool (see [`Due`]). `since` is when the
+/// When a call issued `now` should start (see [`Due`]). `since` is when the
 /// candidacy's current stretch of work began; `lease_deadline` the deadline of the leader's
 /// last lease (`None` for a candidacy that does not lead).
 pub(super) fn due(

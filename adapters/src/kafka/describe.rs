@@ -40,12 +40,8 @@ impl DescribeClient {
         }
     }
 
-    /// The role's current pair and transaction state, or `NOT_FOUND`.
-    pub fn describe(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        super::exec::block_on(self.describe_async(role))
-    }
-
-    /// [`describe`](Self::describe) holding no thread while it waits.
+    /// The role's current pair and transaction state, or `NOT_FOUND`, holding no thread
+    /// while it waits.
     pub async fn describe_async(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         let deadline = Instant::now() + self.timeout;
         let what = format!("describing role '{role}'");
@@ -65,15 +61,10 @@ impl DescribeClient {
             .await
     }
 
-    /// [`describe`](Self::describe) for many roles: one request per known coordinator, at
-    /// most [`BATCH`] ids each. A role whose coordinator is not known yet, or that the batched
-    /// request could not answer (a moved coordinator, a lost connection), is described alone,
-    /// with the retries of [`describe`](Self::describe).
-    pub fn describe_many(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
-        super::exec::block_on(self.describe_many_async(roles))
-    }
-
-    /// [`describe_many`](Self::describe_many) holding no thread while it waits.
+    /// [`describe_async`](Self::describe_async) for many roles: one request per known
+    /// coordinator, at most [`BATCH`] ids each. A role whose coordinator is not known yet, or
+    /// that the batched request could not answer (a moved coordinator, a lost connection), is
+    /// described alone, with the retries of [`describe_async`](Self::describe_async).
     pub async fn describe_many_async(
         &self,
         roles: &[Role],
@@ -239,7 +230,8 @@ mod tests {
             KafkaConfig::new("127.0.0.1:1", 1).with_request_timeout(Duration::from_millis(300));
         let client = DescribeClient::new(&config).expect("client");
         let role = Role::new("r").expect("role");
-        let e = client.describe(&role).expect_err("unreachable");
+        let e =
+            super::super::exec::block_on(client.describe_async(&role)).expect_err("unreachable");
         assert!(e.is_retriable());
         assert!(e.message().contains("127.0.0.1:1"), "{}", e.message());
     }

@@ -8,7 +8,7 @@
 //! arrives, that thread wakes the task and polls it on the spot, up to the next request, and
 //! so on. Between two requests (and during a retry's pause, which the timer thread ends) the
 //! call is only memory: it holds no thread. A task keeps the priority it was started with
-//! ([`crate::transport::with_priority`]) whichever thread polls it.
+//! ([`with_priority`]) whichever thread polls it.
 //!
 //! Rules for code that runs in such a task: see [`spawn`]; why the lock and the timer are
 //! written here: see [`AsyncMutex`].
@@ -38,6 +38,41 @@ thread_local! {
     static AGAIN: RefCell<Option<Runnable>> = const { RefCell::new(None) };
 }
 
+thread_local! {
+    /// The priority of the requests started on this thread now (see [`with_priority`]).
+    static PRIORITY: Cell<Option<i64>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `priority` as the priority of the requests it starts: the carrier of the
+/// `priority` the transport's `start_*` methods are given, from the call to the requests its
+/// tasks queue for the connection threads.
+pub(crate) fn with_priority<R>(priority: i64, f: impl FnOnce() -> R) -> R {
+    with_local(&PRIORITY, Some(priority), f)
+}
+
+/// The priority given with [`with_priority`] to the calls started on this thread now.
+pub(crate) fn priority() -> Option<i64> {
+    PRIORITY.with(Cell::get)
+}
+
+/// Runs `f` with the thread-local `key` set to `value`, and restores what it held before,
+/// also when `f` panics.
+pub(crate) fn with_local<T: Copy + 'static, R>(
+    key: &'static std::thread::LocalKey<Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    /// Puts the value before back on drop.
+    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Restore<T> {
+        fn drop(&mut self) {
+            self.0.with(|c| c.set(self.1));
+        }
+    }
+    let _restore = Restore(key, key.with(|c| c.replace(value)));
+    f()
+}
+
 /// Whether the future being polled on this thread belongs to a [`block_on`] (whose thread is
 /// blocked anyway, so its requests run on it), not to a spawned task.
 pub(crate) fn inline() -> bool {
@@ -46,7 +81,7 @@ pub(crate) fn inline() -> bool {
 
 /// Runs `f` with [`inline`] set to `on`, then restores it.
 fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    crate::transport::with_local(&INLINE, on, f)
+    with_local(&INLINE, on, f)
 }
 
 /// Runs `future` to its end without a thread of its own: polled here until its first wait,
@@ -56,7 +91,7 @@ fn with_inline<R>(on: bool, f: impl FnOnce() -> R) -> R {
 /// call of the cluster), since it runs on a connection thread that others wait for.
 ///
 pub(crate) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
-    let priority = crate::transport::priority();
+    let priority = priority();
     let schedule = move |runnable: Runnable, info: ScheduleInfo| {
         if info.woken_while_running {
             // Woken during its own poll (by itself, or by another thread meanwhile): this
@@ -83,7 +118,7 @@ fn run(runnable: Runnable, priority: Option<i64>) {
             }
         };
         match priority {
-            Some(p) => crate::transport::with_priority(p, poll),
+            Some(p) => with_priority(p, poll),
             None => poll(),
         }
     });

@@ -65,7 +65,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::partition::{partition_of_bytes, role_partition};
 use kafka_coordination_core::record::{KeyRef, Role};
 use kafka_coordination_core::token::FencingToken;
@@ -98,13 +97,41 @@ const _: fn() = || {
 /// The Kafka transport of one member. See the [module docs](self).
 pub struct KafkaTransport {
     config: Arc<KafkaConfig>,
-    topic_checked: AtomicBool,
+    topic_checked: Arc<AtomicBool>,
     cluster: Arc<Cluster>,
     sessions: Arc<Sessions>,
     claims: std::sync::Mutex<std::collections::BTreeSet<Role>>,
     appender: Arc<Appender>,
-    reader: SharedReader,
+    reader: Arc<SharedReader>,
     describe: DescribeClient,
+    /// The threads that calls which must wait wait on: a long poll, and a call that comes
+    /// before the state topic was checked (the check waits on its requests).
+    waiting: Arc<crate::pool::Pool>,
+}
+
+/// How many of a [`KafkaTransport`]'s calls may wait on a thread at once (long polls, and the
+/// calls that come before the state topic was checked); more queue.
+pub const WAITING_THREADS: usize = 256;
+
+/// The state topic's check (see [`KafkaTransport::ensure_topic`]), done once.
+struct TopicCheck {
+    config: Arc<KafkaConfig>,
+    cluster: Arc<Cluster>,
+    checked: Arc<AtomicBool>,
+}
+
+impl TopicCheck {
+    /// Checks the topic unless that was done.
+    fn run(&self) -> Result<(), TransportError> {
+        if self.checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.cluster
+            .reach(Instant::now() + self.config.request_timeout())?;
+        topic::ensure(&self.config, &self.cluster)?;
+        self.checked.store(true, Ordering::Release);
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for KafkaTransport {
@@ -127,12 +154,13 @@ impl KafkaTransport {
         Ok(KafkaTransport {
             describe: DescribeClient::on(Arc::clone(&cluster), &config),
             sessions: Arc::new(Sessions::new(Arc::clone(&cluster), &config)),
-            reader: SharedReader::new(&config, Arc::clone(&cluster))?,
+            reader: Arc::new(SharedReader::new(&config, Arc::clone(&cluster))?),
+            waiting: Arc::new(crate::pool::Pool::new("kc-wait", WAITING_THREADS)),
             claims: Default::default(),
             appender: Arc::new(Appender::new(Arc::clone(&cluster), &config)),
             cluster,
             config: Arc::new(config),
-            topic_checked: AtomicBool::new(false),
+            topic_checked: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -160,11 +188,38 @@ impl KafkaTransport {
     /// configured partition count; a [`Config`](crate::ErrorKind::Config) error says what to
     /// fix otherwise.
     pub fn ensure_topic(&self) -> Result<(), TransportError> {
-        self.cluster
-            .reach(Instant::now() + self.config.request_timeout())?;
-        topic::ensure(&self.config, &self.cluster)?;
-        self.topic_checked.store(true, Ordering::Release);
-        Ok(())
+        self.topic_check().run()
+    }
+
+    /// The state topic's check, to run on another thread.
+    fn topic_check(&self) -> TopicCheck {
+        TopicCheck {
+            config: Arc::clone(&self.config),
+            cluster: Arc::clone(&self.cluster),
+            checked: Arc::clone(&self.topic_checked),
+        }
+    }
+
+    /// Runs `then` with `priority` (see [`exec::with_priority`]) now if the state topic was
+    /// checked; otherwise on a thread of [`WAITING_THREADS`] once the check passed, or hands
+    /// the check's error to `failed`.
+    fn after_topic_check(
+        &self,
+        priority: i64,
+        then: impl FnOnce() + Send + 'static,
+        failed: impl FnOnce(TransportError) + Send + 'static,
+    ) {
+        if self.topic_checked.load(Ordering::Acquire) {
+            return exec::with_priority(priority, then);
+        }
+        let check = self.topic_check();
+        let _ = self.waiting.submit(
+            priority,
+            Box::new(move || match check.run() {
+                Ok(()) => exec::with_priority(priority, then),
+                Err(e) => failed(e),
+            }),
+        );
     }
 
     /// Creates the state topic with the configured partition count, `cleanup.policy=compact`,
@@ -194,13 +249,6 @@ impl KafkaTransport {
     /// with it and how to fix it.
     pub fn describe_topic(&self) -> Result<TopicReport, TransportError> {
         topic::describe(&self.config, &self.cluster)
-    }
-
-    fn check_topic(&self) -> Result<(), TransportError> {
-        if self.topic_checked.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        self.ensure_topic()
     }
 
     /// The pair this transport holds (from its last successful acquire), if its term is not
@@ -587,16 +635,6 @@ fn may_be_superseded(e: &TransportError) -> bool {
 }
 
 impl Coordinator for KafkaTransport {
-    fn acquire_epoch(
-        &self,
-        role: &Role,
-        transaction_timeout: Duration,
-    ) -> Result<FencingToken, TransportError> {
-        self.sessions
-            .acquire(role, transaction_timeout)
-            .map_err(|e| name_the_max_timeout(&self.config, &self.cluster, e))
-    }
-
     /// Queues the InitProducerId (and the coordinator's lookup) for the connection threads
     /// and returns: the acquire holds no thread while it waits, and `done` is called on the
     /// connection thread that received the answer.
@@ -607,10 +645,11 @@ impl Coordinator for KafkaTransport {
         priority: i64,
         done: crate::transport::AcquireDone,
     ) {
-        crate::transport::with_priority(priority, || {
+        exec::with_priority(priority, || {
             let sessions = Arc::clone(&self.sessions);
             let config = Arc::clone(&self.config);
             let native = Arc::clone(&self.cluster);
+            let waiting = Arc::clone(&self.waiting);
             exec::spawn(async move {
                 match sessions.acquire_async(&role, transaction_timeout).await {
                     Err(e)
@@ -618,30 +657,16 @@ impl Coordinator for KafkaTransport {
                             == Some(cluster::code::E::InvalidTransactionTimeout.code()) =>
                     {
                         // Reading the brokers' maximum waits on a thread; a configuration error
-                        // is rare enough to get one of its own rather than a connection thread.
-                        let named = std::thread::Builder::new()
-                            .name("kc-config-error".into())
-                            .spawn(move || done(Err(name_the_max_timeout(&config, &native, e))));
-                        drop(named);
+                        // is rare enough to take one rather than a connection thread.
+                        let _ = waiting.submit(
+                            priority,
+                            Box::new(move || done(Err(name_the_max_timeout(&config, &native, e)))),
+                        );
                     }
                     other => done(other),
                 }
             });
         })
-    }
-
-    fn acquires_without_a_thread(&self) -> bool {
-        true
-    }
-
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        self.describe.describe(role)
-    }
-
-    /// One DescribeTransactions per coordinator for the roles whose coordinator is known, the
-    /// others (and any that request could not answer) one by one.
-    fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
-        self.describe.describe_many(roles)
     }
 
     /// Queues the checks' requests (lookups, then one DescribeTransactions per coordinator
@@ -653,7 +678,7 @@ impl Coordinator for KafkaTransport {
         priority: i64,
         done: crate::transport::DescribeDone,
     ) {
-        crate::transport::with_priority(priority, || {
+        exec::with_priority(priority, || {
             let client = self.describe.clone();
             exec::spawn(async move {
                 let answers = client.describe_many_async(&roles).await;
@@ -662,13 +687,6 @@ impl Coordinator for KafkaTransport {
         })
     }
 
-    fn describes_without_a_thread(&self) -> bool {
-        true
-    }
-
-    /// Drops the role's transactional producer: this transport stops writing for the role.
-    /// The coordinator keeps the pair until another member acquires (a resigning driver
-    /// supersedes its pair first).
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
         if !lock(&self.claims).insert(role.clone()) {
             return Err(TransportError::config(format!(
@@ -684,6 +702,9 @@ impl Coordinator for KafkaTransport {
         Some(Arc::as_ptr(&self.sessions).cast::<u8>() as usize)
     }
 
+    /// Drops the role's transactional producer: this transport stops writing for the role.
+    /// The coordinator keeps the pair until another member acquires (a resigning driver
+    /// supersedes its pair first).
     fn release_role(&self, role: &Role) {
         self.sessions.release(role);
         lock(&self.claims).remove(role);
@@ -695,21 +716,11 @@ impl StateReader for KafkaTransport {
     fn partitions(&self) -> i32 {
         self.config.partitions()
     }
+
     /// A read may wait for the reader's long-polling Fetch, so a standby hears of a resign as
     /// soon as its commit is readable.
     fn can_long_poll(&self) -> bool {
         true
-    }
-
-    fn read_partition(
-        &self,
-        partition: i32,
-        from_offset: i64,
-        max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
-        self.check_partition(partition)?;
-        self.check_topic()?;
-        self.reader.read(partition, from_offset, max_wait)
     }
 
     /// The shared reader's view, when one of its fetch threads tails the partition.
@@ -725,97 +736,86 @@ impl StateReader for KafkaTransport {
         true
     }
 
-    /// Positions the shared reader's view of the partition on the log (its Fetches queued for
-    /// the connection threads, holding no thread) and hands `done` what is readable from
-    /// `from_offset`, on the connection thread that received the last answer.
+    /// With no wait: positions the shared reader's view of the partition on the log (its
+    /// Fetches queued for the connection threads, holding no thread) and hands `done` what is
+    /// readable from `from_offset`, on the connection thread that received the last answer.
+    /// A long poll (`max_wait > 0`) waits for the view on a thread of [`WAITING_THREADS`].
     fn start_read_partition(
         &self,
         partition: i32,
         from_offset: i64,
+        max_wait: Duration,
         priority: i64,
         done: crate::transport::ReadDone,
     ) {
-        crate::transport::with_priority(priority, || {
-            if let Err(e) = self.check_partition(partition) {
-                return done(Err(e));
-            }
-            if !self.topic_checked.load(Ordering::Acquire) {
-                return done(self.read_partition(partition, from_offset, Duration::ZERO));
-            }
-            self.reader.start_read(partition, from_offset, done);
-        })
-    }
-
-    /// Once the state topic was checked (the first call that touches it checks it).
-    fn reads_without_a_thread(&self) -> bool {
-        self.topic_checked.load(Ordering::Acquire)
+        if let Err(e) = self.check_partition(partition) {
+            return done(Err(e));
+        }
+        let reader = Arc::clone(&self.reader);
+        if max_wait.is_zero() {
+            let (done, failed) = split(done);
+            return self.after_topic_check(
+                priority,
+                move || reader.start_read(partition, from_offset, done),
+                failed,
+            );
+        }
+        let check = self.topic_check();
+        let _ = self.waiting.submit(
+            priority,
+            Box::new(move || {
+                done(
+                    check
+                        .run()
+                        .and_then(|()| reader.read(partition, from_offset, max_wait)),
+                );
+            }),
+        );
     }
 }
 
 impl Registrar for KafkaTransport {
-    fn append(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<i64, TransportError> {
-        self.check_partition(partition)?;
-        self.check_key_partition(partition, key)?;
-        self.check_topic()?;
-        self.appender.append(partition, key, value)
-    }
-
     /// Queues every append before any is sent, so that the appends to one partition travel
     /// together; starts a sender (a task that holds no thread) for each partition nobody else
     /// is sending, and leaves the appends queued behind a batch in flight to that batch's
-    /// sender (see [`Registrar::append_all`]). Returns at once once the state topic was
-    /// checked; the first call checks it on the caller's thread.
+    /// sender (see [`Registrar::append_all`]). The first call waits for the state topic's
+    /// check on a thread of [`WAITING_THREADS`].
     fn append_all(&self, appends: Vec<crate::transport::Append>, priority: i64) {
-        crate::transport::with_priority(priority, || {
-            let topic = self.check_topic();
-            let mut queued = Vec::with_capacity(appends.len());
-            for a in appends {
-                let checked = topic
-                    .clone()
-                    .and_then(|()| self.check_partition(a.partition))
-                    .and_then(|()| self.check_key_partition(a.partition, &a.key));
-                match checked {
-                    Ok(()) => queued.push(a),
-                    Err(e) => (a.done)(Err(e)),
-                }
+        let mut queued = Vec::with_capacity(appends.len());
+        for a in appends {
+            let checked = self
+                .check_partition(a.partition)
+                .and_then(|()| self.check_key_partition(a.partition, &a.key));
+            match checked {
+                Ok(()) => queued.push(a),
+                Err(e) => (a.done)(Err(e)),
             }
-            self.appender.append_all(queued);
-        })
-    }
-
-    /// Once the state topic was checked (the first call that touches it checks it): the
-    /// appends are queued and each partition's batches sent by a task that holds no thread.
-    fn appends_without_a_thread(&self) -> bool {
-        self.topic_checked.load(Ordering::Acquire)
+        }
+        if queued.is_empty() {
+            return;
+        }
+        let appender = Arc::clone(&self.appender);
+        // The appends wait with the check; a failed check fails each of them.
+        let queued = Arc::new(std::sync::Mutex::new(queued));
+        let (sent, lost) = (Arc::clone(&queued), queued);
+        self.after_topic_check(
+            priority,
+            move || appender.append_all(std::mem::take(&mut *lock(&sent))),
+            move |e| {
+                for a in std::mem::take(&mut *lock(&lost)) {
+                    (a.done)(Err(e.clone()));
+                }
+            },
+        );
     }
 }
 
 impl LeaseWriter for KafkaTransport {
-    fn write_lease(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-        token: FencingToken,
-    ) -> Result<i64, TransportError> {
-        self.check_partition(partition)?;
-        self.check_key_partition(partition, key)?;
-        self.check_topic()?;
-        exec::block_on(self.writing().write_lease(partition, key, value, token))
-    }
-
     /// Queues the transaction's requests for the connection threads and returns: the write
     /// holds no thread while it waits (for the role's session, or for an answer), and `done`
-    /// is called on the connection thread that received the last answer. The checks of
-    /// [`write_lease`](LeaseWriter::write_lease) that need no request come first, on the
-    /// caller's thread; a write that comes before the state topic was checked runs as
-    /// [`write_lease`](LeaseWriter::write_lease) does (see
-    /// [`writes_without_a_thread`](LeaseWriter::writes_without_a_thread)).
+    /// is called on the connection thread that received the last answer. The checks that
+    /// need no request come first, on the caller's thread; a write that comes before the
+    /// state topic was checked waits for the check on a thread of [`WAITING_THREADS`].
     fn start_write_lease(
         &self,
         partition: i32,
@@ -825,30 +825,26 @@ impl LeaseWriter for KafkaTransport {
         priority: i64,
         done: crate::transport::LeaseDone,
     ) {
-        crate::transport::with_priority(priority, || {
-            let checked = self
-                .check_partition(partition)
-                .and_then(|()| self.check_key_partition(partition, &key));
-            if let Err(e) = checked {
-                return done(Err(e));
-            }
-            if !self.topic_checked.load(Ordering::Acquire) {
-                return done(self.write_lease(partition, &key, value.as_deref(), token));
-            }
-            let writing = self.writing();
-            exec::spawn(async move {
-                let written = writing
-                    .write_lease(partition, &key, value.as_deref(), token)
-                    .await;
-                done(written);
-            });
-        })
-    }
-
-    /// Once the state topic was checked (the first registration checks it): until then a
-    /// write's first step is the topic check, which waits on a thread.
-    fn writes_without_a_thread(&self) -> bool {
-        self.topic_checked.load(Ordering::Acquire)
+        let checked = self
+            .check_partition(partition)
+            .and_then(|()| self.check_key_partition(partition, &key));
+        if let Err(e) = checked {
+            return done(Err(e));
+        }
+        let writing = self.writing();
+        let (done, failed) = split(done);
+        self.after_topic_check(
+            priority,
+            move || {
+                exec::spawn(async move {
+                    let written = writing
+                        .write_lease(partition, &key, value.as_deref(), token)
+                        .await;
+                    done(written);
+                })
+            },
+            failed,
+        );
     }
 
     fn guarded_write(
@@ -869,9 +865,35 @@ impl LeaseWriter for KafkaTransport {
     }
 }
 
+/// One completion callback as two that share it: the first to run calls it (the call's
+/// outcome, or the error of the step before it), the other then does nothing.
+#[allow(clippy::type_complexity)]
+fn split<T: Send + 'static>(
+    done: Box<dyn FnOnce(Result<T, TransportError>) + Send>,
+) -> (
+    Box<dyn FnOnce(Result<T, TransportError>) + Send>,
+    impl FnOnce(TransportError) + Send + 'static,
+) {
+    let one = Arc::new(std::sync::Mutex::new(Some(done)));
+    let other = Arc::clone(&one);
+    (
+        Box::new(move |outcome| {
+            if let Some(done) = lock(&one).take() {
+                done(outcome);
+            }
+        }),
+        move |e| {
+            if let Some(done) = lock(&other).take() {
+                done(Err(e));
+            }
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::Wait;
     use kafka_coordination_core::record::{Key, MemberId};
 
     /// A role whose partition differs between 16 and 8 partitions.

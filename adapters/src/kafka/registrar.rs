@@ -185,37 +185,6 @@ impl Appender {
         }
     }
 
-    /// Appends one record to `partition` of the state topic and returns its offset. A caller
-    /// that finds nobody sending the partition's batches sends them itself, on its thread.
-    pub(crate) fn append(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<i64, TransportError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let to_send = self.queue(vec![Append::new(
-            partition,
-            key,
-            value.map(<[u8]>::to_vec),
-            move |outcome| {
-                let _ = tx.send(outcome);
-            },
-        )]);
-        for (partition, lane) in to_send {
-            super::exec::block_on(self.send_rounds(partition, &lane));
-        }
-        // Every queued append is answered (a sender that unwound drops its batch's answers,
-        // and with them the channel).
-        rx.recv().unwrap_or_else(|_| {
-            Err(TransportError::retriable(format!(
-                "appending a record to {}/{partition}: the append was dropped unanswered \
-                 (its sender failed)",
-                self.topic
-            )))
-        })
-    }
-
     /// Queues every append, then starts a sender (a task: it holds no thread) for each
     /// partition that had nobody sending, which sends its batches until its queue is empty. An
     /// append queued behind a batch in flight is left to that batch's sender, which calls its

@@ -187,16 +187,8 @@ impl Sessions {
     }
 
     /// InitProducerId for `role`: fences every earlier holder of the role and returns the new
-    /// pair, which this process's session for the role now holds.
-    pub(crate) fn acquire(
-        &self,
-        role: &Role,
-        transaction_timeout: Duration,
-    ) -> Result<FencingToken, TransportError> {
-        super::exec::block_on(self.acquire_async(role, transaction_timeout))
-    }
-
-    /// [`acquire`](Self::acquire) holding no thread while it waits.
+    /// pair, which this process's session for the role now holds; holds no thread while it
+    /// waits.
     pub(crate) async fn acquire_async(
         &self,
         role: &Role,

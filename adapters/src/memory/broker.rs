@@ -32,7 +32,12 @@ pub(super) struct Shared {
     /// The hooks of tailing transports ([`MemoryTransport::tailing`]), called with every
     /// partition that changed.
     pub(super) tail_hooks: crate::transport::TailHooks,
+    /// The threads long polls wait on (see [`MemoryBroker`]).
+    pub(super) waiting: crate::pool::Pool,
 }
+
+/// How many long polls of one [`MemoryBroker`] may wait at once, each on a thread.
+pub const LONG_POLL_THREADS: usize = 256;
 
 /// The broker's lock, held. Lazily expired transactions are aborted when it is taken; readers
 /// of the partitions that changed are woken when it is released.
@@ -190,7 +195,11 @@ impl Locked<'_> {
 /// [`ManualClock::settle`](crate::clock::ManualClock::settle) know that every driver has seen
 /// every record.
 ///
-/// **Long poll.** `read_partition` with `max_wait > 0` and nothing readable at or past `from`
+/// **Calls.** Every call answers on the caller's thread before it returns, but a long poll:
+/// `start_read_partition` with `max_wait > 0` waits on a thread of the broker's (at most
+/// [`LONG_POLL_THREADS`] wait at once; more queue).
+///
+/// **Long poll.** A read with `max_wait > 0` and nothing readable at or past `from`
 /// waits, in real time, until a record is appended or a transaction ends on that partition, or
 /// until `max_wait` passes, and then answers. With a [`ManualClock`](crate::clock::ManualClock)
 /// it also answers as soon as the clock is moved (so a driver waiting on the read reacts to
@@ -249,6 +258,7 @@ impl MemoryBroker {
                 partitions: partitions.max(0),
                 hook: Mutex::new(None),
                 tail_hooks: crate::transport::TailHooks::default(),
+                waiting: crate::pool::Pool::new("kc-memory-poll", LONG_POLL_THREADS),
             }),
         }
     }
@@ -342,7 +352,6 @@ impl MemoryBroker {
         partition: i32,
         timeout: Duration,
     ) -> Result<Role, TransportError> {
-        use crate::transport::Coordinator;
         use kafka_coordination_core::partition::role_partition;
         use kafka_coordination_core::record::Key;
         let partitions = self.partitions();
@@ -357,8 +366,7 @@ impl MemoryBroker {
             .filter_map(|k| Role::new(format!("other-{k}")).ok())
             .find(|r| role_partition(r, partitions).ok() == Some(partition))
             .ok_or_else(|| TransportError::fatal("no role name found for the partition"))?;
-        self.transport("other-holder")
-            .acquire_epoch(&role, timeout)?;
+        crate::transport::Wait::acquire_epoch(&self.transport("other-holder"), &role, timeout)?;
         self.open_transaction(
             &role,
             partition,

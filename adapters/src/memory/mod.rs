@@ -6,7 +6,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use kafka_coordination::memory::MemoryBroker;
-//! use kafka_coordination::{Coordinator, LeaseWriter, ManualClock, StateReader};
+//! use kafka_coordination::transport::Wait;
+//! use kafka_coordination::ManualClock;
 //! use kafka_coordination::core::record::Role;
 //!
 //! let broker = MemoryBroker::new(4, Arc::new(ManualClock::default()));
@@ -30,7 +31,7 @@ mod log;
 mod state;
 mod transport;
 
-pub use broker::MemoryBroker;
+pub use broker::{MemoryBroker, LONG_POLL_THREADS};
 pub use faults::{BrokerOp, CallCounts};
 pub use state::{
     AcceptedLeaseWrite, DEFAULT_MAX_TRANSACTION_TIMEOUT, EXHAUSTED_EPOCH, FIRST_PRODUCER_ID,

@@ -68,7 +68,7 @@ impl Sessions {
 /// [`Registrar`] and [`LeaseWriter`].
 ///
 /// Like the Kafka transport it holds the member's producer session per role: the pair that the
-/// last [`acquire_epoch`](Coordinator::acquire_epoch) of the role returned. Lease writes go
+/// last acquire of the role returned. Lease writes go
 /// through that session. Cloning shares the sessions (the same member).
 #[derive(Clone)]
 pub struct MemoryTransport {
@@ -141,7 +141,7 @@ impl MemoryTransport {
     /// to crash). The record is invisible and holds back the LSO of `partition` until
     /// [`commit_lease_write`](Self::commit_lease_write), a takeover (`acquire_epoch` of the
     /// role by anyone) or the transaction timeout. Checked like
-    /// [`write_lease`](LeaseWriter::write_lease); counted as a
+    /// a lease write; counted as a
     /// [`BrokerOp::WriteLease`] call. Returns the record's offset.
     pub fn begin_lease_write(
         &self,
@@ -217,8 +217,8 @@ impl MemoryTransport {
     }
 }
 
-impl Coordinator for MemoryTransport {
-    fn acquire_epoch(
+impl MemoryTransport {
+    fn acquire(
         &self,
         role: &Role,
         transaction_timeout: Duration,
@@ -231,11 +231,35 @@ impl Coordinator for MemoryTransport {
         Ok(pair)
     }
 
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
+    fn describe(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         let mut locked = self.shared.begin_call(BrokerOp::Describe)?;
         let status = locked.describe(role);
         locked.finish_call(BrokerOp::Describe)?;
         Ok(status)
+    }
+}
+
+/// Every call but a long poll runs on the caller's thread and calls `done` before it
+/// returns (a broker in memory answers at once); a long poll with nothing to read waits on a
+/// thread of the broker's.
+impl Coordinator for MemoryTransport {
+    fn start_acquire_epoch(
+        &self,
+        role: Role,
+        transaction_timeout: Duration,
+        _priority: i64,
+        done: crate::transport::AcquireDone,
+    ) {
+        done(self.acquire(&role, transaction_timeout));
+    }
+
+    fn start_describe_epochs(
+        &self,
+        roles: Vec<Role>,
+        _priority: i64,
+        done: crate::transport::DescribeDone,
+    ) {
+        done(roles.iter().map(|role| self.describe(role)).collect());
     }
 
     /// One candidacy per role on a transport (its clones included).
@@ -289,7 +313,28 @@ impl StateReader for MemoryTransport {
         true
     }
 
-    fn read_partition(
+    fn start_read_partition(
+        &self,
+        partition: i32,
+        from_offset: i64,
+        max_wait: Duration,
+        priority: i64,
+        done: crate::transport::ReadDone,
+    ) {
+        if max_wait.is_zero() {
+            return done(self.read(partition, from_offset, max_wait));
+        }
+        let me = self.clone();
+        let _ = self.shared.waiting.submit(
+            priority,
+            Box::new(move || done(me.read(partition, from_offset, max_wait))),
+        );
+    }
+}
+
+impl MemoryTransport {
+    /// A read, waiting up to `max_wait` for records (see [`MemoryBroker`]'s long polls).
+    fn read(
         &self,
         partition: i32,
         from_offset: i64,
@@ -333,7 +378,15 @@ impl StateReader for MemoryTransport {
 }
 
 impl Registrar for MemoryTransport {
-    fn append(
+    fn append_all(&self, appends: Vec<crate::transport::Append>, _priority: i64) {
+        for a in appends {
+            (a.done)(self.append_record(a.partition, &a.key, a.value.as_deref()));
+        }
+    }
+}
+
+impl MemoryTransport {
+    fn append_record(
         &self,
         partition: i32,
         key: &[u8],
@@ -346,10 +399,8 @@ impl Registrar for MemoryTransport {
         locked.finish_call(BrokerOp::Append)?;
         Ok(offset)
     }
-}
 
-impl LeaseWriter for MemoryTransport {
-    fn write_lease(
+    fn write_lease_record(
         &self,
         partition: i32,
         key: &[u8],
@@ -364,6 +415,20 @@ impl LeaseWriter for MemoryTransport {
             locked.lease_write(&role, token, partition, key, value, &self.name, now, true)?;
         locked.finish_call(BrokerOp::WriteLease)?;
         Ok(offset)
+    }
+}
+
+impl LeaseWriter for MemoryTransport {
+    fn start_write_lease(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        token: FencingToken,
+        _priority: i64,
+        done: crate::transport::LeaseDone,
+    ) {
+        done(self.write_lease_record(partition, &key, value.as_deref(), token));
     }
 
     /// Appends every record to its data topic (see [`MemoryBroker::topic_records`]) if `token`

@@ -518,7 +518,7 @@ fn run_blocking(mut w: WatchLoop) {
                 ticket: issued,
             } => {
                 let started = w.options.clock.now();
-                let outcome = w.reader.read_partition(w.partition, from, max_wait);
+                let outcome = crate::transport::read(&*w.reader, w.partition, from, max_wait);
                 read_again = w.on_read(started, outcome);
                 ticket = issued;
             }
@@ -587,12 +587,11 @@ mod on_runtime {
                     ticket = issued;
                     let started = w.options.clock.now();
                     let (reader, partition) = (w.reader.clone(), w.partition);
-                    let outcome =
-                        R::unblock(move || reader.read_partition(partition, from, max_wait))
-                            .await
-                            .unwrap_or_else(|| {
-                                Err(TransportError::fatal("the runtime dropped the read"))
-                            });
+                    let outcome = R::unblock(move || {
+                        crate::transport::read(&*reader, partition, from, max_wait)
+                    })
+                    .await
+                    .unwrap_or_else(|| Err(TransportError::fatal("the runtime dropped the read")));
                     read_again = w.on_read(started, outcome);
                 }
                 Step::ClockMoves { seen, listener } => {

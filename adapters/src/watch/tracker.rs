@@ -462,9 +462,9 @@ fn catch_up<R: StateReader + ?Sized>(
 ) -> Result<(), Error> {
     let mut sink = Vec::new();
     loop {
-        let batch = reader
-            .read_partition(partition, tracker.next_offset(), Duration::ZERO)
-            .map_err(Error::Transport)?;
+        let batch =
+            crate::transport::read(reader, partition, tracker.next_offset(), Duration::ZERO)
+                .map_err(Error::Transport)?;
         for r in &batch.records {
             tracker.apply(r, &mut sink);
         }
@@ -506,8 +506,7 @@ pub fn roles<R: StateReader + ?Sized>(reader: &R) -> Result<Vec<LeaseTracker>, E
     for partition in 0..partitions {
         let mut next = 0;
         loop {
-            let batch = reader
-                .read_partition(partition, next, Duration::ZERO)
+            let batch = crate::transport::read(reader, partition, next, Duration::ZERO)
                 .map_err(Error::Transport)?;
             for r in &batch.records {
                 let Ok(key) = kafka_coordination_core::record::KeyRef::decode(&r.key) else {

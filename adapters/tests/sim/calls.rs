@@ -6,9 +6,8 @@ use std::time::Duration;
 use kafka_coordination::core::machine::{Command, Event, Status};
 use kafka_coordination::core::{FencingToken, UnixMillis};
 use kafka_coordination::memory::MemoryTransport;
-use kafka_coordination::{
-    Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader, TransportError,
-};
+use kafka_coordination::transport::Wait;
+use kafka_coordination::{ErrorKind, TransportError};
 
 use super::harness::{InFlight, Op, Res, Rng, Sim};
 use super::{At, LEG_MS, SLOW_ACQUIRE_MS, SLOW_LEG_MS, STAGGER_MS};

@@ -4,7 +4,7 @@ use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::MemberId;
 use kafka_coordination::core::state::RoleState;
 use kafka_coordination::core::FencingToken;
-use kafka_coordination::Coordinator;
+use kafka_coordination::transport::Wait;
 
 use super::harness::{Bound, Life, Op, Res, Sim, Watch};
 use super::report::Failure;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::StateReader;
+use kafka_coordination::transport::Wait;
 
 /// The partition count of `__coordination_state` in the test cluster.
 pub const PARTITIONS: i32 = 16;

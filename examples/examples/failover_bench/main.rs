@@ -36,9 +36,10 @@ use kafka_coordination::blocking;
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::{Lease, Role};
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::transport::{BlockingTransport, OnPool, Wait};
 use kafka_coordination::{
     describe_leadership, Candidacy, Clock, Coordinator, FencingToken, Leadership, LeadershipStatus,
-    LeaseWriter, Options, ReadBatch, Registrar, StateReader, SystemClock, TransportError,
+    Options, ReadBatch, StateReader, SystemClock, TransportError,
 };
 use kafka_coordination_examples::stats::{Csv, Row};
 
@@ -174,7 +175,12 @@ impl Link {
     }
 }
 
-impl Coordinator for Link {
+/// The link is a blocking transport (each call holds `in_call` until the broker answered, so
+/// that [`Link::sever`] can wait for the call in flight), run on a pool by [`OnPool`].
+impl BlockingTransport for Link {
+    fn partitions(&self) -> i32 {
+        self.kafka.partitions()
+    }
     fn acquire_epoch(
         &self,
         role: &Role,
@@ -192,18 +198,6 @@ impl Coordinator for Link {
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
         self.pass(|k| k.describe_epoch(role))
     }
-    fn release_role(&self, role: &Role) {
-        self.kafka.release_role(role)
-    }
-    fn claims_scope(&self) -> Option<usize> {
-        self.kafka.claims_scope()
-    }
-}
-
-impl StateReader for Link {
-    fn partitions(&self) -> i32 {
-        self.kafka.partitions()
-    }
     fn read_partition(
         &self,
         partition: i32,
@@ -212,18 +206,9 @@ impl StateReader for Link {
     ) -> Result<ReadBatch, TransportError> {
         self.pass(|k| k.read_partition(partition, from, max_wait))
     }
-    fn can_long_poll(&self) -> bool {
-        self.kafka.can_long_poll()
-    }
-}
-
-impl Registrar for Link {
     fn append(&self, p: i32, key: &[u8], value: Option<&[u8]>) -> Result<i64, TransportError> {
         self.pass(|k| k.append(p, key, value))
     }
-}
-
-impl LeaseWriter for Link {
     fn write_lease(
         &self,
         p: i32,
@@ -241,6 +226,23 @@ impl LeaseWriter for Link {
             }
         }
         r
+    }
+    fn can_long_poll(&self) -> bool {
+        self.kafka.can_long_poll()
+    }
+    fn release_role(&self, role: &Role) {
+        self.kafka.release_role(role)
+    }
+    fn claims_scope(&self) -> Option<usize> {
+        self.kafka.claims_scope()
+    }
+}
+
+impl Link {
+    /// The link as a transport for a driver, which makes one call at a time: its calls on a
+    /// pool of one thread.
+    fn transport(&self) -> OnPool<Link> {
+        OnPool::new(self.clone(), 1)
     }
 }
 
@@ -436,10 +438,10 @@ fn main() {
 
     let names = ["m0", "m1"];
     let links = [member(names[0]), member(names[1])];
-    let first = blocking::start(links[0].clone(), &role, names[0], options.clone())
+    let first = blocking::start(links[0].transport(), &role, names[0], options.clone())
         .unwrap_or_else(|e| fail(e.to_string()));
     let mut holder = (0usize, elected(first, Duration::from_secs(30)));
-    let mut standby = blocking::start(links[1].clone(), &role, names[1], options.clone())
+    let mut standby = blocking::start(links[1].transport(), &role, names[1], options.clone())
         .unwrap_or_else(|e| fail(e.to_string()));
 
     println!(
@@ -508,7 +510,7 @@ fn main() {
             ));
         }
         drop(leader);
-        standby = blocking::start(links[h].clone(), &role, names[h], options.clone())
+        standby = blocking::start(links[h].transport(), &role, names[h], options.clone())
             .unwrap_or_else(|e| fail(e.to_string()));
         holder = (s, successor);
     }

@@ -180,7 +180,7 @@ fn first_lease_of(
 fn deadlines_of(reader: &KafkaTransport, role: &str, partitions: i32, member: &str) -> Vec<i64> {
     use kafka_coordination::core::partition::role_partition;
     use kafka_coordination::core::record::{Key, Lease, Role};
-    use kafka_coordination::StateReader;
+    use kafka_coordination::transport::Wait;
     let Ok(r) = Role::new(role) else {
         return Vec::new();
     };
@@ -301,7 +301,7 @@ pub fn run(
 fn deregister(reader: &KafkaTransport, role: &str, partitions: i32, member: &str) {
     use kafka_coordination::core::partition::role_partition;
     use kafka_coordination::core::record::{Key, MemberId, Role};
-    use kafka_coordination::Registrar;
+    use kafka_coordination::transport::Wait;
     let (Ok(r), Ok(m)) = (Role::new(role), MemberId::new(member)) else {
         return;
     };

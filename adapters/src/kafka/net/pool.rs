@@ -573,7 +573,7 @@ impl Pool {
         let Some(job) = broker.threads.follow_up(job) else {
             return rx;
         };
-        let priority = crate::transport::priority().unwrap_or_else(now_millis);
+        let priority = crate::kafka::exec::priority().unwrap_or_else(now_millis);
         if broker.threads.submit(priority, job) == Placed::Waits {
             // Every connection thread is busy: if they all stay stuck on unanswered requests,
             // the broker is silent and what waits here should not wait for the request timeout.

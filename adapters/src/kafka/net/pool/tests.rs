@@ -224,7 +224,7 @@ fn queued_requests_go_out_in_the_order_of_their_priorities() {
     ));
     // The only connection thread is busy until this request's deadline: it goes first
     // (the smallest priority), whenever the thread starts.
-    let busy = crate::transport::with_priority(i64::MIN, || {
+    let busy = crate::kafka::exec::with_priority(i64::MIN, || {
         pool.request(&addr, Instant::now() + Duration::from_secs(1), |_| Ok(()))
     });
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -233,7 +233,7 @@ fn queued_requests_go_out_in_the_order_of_their_priorities() {
     let soon = Instant::now() + Duration::from_millis(50);
     for priority in [30i64, 10, 20] {
         let answer =
-            crate::transport::with_priority(priority, || pool.request(&addr, soon, |_| Ok(())));
+            crate::kafka::exec::with_priority(priority, || pool.request(&addr, soon, |_| Ok(())));
         let (order, tx) = (Arc::clone(&order), tx.clone());
         crate::kafka::exec::spawn(async move {
             let _ = answer.await;

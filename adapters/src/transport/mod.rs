@@ -1,16 +1,31 @@
 //! The transport seam: four small traits that the machine's commands are executed against.
 //!
-//! **Required** (six methods): [`Coordinator::acquire_epoch`] and
-//! [`describe_epoch`](Coordinator::describe_epoch), [`StateReader::partitions`] and
-//! [`read_partition`](StateReader::read_partition), [`Registrar::append`],
-//! [`LeaseWriter::write_lease`]. These block; drivers and hosts run them on threads of their
-//! own (an async driver on its runtime's blocking pool). `examples/src/custom_transport.rs`
-//! is a complete transport of just these. **Optional**, each with a default: the completion
-//! forms (`start_*`, [`Registrar::append_all`]) for a transport that waits without holding a
-//! thread (it says so with the `*_without_a_thread` methods, and gets each call's priority),
-//! tailing ([`StateReader::read_tailed`], [`StateReader::on_tailed`]), long polls, guarded
-//! writes and per-process role claims. A transport value belongs to **one member** (or is
-//! shared by the candidacies of one process, one per role). Implementations are `Send + Sync`.
+//! Every call that talks to the broker has **one form**, the completion form: it returns at
+//! once and hands its outcome to a `done` callback, now or later on a thread of the
+//! transport's, exactly once. **Required** (six methods):
+//! [`Coordinator::start_acquire_epoch`] and
+//! [`start_describe_epochs`](Coordinator::start_describe_epochs), [`StateReader::partitions`]
+//! and [`start_read_partition`](StateReader::start_read_partition),
+//! [`Registrar::append_all`], [`LeaseWriter::start_write_lease`]. **Optional**, each with a
+//! default: tailing ([`StateReader::read_tailed`], [`StateReader::on_tailed`]), long polls
+//! ([`StateReader::can_long_poll`]), guarded writes and per-process role claims.
+//! `examples/src/custom_transport.rs` is a complete transport of just the six.
+//!
+//! A transport whose calls block (a client library without callbacks) implements
+//! [`BlockingTransport`] instead and is wrapped in [`OnPool`], which runs its calls on a
+//! bounded pool of threads. Callers that want one call's answer on their own thread (tools,
+//! tests) use [`Wait`]. Each `start_*` call carries a `priority` (smaller goes first): a
+//! transport that queues requests serves them in that order, others ignore it.
+//!
+//! A transport value belongs to **one member** (or is shared by the candidacies of one
+//! process, one per role). Implementations are `Send + Sync`.
+
+mod on_pool;
+mod wait;
+
+pub use on_pool::{BlockingTransport, OnPool};
+pub use wait::Wait;
+pub(crate) use wait::{describe, read};
 
 use std::time::Duration;
 
@@ -105,78 +120,29 @@ pub struct ReadBatch {
 /// Mints and describes leadership epochs (Kafka's transaction coordinator).
 pub trait Coordinator {
     /// Calls InitProducerId for `transactional.id = role` with `transaction_timeout`, keeps the
-    /// producer that the returned pair binds, and returns the pair. Every call fences whoever
-    /// held the role's previous pair.
-    fn acquire_epoch(
-        &self,
-        role: &Role,
-        transaction_timeout: Duration,
-    ) -> Result<FencingToken, TransportError>;
-
-    /// The coordinator's current pair and transaction state for the role (DescribeTransactions),
-    /// or [`LeadershipStatus::NOT_FOUND`] when no member ever took it.
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError>;
-
-    /// [`describe_epoch`](Coordinator::describe_epoch) for several roles at once, one answer
-    /// per role in order. A host asks for every check due in the same round together; Kafka
-    /// answers many transactional ids of one coordinator in one DescribeTransactions request.
-    /// The default asks one role at a time.
-    fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
-        roles.iter().map(|role| self.describe_epoch(role)).collect()
-    }
-
-    /// [`describe_epochs`](Coordinator::describe_epochs), handing the answers (one per role,
-    /// in order) to `done` instead of returning them. `done` is called exactly once, on
-    /// whichever thread has the answers: before this returns, or later on a thread of the
-    /// transport's.
-    ///
-    /// The default calls [`describe_epochs`](Coordinator::describe_epochs) and then `done`,
-    /// on the caller's thread. A transport whose checks wait on a network without holding a
-    /// thread overrides it to return at once, and says so with
-    /// [`describes_without_a_thread`](Coordinator::describes_without_a_thread): the Kafka
-    /// transport queues the requests for its connection threads, and the answers resume the
-    /// check there. A [host](crate::host) then starts its checks on its loop, and a check in
-    /// flight holds none of its I/O threads; a custom event loop can do the same, with `done`
-    /// posting to its own queue.
+    /// producer that the returned pair binds, and hands the pair to `done`. Every call fences
+    /// whoever held the role's previous pair. Returns at once; `done` is called exactly once,
+    /// before this returns or later on a thread of the transport's.
     ///
     /// `priority` says how soon the call should go, smaller first (a host gives its queue's
-    /// due instants, in milliseconds): a transport that queues the requests of calls started
-    /// without a thread (the Kafka client's connection threads) serves them in this order;
-    /// others ignore it. The same holds for every `start_*` method and
+    /// due instants, in milliseconds): a transport that queues requests serves them in this
+    /// order; others ignore it. The same holds for every `start_*` method and
     /// [`append_all`](Registrar::append_all).
-    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone) {
-        let _ = priority;
-        done(self.describe_epochs(&roles));
-    }
-
-    /// Whether [`start_describe_epochs`](Coordinator::start_describe_epochs) returns at once,
-    /// without waiting on a network, so a loop may call it itself. The default: `false`.
-    fn describes_without_a_thread(&self) -> bool {
-        false
-    }
-
-    /// [`acquire_epoch`](Coordinator::acquire_epoch), handing the outcome to `done` instead
-    /// of returning it; `done` is called exactly once, as for
-    /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default calls
-    /// [`acquire_epoch`](Coordinator::acquire_epoch) and then `done` on the caller's thread;
-    /// a transport whose acquires hold no thread returns at once and says so with
-    /// [`acquires_without_a_thread`](Coordinator::acquires_without_a_thread).
     fn start_acquire_epoch(
         &self,
         role: Role,
         transaction_timeout: Duration,
         priority: i64,
         done: AcquireDone,
-    ) {
-        let _ = priority;
-        done(self.acquire_epoch(&role, transaction_timeout));
-    }
+    );
 
-    /// Whether [`start_acquire_epoch`](Coordinator::start_acquire_epoch) returns at once,
-    /// without waiting on a network. The default: `false`.
-    fn acquires_without_a_thread(&self) -> bool {
-        false
-    }
+    /// The coordinator's current pair and transaction state for each role
+    /// (DescribeTransactions), or [`LeadershipStatus::NOT_FOUND`] for a role no member ever
+    /// took: one answer per role, in the order asked, handed to `done` (called once, as for
+    /// [`start_acquire_epoch`](Coordinator::start_acquire_epoch)). A host asks for every
+    /// check due in the same round together; Kafka answers many transactional ids of one
+    /// coordinator in one request.
+    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone);
 
     /// Reserves `role` for one candidacy on this transport. A transport shared by many
     /// candidacies (one client per process) refuses a second candidacy for a role it already
@@ -212,46 +178,6 @@ pub trait Coordinator {
 /// order asked.
 pub type DescribeDone = Box<dyn FnOnce(Vec<Result<LeadershipStatus, TransportError>>) + Send>;
 
-#[cfg(feature = "kafka")]
-thread_local! {
-    /// The priority of the requests started on this thread now (see [`with_priority`]).
-    static PRIORITY: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f` with `priority` as the priority of the requests it starts. The Kafka client's
-/// own carrier of the `priority` its `start_*` methods are given, from the call to the
-/// requests its tasks queue for the connection threads; callers of a transport pass the
-/// priority as an argument.
-#[cfg(feature = "kafka")]
-pub(crate) fn with_priority<R>(priority: i64, f: impl FnOnce() -> R) -> R {
-    with_local(&PRIORITY, Some(priority), f)
-}
-
-/// Runs `f` with the thread-local `key` set to `value`, and restores what it held before,
-/// also when `f` panics.
-#[cfg(feature = "kafka")]
-pub(crate) fn with_local<T: Copy + 'static, R>(
-    key: &'static std::thread::LocalKey<std::cell::Cell<T>>,
-    value: T,
-    f: impl FnOnce() -> R,
-) -> R {
-    /// Puts the value before back on drop.
-    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<std::cell::Cell<T>>, T);
-    impl<T: Copy + 'static> Drop for Restore<T> {
-        fn drop(&mut self) {
-            self.0.with(|c| c.set(self.1));
-        }
-    }
-    let _restore = Restore(key, key.with(|c| c.replace(value)));
-    f()
-}
-
-/// The priority given with [`with_priority`] to the calls started on this thread now.
-#[cfg(feature = "kafka")]
-pub(crate) fn priority() -> Option<i64> {
-    PRIORITY.with(std::cell::Cell::get)
-}
-
 /// What [`StateReader::start_read_partition`] hands its batch to.
 pub type ReadDone = Box<dyn FnOnce(Result<ReadBatch, TransportError>) + Send>;
 
@@ -269,22 +195,28 @@ pub trait StateReader {
     /// `MemoryBroker::new`); drivers and `describe_role_state` take it from here.
     fn partitions(&self) -> i32;
 
-    /// Reads committed records from `from_offset` up to the last stable offset, in offset order.
+    /// Reads committed records from `from_offset` up to the last stable offset, in offset
+    /// order, and hands the batch to `done` (called once, as for
+    /// [`Coordinator::start_acquire_epoch`]).
     ///
-    /// `max_wait` lets a transport that can long-poll wait up to that long for records at or
-    /// past `from_offset` before it answers (so a standby learns of a resign as soon as it is
-    /// readable). A transport that cannot wait answers at once; `Duration::ZERO` never waits.
-    fn read_partition(
+    /// `max_wait` lets a transport that can long-poll ([`can_long_poll`](Self::can_long_poll))
+    /// wait up to that long for records at or past `from_offset` before it answers (so a
+    /// standby learns of a resign as soon as it is readable); it still returns at once and
+    /// answers later. A transport that cannot wait answers at once; `Duration::ZERO` never
+    /// waits.
+    fn start_read_partition(
         &self,
         partition: i32,
         from_offset: i64,
         max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError>;
+        priority: i64,
+        done: ReadDone,
+    );
 
-    /// Whether [`read_partition`](StateReader::read_partition) really waits up to `max_wait`
-    /// for new records. Drivers then keep a standby listening until its turn, so it sees a
-    /// resign or a new lease as soon as the record is readable; otherwise they read only at
-    /// the standby's wake-up instants. Default: `false`.
+    /// Whether [`start_read_partition`](StateReader::start_read_partition) really waits up to
+    /// `max_wait` for new records. Drivers then keep a standby listening until its turn, so it
+    /// sees a resign or a new lease as soon as the record is readable; otherwise they read
+    /// only at the standby's wake-up instants. Default: `false`.
     fn can_long_poll(&self) -> bool {
         false
     }
@@ -294,7 +226,7 @@ pub trait StateReader {
     /// own, such as the Kafka transport's long-polling Fetch, one per broker, shared by every
     /// partition that broker leads) and its copy has caught up with the partition once; `None`
     /// otherwise, and then the caller reads with
-    /// [`read_partition`](StateReader::read_partition).
+    /// [`start_read_partition`](StateReader::start_read_partition).
     ///
     /// The answer may lag the broker by what the tail has not brought yet, so it suits a reader
     /// that waits for news (a [`Host`](crate::host::Host)'s parked standbys), not one that must
@@ -311,29 +243,6 @@ pub trait StateReader {
     /// does not, and drops the hook.
     fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
         let _ = hook;
-        false
-    }
-
-    /// [`read_partition`](StateReader::read_partition) with no wait (everything readable
-    /// now, from `from_offset`), handing the batch to `done` instead of returning it; `done`
-    /// is called exactly once, as for
-    /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default reads on the
-    /// caller's thread; a transport whose reads hold no thread returns at once and says so
-    /// with [`reads_without_a_thread`](StateReader::reads_without_a_thread).
-    fn start_read_partition(
-        &self,
-        partition: i32,
-        from_offset: i64,
-        priority: i64,
-        done: ReadDone,
-    ) {
-        let _ = priority;
-        done(self.read_partition(partition, from_offset, Duration::ZERO));
-    }
-
-    /// Whether [`start_read_partition`](StateReader::start_read_partition) returns at once,
-    /// without waiting on a network. The default: `false`.
-    fn reads_without_a_thread(&self) -> bool {
         false
     }
 }
@@ -419,65 +328,45 @@ impl std::fmt::Debug for Append {
 
 /// Appends registration records with a plain (non-transactional) idempotent producer.
 pub trait Registrar {
-    /// Appends one record to `partition` (no partitioner) with `acks=all` and returns its
-    /// offset. `value = None` writes a tombstone.
-    fn append(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<i64, TransportError>;
-
-    /// Starts every append of `appends`, each as [`append`](Self::append) would, and hands
-    /// each its outcome through its [`done`](Append::done) instead of returning it. Each `done`
-    /// is called exactly once, on whichever thread finishes that append: before this returns,
-    /// or later on another thread. (A transport that drops a `done` uncalled has lost that
+    /// Appends every record of `appends` to its partition (no partitioner) with `acks=all`,
+    /// and hands each its offset (or the error) through its [`done`](Append::done), called
+    /// exactly once, before this returns or later on a thread of the transport's. A `value`
+    /// of `None` writes a tombstone. (A transport that drops a `done` uncalled has lost that
     /// append; a [host](crate::host) then fails that call with a retriable error.)
     ///
-    /// The default runs [`append`](Self::append) for each in turn and calls its `done` at once.
-    /// A transport whose appends travel in batches overrides it: the Kafka transport queues
-    /// all of them first, so that they travel together (up to 500 records to a Produce per
-    /// partition), starts a sender for each partition nobody else is sending (a task that
-    /// holds no thread), and leaves the appends queued behind a batch in flight to that
-    /// batch's sender, which sends them next and calls their `done`; it returns at once (see
-    /// [`appends_without_a_thread`](Self::appends_without_a_thread)). A [host](crate::host)
-    /// hands its candidacies' registrations over this way, from its loop when the transport
-    /// says they hold no thread, so a registration holds none of the host's I/O threads.
-    fn append_all(&self, appends: Vec<Append>, priority: i64) {
-        let _ = priority;
-        for a in appends {
-            (a.done)(self.append(a.partition, &a.key, a.value.as_deref()));
-        }
-    }
-
-    /// Whether [`append_all`](Self::append_all) returns at once, without waiting on a network
-    /// (each append's `done` is called later, on a thread of the transport's), so a loop may
-    /// call it itself. The default: `false`.
-    fn appends_without_a_thread(&self) -> bool {
-        false
-    }
+    /// A transport whose appends travel in batches queues all of them before it sends any:
+    /// the Kafka transport sends up to 500 records to a Produce per partition, one sender per
+    /// partition, and leaves the appends queued behind a batch in flight to that batch's
+    /// sender. A [host](crate::host) hands its candidacies' registrations over this way.
+    fn append_all(&self, appends: Vec<Append>, priority: i64);
 }
 
 /// Writes lease records through the producer that holds the role's epoch.
 pub trait LeaseWriter {
     /// Writes one record to `partition` in one transaction of the producer bound by the last
-    /// `acquire_epoch`, which must have granted `token`, and returns the record's offset (`-1`
-    /// when the write committed but the offset could not be learned). A superseded pair fails
-    /// with [`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced). `value = None` writes a
+    /// acquire of the role, which must have granted `token`, and hands `done` the record's
+    /// offset (`-1` when the write committed but the offset could not be learned); `done` is
+    /// called once, as for [`Coordinator::start_acquire_epoch`]. A superseded pair fails with
+    /// [`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced). `value = None` writes a
     /// tombstone. The offset of a term's first lease record is the term number.
-    fn write_lease(
+    fn start_write_lease(
         &self,
         partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
         token: FencingToken,
-    ) -> Result<i64, TransportError>;
+        priority: i64,
+        done: LeaseDone,
+    );
 
     /// Writes `records` (any topics, each to its explicit partition) in **one transaction** of
     /// the producer that holds `token`, and returns each record's offset. The broker refuses
     /// the whole transaction once a newer pair exists: a
     /// [`Fenced`](crate::error::ErrorKind::Fenced) error, and nothing of it ever becomes
-    /// readable to read_committed readers. The default refuses with a
+    /// readable to read_committed readers.
+    ///
+    /// The one call that blocks: the leader's own code makes it, on its own thread, with
+    /// records it borrows. The default refuses with a
     /// [`Config`](crate::error::ErrorKind::Config) error: a transport without transactions
     /// cannot fence.
     fn guarded_write(
@@ -508,39 +397,25 @@ pub trait LeaseWriter {
         records: &[GuardedRecord<'_>],
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
-        if offsets.offsets.is_empty() {
-            return self.guarded_write(token, records);
-        }
-        Err(TransportError::config(format!(
-            "this transport cannot commit the offsets of group '{}' in a guarded write",
-            offsets.group
-        )))
+        refuse_offsets(self, token, records, offsets)
     }
+}
 
-    /// [`write_lease`](LeaseWriter::write_lease), handing the outcome to `done` instead of
-    /// returning it; `done` is called exactly once, as for
-    /// [`start_describe_epochs`](Coordinator::start_describe_epochs). The default calls
-    /// [`write_lease`](LeaseWriter::write_lease) and then `done` on the caller's thread; a
-    /// transport whose lease writes hold no thread returns at once and says so with
-    /// [`writes_without_a_thread`](LeaseWriter::writes_without_a_thread).
-    fn start_write_lease(
-        &self,
-        partition: i32,
-        key: Vec<u8>,
-        value: Option<Vec<u8>>,
-        token: FencingToken,
-        priority: i64,
-        done: LeaseDone,
-    ) {
-        let _ = priority;
-        done(self.write_lease(partition, &key, value.as_deref(), token));
+/// The default of [`LeaseWriter::guarded_write_with_offsets`] (and of
+/// [`BlockingTransport`]'s): no offsets, a plain guarded write; offsets, a refusal.
+pub(crate) fn refuse_offsets<W: LeaseWriter + ?Sized>(
+    writer: &W,
+    token: FencingToken,
+    records: &[GuardedRecord<'_>],
+    offsets: GroupOffsets<'_>,
+) -> Result<Vec<i64>, TransportError> {
+    if offsets.offsets.is_empty() {
+        return writer.guarded_write(token, records);
     }
-
-    /// Whether [`start_write_lease`](LeaseWriter::start_write_lease) returns at once, without
-    /// waiting on a network. The default: `false`.
-    fn writes_without_a_thread(&self) -> bool {
-        false
-    }
+    Err(TransportError::config(format!(
+        "this transport cannot commit the offsets of group '{}' in a guarded write",
+        offsets.group
+    )))
 }
 
 /// All four traits: what a member needs.
@@ -551,25 +426,6 @@ impl<T: Coordinator + StateReader + Registrar + LeaseWriter + ?Sized> Transport 
 /// A shared transport is a transport: hand one client (`Arc<KafkaTransport>`, or any other) to
 /// every candidacy of the process.
 impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
-    fn acquire_epoch(
-        &self,
-        role: &Role,
-        transaction_timeout: Duration,
-    ) -> Result<FencingToken, TransportError> {
-        (**self).acquire_epoch(role, transaction_timeout)
-    }
-    fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        (**self).describe_epoch(role)
-    }
-    fn describe_epochs(&self, roles: &[Role]) -> Vec<Result<LeadershipStatus, TransportError>> {
-        (**self).describe_epochs(roles)
-    }
-    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone) {
-        (**self).start_describe_epochs(roles, priority, done)
-    }
-    fn describes_without_a_thread(&self) -> bool {
-        (**self).describes_without_a_thread()
-    }
     fn start_acquire_epoch(
         &self,
         role: Role,
@@ -579,8 +435,8 @@ impl<T: Coordinator + ?Sized> Coordinator for std::sync::Arc<T> {
     ) {
         (**self).start_acquire_epoch(role, transaction_timeout, priority, done)
     }
-    fn acquires_without_a_thread(&self) -> bool {
-        (**self).acquires_without_a_thread()
+    fn start_describe_epochs(&self, roles: Vec<Role>, priority: i64, done: DescribeDone) {
+        (**self).start_describe_epochs(roles, priority, done)
     }
     fn claim_role(&self, role: &Role) -> Result<(), TransportError> {
         (**self).claim_role(role)
@@ -597,13 +453,15 @@ impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
     fn partitions(&self) -> i32 {
         (**self).partitions()
     }
-    fn read_partition(
+    fn start_read_partition(
         &self,
         partition: i32,
         from_offset: i64,
         max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
-        (**self).read_partition(partition, from_offset, max_wait)
+        priority: i64,
+        done: ReadDone,
+    ) {
+        (**self).start_read_partition(partition, from_offset, max_wait, priority, done)
     }
     fn can_long_poll(&self) -> bool {
         (**self).can_long_poll()
@@ -614,46 +472,25 @@ impl<T: StateReader + ?Sized> StateReader for std::sync::Arc<T> {
     fn on_tailed(&self, hook: std::sync::Weak<TailHook>) -> bool {
         (**self).on_tailed(hook)
     }
-    fn start_read_partition(
-        &self,
-        partition: i32,
-        from_offset: i64,
-        priority: i64,
-        done: ReadDone,
-    ) {
-        (**self).start_read_partition(partition, from_offset, priority, done)
-    }
-    fn reads_without_a_thread(&self) -> bool {
-        (**self).reads_without_a_thread()
-    }
 }
 
 impl<T: Registrar + ?Sized> Registrar for std::sync::Arc<T> {
-    fn append(
-        &self,
-        partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<i64, TransportError> {
-        (**self).append(partition, key, value)
-    }
     fn append_all(&self, appends: Vec<Append>, priority: i64) {
         (**self).append_all(appends, priority)
-    }
-    fn appends_without_a_thread(&self) -> bool {
-        (**self).appends_without_a_thread()
     }
 }
 
 impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
-    fn write_lease(
+    fn start_write_lease(
         &self,
         partition: i32,
-        key: &[u8],
-        value: Option<&[u8]>,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
         token: FencingToken,
-    ) -> Result<i64, TransportError> {
-        (**self).write_lease(partition, key, value, token)
+        priority: i64,
+        done: LeaseDone,
+    ) {
+        (**self).start_write_lease(partition, key, value, token, priority, done)
     }
     fn guarded_write(
         &self,
@@ -669,19 +506,5 @@ impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
         (**self).guarded_write_with_offsets(token, records, offsets)
-    }
-    fn start_write_lease(
-        &self,
-        partition: i32,
-        key: Vec<u8>,
-        value: Option<Vec<u8>>,
-        token: FencingToken,
-        priority: i64,
-        done: LeaseDone,
-    ) {
-        (**self).start_write_lease(partition, key, value, token, priority, done)
-    }
-    fn writes_without_a_thread(&self) -> bool {
-        (**self).writes_without_a_thread()
     }
 }
