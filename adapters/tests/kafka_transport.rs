@@ -829,18 +829,23 @@ fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_ti
     let p = t.role_partition(&role).expect("partition");
     let key = role.as_str().as_bytes();
     assert_eq!(t.requests_abandoned(), 0);
+    // Four other roles, their coordinator known: each check of one is a request of its own.
+    let others: Vec<Role> = (0..4)
+        .map(|i| Role::new(format!("{role}-{i}")).expect("role"))
+        .collect();
+    for other in &others {
+        t.describe_epoch(other).expect("describe");
+    }
 
     proxy.freeze();
     let started = Instant::now();
     let errors: Vec<kafka_coordination::TransportError> = thread::scope(|scope| {
         let calls: Vec<_> = (0..6)
             .map(|i| {
-                let (t, role) = (&t, &role);
-                scope.spawn(move || match i % 3 {
-                    0 => t
-                        .describe_epoch(&Role::new(format!("{role}-{i}")).expect("role"))
-                        .map(drop),
-                    1 => t.write_lease(p, key, Some(b"lease 2"), token).map(drop),
+                let (t, others) = (&t, &others);
+                scope.spawn(move || match i {
+                    0..=3 => t.describe_epoch(&others[i]).map(drop),
+                    4 => t.write_lease(p, key, Some(b"lease 2"), token).map(drop),
                     _ => t.append(p, key, Some(b"member")).map(drop),
                 })
             })

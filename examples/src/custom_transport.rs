@@ -38,18 +38,17 @@ impl HashMapTransport {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(&self, partition: i32, key: &[u8], value: Option<&[u8]>) -> i64 {
+    fn push(&self, partition: i32, key: Vec<u8>, value: Option<Vec<u8>>) -> i64 {
         let mut state = self.state();
         let log = state.logs.entry(partition).or_default();
         let offset = log.len() as i64;
-        let (key, value) = (key.to_vec(), value.map(<[u8]>::to_vec));
         log.push(Record { offset, key, value });
         offset
     }
 }
 
-// Every call answers before it returns: a broker in a `HashMap` never waits. A transport
-// that talks to a network would hand `done` to whatever thread gets the answer.
+// Every call answers before it returns (a `HashMap` never waits), after the lock is let go: a
+// `done` may call again. A networked transport calls `done` from the thread with the answer.
 impl Coordinator for HashMapTransport {
     /// Bumps the role's epoch (a first acquire gets a fresh producer id): from now on the
     /// previous pair is fenced.
@@ -104,7 +103,7 @@ impl StateReader for HashMapTransport {
 impl Registrar for HashMapTransport {
     fn append_all(&self, appends: Vec<Append>, _: i64) {
         for a in appends {
-            (a.done)(Ok(self.push(a.partition, &a.key, a.value.as_deref())));
+            (a.done)(Ok(self.push(a.partition, a.key, a.value)));
         }
     }
 }
@@ -121,10 +120,11 @@ impl LeaseWriter for HashMapTransport {
         _: i64,
         done: LeaseDone,
     ) {
-        if !self.state().pairs.values().any(|pair| *pair == token) {
-            return done(Err(TransportError::fenced("a superseded pair")));
-        }
-        done(Ok(self.push(p, &key, value.as_deref())));
+        let current = self.state().pairs.values().any(|pair| *pair == token);
+        done(match current {
+            true => Ok(self.push(p, key, value)),
+            false => Err(TransportError::fenced("a superseded pair")),
+        });
     }
 }
 
@@ -149,7 +149,6 @@ pub fn run(args: &[String], out: &Timeline) -> Result<(), Failure> {
     out.event("a", format!("elected with token {}", a.token()));
     let b = start("b")?;
     settle(Duration::ZERO)?;
-    out.event("b", format!("waits with rank {:?}", b.snapshot().rank));
     a.resign_blocking().map_err(failed)?;
     out.event("a", "resigned");
     for _ in 0..20 {

@@ -7,7 +7,7 @@ use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
-use super::{
+use super::seam::{
     AcquireDone, Append, Coordinator, DescribeDone, GroupOffsets, GuardedRecord, LeaseDone,
     LeaseWriter, ReadBatch, ReadDone, Registrar, StateReader,
 };

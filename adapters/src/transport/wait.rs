@@ -6,7 +6,7 @@ use kafka_coordination_core::describe::LeadershipStatus;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
-use super::{Append, Coordinator, ReadBatch, StateReader, Transport};
+use super::seam::{Append, Coordinator, ReadBatch, StateReader, Transport};
 use crate::error::TransportError;
 
 /// Starts a call with `start` and blocks until its `done` is called; a `done` dropped
