@@ -31,7 +31,7 @@ use crate::transport::{StateReader, Transport};
 use crate::watch::{Watch, WatchOptions};
 
 /// Starts competing for `role` as `member` on a new thread and returns at once. Wait on the
-/// returned [`Candidacy`] (or cancel it through its [`CancelHandle`](crate::CancelHandle)).
+/// returned [`Candidacy`] (or cancel it through its [`CancelHandle`](crate::leadership::CancelHandle)).
 pub fn start<T: Transport + Send + Sync + 'static>(
     transport: T,
     role: &str,

@@ -22,7 +22,7 @@ pub(crate) fn host_on<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>
     Ok(host)
 }
 
-/// [`describe_leadership`](crate::describe_leadership) on runtime `R`'s blocking pool.
+/// [`describe_leadership`](crate::describe::describe_leadership) on runtime `R`'s blocking pool.
 pub(crate) async fn describe_leadership_on<
     R: Runtime,
     C: Coordinator + Clone + Send + Sync + 'static,
@@ -36,7 +36,7 @@ pub(crate) async fn describe_leadership_on<
         .unwrap_or(Err(Error::Cancelled))
 }
 
-/// [`describe_role_state`](crate::describe_role_state) on runtime `R`'s blocking pool.
+/// [`describe_role_state`](crate::describe::describe_role_state) on runtime `R`'s blocking pool.
 pub(crate) async fn describe_role_state_on<
     R: Runtime,
     S: StateReader + Clone + Send + Sync + 'static,
@@ -50,13 +50,13 @@ pub(crate) async fn describe_role_state_on<
         .unwrap_or(Err(Error::Cancelled))
 }
 
-/// [`leader`](crate::leader) on runtime `R`'s blocking pool.
+/// [`leader`](crate::describe::leader) on runtime `R`'s blocking pool.
 pub(crate) async fn leader_on<R: Runtime, S: StateReader + Clone + Send + Sync + 'static>(
     reader: &S,
     role: &str,
 ) -> Result<crate::watch::RoleLeader, Error> {
     let (reader, role) = (reader.clone(), role.to_owned());
-    R::unblock(move || crate::leader(&reader, &role))
+    R::unblock(move || crate::describe::leader(&reader, &role))
         .await
         .unwrap_or(Err(Error::Cancelled))
 }
@@ -67,33 +67,35 @@ macro_rules! runtime_api {
     ($rt:ty, $where:literal) => {
         /// Starts competing for `role` as `member`
         #[doc = $where]
-        /// and returns at once with the [`Candidacy`](crate::Candidacy).
-        pub fn start<T: $crate::Transport + Send + Sync + 'static>(
+        /// and returns at once with the [`Candidacy`](crate::leadership::Candidacy).
+        pub fn start<T: $crate::transport::Transport + Send + Sync + 'static>(
             transport: T,
             role: &str,
             member: &str,
             options: $crate::Options,
-        ) -> Result<$crate::Candidacy, $crate::Error> {
+        ) -> Result<$crate::leadership::Candidacy, $crate::Error> {
             $crate::driver::task::start_on::<$rt, T>(transport, role, member, options)
         }
 
         /// Registers, waits for this member's turn, mints the epoch, writes the first lease
-        /// and returns the [`Leadership`](crate::Leadership); the lease is then renewed in the
+        /// and returns the [`Leadership`](crate::leadership::Leadership); the lease is then renewed in the
         /// background. Dropping the future before it completes cancels the candidacy (it
         /// deregisters).
-        pub async fn acquire_leadership<T: $crate::Transport + Send + Sync + 'static>(
+        pub async fn acquire_leadership<T: $crate::transport::Transport + Send + Sync + 'static>(
             transport: T,
             role: &str,
             member: &str,
             options: $crate::Options,
-        ) -> Result<$crate::Leadership, $crate::Error> {
+        ) -> Result<$crate::leadership::Leadership, $crate::Error> {
             start(transport, role, member, options)?.elected().await
         }
 
-        /// [`describe_leadership`](crate::describe_leadership), off the async threads. Takes
+        /// [`describe_leadership`](crate::describe::describe_leadership), off the async threads. Takes
         /// the transport by reference, as the blocking one does (it is cloned into the
         /// blocking pool: `KafkaTransport`, `MemoryTransport` and `Arc<_>` clone cheaply).
-        pub async fn describe_leadership<C: $crate::Coordinator + Clone + Send + Sync + 'static>(
+        pub async fn describe_leadership<
+            C: $crate::transport::Coordinator + Clone + Send + Sync + 'static,
+        >(
             coordinator: &C,
             role: &str,
         ) -> Result<$crate::LeadershipStatus, $crate::Error> {
@@ -104,7 +106,7 @@ macro_rules! runtime_api {
         /// [`Watch`](crate::watch::Watch) whose loop is a task of this runtime (call it in the
         /// runtime's context), reading on its blocking pool; poll it as a
         /// [`Stream`](futures_lite::Stream). See [`watch`](crate::watch) for what it reports.
-        pub fn watch<S: $crate::StateReader + Send + Sync + 'static>(
+        pub fn watch<S: $crate::transport::StateReader + Send + Sync + 'static>(
             reader: S,
             role: &str,
             options: $crate::watch::WatchOptions,
@@ -112,19 +114,21 @@ macro_rules! runtime_api {
             $crate::watch::watch_on::<$rt>(std::sync::Arc::new(reader), role, options)
         }
 
-        /// [`leader`](crate::leader), off the async threads.
-        pub async fn leader<S: $crate::StateReader + Clone + Send + Sync + 'static>(
+        /// [`leader`](crate::describe::leader), off the async threads.
+        pub async fn leader<S: $crate::transport::StateReader + Clone + Send + Sync + 'static>(
             reader: &S,
             role: &str,
         ) -> Result<$crate::watch::RoleLeader, $crate::Error> {
             $crate::flavour::leader_on::<$rt, S>(reader, role).await
         }
 
-        /// [`describe_role_state`](crate::describe_role_state), off the async threads.
-        pub async fn describe_role_state<S: $crate::StateReader + Clone + Send + Sync + 'static>(
+        /// [`describe_role_state`](crate::describe::describe_role_state), off the async threads.
+        pub async fn describe_role_state<
+            S: $crate::transport::StateReader + Clone + Send + Sync + 'static,
+        >(
             reader: &S,
             role: &str,
-        ) -> Result<$crate::RoleState, $crate::Error> {
+        ) -> Result<$crate::core::RoleState, $crate::Error> {
             $crate::flavour::describe_role_state_on::<$rt, S>(reader, role).await
         }
     };
@@ -139,7 +143,7 @@ macro_rules! host_api {
         /// with at most [`HostOptions::max_in_flight`](crate::host::HostOptions::max_in_flight)
         /// transport calls in flight. Call it in the
         /// runtime's context. Start candidacies with [`Host::start`](crate::host::Host::start).
-        pub fn host<T: $crate::Transport + Send + Sync + ?Sized + 'static>(
+        pub fn host<T: $crate::transport::Transport + Send + Sync + ?Sized + 'static>(
             transport: std::sync::Arc<T>,
             options: $crate::host::HostOptions,
         ) -> Result<$crate::host::Host, $crate::Error> {

@@ -745,7 +745,7 @@ impl Leadership {
     /// (Kafka runs one transaction at a time per transactional id). On Kafka the write first
     /// waits, off the producer, until every partition it names has a leader, so a missing
     /// topic or partition (a [`Transport`](Error::Transport) error of kind
-    /// [`Config`](crate::ErrorKind::Config)) never holds back a renewal.
+    /// [`Config`](crate::error::ErrorKind::Config)) never holds back a renewal.
     ///
     /// Runs the transport call off the async threads (the driver's runtime's blocking pool),
     /// so it can be awaited on tokio, smol and async-std alike.
@@ -777,7 +777,7 @@ impl Leadership {
     /// [`token`](Self::token) or [`term`](Self::term) itself. Nor does it stop a consumer that
     /// commits the same group outside these writes (use the group only here). On a transport
     /// that cannot commit offsets transactionally it is refused with a
-    /// [`Config`](crate::ErrorKind::Config) error, never done halfway.
+    /// [`Config`](crate::error::ErrorKind::Config) error, never done halfway.
     pub async fn guarded_write_with_offsets(
         &self,
         records: &[GuardedRecord<'_>],

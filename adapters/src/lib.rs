@@ -13,17 +13,19 @@
 //!   upstream: new code should use `smol_driver`.
 //! * Many roles in one process: a [`host::Host`] runs any number of candidacies on one thread
 //!   (`blocking::host`) or one task (`tokio_driver::host`, ...), sharing timers, partition
-//!   reads and a bounded pool of I/O threads.
-//! * Observing a role from any process: [`leader`] (who leads now) and a [`Watch`] (every
+//!   reads and a bounded window of transport calls in flight.
+//! * Observing a role from any process: [`leader`](describe::leader) (who leads now) and a [`Watch`](watch::Watch) (every
 //!   change of leader, in log order) — see [`watch`].
-//! * Handles: [`Candidacy`] while waiting, [`Leadership`] while leading.
-//! * Transports: the four traits of [`transport`]; [`memory::MemoryBroker`] (feature `memory`,
-//!   default) and `kafka::KafkaTransport` (feature `kafka`).
+//! * Handles: [`Candidacy`](leadership::Candidacy) while waiting,
+//!   [`Leadership`](leadership::Leadership) while leading.
+//! * Transports: the four traits of [`transport`], each call in one completion form, and
+//!   [`transport::OnPool`] for a client whose calls block; [`memory::MemoryBroker`] (feature
+//!   `memory`, default) and `kafka::KafkaTransport` (feature `kafka`).
 //! * Clocks: [`SystemClock`], and [`ManualClock`] for tests, with exact quiescence
 //!   ([`ManualClock::settle`]).
 //! * Testing your own code: `testkit::TestCluster` (features `memory` and a driver): members on
 //!   any driver, a manual clock, cuttable links and the broker's fault switches.
-//! * Observing: [`Leadership::health`] and [`HealthCheck`] for probes; with feature
+//! * Observing: [`Leadership::health`](leadership::Leadership::health) and [`HealthCheck`] for probes; with feature
 //!   `metrics`, the `metrics` module's series through the `metrics` facade.
 //! * The sans-IO core is re-exported as [`core`] for custom event loops.
 #![warn(missing_docs)]
@@ -150,21 +152,12 @@ pub use kafka::fuzzing;
 )]
 pub mod testkit;
 
-pub use clock::{Clock, ManualClock, SystemClock, Unsettled};
-pub use describe::{describe_leadership, describe_role_state, leader};
-pub use error::{Error, ErrorKind, TransportError};
-pub use health::{HealthCheck, StaleTerm, Unhealthy};
-pub use kafka_coordination_core::machine::{Cleanup, EndReason, Status};
-pub use kafka_coordination_core::{
-    FencingToken, LeadershipStatus, PairRelation, RoleState, Timing, UnixMillis,
-};
-pub use leadership::{CancelHandle, Candidacy, Health, Leadership, Snapshot};
-pub use link::Link;
+// What the README and the guide import; everything else is named by its module (the handles
+// in `leadership`, the transport seam in `transport`, errors in `error`, ...).
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::Error;
+pub use health::HealthCheck;
+pub use kafka_coordination_core::{FencingToken, LeadershipStatus, Timing};
 pub use options::Options;
-// The completion callbacks (`AcquireDone`, `LeaseDone`, ...) and `TailHook` are for
-// transport implementors: they stay in `transport`.
-pub use transport::{
-    Append, ConsumedOffset, Coordinator, GroupOffsets, GuardedRecord, LeaseWriter, ReadBatch,
-    Record, Registrar, StateReader, Transport,
-};
-pub use watch::{Leader, RoleLeader, Vacancy, VacancyReason, Watch, WatchEvent, WatchOptions};
+pub use transport::GuardedRecord;
+pub use watch::{WatchEvent, WatchOptions};

@@ -12,10 +12,10 @@
 //!
 //! | name | kind | unit | what |
 //! |---|---|---|---|
-//! | `kafka_coordination_is_leader` | gauge | 0 or 1 | 1 from this member's election until its term is over (fenced, resigned or failed: when [`Leadership::is_done`](crate::Leadership::is_done) turns true); 0 otherwise. Set to 0 when the candidacy starts, so every member has a series. |
+//! | `kafka_coordination_is_leader` | gauge | 0 or 1 | 1 from this member's election until its term is over (fenced, resigned or failed: when [`Leadership::is_done`](crate::leadership::Leadership::is_done) turns true); 0 otherwise. Set to 0 when the candidacy starts, so every member has a series. |
 //! | `kafka_coordination_elections_total` | counter | terms | terms won: the first lease write committed after the epoch was minted |
 //! | `kafka_coordination_fenced_total` | counter | terms | terms ended by the broker's fence: a renewal or a guarded write was refused because a newer leader minted its epoch |
-//! | `kafka_coordination_resigns_total` | counter | terms | terms given up by a resign (or by dropping the [`Leadership`](crate::Leadership)); a standby that cancels is not counted |
+//! | `kafka_coordination_resigns_total` | counter | terms | terms given up by a resign (or by dropping the [`Leadership`](crate::leadership::Leadership)); a standby that cancels is not counted |
 //! | `kafka_coordination_renew_failures_total` | counter | calls | lease renewals that failed with a transport error (each retry counts; a fence is not a failure, see `fenced_total`) |
 //! | `kafka_coordination_renew_seconds` | histogram | seconds | how long each successful renewal took: the transactional lease write |
 //! | `kafka_coordination_acquire_seconds` | histogram | seconds | from the start of the winning challenge (the epoch mint, which fences the old leader) to its first lease write committed; retries in between included |
@@ -26,7 +26,7 @@
 //! see exact values.
 //!
 //! Alert rules and a Grafana dashboard on these series are in the repository's `ops/`. Not
-//! exported: the number of standbys (ask [`describe_role_state`](crate::describe_role_state)).
+//! exported: the number of standbys (ask [`describe_role_state`](crate::describe::describe_role_state)).
 //! Series of members that ended stay at their last values. With `metrics-exporter-prometheus`,
 //! set buckets for the `_seconds` histograms, as the `prometheus` example does. [`describe`]
 //! registers the HELP texts; every driver calls it when a candidacy starts.

@@ -74,7 +74,7 @@ impl Options {
     }
 
     /// The lease, renew and stagger values at once. (The drivers replace `timing.partitions`
-    /// with the transport's [`partitions`](crate::StateReader::partitions).)
+    /// with the transport's [`partitions`](crate::transport::StateReader::partitions).)
     pub fn timing(mut self, timing: Timing) -> Self {
         self.timing = timing;
         self

@@ -533,7 +533,7 @@ impl TestMember {
     }
 
     /// Resigns (when leading) or withdraws (when waiting), then settles every driver. Returns
-    /// what [`Leadership::resign`](crate::Leadership::resign) returns: `Ok` when the member
+    /// what [`Leadership::resign`](crate::leadership::Leadership::resign) returns: `Ok` when the member
     /// left the role clean, else what is left.
     ///
     /// # Panics

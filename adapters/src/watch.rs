@@ -1,7 +1,7 @@
 //! Watching a role's leadership from any process, member or not: who leads, with which pair and
 //! term, until when, or that the role is vacant.
 //!
-//! * [`leader`](crate::leader) (blocking, at the crate root) and `leader` in each async flavour
+//! * [`leader`](crate::describe::leader) (blocking, at the crate root) and `leader` in each async flavour
 //!   module: one read of the role's partition, the member that leads now.
 //! * [`blocking::watch`](crate::blocking::watch) and `watch` in each async flavour module: a
 //!   [`Watch`], which is both a blocking [`Iterator`] and an async

@@ -21,12 +21,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_coordination::core::record::{Key, MemberId, Registration, Role};
+use kafka_coordination::core::UnixMillis;
 use kafka_coordination::kafka::KafkaConfig;
+use kafka_coordination::link::Link;
 use kafka_coordination::transport::Wait;
+use kafka_coordination::watch::VacancyReason;
 use kafka_coordination::watch::WatchOptions;
-use kafka_coordination::{
-    blocking, Link, Options, SystemClock, UnixMillis, VacancyReason, WatchEvent,
-};
+use kafka_coordination::{blocking, Options, SystemClock, WatchEvent};
 use serde_json::Value;
 use support::{transport_with, unique, PARTITIONS};
 

@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::{MemberId, Role};
+use kafka_coordination::core::UnixMillis;
 use kafka_coordination::testkit::{Flavour, TestCluster, LEASE, RENEW, STAGGER, STEP};
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{Error, UnixMillis};
+use kafka_coordination::Error;
 
 const ROLE: &str = "scheduler";
 
@@ -128,7 +129,7 @@ fn a_failing_transport_surfaces_an_error_after_the_give_up_time(flavour: Flavour
     let w = cluster(flavour);
     let b = w.join(ROLE, "b");
     // b was elected at once; a second member whose link is cut before its driver starts fails.
-    let link = kafka_coordination::Link::new(w.broker().transport("c"));
+    let link = kafka_coordination::link::Link::new(w.broker().transport("c"));
     link.cut();
     let c = w.try_join_on(link, ROLE, "c", w.options()).expect("starts");
     let t0 = w.now();
@@ -201,7 +202,7 @@ fn a_resign_supersedes_the_pair_even_without_a_successor(flavour: Flavour) {
         .write_lease(partition, &key, Some(b"zombie"), old)
         .unwrap_err();
     assert!(
-        err.is_fenced() || err.kind() == kafka_coordination::ErrorKind::Fatal,
+        err.is_fenced() || err.kind() == kafka_coordination::error::ErrorKind::Fatal,
         "{err}"
     );
     assert!(w
@@ -261,8 +262,8 @@ fn terms_strictly_grow_across_every_kind_of_change(flavour: Flavour) {
 /// A leader whose transport fails for good (an ACL revoked) still supersedes its pair, clears
 /// its lease and deregisters on the way out: the standby takes over at once, no ghost stays.
 fn a_leader_stopped_by_a_fatal_error_cleans_up(flavour: Flavour) {
+    use kafka_coordination::error::ErrorKind;
     use kafka_coordination::memory::BrokerOp;
-    use kafka_coordination::ErrorKind;
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
@@ -284,8 +285,8 @@ fn a_leader_stopped_by_a_fatal_error_cleans_up(flavour: Flavour) {
 
 /// When the way out fails too, the error says what could not be cleaned up.
 fn a_fatal_error_with_a_dead_link_says_what_was_left_behind(flavour: Flavour) {
+    use kafka_coordination::error::ErrorKind;
     use kafka_coordination::memory::BrokerOp;
-    use kafka_coordination::ErrorKind;
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     w.broker()
@@ -360,7 +361,8 @@ fn guarded_writes_from_the_handle_land_and_a_fenced_one_ends_the_term_at_once(fl
 /// leader's write with offsets is refused as a whole, so the group's position stays where the
 /// current leader put it; headers travel with the records.
 fn offsets_commit_with_the_guarded_write_and_a_deposed_leaders_are_refused(flavour: Flavour) {
-    use kafka_coordination::{ConsumedOffset, GroupOffsets, GuardedRecord};
+    use kafka_coordination::transport::{ConsumedOffset, GroupOffsets};
+    use kafka_coordination::GuardedRecord;
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
@@ -441,7 +443,7 @@ fn offsets_commit_with_the_guarded_write_and_a_deposed_leaders_are_refused(flavo
 /// holds or contests is refused.
 fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(flavour: Flavour) {
     let w = cluster(flavour);
-    let shared = kafka_coordination::Link::new(w.broker().transport("process-1"));
+    let shared = kafka_coordination::link::Link::new(w.broker().transport("process-1"));
     let start = |role: &str| w.try_join_on(shared.clone(), role, "process-1", w.options());
     let a = start("billing").expect("billing");
     let b = start("shipping").expect("shipping");
@@ -450,7 +452,11 @@ fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(flavou
     assert_ne!(a.token(), b.token());
     match start("billing") {
         Err(Error::Transport(e)) => {
-            assert_eq!(e.kind(), kafka_coordination::ErrorKind::Config, "{e}");
+            assert_eq!(
+                e.kind(),
+                kafka_coordination::error::ErrorKind::Config,
+                "{e}"
+            );
             assert!(e.to_string().contains("already has a candidacy"), "{e}");
         }
         other => panic!("expected a refusal, got {other:?}"),
@@ -762,8 +768,8 @@ fn a_live_member_passed_over_registers_again_at_the_tail(flavour: Flavour) {
 /// that fails and is retried after backoffs), then registers, at the tail. Two live
 /// candidacies of one role on one transport stay an error.
 fn campaigning_again_at_once_waits_for_the_previous_exit(flavour: Flavour) {
+    use kafka_coordination::error::ErrorKind;
     use kafka_coordination::memory::BrokerOp;
-    use kafka_coordination::ErrorKind;
     let w = cluster(flavour);
     let a = w.join(ROLE, "a");
     let b = w.join(ROLE, "b");
@@ -933,9 +939,9 @@ scenarios!(async_std_driver, Flavour::AsyncStd);
 async fn async_round_trip<F, Fut>(w: &TestCluster, acquire: F)
 where
     F: Fn(kafka_coordination::testkit::TestTransport, &'static str) -> Fut,
-    Fut: std::future::Future<Output = Result<kafka_coordination::Leadership, Error>>,
+    Fut: std::future::Future<Output = Result<kafka_coordination::leadership::Leadership, Error>>,
 {
-    let transport = kafka_coordination::Link::new(w.broker().transport("a"));
+    let transport = kafka_coordination::link::Link::new(w.broker().transport("a"));
     let a = acquire(transport, "a").await.expect("elected");
     assert!(!a.is_done());
     // A guarded write awaited on this executor.
@@ -952,7 +958,7 @@ where
     assert_eq!(offsets, [0]);
     assert_eq!(w.broker().topic_records("audit", 3).len(), 1);
     // With a group's offsets, awaited on this executor.
-    let consumed = [kafka_coordination::ConsumedOffset {
+    let consumed = [kafka_coordination::transport::ConsumedOffset {
         topic: "input",
         partition: 1,
         next_offset: 7,
@@ -966,7 +972,7 @@ where
                 None,
                 Some(b"result"),
             )],
-            kafka_coordination::GroupOffsets {
+            kafka_coordination::transport::GroupOffsets {
                 group: "async-group",
                 offsets: &consumed,
             },
@@ -1029,7 +1035,7 @@ fn dropping_the_acquire_future_deregisters() {
         .unwrap();
     rt.block_on(async {
         let fut = kafka_coordination::tokio_driver::acquire_leadership(
-            kafka_coordination::Link::new(w.broker().transport("b")),
+            kafka_coordination::link::Link::new(w.broker().transport("b")),
             ROLE,
             "b",
             w.options(),
@@ -1141,7 +1147,7 @@ fn errors_say_things_once_and_chain_their_causes() {
     // A candidacy that gives up: the last transport error is the source, not repeated. A
     // leader is there first, and c's link is cut before its driver starts: deterministic.
     let _a = w.join(ROLE, "a");
-    let link = kafka_coordination::Link::new(w.broker().transport("c"));
+    let link = kafka_coordination::link::Link::new(w.broker().transport("c"));
     link.cut();
     let c = w.try_join_on(link, ROLE, "c", w.options()).expect("starts");
     assert!(w.advance_until(LEASE * 4, || c.is_done()));

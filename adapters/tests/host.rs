@@ -16,14 +16,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination::core::record::Role;
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::host::{Host, HostOptions};
+use kafka_coordination::leadership::{Candidacy, Leadership};
+use kafka_coordination::link::Link;
 use kafka_coordination::memory::{BrokerOp, MemoryBroker};
 use kafka_coordination::testkit::Flavour;
+use kafka_coordination::transport::Transport;
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{
-    Candidacy, Error, ErrorKind, GuardedRecord, Leadership, Link, ManualClock, Options, Transport,
-    UnixMillis,
-};
+use kafka_coordination::{Error, GuardedRecord, ManualClock, Options};
 
 const LEASE: Duration = Duration::from_secs(3);
 const RENEW: Duration = Duration::from_secs(1);
@@ -235,7 +237,7 @@ fn a_dead_host_hands_all_its_roles_over(flavour: Flavour) {
     let deadlines: Vec<UnixMillis> = names
         .iter()
         .map(|r| {
-            let s = kafka_coordination::describe_role_state(&observer, r).expect("state");
+            let s = kafka_coordination::describe::describe_role_state(&observer, r).expect("state");
             s.lease().expect("a lease").lease.deadline
         })
         .collect();
@@ -480,7 +482,7 @@ struct HeldAppends<T> {
 
 #[derive(Default)]
 struct HeldState {
-    queued: Vec<kafka_coordination::Append>,
+    queued: Vec<kafka_coordination::transport::Append>,
     released: bool,
     /// Whether the next lease write (a record, not a tombstone) is to be held.
     hold_lease: bool,
@@ -559,7 +561,7 @@ impl<T: Transport> HeldAppends<T> {
     }
 }
 
-impl<T: Transport> kafka_coordination::Coordinator for HeldAppends<T> {
+impl<T: Transport> kafka_coordination::transport::Coordinator for HeldAppends<T> {
     fn start_acquire_epoch(
         &self,
         role: Role,
@@ -578,7 +580,7 @@ impl<T: Transport> kafka_coordination::Coordinator for HeldAppends<T> {
     ) {
         self.inner.start_describe_epochs(roles, priority, done)
     }
-    fn claim_role(&self, role: &Role) -> Result<(), kafka_coordination::TransportError> {
+    fn claim_role(&self, role: &Role) -> Result<(), kafka_coordination::error::TransportError> {
         self.inner.claim_role(role)
     }
     fn release_role(&self, role: &Role) {
@@ -586,7 +588,7 @@ impl<T: Transport> kafka_coordination::Coordinator for HeldAppends<T> {
     }
 }
 
-impl<T: Transport> kafka_coordination::StateReader for HeldAppends<T> {
+impl<T: Transport> kafka_coordination::transport::StateReader for HeldAppends<T> {
     fn partitions(&self) -> i32 {
         self.inner.partitions()
     }
@@ -603,8 +605,8 @@ impl<T: Transport> kafka_coordination::StateReader for HeldAppends<T> {
     }
 }
 
-impl<T: Transport> kafka_coordination::Registrar for HeldAppends<T> {
-    fn append_all(&self, appends: Vec<kafka_coordination::Append>, _priority: i64) {
+impl<T: Transport> kafka_coordination::transport::Registrar for HeldAppends<T> {
+    fn append_all(&self, appends: Vec<kafka_coordination::transport::Append>, _priority: i64) {
         let mut st = self.held.lock().unwrap();
         if st.released {
             drop(st);
@@ -617,7 +619,7 @@ impl<T: Transport> kafka_coordination::Registrar for HeldAppends<T> {
     }
 }
 
-impl<T: Transport> kafka_coordination::LeaseWriter for HeldAppends<T> {
+impl<T: Transport> kafka_coordination::transport::LeaseWriter for HeldAppends<T> {
     fn start_write_lease(
         &self,
         partition: i32,
@@ -693,7 +695,7 @@ fn a_renewal_that_waited_for_a_place_keeps_its_whole_lease(flavour: Flavour) {
     w.settle();
     let observer = w.broker.transport("observer");
     for (name, l) in names.iter().zip(&leaderships) {
-        let lease = kafka_coordination::describe_role_state(&observer, name)
+        let lease = kafka_coordination::describe::describe_role_state(&observer, name)
             .expect("state")
             .lease()
             .expect("a lease")
@@ -786,7 +788,8 @@ fn a_host_spreads_the_renewals_of_roles_it_won_together() {
         let mut deadlines: Vec<i64> = names
             .iter()
             .map(|r| {
-                let s = kafka_coordination::describe_role_state(&observer, r).expect("state");
+                let s =
+                    kafka_coordination::describe::describe_role_state(&observer, r).expect("state");
                 s.lease().expect("a lease").lease.deadline.0 - claimed.0
             })
             .collect();
@@ -842,13 +845,13 @@ fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
         assert!(written.is_ok(), "{written:?}");
         assert_eq!(w.broker.topic_records("work", 0).len(), 1);
         // With a consumer group's offsets, in the same transaction.
-        let consumed = [kafka_coordination::ConsumedOffset {
+        let consumed = [kafka_coordination::transport::ConsumedOffset {
             topic: "input",
             partition: 2,
             next_offset: 10,
             metadata: None,
         }];
-        let offsets = kafka_coordination::GroupOffsets {
+        let offsets = kafka_coordination::transport::GroupOffsets {
             group: "workers",
             offsets: &consumed,
         };
@@ -876,7 +879,7 @@ fn hosted_leaderships_write_guarded_and_hosted_candidacies_cancel() {
         w.settle();
         assert_eq!(other.len(), 0);
         let observer = w.broker.transport("observer");
-        let state = kafka_coordination::describe_role_state(&observer, "jobs").unwrap();
+        let state = kafka_coordination::describe::describe_role_state(&observer, "jobs").unwrap();
         assert_eq!(state.roster().count(), 1, "{state:?}");
         drop(l);
         w.settle();
@@ -917,7 +920,7 @@ struct ChecksSeen<T> {
     started_on: std::sync::Mutex<Vec<String>>,
 }
 
-impl<T: Transport> kafka_coordination::Coordinator for ChecksSeen<T> {
+impl<T: Transport> kafka_coordination::transport::Coordinator for ChecksSeen<T> {
     fn start_acquire_epoch(
         &self,
         role: Role,
@@ -941,7 +944,7 @@ impl<T: Transport> kafka_coordination::Coordinator for ChecksSeen<T> {
         self.started_on.lock().unwrap().push(name);
         self.inner.start_describe_epochs(roles, priority, done)
     }
-    fn claim_role(&self, role: &Role) -> Result<(), kafka_coordination::TransportError> {
+    fn claim_role(&self, role: &Role) -> Result<(), kafka_coordination::error::TransportError> {
         self.inner.claim_role(role)
     }
     fn release_role(&self, role: &Role) {
@@ -949,7 +952,7 @@ impl<T: Transport> kafka_coordination::Coordinator for ChecksSeen<T> {
     }
 }
 
-impl<T: Transport> kafka_coordination::StateReader for ChecksSeen<T> {
+impl<T: Transport> kafka_coordination::transport::StateReader for ChecksSeen<T> {
     fn partitions(&self) -> i32 {
         self.inner.partitions()
     }
@@ -966,13 +969,13 @@ impl<T: Transport> kafka_coordination::StateReader for ChecksSeen<T> {
     }
 }
 
-impl<T: Transport> kafka_coordination::Registrar for ChecksSeen<T> {
-    fn append_all(&self, appends: Vec<kafka_coordination::Append>, priority: i64) {
+impl<T: Transport> kafka_coordination::transport::Registrar for ChecksSeen<T> {
+    fn append_all(&self, appends: Vec<kafka_coordination::transport::Append>, priority: i64) {
         self.inner.append_all(appends, priority)
     }
 }
 
-impl<T: Transport> kafka_coordination::LeaseWriter for ChecksSeen<T> {
+impl<T: Transport> kafka_coordination::transport::LeaseWriter for ChecksSeen<T> {
     fn start_write_lease(
         &self,
         partition: i32,

@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination::core::partition::role_partition;
 use kafka_coordination::core::record::Role;
+use kafka_coordination::core::RoleState;
+use kafka_coordination::describe::describe_role_state;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{
-    blocking, describe_role_state, Candidacy, Leadership, Link, Options, RoleState, SystemClock,
-};
+use kafka_coordination::leadership::{Candidacy, Leadership};
+use kafka_coordination::link::Link;
+use kafka_coordination::{blocking, Options, SystemClock};
 use serde_json::Value;
 use support::{transport_with, unique, PARTITIONS};
 

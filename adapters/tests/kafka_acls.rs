@@ -30,12 +30,13 @@ use support::{loud, transport_with, unique, PARTITIONS};
 
 use kafka_coordination::blocking;
 use kafka_coordination::core::record::Role;
+use kafka_coordination::describe::{describe_leadership, describe_role_state};
+use kafka_coordination::error::{ErrorKind, TransportError};
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::leadership::Leadership;
+use kafka_coordination::transport::Coordinator;
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{
-    describe_leadership, describe_role_state, Coordinator, Error, ErrorKind, GuardedRecord,
-    Leadership, Options, SystemClock, TransportError,
-};
+use kafka_coordination::{Error, GuardedRecord, Options, SystemClock};
 
 const LEASE: Duration = Duration::from_secs(2);
 const RENEW: Duration = Duration::from_millis(500);

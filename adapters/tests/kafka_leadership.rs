@@ -24,12 +24,15 @@ use std::time::{Duration, Instant};
 use kafka_coordination::blocking;
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::{Key, Lease, MemberId, Registration, Role};
+use kafka_coordination::core::RoleState;
+use kafka_coordination::describe::{describe_leadership, describe_role_state};
+use kafka_coordination::error::{ErrorKind, TransportError};
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport, STATE_TOPIC};
+use kafka_coordination::leadership::{Candidacy, Leadership};
 use kafka_coordination::transport::{BlockingTransport, OnPool, Wait};
+use kafka_coordination::transport::{Coordinator, ReadBatch, StateReader};
 use kafka_coordination::{
-    describe_leadership, describe_role_state, Candidacy, Clock, Coordinator, Error, ErrorKind,
-    FencingToken, GuardedRecord, Leadership, LeadershipStatus, Options, ReadBatch, RoleState,
-    StateReader, SystemClock, TransportError,
+    Clock, Error, FencingToken, GuardedRecord, LeadershipStatus, Options, SystemClock,
 };
 
 /// Short timings: the transport needs a transaction timeout (the lease) of at least 1 s.
@@ -1260,7 +1263,7 @@ fn the_async_std_driver_acquires_and_resigns() {
 #[test]
 fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     use kafka_coordination::host::HostOptions;
-    use kafka_coordination::Link;
+    use kafka_coordination::link::Link;
     let Some(b) = bootstrap() else { return };
     let roles: Vec<String> = (0..40).map(|i| unique(&format!("host-{i}"))).collect();
     let observer = transport(&b);
@@ -1355,7 +1358,7 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
 /// position does not move.
 #[test]
 fn offsets_commit_with_the_guarded_write_and_a_deposed_pairs_are_refused() {
-    use kafka_coordination::{ConsumedOffset, GroupOffsets};
+    use kafka_coordination::transport::{ConsumedOffset, GroupOffsets};
     let Some(b) = bootstrap() else { return };
     let _ = data_reader(&b);
     let role = Role::new(unique("offsets")).unwrap();

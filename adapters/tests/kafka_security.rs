@@ -18,10 +18,10 @@ use support::{loud, transport_with, unique, PARTITIONS};
 use std::time::Duration;
 
 use kafka_coordination::blocking;
+use kafka_coordination::describe::describe_leadership;
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{
-    describe_leadership, Error, ErrorKind, LeadershipStatus, Options, SystemClock,
-};
+use kafka_coordination::{Error, LeadershipStatus, Options, SystemClock};
 
 const LEASE: Duration = Duration::from_secs(2);
 const RENEW: Duration = Duration::from_millis(500);
@@ -99,7 +99,9 @@ impl Secured {
     }
 }
 
-fn transport_error(r: Result<impl std::fmt::Debug, Error>) -> kafka_coordination::TransportError {
+fn transport_error(
+    r: Result<impl std::fmt::Debug, Error>,
+) -> kafka_coordination::error::TransportError {
     match r {
         Err(Error::Transport(e)) => e,
         other => panic!("expected a transport error, got {other:?}"),

@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use kafka_coordination::core::describe::{LeadershipStatus, PairRelation, TransactionState};
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::token::FencingToken;
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{Append, Coordinator, ErrorKind, LeaseWriter, Registrar, StateReader};
+use kafka_coordination::transport::{Append, Coordinator, LeaseWriter, Registrar, StateReader};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -58,8 +59,8 @@ fn read_until(
     t: &KafkaTransport,
     p: i32,
     from: i64,
-    done: impl Fn(&kafka_coordination::ReadBatch) -> bool,
-) -> kafka_coordination::ReadBatch {
+    done: impl Fn(&kafka_coordination::transport::ReadBatch) -> bool,
+) -> kafka_coordination::transport::ReadBatch {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let batch = t.read_partition(p, from, Duration::ZERO).expect("read");
@@ -503,7 +504,14 @@ fn concurrent_appends_to_one_partition_each_get_their_own_record() {
     assert!(produces <= 64, "{produces} Produce requests for 64 appends");
 }
 
-type Answers = Arc<Mutex<Vec<(Vec<u8>, Result<i64, kafka_coordination::TransportError>)>>>;
+type Answers = Arc<
+    Mutex<
+        Vec<(
+            Vec<u8>,
+            Result<i64, kafka_coordination::error::TransportError>,
+        )>,
+    >,
+>;
 
 /// Waits (at most a minute of real time) until `answers` holds `n` outcomes: appends handed
 /// over with `append_all` are answered by the task that sends them, after it returned.
@@ -778,7 +786,7 @@ fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() 
     let key = role.as_str().as_bytes();
 
     proxy.freeze();
-    type Call<'a> = &'a dyn Fn() -> Result<(), kafka_coordination::TransportError>;
+    type Call<'a> = &'a dyn Fn() -> Result<(), kafka_coordination::error::TransportError>;
     let calls: [(&str, Call<'_>); 3] = [
         ("a lease write", &|| {
             t.write_lease(p, key, Some(b"lease 2"), token).map(drop)
@@ -839,7 +847,7 @@ fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_ti
 
     proxy.freeze();
     let started = Instant::now();
-    let errors: Vec<kafka_coordination::TransportError> = thread::scope(|scope| {
+    let errors: Vec<kafka_coordination::error::TransportError> = thread::scope(|scope| {
         let calls: Vec<_> = (0..6)
             .map(|i| {
                 let (t, others) = (&t, &others);
@@ -1303,7 +1311,7 @@ fn unknown_topic_or_partition_is_a_configuration_error_only_when_confirmed() {
 
 /// Reads `p` until the read fails with a non-retriable error (a deleted topic's partition may
 /// answer a read or two before the brokers' metadata drops it), within a minute.
-fn t_read_until_final(t: &KafkaTransport, p: i32) -> kafka_coordination::TransportError {
+fn t_read_until_final(t: &KafkaTransport, p: i32) -> kafka_coordination::error::TransportError {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match t.read_partition(p, 0, Duration::ZERO) {
@@ -1476,7 +1484,8 @@ fn a_tail_written_without_pause_fetches_at_most_once_per_pace() {
 #[test]
 fn a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded() {
     use kafka_coordination::core::record::{Key, Lease, MemberId};
-    use kafka_coordination::{describe_leadership, describe_role_state, UnixMillis};
+    use kafka_coordination::core::UnixMillis;
+    use kafka_coordination::describe::{describe_leadership, describe_role_state};
     let Some(b) = bootstrap() else { return };
     let t = transport(&b);
     let role = role("tv2");
@@ -1633,7 +1642,8 @@ fn role_on(t: &KafkaTransport, prefix: &str, p: i32) -> Role {
 #[cfg(feature = "blocking")]
 fn compressed_registrations_of_a_foreign_member_are_read_with_every_codec() {
     use kafka_coordination::core::record::{Key, MemberId, Registration};
-    use kafka_coordination::{blocking, describe_role_state, Options};
+    use kafka_coordination::describe::describe_role_state;
+    use kafka_coordination::{blocking, Options};
     use rdkafka::config::ClientConfig;
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -1659,7 +1669,7 @@ fn compressed_registrations_of_a_foreign_member_are_read_with_every_codec() {
         let key = Key::registration(role_a.clone(), foreign.clone()).encode();
         let value = Registration {
             member: foreign.clone(),
-            registered_at: kafka_coordination::UnixMillis(1_700_000_000_000),
+            registered_at: kafka_coordination::core::UnixMillis(1_700_000_000_000),
         }
         .encode();
         let producer: BaseProducer = ClientConfig::new()
@@ -1715,7 +1725,8 @@ fn compressed_registrations_of_a_foreign_member_are_read_with_every_codec() {
 #[test]
 #[cfg(feature = "blocking")]
 fn a_state_topic_with_compression_type_zstd_works_as_an_uncompressed_one() {
-    use kafka_coordination::{blocking, describe_leadership, describe_role_state, Options};
+    use kafka_coordination::describe::{describe_leadership, describe_role_state};
+    use kafka_coordination::{blocking, Options};
 
     let Some(b) = bootstrap() else { return };
     let topic = unique("coordination-zstd");
@@ -1815,7 +1826,8 @@ fn read_with_rdkafka(
 fn rdkafka_reads_the_native_writes_as_describe_role_state_does() {
     use kafka_coordination::core::record::{Key, KeyKind, Lease};
     use kafka_coordination::core::state::RoleState;
-    use kafka_coordination::{blocking, describe_role_state, Options};
+    use kafka_coordination::describe::describe_role_state;
+    use kafka_coordination::{blocking, Options};
 
     let Some(b) = bootstrap() else { return };
     // A topic of its own (made by the native CreateTopics): the partition holds only this

@@ -8,9 +8,11 @@ use event_listener::Listener;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_coordination::describe::describe_role_state;
+use kafka_coordination::leadership::{Candidacy, Leadership};
 use kafka_coordination::memory::MemoryBroker;
-use kafka_coordination::{blocking, describe_role_state, tokio_driver};
-use kafka_coordination::{Candidacy, Error, Leadership, ManualClock, Options};
+use kafka_coordination::{blocking, tokio_driver};
+use kafka_coordination::{Error, ManualClock, Options};
 
 const ROLE: &str = "scheduler";
 
@@ -240,7 +242,7 @@ fn resign_returns_a_result_so_question_mark_works() {
 #[test]
 fn resign_reports_an_exit_that_could_not_be_finished() {
     let w = World::new();
-    let link = kafka_coordination::Link::new(w.broker.transport("a"));
+    let link = kafka_coordination::link::Link::new(w.broker.transport("a"));
     let leader =
         Arc::new(blocking::acquire_leadership(link.clone(), ROLE, "a", w.options()).expect("lead"));
     link.cut();
@@ -267,7 +269,7 @@ fn resign_reports_an_exit_that_could_not_be_finished() {
     // resign returns without another move; joining it cannot wait for the clock. The bound
     // counts moves of the clock, which the driver follows exactly, not real time.
     for _ in 0..4000 {
-        if leader.snapshot().status == kafka_coordination::Status::Ended {
+        if leader.snapshot().status == kafka_coordination::core::machine::Status::Ended {
             break;
         }
         w.clock
@@ -276,7 +278,7 @@ fn resign_reports_an_exit_that_could_not_be_finished() {
     }
     assert_eq!(
         leader.snapshot().status,
-        kafka_coordination::Status::Ended,
+        kafka_coordination::core::machine::Status::Ended,
         "the exit has not ended after 400 s on the manual clock: {:?}",
         leader.snapshot()
     );

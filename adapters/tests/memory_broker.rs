@@ -11,11 +11,13 @@ use kafka_coordination::core::record::{Key, Lease, MemberId, Registration, Role}
 use kafka_coordination::core::state::RoleState;
 use kafka_coordination::core::time::UnixMillis;
 use kafka_coordination::core::token::FencingToken;
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::memory::{
     BrokerOp, MemoryBroker, MemoryTransport, EXHAUSTED_EPOCH, FIRST_PRODUCER_ID,
 };
+use kafka_coordination::transport::Record;
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{Clock, ErrorKind, ManualClock, Record};
+use kafka_coordination::{Clock, ManualClock};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -732,7 +734,7 @@ fn zero_max_wait_answers_at_once() {
     let batch = a.read_partition(0, 0, Duration::ZERO).unwrap();
     assert_eq!(
         batch,
-        kafka_coordination::ReadBatch {
+        kafka_coordination::transport::ReadBatch {
             records: vec![],
             end_offset: 0,
             stalled: false,

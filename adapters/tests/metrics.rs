@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kafka_coordination::core::machine::{backoff, BACKOFF_CAP};
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::metrics::{
     ACQUIRE_SECONDS, CANDIDACY_ENDS, ELECTIONS, FENCED, IS_LEADER, RENEW_FAILURES, RENEW_SECONDS,
     RESIGNS,
 };
 use kafka_coordination::testkit::{Flavour, TestCluster, RENEW};
-use kafka_coordination::ErrorKind;
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };

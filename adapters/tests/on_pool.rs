@@ -5,12 +5,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use kafka_coordination::core::record::Role;
+use kafka_coordination::error::TransportError;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::transport::{BlockingTransport, OnPool, Wait};
-use kafka_coordination::{
-    blocking, Coordinator, FencingToken, LeadershipStatus, ManualClock, Options, ReadBatch,
-    StateReader, TransportError,
-};
+use kafka_coordination::transport::{Coordinator, ReadBatch, StateReader};
+use kafka_coordination::{blocking, FencingToken, LeadershipStatus, ManualClock, Options};
 
 /// A blocking transport: the memory broker's calls, each waited for on the calling thread,
 /// and a gate that holds every acquire while it is closed (counting those held).

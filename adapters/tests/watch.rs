@@ -15,13 +15,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::error::{ErrorKind, TransportError};
+use kafka_coordination::link::Link;
 use kafka_coordination::testkit::{Flavour, TestCluster, TestMember, LEASE, RENEW};
 use kafka_coordination::transport::ReadDone;
+use kafka_coordination::transport::StateReader;
 use kafka_coordination::watch::{leader_at, LeaseTracker};
-use kafka_coordination::{
-    Error, ErrorKind, Leader, Link, RoleLeader, StateReader, TransportError, UnixMillis,
-    VacancyReason, Watch, WatchEvent, WatchOptions,
-};
+use kafka_coordination::watch::{Leader, RoleLeader, VacancyReason, Watch};
+use kafka_coordination::{Error, WatchEvent, WatchOptions};
 
 const ROLE: &str = "scheduler";
 const PARTITIONS: i32 = 16;
@@ -504,7 +506,8 @@ fn async_std_stream_yields_the_same_events() {
 #[test]
 fn the_tracker_ignores_what_does_not_change_the_leader() {
     use kafka_coordination::core::record::{Key, Lease, MemberId, Role};
-    use kafka_coordination::{FencingToken, Record};
+    use kafka_coordination::transport::Record;
+    use kafka_coordination::FencingToken;
     let role = Role::new(ROLE).expect("role");
     let mut t = LeaseTracker::new(role.clone());
     let lease = |member: &str, id: i64, at: i64| Lease {

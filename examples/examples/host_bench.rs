@@ -23,9 +23,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use kafka_coordination::core::UnixMillis;
 use kafka_coordination::host::{Host, HostOptions};
+use kafka_coordination::leadership::{Candidacy, Leadership};
+use kafka_coordination::link::Link;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
-use kafka_coordination::{Candidacy, Leadership, Link, Options, SystemClock, UnixMillis};
+use kafka_coordination::{Options, SystemClock};
 use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources};
 use kafka_coordination_examples::stats::{quantile, Csv, Row};
@@ -315,7 +318,7 @@ fn write_rows<'a>(a: &Args, rows: impl IntoIterator<Item = Row<'a>>) {
 fn two_hosts(a: &Args) -> (Link<MemoryTransport>, Host, Host) {
     let broker = MemoryBroker::new(a.partitions, Arc::new(SystemClock));
     let link_a = Link::new(broker.transport("a"));
-    let host = |transport: Arc<dyn kafka_coordination::Transport + Send + Sync>| {
+    let host = |transport: Arc<dyn kafka_coordination::transport::Transport + Send + Sync>| {
         kafka_coordination::blocking::host(transport, HostOptions::new())
             .unwrap_or_else(|e| fail(e.to_string()))
     };

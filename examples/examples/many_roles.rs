@@ -55,7 +55,8 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{Leadership, Options};
+use kafka_coordination::leadership::Leadership;
+use kafka_coordination::Options;
 use kafka_coordination_examples::elections;
 use kafka_coordination_examples::procfs::{cpu_seconds, own_resources, MachineCpu};
 use kafka_coordination_examples::stats::{quantile, Csv, Row};
@@ -381,7 +382,10 @@ fn lead_and_stand_by(
     host: &kafka_coordination::host::Host,
     prefix: &str,
     options: &Options,
-) -> (Vec<Leadership>, Vec<kafka_coordination::Candidacy>) {
+) -> (
+    Vec<Leadership>,
+    Vec<kafka_coordination::leadership::Candidacy>,
+) {
     let half = args.roles / 2;
     let (own, standbys) = runtime.block_on(async {
         let own: Vec<_> = (half..args.roles)
@@ -1046,14 +1050,14 @@ struct Steady {
     renew_ms: i64,
     /// Renewal lag: each role's consecutive renewal instants, sampled every 250 ms (a renew
     /// interval of seconds leaves at most one renewal between samples), less the interval.
-    last_renewal: Vec<Option<kafka_coordination::UnixMillis>>,
+    last_renewal: Vec<Option<kafka_coordination::core::UnixMillis>>,
     lags: Vec<i64>,
     /// The same lags by when they were seen (seconds after the last election), for the windows.
     lags_seen: Vec<(u64, i64)>,
     /// Leases that ran out before the renewal after them was seen committed: each role's lease
     /// deadline as last seen, and the gaps (the sample that saw the renewal, less that
     /// deadline). A renewal issued on time that commits late shows here, not in the lag above.
-    deadlines: Vec<Option<kafka_coordination::UnixMillis>>,
+    deadlines: Vec<Option<kafka_coordination::core::UnixMillis>>,
     gaps: Vec<i64>,
     gapped_roles: std::collections::BTreeSet<usize>,
     /// How much of the lease was left when the renewal after it was seen committed (negative:
@@ -1062,10 +1066,10 @@ struct Steady {
     next_print: Instant,
     by_api_last: Vec<(String, u64)>,
     /// `--kill-pid`: when the process was killed, and each role's worst lag after it.
-    killed_at: Option<kafka_coordination::UnixMillis>,
+    killed_at: Option<kafka_coordination::core::UnixMillis>,
     lag_after_kill: Vec<i64>,
     /// `--join N`: the candidacies started after the kill, when, and when all were elected.
-    joined: Vec<kafka_coordination::Candidacy>,
+    joined: Vec<kafka_coordination::leadership::Candidacy>,
     joined_at: Option<Instant>,
     all_joined: bool,
 }

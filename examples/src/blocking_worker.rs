@@ -25,10 +25,10 @@
 //! workers take turns after every step (see [`Time`]): no real time passes, and the run is the
 //! same on every machine. The tests run it that way.
 //!
-//! [`is_done`]: kafka_coordination::Leadership::is_done
-//! [`term`]: kafka_coordination::Leadership::term
-//! [`token`]: kafka_coordination::Leadership::token
-//! [`done_blocking_timeout`]: kafka_coordination::Leadership::done_blocking_timeout
+//! [`is_done`]: kafka_coordination::leadership::Leadership::is_done
+//! [`term`]: kafka_coordination::leadership::Leadership::term
+//! [`token`]: kafka_coordination::leadership::Leadership::token
+//! [`done_blocking_timeout`]: kafka_coordination::leadership::Leadership::done_blocking_timeout
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -37,8 +37,10 @@ use std::thread;
 use std::time::Duration;
 
 use kafka_coordination::blocking;
+use kafka_coordination::leadership::Candidacy;
+use kafka_coordination::link::Link;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
-use kafka_coordination::{Candidacy, Error, FencingToken, Link, Options};
+use kafka_coordination::{Error, FencingToken, Options};
 
 use crate::args::{ensure, parse, Failure};
 use crate::time::{Pacer, Time};
@@ -73,7 +75,7 @@ pub struct WorkItem {
     /// The worker's counter.
     pub seq: u64,
     /// The term number of the writer's leadership
-    /// ([`Leadership::term`](kafka_coordination::Leadership::term)).
+    /// ([`Leadership::term`](kafka_coordination::leadership::Leadership::term)).
     pub term: i64,
     /// The fencing token of the writer's leadership.
     pub token: FencingToken,
@@ -309,7 +311,7 @@ fn run_on(time: &Time, out: &Timeline) -> Result<(), Failure> {
     // current one, besides comparing terms.
     let observer = broker.transport("store");
     let store = Arc::new(FencedStore::checking(move |token| {
-        kafka_coordination::describe_leadership(&observer, ROLE)
+        kafka_coordination::describe::describe_leadership(&observer, ROLE)
             .is_ok_and(|status| status.authoritative(&token))
     }));
     let stop = Arc::new(AtomicBool::new(false));

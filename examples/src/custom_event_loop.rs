@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use kafka_coordination::core::machine::{Candidate, Command, EndReason, Event};
 use kafka_coordination::core::record::{Lease, MemberId, Role};
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::error::TransportError;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{
-    Clock, FencingToken, ManualClock, SystemClock, Timing, TransportError, UnixMillis,
-};
+use kafka_coordination::{Clock, FencingToken, ManualClock, SystemClock, Timing};
 
 use crate::args::{ensure, parse, Failure};
 use crate::timeline::{offset, Timeline};

@@ -12,11 +12,10 @@ use std::time::Duration;
 
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::state::Record;
+use kafka_coordination::error::TransportError;
 use kafka_coordination::transport::{AcquireDone, Append, DescribeDone, LeaseDone, ReadDone, Wait};
-use kafka_coordination::{
-    blocking, Coordinator, FencingToken, LeadershipStatus, LeaseWriter, ManualClock, Options,
-    ReadBatch, Registrar, StateReader, TransportError,
-};
+use kafka_coordination::transport::{Coordinator, LeaseWriter, ReadBatch, Registrar, StateReader};
+use kafka_coordination::{blocking, FencingToken, LeadershipStatus, ManualClock, Options};
 
 use crate::args::{ensure, Failure};
 use crate::timeline::Timeline;

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination::core::record::{KeyKind, KeyRef, LeaseRef};
-use kafka_coordination::{Candidacy, Clock, Leadership, Record, SystemClock};
+use kafka_coordination::leadership::{Candidacy, Leadership};
+use kafka_coordination::transport::Record;
+use kafka_coordination::{Clock, SystemClock};
 
 /// Calls `f(role, granted_at, deadline)` for each lease record from `member` among `records`,
 /// in their order. Records that are not leases, or do not decode, are skipped.

@@ -19,8 +19,8 @@
 //!    new token, while the old leader still believes it leads;
 //! 5. a third party asks the coordinator who is authoritative: the old token is not, the new one
 //!    is, `NO_EPOCH` never is; and a write of the old leader with its old token through
-//!    [`LeaseWriter::write_lease`](kafka_coordination::LeaseWriter::write_lease) is refused by
-//!    the broker, although the old leader does not know yet that it was deposed;
+//!    `Wait::write_lease` is refused by the broker, although the old leader does not know yet
+//!    that it was deposed;
 //! 6. the old leader's link comes back: its renewal is fenced by the broker and `done` fires
 //!    with [`Error::Fenced`];
 //! 7. the new leader resigns: the next member takes over at once, well before the deadline;
@@ -36,11 +36,13 @@ use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::partition::role_partition;
 use kafka_coordination::core::record::{Key, Lease, MemberId, Role};
 use kafka_coordination::core::state::LeaseEntry;
+use kafka_coordination::core::{RoleState, UnixMillis};
+use kafka_coordination::describe::{describe_leadership, describe_role_state};
+use kafka_coordination::leadership::{Candidacy, Leadership, Snapshot};
+use kafka_coordination::link::Link;
+use kafka_coordination::transport::Transport;
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{
-    describe_leadership, describe_role_state, Candidacy, Error, FencingToken, Leadership,
-    LeadershipStatus, Link, Options, RoleState, Snapshot, Transport, UnixMillis,
-};
+use kafka_coordination::{Error, FencingToken, LeadershipStatus, Options};
 
 use crate::args::{ensure, parse, Failure};
 use crate::time::Time;

@@ -23,8 +23,10 @@
 use std::time::Duration;
 
 use kafka_coordination::core::machine::Status;
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::leadership::Leadership;
 use kafka_coordination::testkit::{TestCluster, TestMember, LEASE, RENEW};
-use kafka_coordination::{Error, FencingToken, Leadership, UnixMillis};
+use kafka_coordination::{Error, FencingToken};
 
 use crate::args::{ensure, parse, Failure};
 use crate::timeline::Timeline;

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{
-    blocking, ConsumedOffset, Error, GroupOffsets, GuardedRecord, Leadership, Options, SystemClock,
-};
+use kafka_coordination::leadership::Leadership;
+use kafka_coordination::transport::{ConsumedOffset, GroupOffsets};
+use kafka_coordination::{blocking, Error, GuardedRecord, Options, SystemClock};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};

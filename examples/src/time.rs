@@ -21,9 +21,9 @@ use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use kafka_coordination::{
-    Candidacy, Clock, Error, Leadership, ManualClock, Options, SystemClock, UnixMillis,
-};
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::leadership::{Candidacy, Leadership};
+use kafka_coordination::{Clock, Error, ManualClock, Options, SystemClock};
 
 use crate::args::Failure;
 use crate::timeline::Timeline;

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kafka_coordination::{Clock, UnixMillis};
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::Clock;
 
 #[derive(Debug)]
 enum Sink {

@@ -14,8 +14,9 @@
 
 use std::sync::Arc;
 
+use kafka_coordination::leadership::Leadership;
 use kafka_coordination::memory::MemoryBroker;
-use kafka_coordination::{Clock, GuardedRecord, Leadership, ManualClock, Options, SystemClock};
+use kafka_coordination::{Clock, GuardedRecord, ManualClock, Options, SystemClock};
 
 use crate::args::{ensure, parse, Failure};
 use crate::timeline::Timeline;

@@ -8,8 +8,10 @@
 //! leadership is handed to its scheduler once elected.
 
 use kafka_coordination::core::machine::Status;
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::leadership::Leadership;
 use kafka_coordination::testkit::{TestCluster, RENEW, STAGGER};
-use kafka_coordination::{Error, Leadership, UnixMillis};
+use kafka_coordination::Error;
 use kafka_coordination_examples::manual_clock::{run_jobs, Node, ROLE, TICK};
 
 fn lease_deadline(w: &TestCluster) -> UnixMillis {

@@ -141,7 +141,7 @@ fn wait_leader<T>(
     out: &Timeline,
 ) -> (usize, String)
 where
-    T: kafka_coordination::Transport + Send + Sync + 'static,
+    T: kafka_coordination::transport::Transport + Send + Sync + 'static,
 {
     time.wait_for("a leader", within, || {
         svc.poll()?;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use kafka_coordination::TransportError;
+use kafka_coordination::error::TransportError;
 
 /// Why the tool failed, with its exit code.
 pub struct Failure {
@@ -21,7 +21,7 @@ impl Failure {
         Failure::usage(message)
     }
     pub fn transport(e: TransportError) -> Failure {
-        let code = if e.kind() == kafka_coordination::ErrorKind::Config {
+        let code = if e.kind() == kafka_coordination::error::ErrorKind::Config {
             2
         } else {
             1

@@ -17,13 +17,13 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use kafka_coordination::core::record::{Key, MemberId, Role};
+use kafka_coordination::core::{PairRelation, UnixMillis};
+use kafka_coordination::describe::{describe_leadership, describe_role_state};
 use kafka_coordination::kafka::{Severity, TopicReport};
 use kafka_coordination::transport::Wait;
+use kafka_coordination::watch::RoleLeader;
 use kafka_coordination::watch::{leader_at, roles, LeaseTracker};
-use kafka_coordination::{
-    blocking, describe_leadership, describe_role_state, Clock, PairRelation, RoleLeader,
-    SystemClock, UnixMillis, WatchEvent, WatchOptions,
-};
+use kafka_coordination::{blocking, Clock, SystemClock, WatchEvent, WatchOptions};
 use serde_json::json;
 
 use self::failure::Failure;
@@ -329,7 +329,7 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
     } else {
         client.describe_epochs(&leading)
     };
-    let relation_of = |name: &str, l: &kafka_coordination::Leader| {
+    let relation_of = |name: &str, l: &kafka_coordination::watch::Leader| {
         leading
             .iter()
             .position(|r| r.as_str() == name)
@@ -373,7 +373,7 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
     // The lease's pair, marked when it is not the coordinator's current one: `(+N tv2)` when
     // it is N epochs behind through the leader's own transaction-version-2 commits,
     // `(superseded)` otherwise.
-    let pair_text = |name: &str, l: &kafka_coordination::Leader| match relation_of(name, l) {
+    let pair_text = |name: &str, l: &kafka_coordination::watch::Leader| match relation_of(name, l) {
         Some(PairRelation::CommitsLater { by }) => format!("{} (+{by} tv2)", l.token),
         Some(PairRelation::Superseded) => format!("{} (superseded)", l.token),
         _ => l.token.to_string(),
@@ -582,7 +582,10 @@ fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
             let created = match client.create_topic(rf, min_isr) {
                 Ok(created) => created,
                 // The topic exists but is wrong: report what is wrong.
-                Err(e) if e.kind() == kafka_coordination::ErrorKind::Config && before.exists => {
+                Err(e)
+                    if e.kind() == kafka_coordination::error::ErrorKind::Config
+                        && before.exists =>
+                {
                     false
                 }
                 Err(e) => return Err(Failure::transport(e)),

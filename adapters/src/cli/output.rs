@@ -8,7 +8,9 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use kafka_coordination::{Leader, PairRelation, UnixMillis, Vacancy, WatchEvent};
+use kafka_coordination::core::{PairRelation, UnixMillis};
+use kafka_coordination::watch::{Leader, Vacancy};
+use kafka_coordination::WatchEvent;
 use serde_json::{json, Value};
 
 /// Whether `c` must not reach a terminal as it is: a control character (C0, DEL, C1), a
@@ -128,7 +130,7 @@ pub fn vacancy_text(v: &Vacancy) -> String {
         .map(|p| format!(" (was {}, term {})", escaped(p.member.as_str()), p.term))
         .unwrap_or_default();
     match v.reason {
-        kafka_coordination::VacancyReason::Expired => {
+        kafka_coordination::watch::VacancyReason::Expired => {
             let at = v
                 .previous
                 .as_ref()
@@ -136,8 +138,10 @@ pub fn vacancy_text(v: &Vacancy) -> String {
                 .unwrap_or_default();
             format!("vacant: the lease expired{at}{was}")
         }
-        kafka_coordination::VacancyReason::Resigned => format!("vacant: the leader resigned{was}"),
-        kafka_coordination::VacancyReason::Unclaimed => {
+        kafka_coordination::watch::VacancyReason::Resigned => {
+            format!("vacant: the leader resigned{was}")
+        }
+        kafka_coordination::watch::VacancyReason::Unclaimed => {
             format!("vacant: no lease was ever read{was}")
         }
         _ => format!("vacant: {}{was}", v.reason),
@@ -205,7 +209,8 @@ mod tests {
     #[test]
     fn text_lines_escape_role_and_member_names() {
         use kafka_coordination::core::record::MemberId;
-        use kafka_coordination::{FencingToken, VacancyReason};
+        use kafka_coordination::watch::VacancyReason;
+        use kafka_coordination::FencingToken;
         let evil = "m\u{1b}[2J\u{202e}";
         let leader = Leader {
             member: MemberId::new(evil).expect("a valid name"),

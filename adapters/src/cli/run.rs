@@ -12,8 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use kafka_coordination::leadership::Leadership;
 use kafka_coordination::options::{parse_duration, TimingSettings};
-use kafka_coordination::{blocking, Clock, Error, Leadership, Options, SystemClock};
+use kafka_coordination::{blocking, Clock, Error, Options, SystemClock};
 use serde_json::{json, Value};
 
 use super::failure::Failure;

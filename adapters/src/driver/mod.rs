@@ -99,7 +99,7 @@ pub(crate) type ExecuteDone = Box<dyn FnOnce(Result<Event, TransportError>) + Se
 
 /// [`execute`] without holding the caller's thread, for an acquire, a lease write or a check:
 /// the transport's `start_*` method with `priority` (see
-/// [`Coordinator::start_acquire_epoch`](crate::Coordinator::start_acquire_epoch)); `done`
+/// [`Coordinator::start_acquire_epoch`](crate::transport::Coordinator::start_acquire_epoch)); `done`
 /// gets the outcome, now or later on a thread of the transport's. Any other command is a
 /// driver bug, answered as such.
 pub(crate) fn start_execute<T: Transport + ?Sized>(

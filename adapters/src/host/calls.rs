@@ -65,7 +65,7 @@ pub(super) struct Outgoing {
 }
 
 /// The completion of a call handed to the transport with a callback
-/// ([`Registrar::append_all`](crate::Registrar::append_all)): gives the loop the outcome, or
+/// ([`Registrar::append_all`](crate::transport::Registrar::append_all)): gives the loop the outcome, or
 /// an error if the transport drops it without an answer.
 pub(super) struct Answer<T: Transport + Send + Sync + ?Sized + 'static> {
     pub(super) inbox: Arc<Inbox<T>>,

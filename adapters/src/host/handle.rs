@@ -46,7 +46,7 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Starts competing for `role` as `member` on this host's loop and returns at once, as
     /// `blocking::start` or `tokio_driver::start` do; the [`Candidacy`] and the
-    /// [`Leadership`](crate::Leadership) it yields behave exactly as theirs. The host's clock
+    /// [`Leadership`](crate::leadership::Leadership) it yields behave exactly as theirs. The host's clock
     /// drives the candidacy (a manual clock in `options` must be the host's), and its
     /// [`Options::long_poll`] is replaced by the host's shared refresh.
     ///

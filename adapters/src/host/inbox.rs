@@ -84,7 +84,7 @@ pub(super) struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     pub(super) stats: Mutex<HostStats>,
     /// Partitions whose tail moved since the loop last looked ([`StateReader::on_tailed`]).
     ///
-    /// [`StateReader::on_tailed`]: crate::StateReader::on_tailed
+    /// [`StateReader::on_tailed`]: crate::transport::StateReader::on_tailed
     pub(super) tail_news: Mutex<Vec<i32>>,
 }
 

@@ -20,7 +20,7 @@ use super::window::{answered_or, Due, Start};
 
 impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     /// The registrations of this turn as one job of
-    /// [`append_all`](crate::Registrar::append_all): the appends of one partition are queued
+    /// [`append_all`](crate::transport::Registrar::append_all): the appends of one partition are queued
     /// together before its first batch is sent.
     pub(super) fn append_jobs(&self, appends: Vec<Outgoing>) -> Vec<(Due, Start)> {
         if appends.is_empty() {
@@ -77,8 +77,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     /// Hands the calls of this turn over, each holding a place in the [`Window`](super::window::Window)
     /// until it is answered: the checks (DescribeRole) of up to [`DESCRIBE_BATCH`]
     /// candidacies in one call of
-    /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs), the registrations
-    /// in one call of [`append_all`](crate::Registrar::append_all) (see
+    /// [`start_describe_epochs`](crate::transport::Coordinator::start_describe_epochs), the registrations
+    /// in one call of [`append_all`](crate::transport::Registrar::append_all) (see
     /// [`Core::append_jobs`]), every other call alone.
     pub(super) fn flush_calls(&mut self) {
         let calls = std::mem::take(&mut self.outgoing);
@@ -126,7 +126,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     }
 
     /// The checks (DescribeRole) of `batch`, in one
-    /// [`start_describe_epochs`](crate::Coordinator::start_describe_epochs): the answers are
+    /// [`start_describe_epochs`](crate::transport::Coordinator::start_describe_epochs): the answers are
     /// handed to each call, and the loop is told, from whichever thread has them.
     pub(super) fn check_job(&self, batch: Vec<Outgoing>, due: Due) -> Start {
         let inbox = self.inbox.clone();

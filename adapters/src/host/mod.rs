@@ -8,8 +8,8 @@
 //! flight. Queued calls go out in order of urgency: reads, then takeovers under way, then
 //! renewals that can still afford the wait. The first renewal of each term comes a fraction of
 //! the renew interval early ([`HostOptions::spread_renewals`]), which only lengthens a lease.
-//! Otherwise each candidacy behaves as one started alone, with the same [`Candidacy`](crate::Candidacy) and
-//! [`Leadership`](crate::Leadership) handles. Why and with what effect: the guide's
+//! Otherwise each candidacy behaves as one started alone, with the same [`Candidacy`](crate::leadership::Candidacy) and
+//! [`Leadership`](crate::leadership::Leadership) handles. Why and with what effect: the guide's
 //! `docs/guide/many-roles.md`.
 //!
 //! ```

@@ -102,10 +102,10 @@ impl HostOptions {
     /// transport's copy on the loop, and the tail wakes the loop as soon as a partition moves,
     /// so a standby hears of a resign without waiting for the next refresh. Reads that must see
     /// what was committed before they began (a candidacy's first read, a standby's read at its
-    /// turn) always go to [`read_partition`](crate::StateReader::read_partition). Off: every
+    /// turn) always go to [`start_read_partition`](crate::transport::StateReader::start_read_partition). Off: every
     /// read goes there, each refresh included (for comparisons).
     ///
-    /// [`StateReader::on_tailed`]: crate::StateReader::on_tailed
+    /// [`StateReader::on_tailed`]: crate::transport::StateReader::on_tailed
     pub fn tail_reads(mut self, on: bool) -> Self {
         self.tail_reads = on;
         self
@@ -137,10 +137,10 @@ pub struct HostStats {
     pub turns: u64,
     /// Partition reads sent to the transport so far ([`start_read_partition`]).
     ///
-    /// [`start_read_partition`]: crate::StateReader::start_read_partition
+    /// [`start_read_partition`]: crate::transport::StateReader::start_read_partition
     pub reads: u64,
     /// Partition reads served so far from the transport's tail of the partition
-    /// ([`read_tailed`](crate::StateReader::read_tailed)) on the loop itself, with no request
+    /// ([`read_tailed`](crate::transport::StateReader::read_tailed)) on the loop itself, with no request
     /// at all: reads that only long polls wait on, when the transport tails.
     pub tailed_reads: u64,
 }

@@ -857,7 +857,7 @@ mod tests {
             _ => panic!("PRODUCER_FENCED stops"),
         }
         match Attempt::from_code(10, "too large") {
-            Attempt::Stop(e) => assert_eq!(e.kind(), crate::ErrorKind::Config),
+            Attempt::Stop(e) => assert_eq!(e.kind(), crate::error::ErrorKind::Config),
             _ => panic!("MESSAGE_TOO_LARGE stops"),
         }
     }
@@ -879,7 +879,7 @@ mod tests {
             "h:0",
         ] {
             let e = parse_bootstrap(bad).unwrap_err();
-            assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}: {e}");
+            assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{bad}: {e}");
         }
     }
 }

@@ -572,7 +572,7 @@ impl KafkaSettings {
     }
 
     /// The configuration, with `partitions` taken from `default_partitions` when unset;
-    /// a [`Config`](crate::ErrorKind::Config) error names a missing or invalid setting.
+    /// a [`Config`](crate::error::ErrorKind::Config) error names a missing or invalid setting.
     pub fn into_config_with(
         self,
         default_partitions: Option<i32>,

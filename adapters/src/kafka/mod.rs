@@ -14,7 +14,7 @@
 //!   nothing else bumps the epoch, so a paused leader that resumes never fences the current one.
 //! - Request versions stay below transaction version 2, so the pair is constant for a term.
 //! - `PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH` and `INVALID_PRODUCER_ID_MAPPING` are
-//!   [`Fenced`](crate::ErrorKind::Fenced) wherever they appear; a commit whose answer was lost
+//!   [`Fenced`](crate::error::ErrorKind::Fenced) wherever they appear; a commit whose answer was lost
 //!   is committed again, never aborted.
 //! - Reads show only committed records, up to the last stable offset; a batch that cannot be
 //!   read is skipped and counted ([`KafkaTransport::batches_skipped`]).
@@ -185,7 +185,7 @@ impl KafkaTransport {
     }
 
     /// Checks that the state topic exists with `cleanup.policy=compact` and exactly the
-    /// configured partition count; a [`Config`](crate::ErrorKind::Config) error says what to
+    /// configured partition count; a [`Config`](crate::error::ErrorKind::Config) error says what to
     /// fix otherwise.
     pub fn ensure_topic(&self) -> Result<(), TransportError> {
         self.topic_check().run()
@@ -330,12 +330,12 @@ impl KafkaTransport {
     /// newer epoch exists, so a deposed leader's writes never become visible to read_committed
     /// readers. Serialised with lease renewals (one transaction at a time per transactional
     /// id), but only once every partition it names has a leader: the wait for one (and the
-    /// check that the topic and partition exist, a [`Config`](crate::ErrorKind::Config) error
+    /// check that the topic and partition exist, a [`Config`](crate::error::ErrorKind::Config) error
     /// when two metadata answers agree they do not) happens before the role's session is
     /// taken, so the renewals go on meanwhile. Returns the records' offsets (`-1` where the
     /// delivery report did not arrive in time after a successful commit).
     ///
-    /// Errors as for [`write_lease`](LeaseWriter::write_lease): [`Fenced`](crate::ErrorKind::Fenced)
+    /// Errors as for a lease write ([`LeaseWriter::start_write_lease`]): [`Fenced`](crate::error::ErrorKind::Fenced)
     /// ends the term.
     pub fn guarded_write(
         &self,
@@ -357,7 +357,7 @@ impl KafkaTransport {
     /// position in its input, in the same transaction (AddOffsetsToTxn, then TxnOffsetCommit
     /// to the group's coordinator as a producer outside the group, then EndTxn): the records
     /// and the offsets become visible together, or neither does, and once a newer pair holds
-    /// the role the broker refuses both ([`Fenced`](crate::ErrorKind::Fenced)). Read the
+    /// the role the broker refuses both ([`Fenced`](crate::error::ErrorKind::Fenced)). Read the
     /// position back with [`committed_offsets`](Self::committed_offsets). The group must not
     /// be committed by anything else (a consumer's own commits would race these).
     ///
@@ -925,7 +925,7 @@ mod tests {
             let Err(err) = KafkaTransport::new(config) else {
                 panic!("{bad} connections per broker were taken");
             };
-            assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+            assert_eq!(err.kind(), crate::error::ErrorKind::Config, "{err}");
             assert!(
                 err.message().contains("connections per broker")
                     && err.message().contains(&bad.to_string()),
@@ -948,7 +948,7 @@ mod tests {
         let role = Role::new("billing").expect("role");
         t.claim_role(&role).expect("the first candidacy");
         let err = t.claim_role(&role).expect_err("the second");
-        assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+        assert_eq!(err.kind(), crate::error::ErrorKind::Config, "{err}");
         assert!(err.message().contains("already has a candidacy"), "{err}");
         t.claim_role(&Role::new("shipping").expect("role"))
             .expect("another role");
@@ -964,12 +964,12 @@ mod tests {
         let t =
             Arc::new(KafkaTransport::new(KafkaConfig::new("127.0.0.1:1", 16)).expect("transport"));
         let started = std::time::Instant::now();
-        let err = crate::describe_leadership(&*t, "role").expect_err("nothing listens");
+        let err = crate::describe::describe_leadership(&*t, "role").expect_err("nothing listens");
         let took = started.elapsed();
         eprintln!("describe_leadership on a refused address failed after {took:?}: {err}");
         match err {
             crate::Error::Transport(e) => {
-                assert_eq!(e.kind(), crate::ErrorKind::Retriable, "{e}");
+                assert_eq!(e.kind(), crate::error::ErrorKind::Retriable, "{e}");
                 assert!(e.message().contains("could be reached yet"), "{e}");
                 assert!(e.message().contains("Connection refused"), "{e}");
             }
@@ -1006,7 +1006,7 @@ mod tests {
         let member = MemberId::new("m").expect("member");
         let key = Key::registration(role.clone(), member).encode();
         let err = t.append(wrong, &key, Some(b"v")).expect_err("refused");
-        assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+        assert_eq!(err.kind(), crate::error::ErrorKind::Config, "{err}");
         assert!(
             err.message().contains("set Timing::partitions to 16"),
             "{err}"
@@ -1015,7 +1015,7 @@ mod tests {
         let err = t
             .write_lease(wrong, &key, None, FencingToken::new(1, 0))
             .expect_err("refused");
-        assert_eq!(err.kind(), crate::ErrorKind::Config, "{err}");
+        assert_eq!(err.kind(), crate::error::ErrorKind::Config, "{err}");
         let err = t
             .read_partition(16, 0, Duration::ZERO)
             .expect_err("outside the topic");

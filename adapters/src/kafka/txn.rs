@@ -92,7 +92,7 @@ struct Held {
 ///   which the coordinator refuses for a committed transaction. When a deadline passes with an
 ///   outcome still unknown, the session remembers it and resolves it before its next write.
 /// * **Fencing**: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING
-///   anywhere end the session ([`ErrorKind::Fenced`](crate::ErrorKind::Fenced)).
+///   anywhere end the session ([`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced)).
 pub(crate) struct Sessions {
     cluster: Arc<Cluster>,
     /// The group coordinators, for offsets committed in a transaction.

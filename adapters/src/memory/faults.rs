@@ -8,15 +8,16 @@ use crate::error::ErrorKind;
 /// One kind of broker call, for fault injection, call counts and the call hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BrokerOp {
-    /// [`Coordinator::acquire_epoch`](crate::transport::Coordinator::acquire_epoch).
+    /// [`Coordinator::start_acquire_epoch`](crate::transport::Coordinator::start_acquire_epoch).
     Acquire,
-    /// [`Coordinator::describe_epoch`](crate::transport::Coordinator::describe_epoch).
+    /// [`Coordinator::start_describe_epochs`](crate::transport::Coordinator::start_describe_epochs),
+    /// each role.
     Describe,
-    /// [`StateReader::read_partition`](crate::transport::StateReader::read_partition).
+    /// [`StateReader::start_read_partition`](crate::transport::StateReader::start_read_partition).
     Read,
-    /// [`Registrar::append`](crate::transport::Registrar::append).
+    /// Each append of [`Registrar::append_all`](crate::transport::Registrar::append_all).
     Append,
-    /// [`LeaseWriter::write_lease`](crate::transport::LeaseWriter::write_lease), and the
+    /// [`LeaseWriter::start_write_lease`](crate::transport::LeaseWriter::start_write_lease), and the
     /// open-transaction calls of [`MemoryTransport`](super::MemoryTransport)
     /// (`begin_lease_write`, `commit_lease_write`, `begin_lease_write_and_crash`).
     WriteLease,

@@ -119,7 +119,7 @@ pub trait Coordinator {
 
     /// Reserves `role` for one candidacy on this transport. A transport shared by many
     /// candidacies (one client per process) refuses a second candidacy for a role it already
-    /// holds or contests, with a [`Config`](crate::ErrorKind::Config) error: two candidacies of
+    /// holds or contests, with a [`Config`](crate::error::ErrorKind::Config) error: two candidacies of
     /// one process for one role would fence each other. Drivers call it when a candidacy
     /// starts; when the holder is a candidacy whose term is over and whose exit still runs,
     /// the driver waits for that exit ([`release_role`](Coordinator::release_role)) and asks

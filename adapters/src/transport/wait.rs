@@ -117,7 +117,8 @@ pub trait Wait: Transport {
         read(self, partition, from_offset, max_wait)
     }
 
-    /// [`Registrar::append_all`] of one record, waited for: its offset.
+    /// [`Registrar::append_all`](super::Registrar::append_all) of one record, waited for: its
+    /// offset.
     fn append(
         &self,
         partition: i32,
@@ -132,7 +133,8 @@ pub trait Wait: Transport {
         })
     }
 
-    /// [`LeaseWriter::start_write_lease`], waited for: the record's offset.
+    /// [`LeaseWriter::start_write_lease`](super::LeaseWriter::start_write_lease), waited for:
+    /// the record's offset.
     fn write_lease(
         &self,
         partition: i32,

@@ -87,7 +87,7 @@ pub struct Vacancy {
     pub offset: Option<i64>,
 }
 
-/// Who leads a role at one instant: the answer of [`leader`](crate::leader).
+/// Who leads a role at one instant: the answer of [`leader`](crate::describe::leader).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RoleLeader {
     /// A member leads; its lease was live when read.
@@ -121,7 +121,7 @@ impl RoleLeader {
 ///   instead, then the state).
 /// * [`WatchEvent::Leading`] when a **term** begins: a lease record names a holder or pair
 ///   that the lease before it did not. The term number is the offset of that record, which is
-///   what the leader's own [`Leadership::term`](crate::Leadership::term) is.
+///   what the leader's own [`Leadership::term`](crate::leadership::Leadership::term) is.
 /// * [`WatchEvent::Renewed`] for each renewal of the current term, only with
 ///   [`WatchOptions::renewals`] (an operator wants one line per change of leader, not one per
 ///   renewal).
@@ -291,7 +291,7 @@ pub(crate) fn partition_of(role: &Role, partitions: i32) -> Result<i32, Error> {
 
 /// The leadership of one role, kept up to date one record at a time: a [`RoleState`] plus the
 /// term of its lease and what has been reported. The sans-IO heart of [`Watch`](super::Watch) and
-/// [`leader`](crate::leader), public for custom loops and tools that read many roles at once.
+/// [`leader`](crate::describe::leader), public for custom loops and tools that read many roles at once.
 #[derive(Clone, Debug)]
 pub struct LeaseTracker {
     state: RoleState,

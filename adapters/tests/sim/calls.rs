@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use kafka_coordination::core::machine::{Command, Event, Status};
 use kafka_coordination::core::{FencingToken, UnixMillis};
+use kafka_coordination::error::{ErrorKind, TransportError};
 use kafka_coordination::memory::MemoryTransport;
 use kafka_coordination::transport::Wait;
-use kafka_coordination::{ErrorKind, TransportError};
 
 use super::harness::{InFlight, Op, Res, Rng, Sim};
 use super::{At, LEG_MS, SLOW_ACQUIRE_MS, SLOW_LEG_MS, STAGGER_MS};

@@ -4,9 +4,9 @@
 use kafka_coordination::core::machine::Event;
 use kafka_coordination::core::record::{Key, Lease};
 use kafka_coordination::core::UnixMillis;
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::memory::{BrokerOp, EXHAUSTED_EPOCH};
 use kafka_coordination::transport::Wait;
-use kafka_coordination::ErrorKind;
 
 use super::harness::{Action, Crashed, Life, Live, Res, Rng, Sim};
 use super::{ms, At, LEASE_MS, QUIET_BEFORE_MS};

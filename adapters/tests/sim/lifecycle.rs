@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use kafka_coordination::core::machine::{Candidate, EndReason, Status};
 use kafka_coordination::core::record::{Key, Lease, MemberId};
 use kafka_coordination::core::{FencingToken, UnixMillis};
-use kafka_coordination::Coordinator;
+use kafka_coordination::transport::Coordinator;
 
 use super::harness::{Action, Life, Live, PassedOver, Res, Settle, Sim};
 use super::{At, LEASE_MS, LEG_MS, MAX_SKEW_MS, RENEW_MS, SLACK_MS, STAGGER_MS};

@@ -45,8 +45,9 @@ use std::sync::Arc;
 
 use kafka_coordination::core::record::{MemberId, Role};
 use kafka_coordination::core::{role_partition, UnixMillis};
+use kafka_coordination::error::ErrorKind;
 use kafka_coordination::memory::{BrokerOp, MemoryBroker, MemoryTransport};
-use kafka_coordination::{ErrorKind, ManualClock};
+use kafka_coordination::ManualClock;
 
 use super::faults::pick_fault;
 use super::harness::{

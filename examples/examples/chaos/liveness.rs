@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use kafka_coordination::core::record::{KeyKind, KeyRef, Lease, MemberId};
-use kafka_coordination::{Record, RoleState};
+use kafka_coordination::core::RoleState;
+use kafka_coordination::transport::Record;
 
 use crate::check::Violation;
 use crate::format::Pair;
@@ -394,7 +395,8 @@ pub fn spread(values: impl IntoIterator<Item = i64>) -> String {
 mod tests {
     use super::*;
     use kafka_coordination::core::record::{Key, Registration, Role};
-    use kafka_coordination::{FencingToken, UnixMillis};
+    use kafka_coordination::core::UnixMillis;
+    use kafka_coordination::FencingToken;
 
     const ROLE: &str = "r0";
 

@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use kafka_coordination::core::machine::Status;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{
-    blocking, Candidacy, Clock, GuardedRecord, Leadership, Options, Status, SystemClock,
-};
+use kafka_coordination::leadership::{Candidacy, Leadership};
+use kafka_coordination::{blocking, Clock, GuardedRecord, Options, SystemClock};
 
 use crate::format::{line, Pair, Tag};
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use kafka_coordination::core::partition::role_partition;
 use kafka_coordination::core::record::Role;
-use kafka_coordination::{Clock, Record, SystemClock};
+use kafka_coordination::transport::Record;
+use kafka_coordination::{Clock, SystemClock};
 
 use crate::check::{check_data, DataRecord, Violation};
 use crate::journal::load_journals;

@@ -35,12 +35,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use kafka_coordination::blocking;
 use kafka_coordination::core::machine::Status;
 use kafka_coordination::core::record::{Lease, Role};
+use kafka_coordination::describe::describe_leadership;
+use kafka_coordination::error::TransportError;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
+use kafka_coordination::leadership::{Candidacy, Leadership};
 use kafka_coordination::transport::{BlockingTransport, OnPool, Wait};
-use kafka_coordination::{
-    describe_leadership, Candidacy, Clock, Coordinator, FencingToken, Leadership, LeadershipStatus,
-    Options, ReadBatch, StateReader, SystemClock, TransportError,
-};
+use kafka_coordination::transport::{Coordinator, ReadBatch, StateReader};
+use kafka_coordination::{Clock, FencingToken, LeadershipStatus, Options, SystemClock};
 use kafka_coordination_examples::stats::{Csv, Row};
 
 struct Args {

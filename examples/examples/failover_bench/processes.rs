@@ -17,8 +17,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_coordination::blocking;
+use kafka_coordination::describe::describe_role_state;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-use kafka_coordination::{describe_role_state, Clock, Options, SystemClock};
+use kafka_coordination::{Clock, Options, SystemClock};
 
 /// One member process.
 pub struct Member {

@@ -10,10 +10,10 @@ use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest};
 use kafka_protocol::protocol::StrBytes;
 
 use super::*;
+use crate::error::ErrorKind;
 use crate::error::TransportError;
 use crate::kafka::config::KafkaConfig;
 use crate::kafka::net::conn::{Conn, NetError};
-use crate::ErrorKind;
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())

@@ -14,10 +14,10 @@ use super::mechanism::Mechanism;
 use super::sasl::nonce;
 use super::scram::{Scram, ScramError};
 use super::*;
+use crate::error::ErrorKind;
 use crate::kafka::config::KafkaConfig;
 use crate::kafka::net::conn::{Conn, NetError, SessionDue, Stream};
 use crate::kafka::OAuthToken;
-use crate::ErrorKind;
 
 const NONCE: &str = "rOprNGfwEbeRWgbNEkqO";
 const SERVER_FIRST: &str =

@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_coordination::{describe_leadership, FencingToken};
+use kafka_coordination::describe::describe_leadership;
+use kafka_coordination::FencingToken;
 
 use crate::format::{Line, Pair};
 
