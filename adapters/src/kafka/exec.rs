@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use async_task::{Runnable, ScheduleInfo, WithInfo};
 
+use crate::error::TransportError;
 use crate::sync::lock;
 
 /// A one-shot answer: one value from one thread to one waiting task; the receiver hears of a
@@ -402,6 +403,31 @@ impl<T> Drop for AsyncGuard<'_, T> {
             self.owner.give_back(value);
         }
     }
+}
+
+/// One completion callback as two that share it: the first to run calls it (the call's
+/// outcome, or the error of the step before it), the other then does nothing.
+#[allow(clippy::type_complexity)]
+pub(crate) fn split<T: Send + 'static>(
+    done: Box<dyn FnOnce(Result<T, TransportError>) + Send>,
+) -> (
+    Box<dyn FnOnce(Result<T, TransportError>) + Send>,
+    impl FnOnce(TransportError) + Send + 'static,
+) {
+    let one = Arc::new(std::sync::Mutex::new(Some(done)));
+    let other = Arc::clone(&one);
+    (
+        Box::new(move |outcome| {
+            if let Some(done) = lock(&one).take() {
+                done(outcome);
+            }
+        }),
+        move |e| {
+            if let Some(done) = lock(&other).take() {
+                done(Err(e));
+            }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -113,27 +113,6 @@ pub struct KafkaTransport {
 /// calls that come before the state topic was checked); more queue.
 pub const WAITING_THREADS: usize = 256;
 
-/// The state topic's check (see [`KafkaTransport::ensure_topic`]), done once.
-struct TopicCheck {
-    config: Arc<KafkaConfig>,
-    cluster: Arc<Cluster>,
-    checked: Arc<AtomicBool>,
-}
-
-impl TopicCheck {
-    /// Checks the topic unless that was done.
-    fn run(&self) -> Result<(), TransportError> {
-        if self.checked.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        self.cluster
-            .reach(Instant::now() + self.config.request_timeout())?;
-        topic::ensure(&self.config, &self.cluster)?;
-        self.checked.store(true, Ordering::Release);
-        Ok(())
-    }
-}
-
 impl std::fmt::Debug for KafkaTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaTransport")
@@ -192,8 +171,8 @@ impl KafkaTransport {
     }
 
     /// The state topic's check, to run on another thread.
-    fn topic_check(&self) -> TopicCheck {
-        TopicCheck {
+    fn topic_check(&self) -> topic::Check {
+        topic::Check {
             config: Arc::clone(&self.config),
             cluster: Arc::clone(&self.cluster),
             checked: Arc::clone(&self.topic_checked),
@@ -753,7 +732,7 @@ impl StateReader for KafkaTransport {
         }
         let reader = Arc::clone(&self.reader);
         if max_wait.is_zero() {
-            let (done, failed) = split(done);
+            let (done, failed) = exec::split(done);
             return self.after_topic_check(
                 priority,
                 move || reader.start_read(partition, from_offset, done),
@@ -832,7 +811,7 @@ impl LeaseWriter for KafkaTransport {
             return done(Err(e));
         }
         let writing = self.writing();
-        let (done, failed) = split(done);
+        let (done, failed) = exec::split(done);
         self.after_topic_check(
             priority,
             move || {
@@ -863,31 +842,6 @@ impl LeaseWriter for KafkaTransport {
     ) -> Result<Vec<i64>, TransportError> {
         KafkaTransport::guarded_write_with_offsets(self, token, records, offsets)
     }
-}
-
-/// One completion callback as two that share it: the first to run calls it (the call's
-/// outcome, or the error of the step before it), the other then does nothing.
-#[allow(clippy::type_complexity)]
-fn split<T: Send + 'static>(
-    done: Box<dyn FnOnce(Result<T, TransportError>) + Send>,
-) -> (
-    Box<dyn FnOnce(Result<T, TransportError>) + Send>,
-    impl FnOnce(TransportError) + Send + 'static,
-) {
-    let one = Arc::new(std::sync::Mutex::new(Some(done)));
-    let other = Arc::clone(&one);
-    (
-        Box::new(move |outcome| {
-            if let Some(done) = lock(&one).take() {
-                done(outcome);
-            }
-        }),
-        move |e| {
-            if let Some(done) = lock(&other).take() {
-                done(Err(e));
-            }
-        },
-    )
 }
 
 #[cfg(test)]

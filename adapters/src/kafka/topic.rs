@@ -3,6 +3,8 @@
 //! (the topic's `cleanup.policy`, `min.insync.replicas`, `compression.type`; a broker's
 //! settings) and CreateTopics.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -528,6 +530,27 @@ pub(crate) fn broker_setting(
         })
     });
     described.ok()?.ok()?.into_iter().next().flatten()
+}
+
+/// The state topic's check (see [`KafkaTransport::ensure_topic`](super::KafkaTransport::ensure_topic)), done once.
+pub(super) struct Check {
+    pub(super) config: Arc<KafkaConfig>,
+    pub(super) cluster: Arc<Cluster>,
+    pub(super) checked: Arc<AtomicBool>,
+}
+
+impl Check {
+    /// Checks the topic unless that was done.
+    pub(super) fn run(&self) -> Result<(), TransportError> {
+        if self.checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.cluster
+            .reach(Instant::now() + self.config.request_timeout())?;
+        ensure(&self.config, &self.cluster)?;
+        self.checked.store(true, Ordering::Release);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
