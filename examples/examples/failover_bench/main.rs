@@ -9,7 +9,9 @@
 //!
 //! `--mode kill` (the default): members are separate processes, and each round the leader is
 //! SIGKILLed (even rounds) or resigns (odd rounds); see `processes.rs`. It prints the failover
-//! overhead and the hand-over time after a resign.
+//! overhead and the hand-over time after a resign. `--driver blocking|tokio|smol|async-std|host`
+//! (default `blocking`) says what runs each member's candidacy: a thread of its own, a task of
+//! that runtime, or a host of one candidacy.
 //!
 //! `--mode cut`: two members in this process take turns. Each round the holder "dies": its
 //! link to the cluster is severed, so it stops renewing (nothing is resigned). The successor is elected once the last lease ends,
@@ -57,6 +59,7 @@ struct Args {
     partitions: i32,
     replication: i32,
     csv: Option<String>,
+    driver: String,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
         partitions: 16,
         replication: 1,
         csv: None,
+        driver: "blocking".to_owned(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -94,10 +98,12 @@ fn parse_args() -> Result<Args, String> {
             "--partitions" => a.partitions = number(value()?)? as i32,
             "--replication" => a.replication = number(value()?)? as i32,
             "--csv" => a.csv = Some(value()?),
+            "--driver" => a.driver = value()?,
             "-h" | "--help" => return Err(
                 "usage: failover_bench --bootstrap HOST:PORT [--mode kill|cut] [--failovers N] \
                             [--lease-ms MS] [--renew-ms MS] [--stagger-ms MS] \
-                            [--describe-calls N] [--partitions N] [--replication N] [--csv PATH]"
+                            [--describe-calls N] [--partitions N] [--replication N] [--csv PATH] \
+                            [--driver blocking|tokio|smol|async-std|host]"
                     .to_owned(),
             ),
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -108,6 +114,13 @@ fn parse_args() -> Result<Args, String> {
     }
     if a.mode != "kill" && a.mode != "cut" {
         return Err(format!("--mode is kill or cut, not {}", a.mode));
+    }
+    if !processes::DRIVERS.contains(&a.driver.as_str()) {
+        return Err(format!(
+            "--driver is one of {}, not {}",
+            processes::DRIVERS.join(", "),
+            a.driver
+        ));
     }
     if a.failovers == 0 || a.describe_calls == 0 {
         return Err("--failovers and --describe-calls must be positive".to_owned());
@@ -332,11 +345,19 @@ fn run_processes(args: &Args, role: &str, config: &KafkaConfig) {
         ms(args.renew),
         "--stagger-ms".into(),
         ms(args.stagger),
+        "--driver".into(),
+        args.driver.clone(),
     ];
     println!(
         "failover_bench --mode kill: role {role} on {} ({} partitions); lease {:?}, renew {:?}, \
-         stagger {:?}; {} rounds (kills and resigns alternate), member processes",
-        args.bootstrap, args.partitions, args.lease, args.renew, args.stagger, args.failovers
+         stagger {:?}; {} rounds (kills and resigns alternate), member processes on the {} driver",
+        args.bootstrap,
+        args.partitions,
+        args.lease,
+        args.renew,
+        args.stagger,
+        args.failovers,
+        args.driver
     );
     let (overheads, handovers) = processes::run(
         role,
@@ -417,7 +438,7 @@ fn main() {
         .challenge_stagger(args.stagger)
         .give_up_after(args.lease * 10);
     if let Some(name) = &args.member {
-        processes::member_main(name, &role, config, options);
+        processes::member_main(name, &role, config, options, &args.driver);
         return;
     }
     if args.mode == "kill" {

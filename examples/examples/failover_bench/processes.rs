@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination::blocking;
 use kafka_coordination::describe::describe_role_state;
+use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{Clock, Options, SystemClock};
 
@@ -94,11 +95,33 @@ impl Member {
     }
 }
 
+/// What may run a member's candidacy (`--driver`).
+pub const DRIVERS: [&str; 5] = ["blocking", "tokio", "smol", "async-std", "host"];
+
 /// The member side: campaign once, report, renew until told to resign or fenced.
-pub fn member_main(name: &str, role: &str, config: KafkaConfig, options: Options) {
+pub fn member_main(name: &str, role: &str, config: KafkaConfig, options: Options, driver: &str) {
     let client = KafkaTransport::new(config).unwrap_or_else(|e| super::fail(e.to_string()));
-    let candidacy =
-        blocking::start(client, role, name, options).unwrap_or_else(|e| super::fail(e.to_string()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| super::fail(e.to_string()));
+    let _in_runtime = runtime.enter();
+    // The host (with `--driver host`) lives as long as the member.
+    let mut host = None;
+    let started = match driver {
+        "tokio" => kafka_coordination::tokio_driver::start(client, role, name, options),
+        "smol" => kafka_coordination::smol_driver::start(client, role, name, options),
+        "async-std" => kafka_coordination::async_std_driver::start(client, role, name, options),
+        "host" => blocking::host(std::sync::Arc::new(client), HostOptions::new()).and_then(|h| {
+            let started = h.start(role, name, options);
+            host = Some(h);
+            started
+        }),
+        _ => blocking::start(client, role, name, options),
+    };
+    let candidacy = started.unwrap_or_else(|e| super::fail(e.to_string()));
+    let _host = host;
     println!("REGISTERING");
     let leadership = candidacy
         .elected_blocking()
