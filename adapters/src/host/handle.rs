@@ -16,7 +16,7 @@ pub(super) trait Hosting: Send + Sync {
 }
 
 /// A handle on a host: starts candidacies on its loop. Clone it freely; the loop runs while a
-/// handle lives or a candidacy it runs has not ended, then stops (and its I/O threads with it).
+/// handle lives or a candidacy it runs has not ended, then stops.
 ///
 /// Made by `blocking::host`, `tokio_driver::host`, `smol_driver::host` or
 /// `async_std_driver::host`.

@@ -1,4 +1,4 @@
-//! What the handles and the I/O threads share with the loop: the doorbell, the candidacies
+//! What the handles and the transport's callbacks share with the loop: the doorbell, the candidacies
 //! started and not yet taken, and the calls finished and not yet taken.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

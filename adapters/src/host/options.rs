@@ -98,7 +98,7 @@ impl HostOptions {
     /// Whether standbys' long polls are served from the transport's tail of their partition
     /// when it has one (default: on). A transport that tails ([`StateReader::on_tailed`], such
     /// as the Kafka transport with its long-polling Fetch per broker) then costs the host no
-    /// request and no I/O thread for them: a read that only long polls wait on reads the
+    /// request and no place among the calls in flight: a read that only long polls wait on reads the
     /// transport's copy on the loop, and the tail wakes the loop as soon as a partition moves,
     /// so a standby hears of a resign without waiting for the next refresh. Reads that must see
     /// what was committed before they began (a candidacy's first read, a standby's read at its

@@ -171,7 +171,7 @@ impl KafkaConfig {
     /// calls and checks (default [`DEFAULT_CONNECTIONS_PER_BROKER`], at most
     /// [`MAX_CONNECTIONS_PER_BROKER`]). A broker answers the requests of one connection one at
     /// a time, so a process that renews thousands of roles (a [`Host`](crate::host::Host) with
-    /// several I/O threads) needs several to keep the broker's request threads busy; a
+    /// several calls in flight) needs several to keep the broker's request threads busy; a
     /// connection is opened only when the others are all in use, and each role's own calls
     /// stay in order either way.
     pub fn with_connections_per_broker(mut self, n: usize) -> Self {

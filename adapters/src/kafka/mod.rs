@@ -26,7 +26,8 @@
 //! # #[cfg(feature = "blocking")] mod with_blocking {
 //! use std::sync::Arc;
 //! use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
-//! use kafka_coordination::{blocking, describe_leadership, GuardedRecord, Options};
+//! use kafka_coordination::describe::describe_leadership;
+//! use kafka_coordination::{blocking, GuardedRecord, Options};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = Arc::new(KafkaTransport::connect(KafkaConfig::new("127.0.0.1:9092", 16))?);
