@@ -7,7 +7,6 @@ use kafka_coordination_core::state::RoleState;
 use kafka_coordination_core::TimingError;
 
 use crate::clock::{Clock, SystemClock};
-use crate::error::TransportError;
 use crate::leadership::Error;
 use crate::transport::{Coordinator, StateReader};
 use crate::watch::{leader_at, RoleLeader};
@@ -32,14 +31,7 @@ pub fn describe_leadership<C: Coordinator + ?Sized>(
     role: &str,
 ) -> Result<LeadershipStatus, Error> {
     let role = Role::new(role)?;
-    crate::transport::describe(coordinator, std::slice::from_ref(&role))
-        .pop()
-        .unwrap_or_else(|| {
-            Err(TransportError::fatal(
-                "describe_epochs answered fewer roles than it was asked for",
-            ))
-        })
-        .map_err(Error::Transport)
+    crate::transport::describe_one(coordinator, &role).map_err(Error::Transport)
 }
 
 /// The member that leads `role` now, with its pair, term and lease deadline, or why the role

@@ -24,4 +24,4 @@ pub use seam::{
     TailHook, Transport,
 };
 pub use wait::Wait;
-pub(crate) use wait::{describe, read};
+pub(crate) use wait::{describe_one, read};

@@ -8,8 +8,9 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
 use super::seam::{
-    AcquireDone, Append, Coordinator, DescribeDone, GroupOffsets, GuardedRecord, LeaseDone,
-    LeaseWriter, ReadBatch, ReadDone, Registrar, StateReader,
+    no_guarded_writes, without_offsets, AcquireDone, Append, Coordinator, DescribeDone,
+    GroupOffsets, GuardedRecord, LeaseDone, LeaseWriter, ReadBatch, ReadDone, Registrar,
+    StateReader,
 };
 use crate::error::TransportError;
 use crate::pool::Pool;
@@ -70,9 +71,7 @@ pub trait BlockingTransport: Send + Sync + 'static {
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
         let _ = (token, records);
-        Err(TransportError::config(
-            "this transport does not support guarded writes",
-        ))
+        Err(no_guarded_writes())
     }
 
     /// As [`LeaseWriter::guarded_write_with_offsets`]. Default: without offsets, a guarded
@@ -83,13 +82,7 @@ pub trait BlockingTransport: Send + Sync + 'static {
         records: &[GuardedRecord<'_>],
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
-        if offsets.offsets.is_empty() {
-            return self.guarded_write(token, records);
-        }
-        Err(TransportError::config(format!(
-            "this transport cannot commit the offsets of group '{}' in a guarded write",
-            offsets.group
-        )))
+        without_offsets(offsets, || self.guarded_write(token, records))
     }
 
     /// As [`Coordinator::claim_role`]. Default: accepts everything.

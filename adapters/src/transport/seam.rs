@@ -348,9 +348,7 @@ pub trait LeaseWriter {
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
         let _ = (token, records);
-        Err(TransportError::config(
-            "this transport does not support guarded writes",
-        ))
+        Err(no_guarded_writes())
     }
 
     /// [`guarded_write`](LeaseWriter::guarded_write) that also commits `offsets` (a consumer
@@ -370,20 +368,23 @@ pub trait LeaseWriter {
         records: &[GuardedRecord<'_>],
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
-        refuse_offsets(self, token, records, offsets)
+        without_offsets(offsets, || self.guarded_write(token, records))
     }
 }
 
-/// The default of [`LeaseWriter::guarded_write_with_offsets`]: no offsets, a plain guarded
-/// write; offsets, a refusal.
-fn refuse_offsets<W: LeaseWriter + ?Sized>(
-    writer: &W,
-    token: FencingToken,
-    records: &[GuardedRecord<'_>],
+/// The default refusal of a guarded write, by a transport without transactions.
+pub(crate) fn no_guarded_writes() -> TransportError {
+    TransportError::config("this transport does not support guarded writes")
+}
+
+/// The default of a guarded write with offsets: no offsets, `write` (a plain guarded write);
+/// offsets, a refusal.
+pub(crate) fn without_offsets(
     offsets: GroupOffsets<'_>,
+    write: impl FnOnce() -> Result<Vec<i64>, TransportError>,
 ) -> Result<Vec<i64>, TransportError> {
     if offsets.offsets.is_empty() {
-        return writer.guarded_write(token, records);
+        return write();
     }
     Err(TransportError::config(format!(
         "this transport cannot commit the offsets of group '{}' in a guarded write",

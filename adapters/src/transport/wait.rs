@@ -7,6 +7,7 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
 use super::seam::{Append, Coordinator, ReadBatch, StateReader, Transport};
+use crate::clock::{Clock, SystemClock};
 use crate::error::TransportError;
 
 /// Starts a call with `start` and blocks until its `done` is called; a `done` dropped
@@ -30,9 +31,7 @@ pub(crate) fn wait_for<R: Send + 'static>(
 /// The priority of a call made through [`Wait`]: now, in Unix milliseconds (the same scale as
 /// a host's due instants, so a waiting caller queues about as a host's call issued now).
 fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    SystemClock.now().as_millis()
 }
 
 /// [`Wait::read_partition`] for a reader that is only a [`StateReader`].
@@ -59,6 +58,20 @@ pub(crate) fn describe<C: Coordinator + ?Sized>(
         Ok(answers) => answers,
         Err(e) => roles.iter().map(|_| Err(e.clone())).collect(),
     }
+}
+
+/// [`Wait::describe_epoch`] for a transport that is only a [`Coordinator`].
+pub(crate) fn describe_one<C: Coordinator + ?Sized>(
+    coordinator: &C,
+    role: &Role,
+) -> Result<LeadershipStatus, TransportError> {
+    describe(coordinator, std::slice::from_ref(role))
+        .pop()
+        .unwrap_or_else(|| {
+            Err(TransportError::fatal(
+                "describe_epochs answered fewer roles than it was asked for",
+            ))
+        })
 }
 
 /// One call of a [`Transport`], answered on the caller's thread: each method starts the
@@ -93,13 +106,7 @@ pub trait Wait: Transport {
 
     /// [`Coordinator::start_describe_epochs`] for one role, waited for.
     fn describe_epoch(&self, role: &Role) -> Result<LeadershipStatus, TransportError> {
-        self.describe_epochs(std::slice::from_ref(role))
-            .pop()
-            .unwrap_or_else(|| {
-                Err(TransportError::fatal(
-                    "describe_epochs answered fewer roles than it was asked for",
-                ))
-            })
+        describe_one(self, role)
     }
 
     /// [`Coordinator::start_describe_epochs`], waited for: one answer per role, in order.
