@@ -5,13 +5,17 @@
 # the data topic read_committed, prints the figures and stops the brokers.
 #
 # Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
-#                         [--max-seconds S] [--self-test] [-- MORE `chaos run` ARGUMENTS]
+#                         [--max-seconds S] [--broker-kills N] [--self-test]
+#                         [-- MORE `chaos run` ARGUMENTS]
 #
 #   --failovers N    stop after N failovers (default 200)
 #   --seed S         the fault sequence's seed (default: from the clock; printed)
 #   --brokers 1|3    one broker, or three (adds broker kills; default 1)
 #   --debug          use the debug build (scripts/test.sh has built it) instead of --release
 #   --max-seconds S  fail unless the N failovers complete within S seconds (default: no bound)
+#   --broker-kills N with --brokers 3: every other fault kills brokers (the state partition's
+#                    leader, the coordinator, both, the data partition's leader, in turn) until N
+#                    kills; fails if a term ends in one with no fault aimed at its member
 #   --self-test      after a passing check, forge a stale write and a lost acknowledgement,
 #                    and fail unless the checker then fails
 #   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
@@ -33,11 +37,12 @@ seed=""
 brokers=1
 profile=release
 max_seconds=""
+broker_kills=0
 extra=()
 extra_flags=()
 while [ $# -gt 0 ]; do
     case "$1" in
-    --failovers | --seed | --brokers | --max-seconds)
+    --failovers | --seed | --brokers | --max-seconds | --broker-kills)
         [ $# -ge 2 ] || die "$1 needs a value"
         case "$2" in '' | *[!0-9]*) die "$1 needs a non-negative integer, got '$2'" ;; esac
         case "$1" in
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
         --seed) seed="$2" ;;
         --brokers) brokers="$2" ;;
         --max-seconds) max_seconds="$2" ;;
+        --broker-kills) broker_kills="$2" ;;
         esac
         shift 2
         ;;
@@ -62,7 +68,7 @@ while [ $# -gt 0 ]; do
         break
         ;;
     -h | --help)
-        sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -91,5 +97,6 @@ echo "chaos.sh: seed $seed, $brokers broker(s), $failovers failovers; journals i
 args=(run --brokers "$brokers" --failovers "$failovers" --seed "$seed" --dir "$dir"
     --kafka-scripts "$root/scripts/kafka")
 [ -z "$max_seconds" ] || args+=(--max-seconds "$max_seconds")
+[ "$broker_kills" -eq 0 ] || args+=(--broker-kills "$broker_kills")
 args+=("${extra_flags[@]+"${extra_flags[@]}"}")
 exec scripts/kafka/with-broker.sh --brokers "$brokers" "$bin" "${args[@]}" "${extra[@]+"${extra[@]}"}"

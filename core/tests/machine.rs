@@ -1742,7 +1742,7 @@ fn a_read_issued_before_the_turn_is_followed_by_a_fresh_one() {
 }
 
 #[test]
-fn a_failed_check_is_retried_with_backoff_before_any_challenge() {
+fn a_failed_check_is_retried_and_the_holder_gets_the_blind_time_back() {
     let mut c = standby_at_its_turn();
     let turn = UnixMillis(T0 + 2000);
     c.handle(turn, Event::Failed).unwrap();
@@ -1751,9 +1751,203 @@ fn a_failed_check_is_retried_with_backoff_before_any_challenge() {
     assert_eq!(retry.0 - turn.0, 100);
     c.handle(retry, Event::Tick).unwrap();
     assert_eq!(drain(&mut c), [describe()], "the check is asked again");
+    // The coordinator answers again: the holder's renewals may have failed alike, so the
+    // standby reads again and gives the holder the 100 ms back, and as long again from now.
     c.handle(retry, status(K, TransactionState::CompleteCommit))
         .unwrap();
-    announces_then_acquires(&mut c, retry);
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(retry, records(vec![], 3)).unwrap();
+    let until = retry.0 + 100;
+    assert_eq!(drain(&mut c), [read(3, Some(until))]);
+    // Nothing came: the holder is gone after all, and the standby takes over.
+    c.handle(UnixMillis(until), records(vec![], 3)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, None)],
+        "a long poll's answer is read again"
+    );
+    c.handle(UnixMillis(until), records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(
+        UnixMillis(until),
+        status(K, TransactionState::CompleteCommit),
+    )
+    .unwrap();
+    announces_then_acquires(&mut c, UnixMillis(until));
+}
+
+/// Answers every call of `c` with `Failed` from `from` on, retry after retry, until the
+/// cluster is back at `back`; returns the first call issued at or after `back`, and when.
+fn fail_until(c: &mut Candidate, from: UnixMillis, back: UnixMillis) -> (UnixMillis, Command) {
+    let mut now = from;
+    loop {
+        c.handle(now, Event::Failed).unwrap();
+        assert_eq!(drain(c), [], "nothing but a retry after a failure");
+        let retry = c.poll_timeout().expect("a retry is scheduled");
+        assert!(
+            retry.0 - now.0 <= 1000,
+            "retried within a renew interval, not {} ms later",
+            retry.0 - now.0
+        );
+        c.handle(retry, Event::Tick).unwrap();
+        let mut cmds = drain(c);
+        assert_eq!(cmds.len(), 1, "one call: {cmds:?}");
+        if retry >= back {
+            return (retry, cmds.remove(0));
+        }
+        now = retry;
+    }
+}
+
+/// A standby `b` (rank 0) tailing the partition behind `a`'s lease (pair `K`, deadline
+/// T0 + 2000), with its long poll outstanding.
+fn standby_tailing() -> Candidate {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 1 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 3)).unwrap();
+    assert_eq!(drain(&mut c), [read(3, Some(T0 + 2000))]);
+    c
+}
+
+#[test]
+fn a_holder_that_renews_once_its_partition_is_back_keeps_the_role() {
+    // The broker that leads the partition dies at T0 + 500 and the cluster serves it again
+    // 5.5 s later, long past the holder's deadline (T0 + 2000), which could not renew either.
+    let mut c = standby_tailing();
+    let (back, cmd) = fail_until(&mut c, UnixMillis(T0 + 500), UnixMillis(T0 + 6000));
+    assert_eq!(cmd, read(3, None));
+    c.handle(back, records(vec![], 3)).unwrap();
+    // The lease runs on by the blind time: its deadline plus about 5.5 s, and at least a
+    // renew interval from the first answer.
+    let until = (T0 + 2000 + (back.0 - (T0 + 500))).max(back.0 + 1000);
+    assert_eq!(drain(&mut c), [read(3, Some(until))], "no challenge yet");
+    assert_eq!(c.status(), Status::Standby);
+    // The holder's retry gets through: its renewal ends the wait, and the outage is forgotten.
+    let renewal = vec![lease_record(3, "a", K, back.0 + 300 + 3000)];
+    c.handle(UnixMillis(back.0 + 300), records(renewal, 4))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, Some(back.0 + 3300))]);
+}
+
+#[test]
+fn a_holder_that_died_during_an_outage_is_taken_over_after_it() {
+    let mut c = standby_tailing();
+    let (back, _) = fail_until(&mut c, UnixMillis(T0 + 500), UnixMillis(T0 + 6000));
+    c.handle(back, records(vec![], 3)).unwrap();
+    let until = (T0 + 2000 + (back.0 - (T0 + 500))).max(back.0 + 1000);
+    assert_eq!(drain(&mut c), [read(3, Some(until))]);
+    let until = UnixMillis(until);
+    c.handle(until, records(vec![], 3)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, None)],
+        "a long poll's answer is read again"
+    );
+    c.handle(until, records(vec![], 3)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(until, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, until);
+}
+
+#[test]
+fn a_coordinator_that_fails_the_check_gives_the_holder_a_renew_interval_after_it_is_back() {
+    // The coordinator died before the holder's deadline; the standby learns of it only at its
+    // turn, when its check fails, and the new coordinator answers 9 s later.
+    let mut c = standby_at_its_turn();
+    let turn = UnixMillis(T0 + 2000);
+    let (back, cmd) = fail_until(&mut c, turn, UnixMillis(T0 + 11_000));
+    assert_eq!(cmd, describe());
+    c.handle(back, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, None)],
+        "read again before anything else"
+    );
+    c.handle(back, records(vec![], 3)).unwrap();
+    let until = (T0 + 2000 + (back.0 - turn.0)).max(back.0 + 1000);
+    assert_eq!(
+        drain(&mut c),
+        [read(3, Some(until))],
+        "the holder may retry"
+    );
+    // Its renewal, sent to the new coordinator, lands within that interval.
+    let renewal = vec![lease_record(3, "a", K, back.0 + 200 + 3000)];
+    c.handle(UnixMillis(back.0 + 200), records(renewal, 4))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, Some(back.0 + 3200))]);
+    assert_eq!(c.status(), Status::Standby);
+}
+
+#[test]
+fn a_check_the_transport_answered_only_after_the_coordinator_moved_counts_as_an_outage() {
+    // The transport kept retrying the check until the new coordinator answered, 7 s after
+    // the turn: no failure reached the machine, but the cluster could not serve the role
+    // meanwhile, and neither could the holder renew.
+    let mut c = standby_at_its_turn();
+    let back = UnixMillis(T0 + 9000);
+    c.handle(back, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [read(3, None)],
+        "no challenge on a slow check"
+    );
+    c.handle(back, records(vec![], 3)).unwrap();
+    let until = (T0 + 2000 + 7000).max(back.0 + 1000);
+    assert_eq!(drain(&mut c), [read(3, Some(until))]);
+}
+
+#[test]
+fn a_check_answered_within_a_stagger_is_no_outage() {
+    let mut c = standby_at_its_turn();
+    let answered = UnixMillis(T0 + 2000 + 500);
+    c.handle(answered, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, answered);
+}
+
+#[test]
+fn an_outage_behind_a_lease_with_an_extreme_deadline_is_no_panic() {
+    for deadline in [i64::MIN, i64::MAX] {
+        let now = UnixMillis(T0);
+        let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+        drain(&mut c);
+        c.handle(now, Event::Appended { offset: 1 }).unwrap();
+        drain(&mut c);
+        let state = vec![
+            reg_record(0, "a"),
+            reg_record(1, "b"),
+            lease_record(2, "a", K, deadline),
+        ];
+        c.handle(now, records(state, 3)).unwrap();
+        drain(&mut c);
+        let (back, cmd) = fail_until(&mut c, UnixMillis(T0 + 10), UnixMillis(T0 + 3000));
+        let answer = if cmd == describe() {
+            status(K, TransactionState::CompleteCommit)
+        } else {
+            records(vec![], 3)
+        };
+        c.handle(back, answer).unwrap();
+        assert_eq!(drain(&mut c).len(), 1, "one call after the outage");
+    }
+}
+
+#[test]
+fn a_standby_retries_its_reads_at_least_every_renew_interval() {
+    let mut c = standby_tailing();
+    // fail_until asserts every retry comes within a renew interval (1 s), for a minute.
+    let (_, cmd) = fail_until(&mut c, UnixMillis(T0 + 500), UnixMillis(T0 + 60_000));
+    assert_eq!(cmd, read(3, None));
 }
 
 #[test]

@@ -95,12 +95,17 @@ impl Sim {
                     return Err(self.fail("contract", format!("the candidate refused {name}: {e}")));
                 }
                 let contest = live.cand.contested_until();
-                let grew = contest.is_some() && contest > live.contest_seen;
+                let outage = live.cand.outage_until();
+                let grew = (contest.is_some() && contest > live.contest_seen)
+                    || (outage.is_some() && outage > live.outage_seen);
                 live.contest_seen = contest;
+                live.outage_seen = outage;
                 live.rank_high = live.rank_high.max(live.cand.rank());
                 if grew {
                     // A lost race or a challenge seen under way: this member counts its turn
-                    // from a lease duration later.
+                    // from a lease duration later. So, at most, does a member whose calls
+                    // failed for a while: the lease it read was written before they began, so
+                    // its deadline plus the blind time is at most a lease from now.
                     self.delay_mark = self.now;
                 }
                 if read {

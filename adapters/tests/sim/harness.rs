@@ -160,6 +160,8 @@ pub(super) struct Live {
     pub(super) exit_trouble: bool,
     /// The candidate's contest window as last seen (L1 counts its growth as a disturbance).
     pub(super) contest_seen: Option<UnixMillis>,
+    /// The candidate's outage extension as last seen (L1 counts its growth as a disturbance).
+    pub(super) outage_seen: Option<UnixMillis>,
     /// L1: the largest rank this member held since the watch was armed (its timer may still
     /// rest on it after a read lowered its rank).
     pub(super) rank_high: Option<usize>,

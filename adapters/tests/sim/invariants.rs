@@ -124,7 +124,8 @@ impl Sim {
     ///   that resumed late and died again);
     /// * M: the latest disturbance that can hold a standby back for up to a lease (a failed
     ///   call: backoff <= min(5 s, lease); a contest window that grew: a lost race, or a
-    ///   challenge seen under way or announced; a registration written while reads stall);
+    ///   challenge seen under way or announced; an outage extension that grew; a registration
+    ///   written while reads stall);
     /// * F: the end of another role's open transaction (reads stall until then; the ranks
     ///   waiting on it, or on an open write, are released together, or each at its first
     ///   check after it resumed, and staggered again);

@@ -552,6 +552,7 @@ impl Sim {
             exit_acquire: false,
             exit_trouble: false,
             contest_seen: None,
+            outage_seen: None,
             rank_high: None,
         }));
         self.members[i].last_trouble = self.members[i].last_trouble.max(self.now);

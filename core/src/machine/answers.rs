@@ -46,9 +46,15 @@ impl Candidate {
         if !matches!(event, Event::Failed) {
             self.failures = 0;
             self.failing_since = None;
+            if self.slow(now, io) {
+                // A call the transport kept retrying until the cluster served it again (a
+                // coordinator or partition leader that moved): as blind as a failed one.
+                self.went_blind(self.issued_at);
+            }
         }
         match (io, event) {
             (Io::Register, Event::Appended { offset }) => {
+                self.served_again(now);
                 self.join_offset = Some(offset);
                 self.registered_at = self.issued_at;
                 if self.resigning {
@@ -86,6 +92,7 @@ impl Candidate {
             }
             (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Acquire, Event::EpochGranted { token }) => {
+                self.blind_since = None;
                 self.term = Some(Term {
                     token,
                     granted_at: now,
@@ -113,6 +120,7 @@ impl Candidate {
                 }
                 self.lease_written = true;
                 self.contested_until = None;
+                self.outage_until = None;
                 if self.resigning {
                     self.start_cleanup();
                 } else {
@@ -235,6 +243,17 @@ impl Candidate {
                 }
             }
             Io::Register | Io::Read { .. } | Io::Describe | Io::Acquire | Io::Claim(_) => {
+                match io {
+                    // A long poll may have waited long before the cluster failed it.
+                    Io::Read {
+                        wait_until: Some(_),
+                    } => self.went_blind(now),
+                    // An acquire's failure is no sign of an outage of its own: its answer may
+                    // be lost after it minted (see `acquire_failed_at`); the read and the check
+                    // that follow it show whether the cluster serves the role.
+                    Io::Acquire | Io::Claim(_) => {}
+                    _ => self.went_blind(self.issued_at),
+                }
                 if io == Io::Acquire {
                     // It may have minted a pair whose answer was lost.
                     self.acquire_failed_at = Some(now);
@@ -257,7 +276,13 @@ impl Candidate {
                     Io::Acquire | Io::Read { .. } => Io::Read { wait_until: None },
                     other => other,
                 };
-                self.timer = Some((now + backoff(self.failures, standby_cap), retry));
+                // Reads and checks retry at least every renew interval, so that the end of an
+                // outage is seen within one (see "When the cluster cannot serve the role").
+                let cap = match retry {
+                    Io::Read { .. } | Io::Describe => standby_cap.min(self.timing.renew_interval),
+                    _ => standby_cap,
+                };
+                self.timer = Some((now + backoff(self.failures, cap), retry));
             }
         }
     }

@@ -334,6 +334,34 @@ struct Term {
 /// stall counted it ahead, and one of them may be challenging right then on its old rank, which
 /// can be this member's new one.
 ///
+/// # When the cluster cannot serve the role
+///
+/// A broker that dies takes its partitions and the transactions it coordinates with it until
+/// the cluster elects new leaders for them (seconds: the controller first has to notice the
+/// death). Meanwhile the holder's renewals fail, and so do the standby's reads or checks: nobody
+/// can do anything useful, so that time does not count against the holder.
+///
+/// A standby counts how long the cluster could not serve it: from the start of the first of its
+/// calls for the role (registration, reads, checks) that failed to the answer of the first that
+/// succeeded, and the whole of a check that succeeded but took longer than a challenge stagger (a
+/// transport that retried until a new coordinator answered). A lease granted after the calls
+/// began to fail ends the matter: its holder could write, and was not held up. Otherwise the
+/// standby takes that lease to run until its deadline plus the blind time, and in any case until
+/// as long again after the cluster answered (at most a renew interval); its rank's staggers come
+/// on top, as always. A holder that kept retrying (a leader retries every quarter renew interval
+/// at most) renews within that window, and the read of its renewal ends the wait; a holder that
+/// died during the outage is taken over that much later: by the outage plus at most a renew
+/// interval. Reads and checks are retried at least every renew interval, so the standby sees the
+/// outage end within one.
+///
+/// The rule is the standby's alone: the epoch still fences, so safety does not move; a member
+/// of another implementation that does not follow it can only challenge sooner. It cannot save
+/// a holder that Kafka itself holds up while the standbys read on: a transaction of the holder
+/// open when its coordinator died is aborted with an epoch bump (a fence) if the new
+/// coordinator loads it after its timeout (the lease duration), and a guarded write whose
+/// partition lost its leader holds every later transaction of the role, renewals included,
+/// until that partition has a leader again.
+///
 /// # Ghosts
 ///
 /// A member registered ahead of a member that has held the lease had its turn first and did
@@ -407,6 +435,17 @@ pub struct Candidate {
     announced_at: Option<i64>,
     /// When such a wait ended: the ranks count their staggers again from then.
     released_at: Option<UnixMillis>,
+    /// Since when this standby's calls (registration, reads, checks) have failed, while a run
+    /// of failures lasts: the cluster could not serve the role (see "When the cluster cannot
+    /// serve the role").
+    blind_since: Option<UnixMillis>,
+    /// How long the cluster could not serve the role, as this standby saw it, since the lease
+    /// it read last moved.
+    blind: Duration,
+    /// The lease read is taken to run at least until this instant: its deadline plus the time
+    /// the cluster could not serve the role, and as long again after it served again (at most
+    /// a renew interval). Cleared when the lease moves.
+    outage_until: Option<UnixMillis>,
     /// A new leader's list of members registered ahead of it at its election (with failed
     /// attempts so far), whose registrations it tombstones.
     evictions: VecDeque<(MemberId, u32)>,
@@ -484,6 +523,9 @@ impl Candidate {
             waited: false,
             held_back: false,
             released_at: None,
+            blind_since: None,
+            blind: Duration::ZERO,
+            outage_until: None,
             announced_at: None,
             evictions: VecDeque::new(),
             evict: false,
@@ -646,6 +688,14 @@ impl Candidate {
     /// deadline. Cleared when a lease record (or a lease tombstone) is read.
     pub fn contested_until(&self) -> Option<UnixMillis> {
         self.contested_until
+    }
+
+    /// While a standby takes the lease it read to run longer than its deadline because the
+    /// cluster could not serve the role for a while (see "When the cluster cannot serve the
+    /// role"): the instant, by this member's clock, until which it does. Cleared when a lease
+    /// record (or a lease tombstone) is read.
+    pub fn outage_until(&self) -> Option<UnixMillis> {
+        self.outage_until
     }
 
     /// The offset of this member's registration, once appended.

@@ -38,6 +38,8 @@ impl Candidate {
                     self.holding_since = None;
                     self.waited = false;
                     self.released_at = None;
+                    self.blind = Duration::ZERO;
+                    self.outage_until = None;
                 }
                 Applied::Deregistered if self.announces_a_challenge(r) => {
                     // Another member's challenge is on its way to the coordinator: wait for
@@ -52,6 +54,7 @@ impl Candidate {
             }
         }
         self.state.advance_to(end_offset);
+        self.served_again(now);
         self.held_back = self.registration_unseen();
         if unseen_before && !self.registration_unseen() && self.contested_until.is_some() {
             // A wait for another member's challenge begun before our reads reached our own
@@ -108,7 +111,9 @@ impl Candidate {
                 }
                 let stagger = self.timing.challenge_stagger;
                 let turn = self.state.lease().map(|e| {
-                    e.lease.deadline
+                    e.lease
+                        .deadline
+                        .max(self.outage_until.unwrap_or(e.lease.deadline))
                         + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX))
                 });
                 if turn.is_some_and(|turn| turn > self.read_issued_at) {
@@ -140,6 +145,55 @@ impl Candidate {
                 }
             }
         }
+    }
+
+    /// A call of this standby failed: the cluster could not serve the role from `since` (the
+    /// call's start; a long poll's failure, from when it failed).
+    pub(super) fn went_blind(&mut self, since: UnixMillis) {
+        self.blind_since.get_or_insert(since);
+    }
+
+    /// Whether `io`, answered at `now`, is a check that took longer than a challenge stagger:
+    /// longer than the failover bound allows a call ("Bound"), so the cluster could not serve
+    /// it for that while (a client that retried until a new coordinator answered). Only a
+    /// check: a read may have been slow because this process was paused, which is no outage
+    /// of the cluster's, and a check comes only at a turn.
+    pub(super) fn slow(&self, now: UnixMillis, io: Io) -> bool {
+        io == Io::Describe && now.since(self.issued_at) > self.timing.challenge_stagger
+    }
+
+    /// A call of this standby was answered. If calls failed before it, the cluster could not
+    /// serve the role for that while, and neither could the holder renew: the lease read
+    /// (if any) is taken to run that much longer, and at least as long again past now (up to a
+    /// renew interval), so that a holder retrying its renewal gets it through before any
+    /// standby's turn. Returns whether calls failed before.
+    pub(super) fn served_again(&mut self, now: UnixMillis) -> bool {
+        let Some(since) = self.blind_since.take() else {
+            return false;
+        };
+        let Some(lease) = self.state.lease().map(|e| &e.lease) else {
+            return true;
+        };
+        // A lease written after the calls began to fail (its deadline is a lease duration
+        // after its write) shows that its holder could write then: it was not held up, and
+        // its lease runs a whole duration from that write.
+        let written = UnixMillis(
+            lease
+                .deadline
+                .as_millis()
+                .saturating_sub(crate::time::duration_millis(self.timing.lease_duration)),
+        );
+        if written > since {
+            return true;
+        }
+        let blind = now.since(since);
+        self.blind = self.blind.saturating_add(blind);
+        // The holder gets back the time it lost, and, once the cluster serves again, as long
+        // as the outage lasted (up to a renew interval) to get a renewal through.
+        let grace = blind.min(self.timing.renew_interval);
+        let until = (lease.deadline + self.blind).max(now + grace);
+        self.outage_until = Some(self.outage_until.map_or(until, |u| u.max(until)));
+        true
     }
 
     /// Whether this member's reads have not reached its own registration yet.
@@ -200,6 +254,12 @@ impl Candidate {
     pub(super) fn on_described(&mut self, now: UnixMillis, status: LeadershipStatus) {
         if self.resigning {
             self.start_cleanup();
+            return;
+        }
+        if self.served_again(now) {
+            // The coordinator answers again after failing: the holder's renewals may have
+            // failed the same way. Read again, and wait as long as the outage says.
+            self.issue(Io::Read { wait_until: None });
             return;
         }
         match Seen::of(&status, self.lease_pair()) {
@@ -367,7 +427,10 @@ impl Candidate {
             join_offset,
             registered_at: self.registered_at,
             unleased_since: self.unleased_since.unwrap_or(now),
-            contested_until: self.contested_until.max(self.released_at),
+            contested_until: self
+                .contested_until
+                .max(self.released_at)
+                .max(self.outage_until),
         }
     }
 

@@ -121,10 +121,13 @@ pub enum FaultKind {
     KillStateLeaderBroker,
     KillDataLeaderBroker,
     KillCoordinatorBroker,
+    /// The state partition's leader and the coordinator at once (two brokers, or one when a
+    /// single broker is both).
+    KillStateAndCoordinatorBrokers,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::KillLeader,
         FaultKind::StopLeader,
         FaultKind::ResignLeader,
@@ -133,6 +136,7 @@ impl FaultKind {
         FaultKind::KillStateLeaderBroker,
         FaultKind::KillDataLeaderBroker,
         FaultKind::KillCoordinatorBroker,
+        FaultKind::KillStateAndCoordinatorBrokers,
     ];
 
     pub fn name(self) -> &'static str {
@@ -145,6 +149,7 @@ impl FaultKind {
             FaultKind::KillStateLeaderBroker => "kill-broker-state-leader",
             FaultKind::KillDataLeaderBroker => "kill-broker-data-leader",
             FaultKind::KillCoordinatorBroker => "kill-broker-coordinator",
+            FaultKind::KillStateAndCoordinatorBrokers => "kill-brokers-state-and-coordinator",
         }
     }
 
@@ -167,6 +172,7 @@ impl FaultKind {
             FaultKind::KillStateLeaderBroker
                 | FaultKind::KillDataLeaderBroker
                 | FaultKind::KillCoordinatorBroker
+                | FaultKind::KillStateAndCoordinatorBrokers
         )
     }
 }
@@ -238,6 +244,9 @@ pub struct Unprovoked {
     /// When the successor's epoch was granted minus the deposed term's last lease deadline:
     /// negative when the successor challenged while the last lease written was still valid.
     pub challenged_vs_deadline: Option<i64>,
+    /// The broker fault (number, kind) whose episode the term ended in, if any: a broker
+    /// fault is aimed at the cluster, not at a member, so such a term counts here.
+    pub during_broker_fault: Option<(u64, FaultKind)>,
 }
 
 /// What the liveness analysis found.
@@ -269,12 +278,13 @@ pub struct Run<'a> {
 /// The liveness analysis of one role, added to `out`.
 pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Liveness) {
     let (faults, holders, timing) = (&run.journals.faults, &run.journals.holders, run.timing);
-    // Whether a fault was aimed at the term: at its pair or its process while it ran, or a
-    // broker fault whose episode covers its end.
+    // Whether a fault was aimed at the term: at its pair or its process while it ran. A
+    // broker fault is aimed at the cluster: a healthy leader is meant to keep its term through
+    // it, so a term that ends in one counts as unprovoked (and says which).
     let aimed = |t: &Term, end: i64| {
-        faults.iter().zip(run.episode_end).any(|(f, &episode)| {
+        faults.iter().any(|f| {
             if f.kind.at_broker() {
-                return f.at <= end && end <= episode;
+                return false;
             }
             let at_pair = f.led.iter().any(|(r, p)| r == role && *p == t.pair);
             // A kill or a stop hits every term of the process; a resign only the one asked for.
@@ -307,6 +317,11 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
                 by,
                 by_resumed,
                 challenged_vs_deadline: next.map(|n| n.granted_at - t.last_deadline),
+                during_broker_fault: faults
+                    .iter()
+                    .zip(run.episode_end)
+                    .find(|(f, &episode)| f.kind.at_broker() && f.at <= end && end <= episode)
+                    .map(|(f, _)| (f.n, f.kind)),
             });
         }
     }
@@ -606,6 +621,40 @@ mod tests {
         let mut out = Liveness::default();
         analyse_role(ROLE, &terms, &run, &mut out);
         assert!(out.unprovoked.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn a_term_that_ends_during_a_broker_fault_counts_against_the_broker_fault() {
+        // a leads; the coordinator's broker is killed at 1000 (episode until 9000) and b takes
+        // over at 4000: no fault was aimed at a, so its term ended unprovoked, in that episode.
+        let mut s = StateLog::new();
+        s.register("a");
+        s.register("b");
+        s.lease("a", pair(1, 0), 0);
+        s.lease("b", pair(1, 1), 4000);
+        let (terms, _) = terms_of(ROLE, &s.records, LEASE);
+        let mut broker = fault(1, 1000, FaultKind::KillCoordinatorBroker, 0, &[]);
+        broker.instance = None;
+        let journals = Journals {
+            holders: [(pair(1, 0), 1), (pair(1, 1), 2)].into(),
+            faults: vec![broker],
+            ..Journals::default()
+        };
+        let run = Run {
+            journals: &journals,
+            episode_end: &[9000],
+            timing: TIMING,
+            run_end: 9000,
+        };
+        let mut out = Liveness::default();
+        analyse_role(ROLE, &terms, &run, &mut out);
+        assert_eq!(out.unprovoked.len(), 1, "{out:?}");
+        assert_eq!(
+            out.unprovoked[0].during_broker_fault,
+            Some((1, FaultKind::KillCoordinatorBroker))
+        );
+        assert_eq!(out.broker_episodes.len(), 1);
+        assert_eq!(out.broker_episodes[0].elections, 1);
     }
 
     #[test]

@@ -35,11 +35,13 @@ const USAGE: &str = "\
 usage: chaos run   [--bootstrap HOST:PORT] [--brokers 1|3] [--failovers N (20)] [--seed S (1)]
                    [--dir DIR] [--members N (4)] [--roles N (2)] [--lease-ms (2000)]
                    [--renew-ms (500)] [--stagger-ms (300)] [--write-ms (50)] [--partitions (16)]
-                   [--max-seconds S] [--kafka-scripts DIR] [--self-test]
+                   [--max-seconds S] [--kafka-scripts DIR] [--broker-kills N] [--self-test]
        chaos check [--bootstrap HOST:PORT] --dir DIR [--terms]
        chaos member ... (started by `run`)
 The bootstrap defaults to $KAFKA_BOOTSTRAP. With --brokers 3, broker faults use
-KAFKA_RUN_DIR and scripts/kafka/{stop-node,start-node}.sh.";
+KAFKA_RUN_DIR and scripts/kafka/{stop-node,start-node}.sh. --broker-kills N (three brokers) makes
+every other fault a broker kill, until N of them, and fails the run unless N happened and no
+term ended in one with no fault aimed at its member.";
 
 fn millis(p: &Parsed, name: &str, default: u64) -> Result<Duration, String> {
     Ok(Duration::from_millis(
@@ -133,6 +135,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             "--partitions",
             "--max-seconds",
             "--kafka-scripts",
+            "--broker-kills",
         ],
         &["--self-test"],
         USAGE,
@@ -158,7 +161,15 @@ fn run(args: &[String]) -> Result<i32, String> {
         PathBuf::from,
     );
     let failovers = num("--failovers", 20)? as usize;
+    let broker_kills = match p.value("--broker-kills") {
+        None => 0,
+        Some(_) => num("--broker-kills", 1)? as usize,
+    };
+    if broker_kills > 0 && brokers != 3 {
+        return Err("--broker-kills needs --brokers 3".to_owned());
+    }
     let args = run::RunArgs {
+        broker_kills,
         bootstrap: bootstrap(&p)?,
         brokers,
         failovers,
@@ -186,11 +197,28 @@ fn run(args: &[String]) -> Result<i32, String> {
     let bootstrap = args.bootstrap.clone();
     let outcome = run::run(args)?;
     println!(
-        "\nchaos run: {} failovers from {} faults in {:.0} s",
-        outcome.failovers, outcome.faults, outcome.seconds
+        "\nchaos run: {} failovers and {} broker kills from {} faults in {:.0} s",
+        outcome.failovers, outcome.broker_kills, outcome.faults, outcome.seconds
     );
     let verdict = report::check(&dir, &bootstrap, false)?;
-    let code = verdict_code(&verdict, Some((outcome.failovers, failovers)));
+    let mut code = verdict_code(&verdict, Some((outcome.failovers, failovers)));
+    if broker_kills > 0 {
+        if outcome.broker_kills < broker_kills {
+            println!(
+                "chaos: FAILED: {} of {broker_kills} broker kills happened",
+                outcome.broker_kills
+            );
+            code = 1;
+        }
+        if verdict.lost_to_brokers > 0 {
+            println!(
+                "chaos: FAILED: {} term(s) ended during the {} broker fault(s) with no fault \
+                 aimed at their member",
+                verdict.lost_to_brokers, verdict.broker_faults
+            );
+            code = 1;
+        }
+    }
     if code != 0 || !p.switch("--self-test") {
         return Ok(code);
     }

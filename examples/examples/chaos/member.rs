@@ -185,13 +185,8 @@ impl Member {
                 &self.args.member,
                 self.options.clone(),
             ) {
+                // A candidacy right after the previous term ended waits for that term's exit.
                 Ok(c) => c,
-                // The previous term's driver is still on its way out (a fenced term is `done`
-                // before its driver has deregistered and released the role on the client).
-                Err(e) if e.to_string().contains("already has a candidacy") => {
-                    thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
                 Err(e) => {
                     self.journal
                         .log("CANDIDACY_FAILED", &[r(), ("error", e.to_string())]);

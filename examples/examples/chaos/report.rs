@@ -21,6 +21,10 @@ use crate::liveness::{
 pub struct Verdict {
     pub violations: usize,
     pub failovers: usize,
+    /// Broker faults injected, and the terms that ended in one with no fault aimed at their
+    /// member.
+    pub broker_faults: usize,
+    pub lost_to_brokers: usize,
 }
 
 /// How long the checker waits for a partition's open transactions to end (a killed member's
@@ -313,6 +317,30 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
         liveness.ended_terms,
         liveness.unprovoked.len()
     );
+    let lost_to_brokers: Vec<_> = liveness
+        .unprovoked
+        .iter()
+        .filter_map(|u| u.during_broker_fault.map(|(n, kind)| (u, n, kind)))
+        .collect();
+    let broker_faults: std::collections::BTreeSet<u64> =
+        liveness.broker_episodes.iter().map(|e| e.fault).collect();
+    if !broker_faults.is_empty() {
+        println!(
+            "  steady      {} broker fault(s); terms that ended during one with no fault aimed at \
+             their member: {} (target 0)",
+            broker_faults.len(),
+            lost_to_brokers.len()
+        );
+        for (u, n, kind) in &lost_to_brokers {
+            println!(
+                "    term {} of {} ({}) ended in fault #{n} ({})",
+                u.term.term,
+                u.role,
+                u.term.member,
+                kind.name()
+            );
+        }
+    }
     for u in &liveness.unprovoked {
         println!(
             "    term {} of {} ({} with {}) ended after {} ms with no fault aimed at it; taken by \
@@ -367,6 +395,8 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
     Ok(Verdict {
         violations: violations.len(),
         failovers,
+        broker_faults: broker_faults.len(),
+        lost_to_brokers: lost_to_brokers.len(),
     })
 }
 

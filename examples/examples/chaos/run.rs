@@ -34,6 +34,9 @@ pub struct RunArgs {
     pub bootstrap: String,
     pub brokers: usize,
     pub failovers: usize,
+    /// With three brokers: every other fault is a broker kill until this many (0: broker
+    /// faults are drawn like the others).
+    pub broker_kills: usize,
     pub seed: u64,
     pub dir: PathBuf,
     pub members: usize,
@@ -52,6 +55,7 @@ pub struct RunArgs {
 /// What the run did, for the verdict.
 pub struct RunOutcome {
     pub failovers: usize,
+    pub broker_kills: usize,
     pub faults: u64,
     pub seconds: f64,
 }
@@ -115,6 +119,8 @@ struct Orchestrator {
     log: File,
     rng: Rng,
     faults: u64,
+    /// Broker faults injected so far.
+    broker_kills: usize,
     /// ELECTED events: (when, by the member's clock, role, term).
     elected: Vec<(i64, String, i64)>,
     started: Instant,
@@ -167,6 +173,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         sender,
         log,
         faults: 0,
+        broker_kills: 0,
         elected: Vec::new(),
         started: Instant::now(),
         observer,
@@ -183,6 +190,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
     let failovers = result?;
     Ok(RunOutcome {
         failovers,
+        broker_kills: o.broker_kills,
         faults: o.faults,
         seconds: o.started.elapsed().as_secs_f64(),
     })
@@ -309,7 +317,8 @@ impl Orchestrator {
     fn announce(&self) {
         self.say(&format!(
             "chaos: seed {}, {} broker(s), {} member processes, roles {} (data topic {}, state topic \
-             {}); lease {:?}, renew {:?}, stagger {:?}; until {} failovers; journals in {}",
+             {}); lease {:?}, renew {:?}, stagger {:?}; until {} failovers and {} broker kills; \
+             journals in {}",
             self.args.seed,
             self.args.brokers,
             self.args.members,
@@ -320,6 +329,7 @@ impl Orchestrator {
             self.args.renew,
             self.args.stagger,
             self.args.failovers,
+            self.args.broker_kills,
             self.args.dir.display()
         ));
     }

@@ -110,6 +110,19 @@ impl Orchestrator {
     }
 
     pub(super) fn pick_kind(&mut self) -> FaultKind {
+        if self.args.brokers >= 3
+            && self.broker_kills < self.args.broker_kills
+            && self.faults % 2 == 1
+        {
+            // Every other fault is a broker kill, the four kinds in turn.
+            const KINDS: [FaultKind; 4] = [
+                FaultKind::KillStateLeaderBroker,
+                FaultKind::KillCoordinatorBroker,
+                FaultKind::KillStateAndCoordinatorBrokers,
+                FaultKind::KillDataLeaderBroker,
+            ];
+            return KINDS[self.broker_kills % KINDS.len()];
+        }
         let mut weights = vec![
             (FaultKind::KillLeader, 3),
             (FaultKind::StopLeader, 2),
@@ -138,7 +151,7 @@ impl Orchestrator {
     /// Injects faults until enough failovers happened; returns their count.
     pub(super) fn chaos(&mut self) -> Result<usize, String> {
         let mut failovers = 0;
-        while failovers < self.args.failovers {
+        while failovers < self.args.failovers || self.broker_kills < self.args.broker_kills {
             if let Some(max) = self.args.max_seconds {
                 if self.started.elapsed() >= Duration::from_secs(max) {
                     self.say(&format!(
@@ -292,17 +305,32 @@ impl Orchestrator {
         let index = self.rng.below(self.roles.len());
         let role = self.roles[index].clone();
         let md = kafka::metadata(&self.args.bootstrap)?;
-        let node = match kind {
-            FaultKind::KillStateLeaderBroker => {
-                let r = Role::new(role.clone()).map_err(|e| e.to_string())?;
-                let p = role_partition(&r, self.args.partitions).map_err(|e| e.to_string())?;
-                kafka::partition_leader(&md, &self.state_topic, p)
-            }
+        let state_leader = || -> Result<Option<i32>, String> {
+            let r = Role::new(role.clone()).map_err(|e| e.to_string())?;
+            let p = role_partition(&r, self.args.partitions).map_err(|e| e.to_string())?;
+            Ok(kafka::partition_leader(&md, &self.state_topic, p))
+        };
+        let mut nodes: Vec<i32> = match kind {
+            FaultKind::KillStateLeaderBroker => state_leader()?.into_iter().collect(),
             FaultKind::KillDataLeaderBroker => {
                 kafka::partition_leader(&md, &self.data_topic, index as i32)
+                    .into_iter()
+                    .collect()
             }
-            _ => kafka::coordinator_of(&md, &role),
+            FaultKind::KillStateAndCoordinatorBrokers => state_leader()?
+                .into_iter()
+                .chain(kafka::coordinator_of(&md, &role))
+                .collect(),
+            _ => kafka::coordinator_of(&md, &role).into_iter().collect(),
         };
+        nodes.dedup();
+        let node = (!nodes.is_empty()).then(|| {
+            nodes
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("+")
+        });
         let Some(node) = node else {
             self.say(&format!(
                 "{}: no broker found for {}; skipped",
@@ -328,14 +356,19 @@ impl Orchestrator {
             kind.name(),
             self.short(&role)
         ));
-        self.node_script("stop-node.sh", &["--kill", &node.to_string()])?;
+        self.broker_kills += 1;
+        for n in &nodes {
+            self.node_script("stop-node.sh", &["--kill", &n.to_string()])?;
+        }
         let down = self.rng.millis(
             Duration::from_secs(1),
             self.args.lease * 2 + Duration::from_secs(2),
         );
         self.pause(down);
-        self.node_script("start-node.sh", &[&node.to_string()])?;
-        self.record("BROKER_STARTED", &[("broker", node.to_string())])?;
+        for n in &nodes {
+            self.node_script("start-node.sh", &[&n.to_string()])?;
+        }
+        self.record("BROKER_STARTED", &[("broker", node.clone())])?;
         let topics = [
             self.state_topic.clone(),
             self.data_topic.clone(),
