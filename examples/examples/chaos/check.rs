@@ -11,7 +11,7 @@
 //! * **no acknowledged write is missing**: every write a member journaled as acknowledged is
 //!   at its returned offset, with its tag.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::format::{Pair, Tag};
@@ -212,7 +212,7 @@ pub fn check_data(
     let mut pairs: HashMap<Pair, (i64, String, i64)> = HashMap::new();
     let mut current: Option<(Pair, i64)> = None;
     let mut last_seq: HashMap<u64, u64> = HashMap::new();
-    let mut by_offset: HashMap<i64, Tag> = HashMap::new();
+    let mut by_offset: BTreeMap<i64, Tag> = BTreeMap::new();
     let mut by_write: HashMap<(u64, u64), i64> = HashMap::new();
     for r in records {
         let tag = match r.value.as_deref().map(Tag::parse) {
@@ -340,7 +340,19 @@ pub fn check_data(
                     "offset {o} holds #{} seq {} pair {} term {} instead",
                     t.instance, t.seq, t.pair, t.term
                 ),
-                (None, Some(o)) => format!("no committed record at offset {o}"),
+                (None, Some(o)) => match by_write.get(&(ack.instance, ack.seq)) {
+                    // The record is there, at another offset than the client reported.
+                    Some(at) => format!("no committed record at offset {o}; the write is at {at}"),
+                    None => format!(
+                        "no committed record at offset {o}, nor anywhere else; committed \
+                         records around it: {}",
+                        by_offset
+                            .range(o - 3..=o + 3)
+                            .map(|(at, t)| format!("{at} (#{} seq {})", t.instance, t.seq))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                },
                 _ => "no committed record of that write".to_owned(),
             };
             violations.push(Violation::AckMissing {

@@ -177,6 +177,42 @@ pub fn read_committed(
     }
 }
 
+/// The records of `topic`/`partition` from `from` to `to` (inclusive) as they are in the log,
+/// committed, aborted or still open (`isolation.level=read_uncommitted`), with the control
+/// records left out by the client: what the checker shows around a missing acknowledged write.
+pub fn read_uncommitted(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    to: i64,
+) -> Result<Vec<Committed>, String> {
+    let c = consumer(bootstrap, "read_uncommitted")?;
+    let end = watermark(&c, topic, partition)?.min(to + 1);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Offset(from.max(0)))
+        .map_err(|e| format!("assigning {topic}/{partition}: {e}"))?;
+    c.assign(&assignment)
+        .map_err(|e| format!("assigning {topic}/{partition}: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut records = Vec::new();
+    while Instant::now() < deadline {
+        match c.poll(Duration::from_millis(500)) {
+            None => {}
+            Some(Ok(m)) if m.offset() >= end => break,
+            Some(Ok(m)) => records.push((
+                m.offset(),
+                m.key().map(<[u8]>::to_vec),
+                m.payload().map(<[u8]>::to_vec),
+            )),
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) => return Err(format!("reading {topic}/{partition}: {e}")),
+        }
+    }
+    Ok(records)
+}
+
 /// Writes one record with a plain (non-transactional) producer, outside every fence: what a
 /// buggy writer that bypassed the library would do. For the checker's self-test only.
 pub fn produce_plain(

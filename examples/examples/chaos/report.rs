@@ -114,6 +114,36 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
                 .map(|(offset, _, value)| DataRecord { offset, value })
                 .collect();
         let (figures, v) = check_data(role, &data, &j.acks, Some(&by_pair));
+        for missing in v.iter().filter_map(|v| match v {
+            Violation::AckMissing { ack, .. } if ack.offset >= 0 => Some(ack.offset),
+            _ => None,
+        }) {
+            // What the log holds there, committed or not: an aborted record, or none at all.
+            let around = kafka::read_uncommitted(
+                bootstrap,
+                &data_topic,
+                index as i32,
+                missing - 3,
+                missing + 3,
+            )
+            .map(|records| {
+                records
+                    .iter()
+                    .map(|(offset, _, value)| {
+                        let text = value
+                            .as_deref()
+                            .map(String::from_utf8_lossy)
+                            .unwrap_or_default();
+                        format!("{offset}: {text}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+            println!(
+                "  read_uncommitted around offset {missing} of {data_topic}/{index}: {}",
+                around.unwrap_or_else(|e| e)
+            );
+        }
         violations.extend(v);
         records += figures.records;
         pairs += figures.pairs;
