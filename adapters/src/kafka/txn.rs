@@ -57,8 +57,6 @@ struct Session {
     /// The next base sequence per partition, for this pair.
     sequences: HashMap<TopicPartition, i32>,
     unfinished: Unfinished,
-    /// The transaction timeout the pair was granted with (the lease duration).
-    transaction_timeout: Duration,
 }
 
 /// A role's entry in the registry. The pair is fixed for the entry's life, so finding the
@@ -232,7 +230,6 @@ impl Sessions {
             token,
             sequences: HashMap::new(),
             unfinished: Unfinished::default(),
-            transaction_timeout,
         };
         let held = Held {
             role: role.clone(),
@@ -334,52 +331,12 @@ impl Sessions {
                 self.learn_sequence(s, tp, deadline).await?;
             }
         }
-        // Once a partition is added the coordinator times the transaction: left open past its
-        // timeout it is aborted with an epoch bump, which fences this pair for good. A write
-        // whose partition (or group coordinator) cannot be reached therefore gives up half a
-        // timeout after it opened and aborts, leaving the pair usable for the next write.
         s.unfinished.open = true;
-        let opened = Instant::now();
-        let open_by = deadline.min(opened + s.transaction_timeout / 2);
-        let result = self
-            .write_open(s, records, &partitions, consumed, open_by)
-            .await;
-        let offsets = match result {
-            Ok(offsets) => offsets,
-            Err(e) if e.is_fenced() => return Err(e),
-            Err(e) if e.kafka_code() == Some(code::E::ConcurrentTransactions.code()) => {
-                // The coordinator still ends the previous transaction (an abort whose markers
-                // wait for a partition without a leader): none of this write's is open.
-                s.unfinished.open = false;
-                return Err(e);
-            }
-            Err(e) => {
-                let abort_by = deadline.min(opened + s.transaction_timeout);
-                let _ = self.end_txn(s, false, abort_by).await;
-                return Err(e);
-            }
-        };
-        s.unfinished.committing = true;
-        self.end_txn(s, true, deadline).await?;
-        s.unfinished = Unfinished::default();
-        Ok(offsets)
-    }
-
-    /// The part of [`transact`](Self::transact) inside the open transaction, before its commit:
-    /// AddPartitionsToTxn, the produces, and the offsets. Done by `open_by`, or fails.
-    async fn write_open(
-        &self,
-        s: &mut Session,
-        records: &[GuardedRecord<'_>],
-        partitions: &BTreeSet<TopicPartition>,
-        consumed: Option<&OwnedGroupOffsets>,
-        deadline: Instant,
-    ) -> Result<Vec<i64>, TransportError> {
         if !partitions.is_empty() {
-            self.add_partitions(s, partitions, deadline).await?;
+            self.add_partitions(s, &partitions, deadline).await?;
         }
         let mut offsets = vec![-1i64; records.len()];
-        for tp in partitions {
+        for tp in &partitions {
             let indexes: Vec<usize> = records
                 .iter()
                 .enumerate()
@@ -398,6 +355,9 @@ impl Sessions {
                 .txn_offset_commit(&s.role, s.token, group, deadline)
                 .await?;
         }
+        s.unfinished.committing = true;
+        self.end_txn(s, true, deadline).await?;
+        s.unfinished = Unfinished::default();
         Ok(offsets)
     }
 
@@ -624,7 +584,6 @@ mod tests {
                 token,
                 sequences: HashMap::new(),
                 unfinished: Unfinished::default(),
-                transaction_timeout: Duration::from_secs(6),
             }),
         })
     }
