@@ -1133,8 +1133,9 @@ fn standby_at_its_turn() -> Candidate {
     standby_at_its_turn_reading(false)
 }
 
-/// [`standby_at_its_turn`], whose turn read was `stalled` or not.
-fn standby_at_its_turn_reading(stalled: bool) -> Candidate {
+/// A standby `b` (rank 0, registered at offset 1) that has read `a`'s lease (pair `K`) with
+/// `deadline`, and the commands that read left.
+fn behind_a_lease(deadline: i64) -> (Candidate, Vec<Command>) {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
     drain(&mut c);
@@ -1143,10 +1144,25 @@ fn standby_at_its_turn_reading(stalled: bool) -> Candidate {
     let state = vec![
         reg_record(0, "a"),
         reg_record(1, "b"),
-        lease_record(2, "a", K, T0 + 2000),
+        lease_record(2, "a", K, deadline),
     ];
     c.handle(now, records(state, 3)).unwrap();
-    assert_eq!(drain(&mut c), [read(3, Some(T0 + 2000))]);
+    let cmds = drain(&mut c);
+    (c, cmds)
+}
+
+/// A standby `b` (rank 0) tailing the partition behind `a`'s lease (pair `K`, deadline
+/// T0 + 2000), with its long poll outstanding.
+fn standby_tailing() -> Candidate {
+    let (c, cmds) = behind_a_lease(T0 + 2000);
+    assert_eq!(cmds, [read(3, Some(T0 + 2000))]);
+    c
+}
+
+/// [`standby_at_its_turn`], whose turn read was `stalled` or not.
+fn standby_at_its_turn_reading(stalled: bool) -> Candidate {
+    let now = UnixMillis(T0);
+    let mut c = standby_tailing();
     c.handle(now, records(vec![], 3)).unwrap();
     assert_eq!(c.poll_timeout(), Some(UnixMillis(T0 + 2000)));
     let turn = UnixMillis(T0 + 2000);
@@ -1799,24 +1815,6 @@ fn fail_until(c: &mut Candidate, from: UnixMillis, back: UnixMillis) -> (UnixMil
     }
 }
 
-/// A standby `b` (rank 0) tailing the partition behind `a`'s lease (pair `K`, deadline
-/// T0 + 2000), with its long poll outstanding.
-fn standby_tailing() -> Candidate {
-    let now = UnixMillis(T0);
-    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
-    drain(&mut c);
-    c.handle(now, Event::Appended { offset: 1 }).unwrap();
-    drain(&mut c);
-    let state = vec![
-        reg_record(0, "a"),
-        reg_record(1, "b"),
-        lease_record(2, "a", K, T0 + 2000),
-    ];
-    c.handle(now, records(state, 3)).unwrap();
-    assert_eq!(drain(&mut c), [read(3, Some(T0 + 2000))]);
-    c
-}
-
 #[test]
 fn a_holder_that_renews_once_its_partition_is_back_keeps_the_role() {
     // The broker that leads the partition dies at T0 + 500 and the cluster serves it again
@@ -1919,18 +1917,7 @@ fn a_check_answered_within_a_stagger_is_no_outage() {
 #[test]
 fn an_outage_behind_a_lease_with_an_extreme_deadline_is_no_panic() {
     for deadline in [i64::MIN, i64::MAX] {
-        let now = UnixMillis(T0);
-        let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
-        drain(&mut c);
-        c.handle(now, Event::Appended { offset: 1 }).unwrap();
-        drain(&mut c);
-        let state = vec![
-            reg_record(0, "a"),
-            reg_record(1, "b"),
-            lease_record(2, "a", K, deadline),
-        ];
-        c.handle(now, records(state, 3)).unwrap();
-        drain(&mut c);
+        let (mut c, _) = behind_a_lease(deadline);
         let (back, cmd) = fail_until(&mut c, UnixMillis(T0 + 10), UnixMillis(T0 + 3000));
         let answer = if cmd == describe() {
             status(K, TransactionState::CompleteCommit)

@@ -177,12 +177,7 @@ impl Candidate {
         // A lease written after the calls began to fail (its deadline is a lease duration
         // after its write) shows that its holder could write then: it was not held up, and
         // its lease runs a whole duration from that write.
-        let written = UnixMillis(
-            lease
-                .deadline
-                .as_millis()
-                .saturating_sub(crate::time::duration_millis(self.timing.lease_duration)),
-        );
+        let written = lease.deadline.saturating_sub(self.timing.lease_duration);
         if written > since {
             return true;
         }
