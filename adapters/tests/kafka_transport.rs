@@ -728,6 +728,106 @@ fn an_append_whose_answer_is_lost_is_written_once() {
     );
 }
 
+/// When a produce held at the proxy, after the write that sent it gave up, reaches the broker.
+#[derive(Clone, Copy, Debug)]
+enum HeldProduce {
+    /// During the next write: just before the broker's first AddPartitionsToTxn answer of that
+    /// write reaches the client, so that it lands in a transaction the next write opened.
+    DuringTheNextWrite,
+    /// Before the next write begins, while the transaction of the write that gave up is
+    /// still open.
+    BeforeTheNextWrite,
+    /// Never.
+    Never,
+}
+
+/// A leader's write gives up while its produce is held on the way to the broker (a produce
+/// queued at a broker that is recovering); the held produce reaches the broker at `release`.
+/// The leader's next write must be acknowledged at the offset of its own record, and the
+/// record of the write that gave up must not become visible: the broker takes a batch it has
+/// seen for a duplicate by its sequence alone, so a next write that reused the sequence of
+/// the unanswered batch would be acknowledged at that batch's offset without being written.
+fn the_write_after_an_unanswered_produce(name: &str, release: HeldProduce) {
+    let Some(broker) = bootstrap() else { return };
+    let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(15));
+    let (role, token, first) = leading(&t, name);
+    let p = t.role_partition(&role).expect("partition");
+    let key = role.as_str().as_bytes();
+
+    proxy.hold_requests(proxy::PRODUCE);
+    let gave_up = t
+        .write_lease(p, key, Some(b"gave up"), token)
+        .expect_err("its produce is held");
+    assert_eq!(gave_up.kind(), ErrorKind::Retriable, "{gave_up}");
+    assert!(proxy.requests_held() >= 1, "the produce was held");
+    match release {
+        HeldProduce::DuringTheNextWrite => {
+            proxy.release_held_requests_before_answer_to(proxy::ADD_PARTITIONS_TO_TXN)
+        }
+        HeldProduce::BeforeTheNextWrite => proxy.release_held_requests_now(),
+        HeldProduce::Never => proxy.drop_held_requests(),
+    }
+
+    // Turned away while the connection pool takes the broker for silent, then written.
+    let mut turned_away = 0;
+    let offset = loop {
+        match t.write_lease(p, key, Some(b"next"), token) {
+            Ok(offset) => break offset,
+            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
+                turned_away += 1;
+                thread::sleep(Duration::from_millis(25));
+            }
+            Err(e) => panic!("the write after the one that gave up: {e}"),
+        }
+    };
+    let answers = proxy.released_answers();
+    eprintln!(
+        "{release:?}: {} produce(s) held, answered when released with (error code, offset) \
+         {answers:?}; the next write was acknowledged at {offset}",
+        proxy.requests_held()
+    );
+    match release {
+        HeldProduce::Never => assert!(answers.is_empty()),
+        _ => assert!(
+            answers
+                .iter()
+                .any(|a| matches!(a, Some((0, o)) if *o > first)),
+            "the held produce reached the broker and was appended: {answers:?}"
+        ),
+    }
+    let batch = read_until(&t, p, first, |b| b.end_offset > offset);
+    let ours: Vec<(i64, String)> = batch
+        .records
+        .iter()
+        .filter(|r| r.key == key)
+        .map(|r| {
+            let value = r.value.as_deref().unwrap_or(b"(none)");
+            (r.offset, String::from_utf8_lossy(value).into_owned())
+        })
+        .collect();
+    assert_eq!(
+        ours,
+        vec![(first, "lease 1".to_owned()), (offset, "next".to_owned())],
+        "the next write's record is at the offset it was acknowledged at, and the record of \
+         the write that gave up is not visible"
+    );
+}
+
+#[test]
+fn a_produce_that_lands_during_the_next_write_does_not_take_its_place() {
+    the_write_after_an_unanswered_produce("held-during", HeldProduce::DuringTheNextWrite);
+}
+
+#[test]
+fn a_produce_that_lands_before_the_next_write_is_aborted() {
+    the_write_after_an_unanswered_produce("held-before", HeldProduce::BeforeTheNextWrite);
+}
+
+#[test]
+fn a_produce_that_never_lands_leaves_the_next_write_its_sequence() {
+    the_write_after_an_unanswered_produce("held-never", HeldProduce::Never);
+}
+
 /// A new role named after `name`, led through `t`: its pair and the offset of its first lease.
 fn leading(t: &KafkaTransport, name: &str) -> (Role, FencingToken, i64) {
     let role = role(name);

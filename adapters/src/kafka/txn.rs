@@ -45,9 +45,28 @@ struct Unfinished {
     /// The commit was sent and its outcome is unknown: it must be committed again, never
     /// aborted.
     committing: bool,
-    /// Partitions whose last produce outcome is unknown: their next sequence must be learned
-    /// from the partition leader (DescribeProducers).
-    sequences: BTreeSet<TopicPartition>,
+    /// Partitions whose last produce did not succeed, and what is known of it.
+    sequences: BTreeMap<TopicPartition, InDoubt>,
+}
+
+/// A partition's last produce, which did not succeed.
+#[derive(Clone, Debug)]
+enum InDoubt {
+    /// It got no definite answer: it may still be appended, even after its write gave up (it
+    /// can wait in the queue of a broker that is recovering). It is sent again, the same bytes
+    /// with the same sequence, before anything else is produced to the partition.
+    Unanswered(Batch),
+    /// The broker refused it for good (its sequence, or its records): the partition's next
+    /// sequence is learned from its leader (DescribeProducers).
+    Refused,
+}
+
+/// An encoded transactional batch, as sent.
+#[derive(Clone, Debug)]
+struct Batch {
+    base_sequence: i32,
+    count: i32,
+    encoded: bytes::Bytes,
 }
 
 /// The transactional session of one role.
@@ -91,6 +110,14 @@ struct Held {
 ///   CONCURRENT_TRANSACTIONS while it is `PrepareCommit`); it is never turned into an abort,
 ///   which the coordinator refuses for a committed transaction. When a deadline passes with an
 ///   outcome still unknown, the session remembers it and resolves it before its next write.
+/// * **A produce left without an answer is settled by sending it again.** When a write gives
+///   up, its batch may still be appended later (a broker that is recovering answers its queue
+///   late). Before the session produces anything else, it opens a transaction of its own for
+///   such batches, sends each again with its sequence, and aborts it: the broker appends the
+///   batch or answers that it has it, and either way the batch ends aborted and the next
+///   sequence is known. Learning the sequence from the partition instead (DescribeProducers)
+///   would race the late batch: the next write would reuse its sequence, and the broker would
+///   answer that write as a duplicate, with the late batch's offset.
 /// * **Fencing**: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING
 ///   anywhere end the session ([`ErrorKind::Fenced`](crate::error::ErrorKind::Fenced)).
 pub(crate) struct Sessions {
@@ -322,12 +349,13 @@ impl Sessions {
         deadline: Instant,
     ) -> Result<Vec<i64>, TransportError> {
         self.finish_unfinished(s, deadline).await?;
+        self.settle_unanswered(s, deadline).await?;
         let partitions: BTreeSet<TopicPartition> = records
             .iter()
             .map(|r| (r.topic.to_owned(), r.partition))
             .collect();
         for tp in &partitions {
-            if s.unfinished.sequences.contains(tp) {
+            if matches!(s.unfinished.sequences.get(tp), Some(InDoubt::Refused)) {
                 self.learn_sequence(s, tp, deadline).await?;
             }
         }
@@ -376,6 +404,57 @@ impl Sessions {
         s.unfinished.open = false;
         s.unfinished.committing = false;
         Ok(())
+    }
+
+    /// Sends every batch left without an answer again, in a transaction that is then aborted
+    /// (see [`Sessions`]). A batch answered at last gives its partition's next sequence; one the
+    /// broker refuses now leaves the sequence to be learned.
+    async fn settle_unanswered(
+        &self,
+        s: &mut Session,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let unanswered: Vec<(TopicPartition, Batch)> = s
+            .unfinished
+            .sequences
+            .iter()
+            .filter_map(|(tp, d)| match d {
+                InDoubt::Unanswered(batch) => Some((tp.clone(), batch.clone())),
+                InDoubt::Refused => None,
+            })
+            .collect();
+        if unanswered.is_empty() {
+            return Ok(());
+        }
+        let partitions: BTreeSet<TopicPartition> =
+            unanswered.iter().map(|(tp, _)| tp.clone()).collect();
+        s.unfinished.open = true;
+        if let Err(e) = self.add_partitions(s, &partitions, deadline).await {
+            if e.is_retriable() || e.is_fenced() {
+                return Err(e);
+            }
+            // Refused for good (the topic is gone, or writing to it is no longer allowed): a
+            // late batch would be refused alike, and this write may be to other partitions.
+            for (tp, _) in unanswered {
+                s.unfinished.sequences.insert(tp, InDoubt::Refused);
+            }
+            return self.end_txn(s, false, deadline).await;
+        }
+        for (tp, batch) in unanswered {
+            match self.send_batch(s, &tp, &batch, deadline).await {
+                Ok(_) => {
+                    s.unfinished.sequences.remove(&tp);
+                    s.sequences
+                        .insert(tp, batch.base_sequence.wrapping_add(batch.count));
+                }
+                Err(e) if e.is_retriable() && !out_of_order(&e) => return Err(e),
+                Err(e) if e.is_fenced() => return Err(e),
+                Err(_) => {
+                    s.unfinished.sequences.insert(tp, InDoubt::Refused);
+                }
+            }
+        }
+        self.end_txn(s, false, deadline).await
     }
 
     async fn add_partitions(
@@ -466,22 +545,56 @@ impl Sessions {
                 .collect::<Result<Vec<_>, TransportError>>()?
                 .into_iter(),
         )?;
-        let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let batch = Batch {
+            base_sequence,
+            count,
+            encoded,
+        };
         // From the first send on, the outcome is unknown until a definite answer arrives.
-        s.unfinished.sequences.insert(tp.clone());
+        s.unfinished
+            .sequences
+            .insert(tp.clone(), InDoubt::Unanswered(batch.clone()));
+        match self.send_batch(s, tp, &batch, deadline).await {
+            Ok(base) => {
+                s.unfinished.sequences.remove(tp);
+                s.sequences
+                    .insert(tp.clone(), base_sequence.wrapping_add(count));
+                Ok(base)
+            }
+            Err(e) => {
+                // A refusal is definite (an earlier send of the same batch, if it is still on
+                // its way, is refused alike); anything else may still be appended.
+                if !e.is_retriable() || out_of_order(&e) {
+                    s.unfinished.sequences.insert(tp.clone(), InDoubt::Refused);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends `batch` to the leader of `tp` until a definite answer or `deadline`; returns its
+    /// base offset (where the broker wrote it, also when it answers that it has it already).
+    async fn send_batch(
+        &self,
+        s: &Session,
+        tp: &TopicPartition,
+        batch: &Batch,
+        deadline: Instant,
+    ) -> Result<i64, TransportError> {
+        let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
         let cluster = &self.cluster;
         let (role, token) = (&s.role, s.token);
         let what = format!("Produce to {}/{} for role '{role}'", tp.0, tp.1);
-        let base = cluster
+        cluster
             .retry_async(&what, deadline, || {
                 let produce = TxnProduce {
                     role: role.clone(),
                     token,
                     topic: tp.0.clone(),
                     partition: tp.1,
-                    base_sequence,
+                    base_sequence: batch.base_sequence,
                     timeout_ms,
-                    encoded: encoded.clone(),
+                    encoded: batch.encoded.clone(),
                     what: what.clone(),
                 };
                 async move {
@@ -492,11 +605,7 @@ impl Sessions {
                         .await
                 }
             })
-            .await?;
-        s.unfinished.sequences.remove(tp);
-        s.sequences
-            .insert(tp.clone(), base_sequence.wrapping_add(count));
-        Ok(base)
+            .await
     }
 
     /// Learns the next sequence of `tp` for this pair from the partition leader.
@@ -567,6 +676,11 @@ impl Sessions {
         }
         Ok(())
     }
+}
+
+/// Whether `e` is the broker refusing a batch's sequence (OUT_OF_ORDER_SEQUENCE_NUMBER).
+fn out_of_order(e: &TransportError) -> bool {
+    e.kafka_code() == Some(code::E::OutOfOrderSequenceNumber.code())
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! A TCP proxy in front of a broker that can hold back the broker's answers to one kind of
 //! request (by API key) for longer than the client's request timeout: the request reaches the
-//! broker and takes effect, and the client does not learn it in time. It can also turn the
-//! broker's Fetch answers into answers with an error code on every partition, as a broker
-//! under load or one that has not caught up with a new topic answers, and freeze the broker.
+//! broker and takes effect, and the client does not learn it in time. It can also hold back
+//! requests themselves and send them later, on a connection of their own (a produce queued at a
+//! recovering broker that lands after the client gave up on it), turn the broker's Fetch answers
+//! into answers with an error code on every partition, as a broker under load or one that has
+//! not caught up with a new topic answers, and freeze the broker.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -14,7 +16,9 @@ use std::thread;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{FetchResponse, ResponseHeader};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnResponse, FetchResponse, ProduceResponse, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 /// EndTxn's API key.
@@ -23,6 +27,28 @@ pub const END_TXN: i16 = 26;
 pub const FETCH: i16 = 1;
 /// Produce's API key.
 pub const PRODUCE: i16 = 0;
+/// AddPartitionsToTxn's API key.
+pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
+/// DescribeProducers' API key.
+pub const DESCRIBE_PRODUCERS: i16 = 61;
+
+/// Requests held back at the proxy instead of sent.
+#[derive(Default)]
+struct HeldRequests {
+    /// Requests with this API key are held from now on.
+    api_key: Option<i16>,
+    /// The held requests, in the order they came.
+    frames: Vec<Vec<u8>>,
+    /// When the broker's answer to a request with this API key comes, the held requests are
+    /// sent first (each on a connection of its own, its answer awaited), and only then is that
+    /// answer passed on.
+    release_at: Option<i16>,
+    /// How many requests were held in all.
+    count: usize,
+    /// The answers to the released requests: (error code, base offset) of a Produce answer's
+    /// first partition, or `None` when there was no answer.
+    answers: Vec<Option<(i16, i64)>>,
+}
 
 #[derive(Default)]
 struct Hold {
@@ -48,6 +74,8 @@ pub struct Proxy {
     failed: Arc<AtomicUsize>,
     forwarded: Arc<Mutex<Vec<i16>>>,
     frozen: Arc<AtomicBool>,
+    requests_held: Arc<Mutex<HeldRequests>>,
+    target: String,
 }
 
 impl Proxy {
@@ -63,7 +91,10 @@ impl Proxy {
             failed: Arc::default(),
             forwarded: Arc::default(),
             frozen: Arc::default(),
+            requests_held: Arc::default(),
+            target: target.to_owned(),
         };
+        let requests_held = proxy.requests_held.clone();
         let (hold, held, fail, failed, forwarded, frozen) = (
             proxy.hold.clone(),
             proxy.held.clone(),
@@ -87,10 +118,15 @@ impl Proxy {
                 );
                 let (p1, p2, f1) = (pending.clone(), pending, forwarded.clone());
                 let (z1, z2) = (frozen.clone(), frozen.clone());
-                thread::spawn(move || requests(client, server, p1, f1, z1));
+                let (r1, r2) = (requests_held.clone(), requests_held.clone());
+                thread::spawn(move || requests(client, server, p1, f1, z1, r1));
                 let (h, n) = (hold.clone(), held.clone());
                 let (f, fd) = (fail.clone(), failed.clone());
-                thread::spawn(move || responses(s2, c2, p2, h, n, f, fd, z2));
+                let release = Release {
+                    held: r2,
+                    target: target.clone(),
+                };
+                thread::spawn(move || responses(s2, c2, p2, h, n, f, fd, z2, release));
             }
         });
         proxy
@@ -104,6 +140,56 @@ impl Proxy {
             remaining: count,
             delay,
         };
+    }
+
+    /// Holds every request with `api_key` from now on: it is not sent to the broker (the
+    /// client waits for an answer that does not come) until released.
+    pub fn hold_requests(&self, api_key: i16) {
+        self.requests_held.lock().expect("held requests").api_key = Some(api_key);
+    }
+
+    /// Stops holding requests; the ones held so far are sent just before the broker's next
+    /// answer to a request with `api_key` reaches the client (each on a connection of its own,
+    /// its answer awaited).
+    pub fn release_held_requests_before_answer_to(&self, api_key: i16) {
+        let mut h = self.requests_held.lock().expect("held requests");
+        h.api_key = None;
+        h.release_at = Some(api_key);
+    }
+
+    /// Stops holding requests and sends the ones held so far now (each on a connection of its
+    /// own, its answer awaited).
+    pub fn release_held_requests_now(&self) {
+        let frames = {
+            let mut h = self.requests_held.lock().expect("held requests");
+            h.api_key = None;
+            h.release_at = None;
+            std::mem::take(&mut h.frames)
+        };
+        send_held(&self.requests_held, &self.target, frames);
+    }
+
+    /// Stops holding requests and forgets the ones held so far: they never reach the broker.
+    pub fn drop_held_requests(&self) {
+        let mut h = self.requests_held.lock().expect("held requests");
+        h.api_key = None;
+        h.release_at = None;
+        h.frames.clear();
+    }
+
+    /// How many requests were held so far.
+    pub fn requests_held(&self) -> usize {
+        self.requests_held.lock().expect("held requests").count
+    }
+
+    /// The broker's answers to the released requests, in order: (error code, base offset) of
+    /// a Produce answer's first partition, `None` for no answer.
+    pub fn released_answers(&self) -> Vec<Option<(i16, i64)>> {
+        self.requests_held
+            .lock()
+            .expect("held requests")
+            .answers
+            .clone()
     }
 
     /// Freezes the broker as a SIGSTOP would: connections are still accepted, and nothing that
@@ -169,6 +255,7 @@ fn requests(
     pending: Arc<Mutex<VecDeque<(i16, i16)>>>,
     forwarded: Arc<Mutex<Vec<i16>>>,
     frozen: Arc<AtomicBool>,
+    requests_held: Arc<Mutex<HeldRequests>>,
 ) {
     while let Some(frame) = read_frame(&mut client) {
         if frozen.load(Ordering::SeqCst) {
@@ -176,6 +263,14 @@ fn requests(
         }
         let api_key = i16::from_be_bytes([frame[4], frame[5]]);
         let version = i16::from_be_bytes([frame[6], frame[7]]);
+        {
+            let mut h = requests_held.lock().expect("held requests");
+            if h.api_key == Some(api_key) {
+                h.frames.push(frame);
+                h.count += 1;
+                continue;
+            }
+        }
         pending
             .lock()
             .expect("pending")
@@ -198,6 +293,7 @@ fn responses(
     fail: Arc<Mutex<Fail>>,
     failed: Arc<AtomicUsize>,
     frozen: Arc<AtomicBool>,
+    release: Release,
 ) {
     // Answers come back in request order on one connection.
     while let Some(mut frame) = read_frame(&mut server) {
@@ -206,6 +302,9 @@ fn responses(
             continue;
         }
         let api_key = request.map(|(key, _)| key);
+        if let Some((key, version)) = request {
+            release.before_answer_to(key, version, &frame);
+        }
         if let Some((FETCH, version)) = request {
             let code = {
                 let mut f = fail.lock().expect("fail");
@@ -239,6 +338,76 @@ fn responses(
     }
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
+}
+
+/// What a connection's answer thread needs to send the held requests.
+struct Release {
+    held: Arc<Mutex<HeldRequests>>,
+    target: String,
+}
+
+impl Release {
+    /// Sends the held requests if they are due before `answer`, the broker's answer to a
+    /// request with `api_key` at `version`. An AddPartitionsToTxn answer counts only when every
+    /// partition was added.
+    fn before_answer_to(&self, api_key: i16, version: i16, answer: &[u8]) {
+        let frames = {
+            let mut h = self.held.lock().expect("held requests");
+            if h.release_at != Some(api_key)
+                || (api_key == ADD_PARTITIONS_TO_TXN && !all_added(answer, version))
+            {
+                return;
+            }
+            h.release_at = None;
+            std::mem::take(&mut h.frames)
+        };
+        send_held(&self.held, &self.target, frames);
+    }
+}
+
+/// Sends each of `frames` to `target` on a connection of its own and waits for its answer.
+fn send_held(held: &Mutex<HeldRequests>, target: &str, frames: Vec<Vec<u8>>) {
+    for frame in frames {
+        let api_key = i16::from_be_bytes([frame[4], frame[5]]);
+        let version = i16::from_be_bytes([frame[6], frame[7]]);
+        let answer = TcpStream::connect(target).ok().and_then(|mut s| {
+            s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+            s.write_all(&frame).ok()?;
+            read_frame(&mut s)
+        });
+        let answer = answer.and_then(|a| (api_key == PRODUCE).then(|| produce_answer(&a, version)));
+        held.lock().expect("held requests").answers.push(answer);
+    }
+}
+
+/// Whether the AddPartitionsToTxn answer `frame` (of request `version`, 3 or older) added
+/// every partition.
+fn all_added(frame: &[u8], version: i16) -> bool {
+    let header_version = if version >= 3 { 1 } else { 0 };
+    let mut body = Bytes::copy_from_slice(&frame[4..]);
+    ResponseHeader::decode(&mut body, header_version).expect("a response header");
+    let resp = AddPartitionsToTxnResponse::decode(&mut body, version)
+        .expect("an AddPartitionsToTxn answer");
+    resp.results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| t.results_by_partition.iter())
+        .all(|p| p.partition_error_code == 0)
+}
+
+/// (error code, base offset) of the first partition of the Produce answer `frame` (of request
+/// `version`).
+fn produce_answer(frame: &[u8], version: i16) -> (i16, i64) {
+    let header_version = if version >= 9 { 1 } else { 0 };
+    let mut body = Bytes::copy_from_slice(&frame[4..]);
+    ResponseHeader::decode(&mut body, header_version).expect("a response header");
+    let resp = ProduceResponse::decode(&mut body, version).expect("a Produce answer");
+    let p = resp
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .next()
+        .expect("a partition in the Produce answer");
+    (p.error_code, p.base_offset)
 }
 
 /// The Fetch answer `frame` (of request `version`) with `code` on every partition and no

@@ -224,13 +224,14 @@ impl TxnProduce {
         match code::error(p.error_code) {
             // A duplicate: an earlier send of this very batch was written.
             None | Some(code::E::DuplicateSequenceNumber) => Ok(p.base_offset),
-            Some(code::E::OutOfOrderSequenceNumber) => {
-                Err(Attempt::Stop(TransportError::retriable(format!(
+            Some(code::E::OutOfOrderSequenceNumber) => Err(Attempt::Stop(
+                TransportError::retriable(format!(
                     "{what}: the broker expected another sequence than {base_sequence} \
                      (OUT_OF_ORDER_SEQUENCE_NUMBER); the transaction is aborted and the \
                      sequence learned again"
-                ))))
-            }
+                ))
+                .with_kafka_code(code::E::OutOfOrderSequenceNumber.code()),
+            )),
             Some(code::E::TopicAuthorizationFailed) => Err(Attempt::Stop(topic_unauthorized(
                 "Produce", &role, "WRITE", &topic,
             ))),
