@@ -2114,7 +2114,67 @@ fn a_check_is_judged_again_once_the_read_after_it_moved_the_lease() {
     c.handle(at, records(vec![renewal, tombstone, gone], 6))
         .unwrap();
     assert_eq!(c.contested_until(), None, "no deferral on a stale check");
-    assert_eq!(drain(&mut c), [describe()], "a new check, at once");
+    assert_eq!(
+        drain(&mut c),
+        [acquire()],
+        "the holder left before its deadline: rank 0 challenges at once, the stale check unused"
+    );
+}
+
+/// A standby `member` whose reads found registrations of `members` (in order, from offset 0)
+/// and `a`'s lease (pair `K`, deadline T0 + 2000), tailing the partition.
+fn tailing_among(member: &str, members: &[&str]) -> Candidate {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m(member), timing(), now).unwrap();
+    drain(&mut c);
+    let own = members.iter().position(|x| *x == member).unwrap() as i64;
+    c.handle(now, Event::Appended { offset: own }).unwrap();
+    drain(&mut c);
+    let mut state: Vec<Record> = (0i64..)
+        .zip(members)
+        .map(|(offset, name)| reg_record(offset, name))
+        .collect();
+    let next = state.len() as i64;
+    state.push(lease_record(next, "a", K, T0 + 2000));
+    c.handle(now, records(state, next + 1)).unwrap();
+    drain(&mut c);
+    c
+}
+
+/// The records of `a`'s resign from `offset` on: its lease tombstone, then its deregistration.
+fn resign_of_a(offset: i64) -> Vec<Record> {
+    vec![
+        Record::tombstone(offset, Key::lease(role()).encode()),
+        Record::tombstone(offset + 1, Key::registration(role(), m("a")).encode()),
+    ]
+}
+
+#[test]
+fn a_resigns_tombstone_lets_the_first_rank_challenge_without_a_check() {
+    // The holder cleared its lease before its deadline: it resigned, its exit pair fenced
+    // what it held, and every other rank's turn is staggers away. Rank 0 mints at once.
+    let mut c = tailing_among("b", &["a", "b"]);
+    let at = UnixMillis(T0 + 100);
+    c.handle(at, records(resign_of_a(3), 5)).unwrap();
+    assert_eq!(drain(&mut c), [acquire()]);
+    // Rank 1 waits its stagger from the moment it read the resign, tailing the partition.
+    let mut c = tailing_among("c", &["a", "b", "c"]);
+    c.handle(at, records(resign_of_a(4), 6)).unwrap();
+    assert_eq!(drain(&mut c), [read(6, Some(at.0 + 500))]);
+}
+
+#[test]
+fn a_tombstone_read_stalled_or_after_the_deadline_is_checked_first() {
+    // A stalled read may hide a newer lease behind another role's open transaction.
+    let mut c = tailing_among("b", &["a", "b"]);
+    let at = UnixMillis(T0 + 100);
+    c.handle(at, stalled_with(resign_of_a(3), 5)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    // A lease cleared after its deadline: other ranks' turns may have come meanwhile.
+    let mut c = tailing_among("b", &["a", "b"]);
+    let late = UnixMillis(T0 + 2100);
+    c.handle(late, records(resign_of_a(3), 5)).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
 }
 
 /// Finding 1: b and c registered while a dead challenger's claim held the partition's last

@@ -266,10 +266,17 @@ struct Term {
 /// registration comes after reads held short of it, and its turn went by in between, it counts
 /// as released (see "Stalled reads").
 ///
-/// When a standby's turn comes (a read issued at or after its turn shows the lease run out; a
-/// read issued earlier, such as a long poll that answered at the turn, is followed by a fresh
-/// one, since the holder may have renewed meanwhile under the same pair), it does not
-/// challenge at once. It asks the coordinator ([`Command::DescribeRole`]) for the role's pair
+/// A resign is the exception: when a read that is not stalled brings a lease tombstone that
+/// cleared a lease before its deadline, the holder left (its exit pair fenced every pair it
+/// held), and no other member's turn came, since theirs are staggers after they read the same
+/// tombstone. The first rank then challenges at once, without the check below: what the check
+/// would find is the exit pair with nothing open. That is what makes a hand-over take the
+/// calls of the resign and of the claim, and no more.
+///
+/// Otherwise, when a standby's turn comes (a read issued at or after its turn shows the lease
+/// run out; a read issued earlier, such as a long poll that answered at the turn, is followed
+/// by a fresh one, since the holder may have renewed meanwhile under the same pair), it does
+/// not challenge at once. It asks the coordinator ([`Command::DescribeRole`]) for the role's pair
 /// and transaction state, and compares the pair with the pair `K` of the last lease it read
 /// (producer ids have no order, so "newer" means "another pair than the lease's"):
 ///

@@ -28,8 +28,17 @@ impl Candidate {
         let was_held_back = self.held_back;
         let was_stalled = self.stalled;
         let rank_before = self.rank;
+        // Whether this read ends with a live lease cleared: its holder left (a resign).
+        let mut left = false;
         for r in records {
-            match self.state.apply(r) {
+            let live = self.state.lease().is_some_and(|e| e.lease.deadline > now);
+            let applied = self.state.apply(r);
+            match applied {
+                Applied::Leased => left = false,
+                Applied::LeaseCleared => left = live,
+                _ => {}
+            }
+            match applied {
                 Applied::Leased | Applied::LeaseCleared => {
                     lease_moved = true;
                     // The lease moved on: whatever challenge this member waited for is decided.
@@ -123,6 +132,14 @@ impl Candidate {
                     self.issue(Io::Read { wait_until: None });
                     return;
                 }
+                if left && rank == 0 && !stalled && check.is_none() && self.unchallenged() {
+                    // The holder cleared its lease before its deadline, in this read: it left,
+                    // its exit pair fenced what it held, and no other member's turn has come
+                    // (theirs are staggers after they read the same tombstone). What a check
+                    // would find is the exit pair, with nothing open: the first rank goes now.
+                    self.challenge(now);
+                    return;
+                }
                 match check {
                     Some(status) => self.decide(now, &status),
                     None => self.issue(Io::Describe),
@@ -189,6 +206,11 @@ impl Candidate {
         let until = (lease.deadline + self.blind).max(now + grace);
         self.outage_until = Some(self.outage_until.map_or(until, |u| u.max(until)));
         true
+    }
+
+    /// Whether this standby knows of no challenge and no outage that it waits out.
+    fn unchallenged(&self) -> bool {
+        self.contested_until.is_none() && self.deferred_to.is_none() && self.outage_until.is_none()
     }
 
     /// Whether this member's reads have not reached its own registration yet.

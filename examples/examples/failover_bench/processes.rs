@@ -2,10 +2,14 @@
 //! death is a SIGKILL. Every figure comes from the role's lease records in the log, written by
 //! the members with their own clocks (one machine, so one clock):
 //!
-//! * **failover overhead**: the instant the successor's first lease was written (its
-//!   `deadline - lease`) minus the killed leader's last deadline (the successor has rank 0);
-//! * **hand-over after resign**: the successor's first lease write minus the instant the
-//!   leader began to resign (it prints it before calling `resign`).
+//! * **failover overhead**: the instant the successor learned it leads (its `elected` call
+//!   returned, after its first lease committed; it prints the instant) minus the killed
+//!   leader's last deadline (the successor has rank 0);
+//! * **hand-over after resign**: the same instant minus the instant the leader began to
+//!   resign (it prints it before calling `resign`).
+//!
+//! Each round also prints when the successor's first lease write began (its `deadline -
+//! lease`), so that what the claim's transaction took can be told apart.
 //!
 //! Rounds alternate: a kill, then a resign, each followed by a fresh member process joining
 //! as the next standby (a restarted process lands at the tail).
@@ -276,7 +280,7 @@ pub fn run(
             }
             leader.kill();
             let killed_at = SystemClock.now().0;
-            standby.expect("ELECTED", lease * 3);
+            let elected = elected_at(&standby, lease * 3);
             let first = first_lease_of(&reader, role, partitions, &standby.name, lease_ms);
             // The killed leader may have renewed between the read and the kill: take the
             // deadline of its last record.
@@ -284,11 +288,11 @@ pub fn run(
                 .last()
                 .copied()
                 .unwrap_or(old_deadline);
-            let overhead = (first - last_deadline - turn_delay) as f64;
+            let overhead = (elected - last_deadline - turn_delay) as f64;
             println!(
                 "round {round:>3} kill:   {} SIGKILLed at {killed_at}, its lease ended at \
-                 {last_deadline}; {} (rank {rank}) first wrote at {first}: overhead {overhead:.0} ms \
-                 past deadline + {rank} x stagger",
+                 {last_deadline}; {} (rank {rank}) first wrote at {first}, elected at {elected}: \
+                 overhead {overhead:.0} ms past deadline + {rank} x stagger",
                 leader.name, standby.name
             );
             overheads.push(overhead);
@@ -302,14 +306,15 @@ pub fn run(
                 .expect("RESIGN", Duration::from_secs(30))
                 .parse()
                 .unwrap_or_else(|_| super::fail("a bad RESIGN line".into()));
-            standby.expect("ELECTED", lease * 3);
+            let elected = elected_at(&standby, lease * 3);
             let first = first_lease_of(&reader, role, partitions, &standby.name, lease_ms);
-            let took = (first - began - turn_delay) as f64;
+            let took = (elected - began - turn_delay) as f64;
             leader.expect("RESIGNED", Duration::from_secs(30));
             leader.wait();
             println!(
                 "round {round:>3} resign: {} began to resign at {began}; {} (rank {rank}) first \
-                 wrote at {first}: hand-over {took:.0} ms past {rank} x stagger",
+                 wrote at {first}, elected at {elected}: hand-over {took:.0} ms past {rank} x \
+                 stagger",
                 leader.name, standby.name
             );
             handovers.push(took);
@@ -320,6 +325,15 @@ pub fn run(
     leader.expect("RESIGNED", Duration::from_secs(30));
     leader.wait();
     (overheads, handovers)
+}
+
+/// The instant `member` printed with `ELECTED` (its `elected` call returned).
+fn elected_at(member: &Member, within: Duration) -> i64 {
+    let line = member.expect("ELECTED", within);
+    line.split_whitespace()
+        .next()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| super::fail(format!("{}: a bad ELECTED line: {line}", member.name)))
 }
 
 fn deregister(reader: &KafkaTransport, role: &str, partitions: i32, member: &str) {
