@@ -120,7 +120,9 @@ impl Pool {
         st.seq += 1;
         let seq = st.seq;
         st.jobs.push(Queued { priority, seq, job });
-        if st.idle > 0 {
+        // Each waiting thread takes one queued job when it wakes; one woken for an earlier job
+        // counts as waiting until it runs, and takes that job, not this one.
+        if st.jobs.len() <= st.idle {
             drop(st);
             self.shared.queued.notify_one();
             return Placed::Started;
@@ -261,6 +263,32 @@ mod tests {
         let order: Vec<u32> = (0..4).map(|_| order_rx.recv().expect("ran")).collect();
         assert_eq!(order, vec![1, 3, 2, 0]);
         assert_eq!(pool.queued(), 0);
+    }
+
+    #[test]
+    fn a_job_queued_while_the_waiting_thread_is_woken_for_another_waits() {
+        let pool = Pool::new("test-pool", 1);
+        let (ran_tx, ran_rx) = mpsc::channel::<()>();
+        pool.submit(0, Box::new(move || ran_tx.send(()).expect("sent")));
+        ran_rx.recv().expect("the first job ran");
+        // The one thread waits for a job.
+        while lock(&pool.shared.state).idle == 0 {
+            std::thread::yield_now();
+        }
+        let (hold_tx, hold_rx) = mpsc::channel::<()>();
+        assert_eq!(
+            pool.submit(
+                0,
+                Box::new(move || {
+                    let _ = hold_rx.recv();
+                })
+            ),
+            Placed::Started
+        );
+        // Whether or not the woken thread has taken the first job yet, it is busy with that
+        // one: the second waits.
+        assert_eq!(pool.submit(0, Box::new(|| ())), Placed::Waits);
+        hold_tx.send(()).expect("released");
     }
 
     #[test]
