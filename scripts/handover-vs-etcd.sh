@@ -5,16 +5,23 @@
 # etcd-election-bench (a single-node etcd embedded in a process of its own), each with the same
 # rounds: members are processes, the leader is SIGKILLed on even rounds and resigns on odd
 # ones, 3 s lease (etcd: session TTL 3 s). Then prints a table, one row per flavour:
-#   hand-over after resign        the successor's first committed lease (etcd: its Campaign
-#                                 returned) minus the instant the leader's resign began
+#   hand-over after resign        the instant the successor's `elected` returned, its first
+#                                 lease committed (etcd: its Campaign returned), minus the
+#                                 instant the leader's resign began
 #   failover overhead (SIGKILL)   the same instant minus the dead leader's lease deadline
 #                                 (etcd: its last keepalive response plus the TTL)
 # A long benchmark (about a minute per driver for 20 rounds), not part of CI.
 #
-# Usage: scripts/handover-vs-etcd.sh [--failovers N] [--drivers "blocking tokio ..."]
+# Usage: scripts/handover-vs-etcd.sh [--failovers N] [--drivers "blocking tokio ..."] [--warmup N]
+#                                    [--bootstrap HOST:PORT]
 #
 #   --failovers N   rounds per flavour, kills and resigns alternating (default 20)
 #   --drivers LIST  failover_bench's drivers (default "blocking tokio smol async-std host")
+#   --warmup N      rounds run first and left out of the table, so that the broker's JVM
+#                   has compiled its transaction paths (default 20; 0: none)
+#   --bootstrap H:P a broker that is already running (say one the test suite warmed up)
+#                   instead of a fresh one; a fresh broker's first minutes of hand-overs are
+#                   slower, even after the warm-up
 #
 # Environment: FAILOVER_BENCH  a failover_bench binary to run instead of building one.
 # Every run's full output stays in target/handover-vs-etcd/<time>/.
@@ -29,8 +36,15 @@ die() {
 
 # Inside the broker's lifetime (with-broker.sh runs this script again): the runs themselves.
 if [ "${1:-}" = "--inside" ]; then
-    out="$2" failovers="$3" drivers="$4"
+    out="$2" failovers="$3" drivers="$4" warmup="$5"
     touch "$out/broker-started"
+    # A broker just started runs its transaction paths interpreted until the JVM has compiled
+    # them: the first minute's hand-overs are twice as slow. Warm it up, and keep none of it.
+    if [ "$warmup" -gt 0 ]; then
+        echo "== warm-up: failover_bench --failovers $warmup (not in the table)" >&2
+        "$FAILOVER_BENCH_BIN" --bootstrap "$KAFKA_BOOTSTRAP" --failovers "$warmup" \
+            >"$out/warmup.txt"
+    fi
     for d in $drivers; do
         echo "== failover_bench --driver $d" >&2
         "$FAILOVER_BENCH_BIN" --bootstrap "$KAFKA_BOOTSTRAP" --failovers "$failovers" \
@@ -42,6 +56,8 @@ if [ "${1:-}" = "--inside" ]; then
 fi
 
 failovers=20
+warmup=20
+bootstrap=""
 drivers="blocking tokio smol async-std host"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -55,6 +71,16 @@ while [ $# -gt 0 ]; do
         drivers="$2"
         shift 2
         ;;
+    --warmup)
+        [ $# -ge 2 ] || die "--warmup needs a value"
+        warmup="$2"
+        shift 2
+        ;;
+    --bootstrap)
+        [ $# -ge 2 ] || die "--bootstrap needs a value"
+        bootstrap="$2"
+        shift 2
+        ;;
     -h | --help)
         awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
         exit 0
@@ -63,6 +89,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$failovers" in '' | *[!0-9]*) die "--failovers must be a number, not '$failovers'" ;; esac
+case "$warmup" in '' | *[!0-9]*) die "--warmup must be a number, not '$warmup'" ;; esac
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
 [ -n "$drivers" ] || die "--drivers must name at least one driver"
 
@@ -84,10 +111,15 @@ else
 fi
 
 loadavg="$(cat /proc/loadavg)"
+if [ -n "$bootstrap" ]; then
+    KAFKA_BOOTSTRAP="$bootstrap" "$root/scripts/handover-vs-etcd.sh" --inside "$out" "$failovers" \
+        "$drivers" "$warmup" || die "a run failed; its output is in $out"
+fi
 # A broker that did not start (say, a port taken in between) is tried once more.
 for attempt in 1 2; do
+    [ -z "$bootstrap" ] || break
     status=0
-    scripts/kafka/with-broker.sh "$root/scripts/handover-vs-etcd.sh" --inside "$out" "$failovers" "$drivers" || status=$?
+    scripts/kafka/with-broker.sh "$root/scripts/handover-vs-etcd.sh" --inside "$out" "$failovers" "$drivers" "$warmup" || status=$?
     [ "$status" -eq 0 ] && break
     if [ -e "$out/broker-started" ] || [ "$attempt" -eq 2 ]; then
         die "a run failed (exit $status); its output is in $out"

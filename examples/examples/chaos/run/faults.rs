@@ -151,6 +151,11 @@ impl Orchestrator {
     /// Injects faults until enough failovers happened; returns their count.
     pub(super) fn chaos(&mut self) -> Result<usize, String> {
         let mut failovers = 0;
+        // The first elections of a cluster just started can overlap (a rank 1 member can mint
+        // just after the rank 0 member was elected, while the cluster still creates its
+        // transaction log): the first fault waits for them to be over, as every later fault
+        // waits for the elections after the one before it.
+        self.quiet();
         while failovers < self.args.failovers || self.broker_kills < self.args.broker_kills {
             if let Some(max) = self.args.max_seconds {
                 if self.started.elapsed() >= Duration::from_secs(max) {
