@@ -769,17 +769,7 @@ fn the_write_after_an_unanswered_produce(name: &str, release: HeldProduce) {
     }
 
     // Turned away while the connection pool takes the broker for silent, then written.
-    let mut turned_away = 0;
-    let offset = loop {
-        match t.write_lease(p, key, Some(b"next"), token) {
-            Ok(offset) => break offset,
-            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
-                turned_away += 1;
-                thread::sleep(Duration::from_millis(25));
-            }
-            Err(e) => panic!("the write after the one that gave up: {e}"),
-        }
-    };
+    let offset = write_lease_once_admitted(&t, p, key, b"next", token, "the next write");
     let answers = proxy.released_answers();
     eprintln!(
         "{release:?}: {} produce(s) held, answered when released with (error code, offset) \
@@ -828,6 +818,30 @@ fn a_produce_that_never_lands_leaves_the_next_write_its_sequence() {
     the_write_after_an_unanswered_produce("held-never", HeldProduce::Never);
 }
 
+/// Writes a lease record `value` of `key` to `p` with `token` (`what`, for the panic): calls
+/// turned away while the connection pool takes the broker for silent (a second) are retriable
+/// errors, and the write is tried again every 25 ms, up to 400 times.
+fn write_lease_once_admitted(
+    t: &KafkaTransport,
+    p: i32,
+    key: &[u8],
+    value: &[u8],
+    token: FencingToken,
+    what: &str,
+) -> i64 {
+    let mut turned_away = 0;
+    loop {
+        match t.write_lease(p, key, Some(value), token) {
+            Ok(offset) => return offset,
+            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
+                turned_away += 1;
+                thread::sleep(Duration::from_millis(25));
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 /// A new role named after `name`, led through `t`: its pair and the offset of its first lease.
 fn leading(t: &KafkaTransport, name: &str) -> (Role, FencingToken, i64) {
     let role = role(name);
@@ -850,17 +864,8 @@ fn the_leader_writes_on_after_the_thaw(
 ) {
     let p = t.role_partition(role).expect("partition");
     let key = role.as_str().as_bytes();
-    let mut turned_away = 0;
-    let offset = loop {
-        match t.write_lease(p, key, Some(b"lease 3"), token) {
-            Ok(offset) => break offset,
-            Err(e) if e.kind() == ErrorKind::Retriable && turned_away < 400 => {
-                turned_away += 1;
-                thread::sleep(Duration::from_millis(25));
-            }
-            Err(e) => panic!("the leader's write after the thaw: {e}"),
-        }
-    };
+    let offset =
+        write_lease_once_admitted(t, p, key, b"lease 3", token, "the write after the thaw");
     assert!(
         offset > first,
         "the same pair writes on: {offset} after {first}"
