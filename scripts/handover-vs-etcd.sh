@@ -61,24 +61,14 @@ bootstrap=""
 drivers="blocking tokio smol async-std host"
 while [ $# -gt 0 ]; do
     case "$1" in
-    --failovers)
-        [ $# -ge 2 ] || die "--failovers needs a value"
-        failovers="$2"
-        shift 2
-        ;;
-    --drivers)
-        [ $# -ge 2 ] || die "--drivers needs a value"
-        drivers="$2"
-        shift 2
-        ;;
-    --warmup)
-        [ $# -ge 2 ] || die "--warmup needs a value"
-        warmup="$2"
-        shift 2
-        ;;
-    --bootstrap)
-        [ $# -ge 2 ] || die "--bootstrap needs a value"
-        bootstrap="$2"
+    --failovers | --drivers | --warmup | --bootstrap)
+        [ $# -ge 2 ] || die "$1 needs a value"
+        case "$1" in
+        --failovers) failovers="$2" ;;
+        --drivers) drivers="$2" ;;
+        --warmup) warmup="$2" ;;
+        --bootstrap) bootstrap="$2" ;;
+        esac
         shift 2
         ;;
     -h | --help)

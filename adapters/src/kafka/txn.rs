@@ -430,7 +430,7 @@ impl Sessions {
             unanswered.iter().map(|(tp, _)| tp.clone()).collect();
         s.unfinished.open = true;
         if let Err(e) = self.add_partitions(s, &partitions, deadline).await {
-            if e.is_retriable() || e.is_fenced() {
+            if e.is_fenced() || !refused_for_good(&e) {
                 return Err(e);
             }
             // Refused for good (the topic is gone, or writing to it is no longer allowed): a
@@ -447,8 +447,7 @@ impl Sessions {
                     s.sequences
                         .insert(tp, batch.base_sequence.wrapping_add(batch.count));
                 }
-                Err(e) if e.is_retriable() && !out_of_order(&e) => return Err(e),
-                Err(e) if e.is_fenced() => return Err(e),
+                Err(e) if e.is_fenced() || !refused_for_good(&e) => return Err(e),
                 Err(_) => {
                     s.unfinished.sequences.insert(tp, InDoubt::Refused);
                 }
@@ -564,7 +563,7 @@ impl Sessions {
             Err(e) => {
                 // A refusal is definite (an earlier send of the same batch, if it is still on
                 // its way, is refused alike); anything else may still be appended.
-                if !e.is_retriable() || out_of_order(&e) {
+                if refused_for_good(&e) {
                     s.unfinished.sequences.insert(tp.clone(), InDoubt::Refused);
                 }
                 Err(e)
@@ -678,9 +677,11 @@ impl Sessions {
     }
 }
 
-/// Whether `e` is the broker refusing a batch's sequence (OUT_OF_ORDER_SEQUENCE_NUMBER).
-fn out_of_order(e: &TransportError) -> bool {
-    e.kafka_code() == Some(code::E::OutOfOrderSequenceNumber.code())
+/// Whether `e` says a batch will never be appended, wherever its sends are: a refusal that
+/// retrying cannot change (its records, the ACLs, a fence), or the broker refusing its sequence
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER, retriable for the write but definite for the batch).
+fn refused_for_good(e: &TransportError) -> bool {
+    !e.is_retriable() || e.kafka_code() == Some(code::E::OutOfOrderSequenceNumber.code())
 }
 
 #[cfg(test)]

@@ -32,14 +32,9 @@ impl Candidate {
         let mut left = false;
         for r in records {
             let live = self.state.lease().is_some_and(|e| e.lease.deadline > now);
-            let applied = self.state.apply(r);
-            match applied {
-                Applied::Leased => left = false,
-                Applied::LeaseCleared => left = live,
-                _ => {}
-            }
-            match applied {
-                Applied::Leased | Applied::LeaseCleared => {
+            match self.state.apply(r) {
+                applied @ (Applied::Leased | Applied::LeaseCleared) => {
+                    left = live && matches!(applied, Applied::LeaseCleared);
                     lease_moved = true;
                     // The lease moved on: whatever challenge this member waited for is decided.
                     self.contested_until = None;
