@@ -920,6 +920,39 @@ fn a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout() 
 }
 
 #[test]
+fn a_broker_that_answers_late_but_is_alive_is_not_taken_for_silent() {
+    // A coordinator whose append waits for a replica that died (the replica stays in the ISR
+    // until the controller fences its broker) leaves AddPartitionsToTxn unanswered for longer
+    // than the request timeout (700 ms here), yet opens a new connection at once. The lease
+    // write tries again at once and goes through: the broker is busy, not silent. Taken for
+    // silent, it would turn the write away (and a leader's renewals with it) for a quiet
+    // period, and the write would fail, as the frozen broker's do.
+    let Some(broker) = bootstrap() else { return };
+    let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(15));
+    let (role, token, first) = leading(&t, "busy-coordinator");
+    let p = t.role_partition(&role).expect("partition");
+    let key = role.as_str().as_bytes();
+
+    proxy.hold_next(proxy::ADD_PARTITIONS_TO_TXN, 1, Duration::from_secs(3));
+    let started = Instant::now();
+    let offset = t
+        .write_lease(p, key, Some(b"lease 2"), token)
+        .expect("the write goes on once the broker is found busy, not silent");
+    eprintln!(
+        "a lease write whose AddPartitionsToTxn answer was held for 3 s (request timeout \
+         700 ms) went through after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(proxy.held(), 1, "the answer was held");
+    assert!(offset > first, "written after the first lease: {offset} > {first}");
+    assert_eq!(
+        t.describe_epoch(&role).expect("describe").token,
+        token,
+        "nobody took the role meanwhile"
+    );
+}
+
+#[test]
 fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_timeout() {
     // A broker freezes with requests in flight on both of the transport's connections to it,
     // and more requests (checks of other roles, each a request of its own) wait for those
@@ -990,6 +1023,68 @@ fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_ti
 
     proxy.thaw();
     the_leader_writes_on_after_the_thaw(&t, &role, token, first);
+}
+
+#[test]
+fn calls_queued_behind_a_busy_broker_wait_for_it_instead_of_giving_up() {
+    // Both of the transport's connections to the broker carry a check whose answer does not
+    // come for 7 s (the proxy holds it, then breaks the connection), and two more checks wait
+    // for a connection. After a quarter of the request timeout (5 s of 20 s) the broker opens
+    // a new connection at once: it is busy, not silent. Nothing is given up on, and the checks
+    // that waited get their answers once the connections are free. (A frozen broker does not
+    // open one: see the test above.)
+    let Some(broker) = bootstrap() else { return };
+    drop(transport(&broker));
+    let proxy = proxy::Proxy::start(&broker);
+    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.clone(), proxy.addr.clone())
+        .with_connections_per_broker(2)
+        .with_request_timeout(Duration::from_secs(20))
+        .with_operation_timeout(Duration::from_secs(120));
+    let t = KafkaTransport::connect(config).expect("transport");
+    let (role, token, _) = leading(&t, "busy-queue");
+    let others: Vec<Role> = (0..4)
+        .map(|i| Role::new(format!("{role}-{i}")).expect("role"))
+        .collect();
+    for other in &others {
+        t.describe_epoch(other).expect("describe");
+    }
+
+    proxy.hold_next(proxy::DESCRIBE_TRANSACTIONS, 2, Duration::from_secs(7));
+    let started = Instant::now();
+    let results: Vec<_> = thread::scope(|scope| {
+        let calls: Vec<_> = others
+            .iter()
+            .map(|other| {
+                let t = &t;
+                scope.spawn(move || t.describe_epoch(other).map(drop))
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|c| c.join().expect("call"))
+            .collect()
+    });
+    eprintln!(
+        "4 checks, 2 of them held for 7 s, on 2 connections with a 20 s request timeout, \
+         ended after {:?}: {results:?}",
+        started.elapsed()
+    );
+    assert_eq!(proxy.held(), 2, "two answers were held");
+    assert_eq!(t.requests_abandoned(), 0, "nothing was given up on");
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(
+            !e.message().contains("silent"),
+            "the broker was not taken for silent: {e}"
+        );
+    }
+    let answered = results.iter().filter(|r| r.is_ok()).count();
+    assert!(answered >= 2, "the two checks that waited were answered: {results:?}");
+    assert_eq!(
+        t.describe_epoch(&role).expect("describe").token,
+        token,
+        "the leader is untouched"
+    );
 }
 
 #[test]

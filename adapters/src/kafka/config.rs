@@ -205,7 +205,10 @@ impl KafkaConfig {
     /// checks; also how long a read may take to catch up to the last stable offset. Default 10 s.
     /// A broker that leaves a request unanswered this long is taken for silent, and so is one
     /// that leaves every connection's request unanswered for a quarter of it while other calls
-    /// wait for a connection; its requests unanswered for that quarter are then given up on
+    /// wait for a connection, unless it opens a new connection within that quarter (then it
+    /// is busy: an append waiting for a dead replica to leave the ISR). Calls to a silent
+    /// broker fail at once for a second, then one at a time probes it; its requests unanswered
+    /// for that quarter are given up on
     /// (see [`KafkaTransport::requests_abandoned`](super::KafkaTransport::requests_abandoned)).
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;

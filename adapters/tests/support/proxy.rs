@@ -31,6 +31,8 @@ pub const PRODUCE: i16 = 0;
 pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
 /// DescribeProducers' API key.
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+/// DescribeTransactions' API key.
+pub const DESCRIBE_TRANSACTIONS: i16 = 65;
 
 /// Requests held back at the proxy instead of sent.
 #[derive(Default)]

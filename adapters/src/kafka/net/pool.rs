@@ -21,6 +21,11 @@ struct Broker {
     calls: Mutex<Vec<Option<Call>>>,
     /// Signalled when a slot is given back.
     freed: std::sync::Condvar,
+    /// Signalled when a check of whether the broker is busy ends.
+    checked: std::sync::Condvar,
+    /// What the pool last learned by opening a new connection to the broker while every
+    /// connection had a request unanswered for the pile-up time (see [`Pool::busy`]).
+    busy: Mutex<BusyCheck>,
     /// The broker's connection threads, which run the requests handed over with
     /// [`Pool::request`].
     threads: crate::pool::Pool,
@@ -55,24 +60,43 @@ impl Call {
     }
 }
 
+/// Whether a broker whose connections are all stuck answers a new one.
+#[derive(Default)]
+struct BusyCheck {
+    /// When it last did: the pile-up time counts again from then.
+    answered_at: Option<Instant>,
+    /// A call is opening that connection now; the others wait for what it finds.
+    checking: bool,
+}
+
 impl Broker {
     fn new(per_broker: usize) -> Broker {
         Broker {
             slots: (0..per_broker).map(|_| Mutex::new(None)).collect(),
             calls: Mutex::new((0..per_broker).map(|_| None).collect()),
             freed: std::sync::Condvar::new(),
+            checked: std::sync::Condvar::new(),
+            busy: Mutex::default(),
             threads: crate::pool::Pool::new("kc-conn", per_broker),
         }
     }
 
-    /// Whether every slot has had its request in flight for at least `pile_up`, the rule by
-    /// which a broker that stopped answering is found silent (see [`Pool::take`]): `Ok` if
-    /// so, otherwise the earliest instant it could be.
-    fn stuck(calls: &[Option<Call>], now: Instant, pile_up: Duration) -> Result<(), Instant> {
+    /// Whether every slot has had its request in flight for at least `pile_up`, and the
+    /// broker has not answered a new connection for as long, the rule by which a broker that
+    /// stopped answering is found silent (see [`Pool::take`]): `Ok` if so, otherwise the
+    /// earliest instant it could be.
+    fn stuck(&self, calls: &[Option<Call>], now: Instant, pile_up: Duration) -> Result<(), Instant> {
         if calls.iter().any(Option::is_none) {
             return Err(now + pile_up);
         }
-        let youngest = calls.iter().flatten().map(|c| c.since).max().unwrap_or(now);
+        let answered_at = lock(&self.busy).answered_at;
+        let youngest = calls
+            .iter()
+            .flatten()
+            .map(|c| c.since)
+            .chain(answered_at)
+            .max()
+            .unwrap_or(now);
         let stuck_at = youngest + pile_up;
         if now >= stuck_at {
             Ok(())
@@ -169,7 +193,9 @@ struct Silent {
 /// threads that run them wait too. A broker is silent when it refused a connection, left a
 /// request unanswered for a whole request timeout, or left every one of its connections
 /// unanswered for the pile-up time (a quarter of the request timeout) while another call
-/// waited for one. When it goes silent, the pool also gives up on its requests that have been
+/// waited for one; in the last two cases, only if it does not open a new connection within
+/// the pile-up time either. One that does is busy, not silent (an append waiting for a
+/// replica that died, see [`busy`](Pool::busy)), and its calls go on. When it goes silent, the pool also gives up on its requests that have been
 /// unanswered for the pile-up time: their sockets are shut down, and the calls that wait for
 /// them fail at once (retriable, their outcome unknown, as after a request timeout) instead
 /// of holding their threads until the request timeout.
@@ -450,16 +476,48 @@ impl Pool {
             }
             (Err(NetError::Io(why)), None) => {
                 *guard = None;
-                // A request left unanswered for a whole request timeout.
-                if started.elapsed() >= self.request_timeout {
-                    Heard::Silent(why.clone())
-                } else {
+                drop(guard);
+                // A request left unanswered for a whole request timeout: the broker is silent,
+                // unless it answers a new connection at once.
+                if started.elapsed() < self.request_timeout {
                     Heard::Undecided
+                } else if let Some(busy) = self.busy(addr) {
+                    result = Err(NetError::Io(format!("{why}; {busy}")));
+                    Heard::Undecided
+                } else {
+                    Heard::Silent(why.clone())
                 }
             }
             _ => Heard::Answered,
         };
         (result, heard)
+    }
+
+    /// Whether `addr`, which left a request unanswered for a whole request timeout, opens a new
+    /// connection (TCP, ApiVersions, and the SASL handshake when configured) within the
+    /// pile-up time: a broker that does is busy with that request, not silent. A coordinator's
+    /// append (AddPartitionsToTxn, EndTxn) or a Produce with acks=all waits for every replica
+    /// in the ISR, and a replica whose broker died stays there until the controller fences
+    /// that broker (its session timeout, 9 s by default): the request is answered then, and
+    /// the broker serves every call of the role's that follows. Taking it for silent would
+    /// turn those calls away for a quiet period and more, time a leader needs to renew. A
+    /// frozen broker, or one behind a network cut, does not answer the new connection either.
+    /// Returns what to add to the call's error when the broker is busy.
+    fn busy(&self, addr: &str) -> Option<String> {
+        let started = Instant::now();
+        let probe = self.security.open(
+            addr,
+            &self.client_id,
+            Arc::clone(&self.counts),
+            started + self.pile_up,
+            |_| Ok(()),
+        );
+        probe.ok().map(|_| {
+            format!(
+                "{addr} answered a new connection in {:?}, so it is busy, not silent",
+                started.elapsed()
+            )
+        })
     }
 
     /// Takes a free connection slot of `broker` (at `addr`), waiting for one until `deadline`.
@@ -481,8 +539,13 @@ impl Pool {
                 return Ok(Taken { broker, index });
             }
             // Every slot is taken: stuck once the youngest request on them is that old.
-            let stuck_at = match Broker::stuck(&calls, now, self.pile_up) {
+            let stuck_at = match broker.stuck(&calls, now, self.pile_up) {
                 Ok(()) => {
+                    drop(calls);
+                    if self.check_busy(broker, addr) {
+                        calls = lock(&broker.calls);
+                        continue;
+                    }
                     let why = self.pile_up_why(addr);
                     return Err((
                         NetError::Io(format!("not sending to {addr}: {why}")),
@@ -600,15 +663,64 @@ impl Pool {
         if broker.threads.queued() == 0 || self.is_silent(addr) {
             return;
         }
-        let stuck = Broker::stuck(&lock(&broker.calls), Instant::now(), self.pile_up);
+        let stuck = broker.stuck(&lock(&broker.calls), Instant::now(), self.pile_up);
         match stuck {
-            Ok(()) => self.note(
-                addr,
-                &Admission::Send,
-                Heard::Silent(self.pile_up_why(addr)),
-            ),
+            // Opening a connection may take the pile-up time: not on the timer's thread.
+            Ok(()) => {
+                let owned = addr.to_owned();
+                let spawned = std::thread::Builder::new()
+                    .name("kc-busy-check".into())
+                    .spawn(move || {
+                        let Some(pool) = weak.upgrade() else { return };
+                        if pool.check_busy(&broker, &owned) {
+                            let next = Instant::now() + pool.pile_up;
+                            Self::check_pile_up_at(weak, &owned, next);
+                        } else {
+                            let why = pool.pile_up_why(&owned);
+                            pool.note(&owned, &Admission::Send, Heard::Silent(why));
+                        }
+                    });
+                if spawned.is_err() {
+                    self.note(
+                        addr,
+                        &Admission::Send,
+                        Heard::Silent(self.pile_up_why(addr)),
+                    );
+                }
+            }
             Err(next) => Self::check_pile_up_at(weak, addr, next),
         }
+    }
+
+    /// Whether `broker` (at `addr`), whose every connection has had a request unanswered for
+    /// the pile-up time, answers a new connection (see [`busy`](Self::busy)): then the
+    /// pile-up time counts again from now. One call checks at a time; the others wait for
+    /// what it finds.
+    fn check_busy(&self, broker: &Broker, addr: &str) -> bool {
+        let mut check = lock(&broker.busy);
+        if check.checking {
+            while check.checking {
+                check = broker
+                    .checked
+                    .wait_timeout(check, self.pile_up)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+            return check
+                .answered_at
+                .is_some_and(|at| at.elapsed() < self.pile_up);
+        }
+        check.checking = true;
+        drop(check);
+        let busy = self.busy(addr).is_some();
+        let mut check = lock(&broker.busy);
+        check.checking = false;
+        if busy {
+            check.answered_at = Some(Instant::now());
+        }
+        drop(check);
+        broker.checked.notify_all();
+        busy
     }
 
     /// How many requests were sent on the pool's connections.
