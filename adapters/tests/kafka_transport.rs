@@ -944,7 +944,10 @@ fn a_broker_that_answers_late_but_is_alive_is_not_taken_for_silent() {
         started.elapsed()
     );
     assert_eq!(proxy.held(), 1, "the answer was held");
-    assert!(offset > first, "written after the first lease: {offset} > {first}");
+    assert!(
+        offset > first,
+        "written after the first lease: {offset} > {first}"
+    );
     assert_eq!(
         t.describe_epoch(&role).expect("describe").token,
         token,
@@ -1060,10 +1063,7 @@ fn calls_queued_behind_a_busy_broker_wait_for_it_instead_of_giving_up() {
                 scope.spawn(move || t.describe_epoch(other).map(drop))
             })
             .collect();
-        calls
-            .into_iter()
-            .map(|c| c.join().expect("call"))
-            .collect()
+        calls.into_iter().map(|c| c.join().expect("call")).collect()
     });
     eprintln!(
         "4 checks, 2 of them held for 7 s, on 2 connections with a 20 s request timeout, \
@@ -1079,7 +1079,10 @@ fn calls_queued_behind_a_busy_broker_wait_for_it_instead_of_giving_up() {
         );
     }
     let answered = results.iter().filter(|r| r.is_ok()).count();
-    assert!(answered >= 2, "the two checks that waited were answered: {results:?}");
+    assert!(
+        answered >= 2,
+        "the two checks that waited were answered: {results:?}"
+    );
     assert_eq!(
         t.describe_epoch(&role).expect("describe").token,
         token,

@@ -645,6 +645,8 @@ fn losing_the_first_lease_write_returns_to_waiting_for_the_winner() {
 fn standbys_wait_for_deadline_plus_rank_times_stagger_and_re_read_before_challenging() {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    // Every call up to the turn is scripted: no probes of the coordinator while `a` is late.
+    c.set_probe_late_holder(false);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 2 }).unwrap();
     drain(&mut c);
@@ -1134,10 +1136,13 @@ fn standby_at_its_turn() -> Candidate {
 }
 
 /// A standby `b` (rank 0, registered at offset 1) that has read `a`'s lease (pair `K`) with
-/// `deadline`, and the commands that read left.
+/// `deadline`, and the commands that read left. It does not probe the coordinator while `a`
+/// is late to renew (the scenarios built on it script every call up to the turn; the probes
+/// have tests of their own).
 fn behind_a_lease(deadline: i64) -> (Candidate, Vec<Command>) {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    c.set_probe_late_holder(false);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 1 }).unwrap();
     drain(&mut c);
@@ -1725,6 +1730,8 @@ fn a_standby_whose_registration_was_tombstoned_registers_again_at_the_tail() {
 fn a_read_issued_before_the_turn_is_followed_by_a_fresh_one() {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    // Every call up to the turn is scripted: no probes of the coordinator while `a` is late.
+    c.set_probe_late_holder(false);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 1 }).unwrap();
     drain(&mut c);
@@ -1813,6 +1820,103 @@ fn fail_until(c: &mut Candidate, from: UnixMillis, back: UnixMillis) -> (UnixMil
         }
         now = retry;
     }
+}
+
+/// A standby `b` (rank 0) behind `a`'s lease (pair `K`, deadline T0 + 2000, so written at
+/// T0 - 1000), probing the coordinator or not while `a` is late to renew, driven until `to`:
+/// every read answers with nothing new, every check with `check(now)`. The commands it gave.
+fn late_holder(
+    probe: bool,
+    to: i64,
+    check: impl Fn(UnixMillis) -> Event,
+) -> (Candidate, Vec<Command>) {
+    let now = UnixMillis(T0);
+    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
+    c.set_probe_late_holder(probe);
+    drain(&mut c);
+    c.handle(now, Event::Appended { offset: 1 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 + 2000),
+    ];
+    c.handle(now, records(state, 3)).unwrap();
+    let mut given = drain(&mut c);
+    let mut pending = given.clone();
+    let mut now = now;
+    while now.0 < to {
+        match pending.pop() {
+            Some(Command::ReadPartition { wait_until, .. }) => {
+                // A long poll that nothing ends answers at its end.
+                now = now.max(wait_until.unwrap_or(now));
+                c.handle(now, records(vec![], 3)).unwrap();
+            }
+            Some(Command::DescribeRole { .. }) => c.handle(now, check(now)).unwrap(),
+            Some(Command::AcquireEpoch { .. }) => break,
+            Some(other) => panic!("unexpected {other:?}"),
+            None => {
+                now = c.poll_timeout().expect("a timer");
+                c.handle(now, Event::Tick).unwrap();
+            }
+        }
+        let cmds = drain(&mut c);
+        given.extend(cmds.iter().cloned());
+        pending = cmds;
+    }
+    (c, given)
+}
+
+#[test]
+fn a_coordinator_that_dies_while_the_holder_is_late_counts_as_an_outage() {
+    // The coordinator of `a`'s role dies at T0 and a new one answers from T0 + 1800, just
+    // before the turn (T0 + 2000): `a` could not renew meanwhile, while the partition read on.
+    let down = |now: UnixMillis| {
+        if now.0 < T0 + 1800 {
+            Event::Failed
+        } else {
+            status(K, TransactionState::CompleteCommit)
+        }
+    };
+    // Without probes, the check at the turn finds the new coordinator: the challenge.
+    let (_, given) = late_holder(false, T0 + 2600, down);
+    assert_eq!(given.last(), Some(&acquire()), "{given:?}");
+    assert_eq!(given.iter().filter(|c| **c == describe()).count(), 1);
+
+    // With them: from T0 + 500 (a renew interval and a half after the lease was written) the
+    // standby asks the coordinator every half interval; the first probe fails, and the time
+    // until one is answered (T0 + 500 to about T0 + 1800) is added to the deadline, with a
+    // renew interval after the answer at least.
+    let (c, given) = late_holder(true, T0 + 2600, down);
+    assert!(
+        !given.contains(&acquire()),
+        "no challenge by T0 + 2600: {given:?}"
+    );
+    assert_eq!(
+        given[0],
+        read(3, Some(T0 + 500)),
+        "the long poll ends at the first probe"
+    );
+    let until = c.outage_until().expect("an outage").0;
+    assert!(
+        until >= T0 + 2000 + 1300,
+        "the deadline moved by the blind time, to {}",
+        until - T0
+    );
+    assert_eq!(c.status(), Status::Standby);
+}
+
+#[test]
+fn a_late_holder_whose_coordinator_answers_is_challenged_at_the_turn() {
+    // The probes are answered: a dead holder is taken over at the turn, as without them.
+    let answers = |_| status(K, TransactionState::CompleteCommit);
+    let (c, given) = late_holder(true, T0 + 2600, answers);
+    assert_eq!(given.last(), Some(&acquire()), "{given:?}");
+    let probes = given.iter().filter(|c| **c == describe()).count();
+    // T0 + 500, + 1000, + 1500, then the turn's check.
+    assert_eq!(probes, 4, "{given:?}");
+    assert_eq!(c.outage_until(), None);
+    assert_eq!(c.status(), Status::Challenging);
 }
 
 #[test]
@@ -1958,6 +2062,8 @@ fn a_resign_while_a_check_is_outstanding_deregisters() {
 fn ranks_released_from_a_stall_together_are_staggered_again() {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    // Every call up to the turn is scripted: no probes of the coordinator while `a` is late.
+    c.set_probe_late_holder(false);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 2 }).unwrap();
     drain(&mut c);
@@ -2018,6 +2124,8 @@ fn ranks_released_from_a_stall_together_are_staggered_again() {
 fn an_announced_challenge_is_waited_for_before_its_acquire_reaches_the_coordinator() {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("c"), timing(), now).unwrap();
+    // Every call up to the turn is scripted: no probes of the coordinator while `a` is late.
+    c.set_probe_late_holder(false);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 2 }).unwrap();
     drain(&mut c);

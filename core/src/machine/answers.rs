@@ -25,7 +25,7 @@ impl Candidate {
                     Event::Appended { .. }
                 )
                 | (Io::Read { .. }, Event::RecordsRead { .. })
-                | (Io::Describe, Event::Described { .. })
+                | (Io::Describe | Io::Probe, Event::Described { .. })
                 | (Io::Acquire | Io::Supersede(_), Event::EpochGranted { .. })
                 | (
                     Io::Claim(_) | Io::Renew(_) | Io::ClearLease(_),
@@ -91,6 +91,12 @@ impl Candidate {
                 self.on_read(now, &records, end_offset, stalled, long_poll);
             }
             (Io::Describe, Event::Described { status }) => self.on_described(now, status),
+            (Io::Probe, Event::Described { .. }) => {
+                // Calls that failed before it (the coordinator was gone) are an outage the
+                // holder waited through too; then back to the reads.
+                self.served_again(now);
+                self.issue(Io::Read { wait_until: None });
+            }
             (Io::Acquire, Event::EpochGranted { token }) => {
                 self.blind_since = None;
                 self.term = Some(Term {
@@ -242,7 +248,12 @@ impl Candidate {
                     self.timer = Some((now + backoff(self.failures, leader_cap), io));
                 }
             }
-            Io::Register | Io::Read { .. } | Io::Describe | Io::Acquire | Io::Claim(_) => {
+            Io::Register
+            | Io::Read { .. }
+            | Io::Describe
+            | Io::Probe
+            | Io::Acquire
+            | Io::Claim(_) => {
                 match io {
                     // A long poll may have waited long before the cluster failed it.
                     Io::Read {
@@ -279,7 +290,9 @@ impl Candidate {
                 // Reads and checks retry at least every renew interval, so that the end of an
                 // outage is seen within one (see "When the cluster cannot serve the role").
                 let cap = match retry {
-                    Io::Read { .. } | Io::Describe => standby_cap.min(self.timing.renew_interval),
+                    Io::Read { .. } | Io::Describe | Io::Probe => {
+                        standby_cap.min(self.timing.renew_interval)
+                    }
                     _ => standby_cap,
                 };
                 self.timer = Some((now + backoff(self.failures, cap), retry));
@@ -321,9 +334,14 @@ impl Candidate {
                 from_offset: self.state.next_offset(),
                 wait_until,
             },
-            Io::Describe => Command::DescribeRole {
-                transactional_id: self.role.clone(),
-            },
+            Io::Describe | Io::Probe => {
+                if io == Io::Probe {
+                    self.probed_at = Some(now);
+                }
+                Command::DescribeRole {
+                    transactional_id: self.role.clone(),
+                }
+            }
             Io::Announce => {
                 let holder = match self.state.lease() {
                     Some(e) => e.lease.member.clone(),

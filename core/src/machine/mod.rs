@@ -68,6 +68,9 @@ enum Io {
     },
     /// The pre-challenge check: DescribeTransactions for the role.
     Describe,
+    /// The same call made while waiting for a holder that is late to renew: only whether the
+    /// coordinator answers (see "When the cluster cannot serve the role").
+    Probe,
     /// A challenger tombstones the registration of the holder whose lease ran out, right
     /// before its acquire: the sign, readable by the other standbys, that a challenge is on its
     /// way to the coordinator.
@@ -90,7 +93,7 @@ impl Io {
                 "an Append is outstanding (Appended or Failed)"
             }
             Io::Read { .. } => "a ReadPartition is outstanding (RecordsRead or Failed)",
-            Io::Describe => "a DescribeRole is outstanding (Described or Failed)",
+            Io::Describe | Io::Probe => "a DescribeRole is outstanding (Described or Failed)",
             Io::Acquire | Io::Supersede(_) => {
                 "an AcquireEpoch is outstanding (EpochGranted or Failed)"
             }
@@ -361,6 +364,16 @@ struct Term {
 /// interval. Reads and checks are retried at least every renew interval, so the standby sees the
 /// outage end within one.
 ///
+/// A coordinator that dies stops the holder's renewals while the partition reads on, so reads
+/// alone do not show that outage. While the holder is late to renew (nothing from it for a
+/// renew interval and a half since its lease was written), the standby therefore also asks the
+/// coordinator every half renew interval whether it answers (the check of its turn, a
+/// DescribeTransactions, whose answer it otherwise ignores), until the lease's deadline. A probe
+/// that fails, or that the transport answered only after more than a challenge stagger, counts
+/// like any other call. A holder that died with its coordinator up costs nothing more: its
+/// standbys are answered, and challenge at their turns as before.
+/// [`set_probe_late_holder`](Self::set_probe_late_holder) turns the probes off.
+///
 /// The rule is the standby's alone: the epoch still fences, so safety does not move; a member
 /// of another implementation that does not follow it can only challenge sooner. It cannot save
 /// a holder that Kafka itself holds up while the standbys read on: a transaction of the holder
@@ -453,6 +466,11 @@ pub struct Candidate {
     /// the cluster could not serve the role, and as long again after it served again (at most
     /// a renew interval). Cleared when the lease moves.
     outage_until: Option<UnixMillis>,
+    /// When this standby last asked the coordinator whether it answers, while the holder was
+    /// late to renew.
+    probed_at: Option<UnixMillis>,
+    /// See [`set_probe_late_holder`](Self::set_probe_late_holder).
+    probe_late_holder: bool,
     /// A new leader's list of members registered ahead of it at its election (with failed
     /// attempts so far), whose registrations it tombstones.
     evictions: VecDeque<(MemberId, u32)>,
@@ -533,6 +551,8 @@ impl Candidate {
             blind_since: None,
             blind: Duration::ZERO,
             outage_until: None,
+            probed_at: None,
+            probe_late_holder: true,
             announced_at: None,
             evictions: VecDeque::new(),
             evict: false,
@@ -564,6 +584,15 @@ impl Candidate {
     /// members stay registered and ranks skip them ([`RoleState::passed_over`]).
     pub fn set_evict_passed_over(&mut self, evict: bool) {
         self.evict = evict;
+    }
+
+    /// Whether this member, as a standby, asks the coordinator every half renew interval
+    /// whether it answers while the holder is late to renew (default `true`; see "When the
+    /// cluster cannot serve the role"). Off, it asks only at its turn: one call fewer per half
+    /// interval of a late holder, and a coordinator that died and came back before the turn
+    /// counts against the holder.
+    pub fn set_probe_late_holder(&mut self, probe: bool) {
+        self.probe_late_holder = probe;
     }
 
     /// Brings the first renewal of each term `phase` earlier than a renew interval after the

@@ -149,9 +149,9 @@ impl Candidate {
                     // that ends the wait (a new lease, a resign's tombstone) is read as it
                     // lands. A reader that answers at once returns nothing and the timer takes
                     // over: no busy loop.
-                    self.issue(Io::Read {
-                        wait_until: Some(until),
-                    });
+                    self.tail_until(now, until);
+                } else if self.probe_at(until).is_some_and(|at| at <= now) {
+                    self.issue(Io::Probe);
                 } else {
                     self.wait_until(now, until);
                 }
@@ -171,7 +171,49 @@ impl Candidate {
     /// check: a read may have been slow because this process was paused, which is no outage
     /// of the cluster's, and a check comes only at a turn.
     pub(super) fn slow(&self, now: UnixMillis, io: Io) -> bool {
-        io == Io::Describe && now.since(self.issued_at) > self.timing.challenge_stagger
+        matches!(io, Io::Describe | Io::Probe)
+            && now.since(self.issued_at) > self.timing.challenge_stagger
+    }
+
+    /// When this standby, waiting for its turn at `turn`, next asks the coordinator whether it
+    /// answers: while the lease it read is another member's and that member is late to renew
+    /// (no renewal for one and a half renew intervals since the lease was written), every half
+    /// renew interval until the lease's deadline (as far as an outage moved it) or the turn,
+    /// whichever comes first. Not while it waits for another member's challenge. A holder that is late because its coordinator died (or
+    /// moved) cannot renew until a new one answers, and the standbys' reads of the partition
+    /// do not show that: a probe that fails shows it, and the time until one is answered is
+    /// counted as an outage (see "When the cluster cannot serve the role"). `None`: no probe
+    /// before the turn.
+    fn probe_at(&self, turn: UnixMillis) -> Option<UnixMillis> {
+        let lease = &self.state.lease()?.lease;
+        let contested = self.contested_until.is_some() || self.deferred_to.is_some();
+        if lease.member == self.member || contested || !self.probe_late_holder {
+            return None;
+        }
+        let renew = self.timing.renew_interval;
+        let written = lease.deadline.saturating_sub(self.timing.lease_duration);
+        let late = written + renew.saturating_add(renew / 2);
+        let every = (renew / 2).max(Duration::from_millis(1));
+        let at = self.probed_at.map_or(late, |p| late.max(p + every));
+        let end = turn.min(
+            lease
+                .deadline
+                .max(self.outage_until.unwrap_or(lease.deadline)),
+        );
+        (at < end).then_some(at)
+    }
+
+    /// Waits for the turn at `until` tailing the partition (the read returns when a record
+    /// lands, or at `until`), or probes the coordinator first when the holder is late to renew
+    /// (see [`probe_at`](Self::probe_at)): at once when a probe is due, else the wait ends at
+    /// the next one.
+    fn tail_until(&mut self, now: UnixMillis, until: UnixMillis) {
+        match self.probe_at(until) {
+            Some(at) if at <= now => self.issue(Io::Probe),
+            probe => self.issue(Io::Read {
+                wait_until: Some(probe.map_or(until, |at| at.min(until))),
+            }),
+        }
     }
 
     /// A call of this standby was answered. If calls failed before it, the cluster could not
@@ -226,6 +268,7 @@ impl Candidate {
         } else {
             until
         };
+        let at = self.probe_at(until).map_or(at, |probe| at.min(probe));
         self.timer = Some((at, Io::Read { wait_until: None }));
     }
 
@@ -461,9 +504,7 @@ impl Candidate {
                 // resign whose exit pair the check saw) is read as it lands. A reader that
                 // answers at once brings nothing new, and the timer takes over.
                 self.rank = Some(rank);
-                self.issue(Io::Read {
-                    wait_until: Some(until),
-                });
+                self.tail_until(now, until);
             }
             // Not reachable with a contest window in the future; look again shortly.
             Step::Challenge { .. } => self.recheck(now),

@@ -85,7 +85,12 @@ impl Broker {
     /// broker has not answered a new connection for as long, the rule by which a broker that
     /// stopped answering is found silent (see [`Pool::take`]): `Ok` if so, otherwise the
     /// earliest instant it could be.
-    fn stuck(&self, calls: &[Option<Call>], now: Instant, pile_up: Duration) -> Result<(), Instant> {
+    fn stuck(
+        &self,
+        calls: &[Option<Call>],
+        now: Instant,
+        pile_up: Duration,
+    ) -> Result<(), Instant> {
         if calls.iter().any(Option::is_none) {
             return Err(now + pile_up);
         }
