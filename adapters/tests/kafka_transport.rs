@@ -955,6 +955,32 @@ fn a_broker_that_answers_late_but_is_alive_is_not_taken_for_silent() {
     );
 }
 
+/// A transport behind a proxy to `broker` with two connections per broker, a request timeout
+/// of 20 s (so a pile-up time of 5 s) and an operation timeout of 120 s.
+fn on_two_connections_behind_a_proxy(broker: &str) -> (proxy::Proxy, KafkaTransport) {
+    drop(transport(broker));
+    let proxy = proxy::Proxy::start(broker);
+    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.to_owned(), proxy.addr.clone())
+        .with_connections_per_broker(2)
+        .with_request_timeout(Duration::from_secs(20))
+        .with_operation_timeout(Duration::from_secs(120));
+    let t = KafkaTransport::connect(config).expect("transport");
+    (proxy, t)
+}
+
+/// Four roles named after `role`, their coordinator known: each check of one is a request of
+/// its own.
+fn four_other_roles(t: &KafkaTransport, role: &Role) -> Vec<Role> {
+    let others: Vec<Role> = (0..4)
+        .map(|i| Role::new(format!("{role}-{i}")).expect("role"))
+        .collect();
+    for other in &others {
+        t.describe_epoch(other).expect("describe");
+    }
+    others
+}
+
 #[test]
 fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_timeout() {
     // A broker freezes with requests in flight on both of the transport's connections to it,
@@ -966,25 +992,12 @@ fn requests_a_frozen_broker_leaves_unanswered_are_given_up_before_the_request_ti
     // request timeout. Nothing is lost: the leader is still the leader once the broker answers
     // again.
     let Some(broker) = bootstrap() else { return };
-    drop(transport(&broker));
-    let proxy = proxy::Proxy::start(&broker);
-    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
-        .with_address_override(broker.clone(), proxy.addr.clone())
-        .with_connections_per_broker(2)
-        .with_request_timeout(Duration::from_secs(20))
-        .with_operation_timeout(Duration::from_secs(120));
-    let t = KafkaTransport::connect(config).expect("transport");
+    let (proxy, t) = on_two_connections_behind_a_proxy(&broker);
     let (role, token, first) = leading(&t, "frozen-in-flight");
     let p = t.role_partition(&role).expect("partition");
     let key = role.as_str().as_bytes();
     assert_eq!(t.requests_abandoned(), 0);
-    // Four other roles, their coordinator known: each check of one is a request of its own.
-    let others: Vec<Role> = (0..4)
-        .map(|i| Role::new(format!("{role}-{i}")).expect("role"))
-        .collect();
-    for other in &others {
-        t.describe_epoch(other).expect("describe");
-    }
+    let others = four_other_roles(&t, &role);
 
     proxy.freeze();
     let started = Instant::now();
@@ -1037,21 +1050,9 @@ fn calls_queued_behind_a_busy_broker_wait_for_it_instead_of_giving_up() {
     // that waited get their answers once the connections are free. (A frozen broker does not
     // open one: see the test above.)
     let Some(broker) = bootstrap() else { return };
-    drop(transport(&broker));
-    let proxy = proxy::Proxy::start(&broker);
-    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
-        .with_address_override(broker.clone(), proxy.addr.clone())
-        .with_connections_per_broker(2)
-        .with_request_timeout(Duration::from_secs(20))
-        .with_operation_timeout(Duration::from_secs(120));
-    let t = KafkaTransport::connect(config).expect("transport");
+    let (proxy, t) = on_two_connections_behind_a_proxy(&broker);
     let (role, token, _) = leading(&t, "busy-queue");
-    let others: Vec<Role> = (0..4)
-        .map(|i| Role::new(format!("{role}-{i}")).expect("role"))
-        .collect();
-    for other in &others {
-        t.describe_epoch(other).expect("describe");
-    }
+    let others = four_other_roles(&t, &role);
 
     proxy.hold_next(proxy::DESCRIBE_TRANSACTIONS, 2, Duration::from_secs(7));
     let started = Instant::now();

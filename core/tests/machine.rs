@@ -1140,9 +1140,14 @@ fn standby_at_its_turn() -> Candidate {
 /// is late to renew (the scenarios built on it script every call up to the turn; the probes
 /// have tests of their own).
 fn behind_a_lease(deadline: i64) -> (Candidate, Vec<Command>) {
+    behind_a_lease_probing(deadline, false)
+}
+
+/// [`behind_a_lease`], probing the coordinator while `a` is late to renew or not.
+fn behind_a_lease_probing(deadline: i64, probe: bool) -> (Candidate, Vec<Command>) {
     let now = UnixMillis(T0);
     let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
-    c.set_probe_late_holder(false);
+    c.set_probe_late_holder(probe);
     drain(&mut c);
     c.handle(now, Event::Appended { offset: 1 }).unwrap();
     drain(&mut c);
@@ -1830,21 +1835,9 @@ fn late_holder(
     to: i64,
     check: impl Fn(UnixMillis) -> Event,
 ) -> (Candidate, Vec<Command>) {
-    let now = UnixMillis(T0);
-    let mut c = Candidate::new(role(), m("b"), timing(), now).unwrap();
-    c.set_probe_late_holder(probe);
-    drain(&mut c);
-    c.handle(now, Event::Appended { offset: 1 }).unwrap();
-    drain(&mut c);
-    let state = vec![
-        reg_record(0, "a"),
-        reg_record(1, "b"),
-        lease_record(2, "a", K, T0 + 2000),
-    ];
-    c.handle(now, records(state, 3)).unwrap();
-    let mut given = drain(&mut c);
+    let (mut c, mut given) = behind_a_lease_probing(T0 + 2000, probe);
     let mut pending = given.clone();
-    let mut now = now;
+    let mut now = UnixMillis(T0);
     while now.0 < to {
         match pending.pop() {
             Some(Command::ReadPartition { wait_until, .. }) => {
