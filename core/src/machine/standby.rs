@@ -150,8 +150,6 @@ impl Candidate {
                     // lands. A reader that answers at once returns nothing and the timer takes
                     // over: no busy loop.
                     self.tail_until(now, until);
-                } else if self.probe_at(until).is_some_and(|at| at <= now) {
-                    self.issue(Io::Probe);
                 } else {
                     self.wait_until(now, until);
                 }
@@ -179,11 +177,11 @@ impl Candidate {
     /// answers: while the lease it read is another member's and that member is late to renew
     /// (no renewal for one and a half renew intervals since the lease was written), every half
     /// renew interval until the lease's deadline (as far as an outage moved it) or the turn,
-    /// whichever comes first. Not while it waits for another member's challenge. A holder that is late because its coordinator died (or
-    /// moved) cannot renew until a new one answers, and the standbys' reads of the partition
-    /// do not show that: a probe that fails shows it, and the time until one is answered is
-    /// counted as an outage (see "When the cluster cannot serve the role"). `None`: no probe
-    /// before the turn.
+    /// whichever comes first. Not while it waits for another member's challenge. A holder that
+    /// is late because its coordinator died (or moved) cannot renew until a new one answers,
+    /// and the standbys' reads of the partition do not show that: a probe that fails shows it,
+    /// and the time until one is answered is counted as an outage (see "When the cluster
+    /// cannot serve the role"). `None`: no probe before the turn.
     fn probe_at(&self, turn: UnixMillis) -> Option<UnixMillis> {
         let lease = &self.state.lease()?.lease;
         let contested = self.contested_until.is_some() || self.deferred_to.is_some();
@@ -262,13 +260,21 @@ impl Candidate {
     /// once), that turn is a whole lease after it registered: it reads again every
     /// [`RECHECK`] instead, so that it learns its real turn once the stall ends, not a lease
     /// later.
+    ///
+    /// A probe of the coordinator (see [`probe_at`](Self::probe_at)) goes out at once when it
+    /// is due, and otherwise ends the wait when it comes first.
     fn wait_until(&mut self, now: UnixMillis, until: UnixMillis) {
+        let probe = self.probe_at(until);
+        if probe.is_some_and(|at| at <= now) {
+            self.issue(Io::Probe);
+            return;
+        }
         let at = if self.registration_unseen() {
             until.min(now + self.recheck_interval())
         } else {
             until
         };
-        let at = self.probe_at(until).map_or(at, |probe| at.min(probe));
+        let at = probe.map_or(at, |probe| at.min(probe));
         self.timer = Some((at, Io::Read { wait_until: None }));
     }
 

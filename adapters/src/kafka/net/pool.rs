@@ -23,8 +23,8 @@ struct Broker {
     freed: std::sync::Condvar,
     /// Signalled when a check of whether the broker is busy ends.
     checked: std::sync::Condvar,
-    /// What the pool last learned by opening a new connection to the broker while every
-    /// connection had a request unanswered for the pile-up time (see [`Pool::busy`]).
+    /// What the pool last learned by opening a new connection to the broker when it seemed
+    /// silent (see [`Pool::check_busy`]).
     busy: Mutex<BusyCheck>,
     /// The broker's connection threads, which run the requests handed over with
     /// [`Pool::request`].
@@ -200,8 +200,8 @@ struct Silent {
 /// unanswered for the pile-up time (a quarter of the request timeout) while another call
 /// waited for one; in the last two cases, only if it does not open a new connection within
 /// the pile-up time either. One that does is busy, not silent (an append waiting for a
-/// replica that died, see [`busy`](Pool::busy)), and its calls go on. When it goes silent, the pool also gives up on its requests that have been
-/// unanswered for the pile-up time: their sockets are shut down, and the calls that wait for
+/// replica that died, see [`busy`](Pool::busy)), and its calls go on. When it goes silent,
+/// the pool also gives up on its requests that have been unanswered for the pile-up time: their sockets are shut down, and the calls that wait for
 /// them fail at once (retriable, their outcome unknown, as after a request timeout) instead
 /// of holding their threads until the request timeout.
 pub(crate) struct Pool {
@@ -486,8 +486,10 @@ impl Pool {
                 // unless it answers a new connection at once.
                 if started.elapsed() < self.request_timeout {
                     Heard::Undecided
-                } else if let Some(busy) = self.busy(addr) {
-                    result = Err(NetError::Io(format!("{why}; {busy}")));
+                } else if self.check_busy(&broker, addr) {
+                    result = Err(NetError::Io(format!(
+                        "{why}; {addr} answered a new connection, so it is busy, not silent"
+                    )));
                     Heard::Undecided
                 } else {
                     Heard::Silent(why.clone())
@@ -507,22 +509,17 @@ impl Pool {
     /// the broker serves every call of the role's that follows. Taking it for silent would
     /// turn those calls away for a quiet period and more, time a leader needs to renew. A
     /// frozen broker, or one behind a network cut, does not answer the new connection either.
-    /// Returns what to add to the call's error when the broker is busy.
-    fn busy(&self, addr: &str) -> Option<String> {
-        let started = Instant::now();
-        let probe = self.security.open(
-            addr,
-            &self.client_id,
-            Arc::clone(&self.counts),
-            started + self.pile_up,
-            |_| Ok(()),
-        );
-        probe.ok().map(|_| {
-            format!(
-                "{addr} answered a new connection in {:?}, so it is busy, not silent",
-                started.elapsed()
+    /// Called through [`check_busy`](Self::check_busy), one call at a time per broker.
+    fn busy(&self, addr: &str) -> bool {
+        self.security
+            .open(
+                addr,
+                &self.client_id,
+                Arc::clone(&self.counts),
+                Instant::now() + self.pile_up,
+                |_| Ok(()),
             )
-        })
+            .is_ok()
     }
 
     /// Takes a free connection slot of `broker` (at `addr`), waiting for one until `deadline`.
@@ -697,10 +694,10 @@ impl Pool {
         }
     }
 
-    /// Whether `broker` (at `addr`), whose every connection has had a request unanswered for
-    /// the pile-up time, answers a new connection (see [`busy`](Self::busy)): then the
-    /// pile-up time counts again from now. One call checks at a time; the others wait for
-    /// what it finds.
+    /// Whether `broker` (at `addr`), which left a request unanswered for a request timeout or
+    /// every connection's for the pile-up time, answers a new connection (see
+    /// [`busy`](Self::busy)): then the pile-up time counts again from now. One call checks at
+    /// a time; the others wait for what it finds.
     fn check_busy(&self, broker: &Broker, addr: &str) -> bool {
         let mut check = lock(&broker.busy);
         if check.checking {
@@ -717,7 +714,7 @@ impl Pool {
         }
         check.checking = true;
         drop(check);
-        let busy = self.busy(addr).is_some();
+        let busy = self.busy(addr);
         let mut check = lock(&broker.busy);
         check.checking = false;
         if busy {
