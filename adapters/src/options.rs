@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination_core::config::Timing;
+pub use kafka_coordination_core::machine::DEFAULT_MAX_CLOCK_SKEW;
 
 use crate::clock::{Clock, SystemClock};
 
@@ -23,6 +24,7 @@ pub struct Options {
     pub(crate) give_up_after: Option<Duration>,
     pub(crate) long_poll: Duration,
     pub(crate) evict_passed_over: bool,
+    pub(crate) max_clock_skew: Duration,
 }
 
 impl Default for Options {
@@ -33,6 +35,7 @@ impl Default for Options {
             give_up_after: None,
             long_poll: DEFAULT_LONG_POLL,
             evict_passed_over: false,
+            max_clock_skew: DEFAULT_MAX_CLOCK_SKEW,
         }
     }
 }
@@ -45,6 +48,7 @@ impl fmt::Debug for Options {
             .field("give_up_after", &self.give_up_after_or_default())
             .field("long_poll", &self.long_poll)
             .field("evict_passed_over", &self.evict_passed_over)
+            .field("max_clock_skew", &self.max_clock_skew)
             .finish()
     }
 }
@@ -114,6 +118,19 @@ impl Options {
     /// [`Candidate`]: kafka_coordination_core::machine::Candidate
     pub fn evict_passed_over(mut self, evict: bool) -> Self {
         self.evict_passed_over = evict;
+        self
+    }
+
+    /// How far ahead of this process's clock another member's clock is trusted to run
+    /// (default 10 s, [`DEFAULT_MAX_CLOCK_SKEW`]). A standby takes a lease to run at most a
+    /// lease duration plus this much from when it first read the lease, whatever deadline the
+    /// lease names: a dead holder whose clock ran hours ahead (or a record forged by any
+    /// principal allowed to write the topic) leaves the role vacant for at most that long, not
+    /// for hours. A healthy holder is never taken over because of it (each renewal starts a
+    /// bound of its own), and safety does not depend on it: the epoch fences. See the
+    /// guarantees page, "Clocks".
+    pub fn max_clock_skew(mut self, d: Duration) -> Self {
+        self.max_clock_skew = d;
         self
     }
 
@@ -213,6 +230,9 @@ pub struct TimingSettings {
     /// See [`Options::long_poll`].
     #[serde(default, deserialize_with = "serde_duration::option")]
     pub long_poll: Option<Duration>,
+    /// See [`Options::max_clock_skew`].
+    #[serde(default, deserialize_with = "serde_duration::option")]
+    pub max_clock_skew: Option<Duration>,
 }
 
 #[cfg(feature = "serde")]
@@ -225,6 +245,7 @@ impl TimingSettings {
             challenge_stagger: other.challenge_stagger.or(self.challenge_stagger),
             give_up_after: other.give_up_after.or(self.give_up_after),
             long_poll: other.long_poll.or(self.long_poll),
+            max_clock_skew: other.max_clock_skew.or(self.max_clock_skew),
         }
     }
 
@@ -244,6 +265,9 @@ impl TimingSettings {
         }
         if let Some(d) = self.long_poll {
             options = options.long_poll(d);
+        }
+        if let Some(d) = self.max_clock_skew {
+            options = options.max_clock_skew(d);
         }
         options
     }
@@ -336,6 +360,9 @@ mod tests {
             lease_duration: Some(Duration::from_secs(6)),
             ..TimingSettings::default()
         };
+        let o: Options = toml::from_str("max_clock_skew = \"2s\"").expect("valid");
+        assert_eq!(o.max_clock_skew, Duration::from_secs(2));
+        assert_eq!(Options::new().max_clock_skew, DEFAULT_MAX_CLOCK_SKEW);
         let merged = file.merge(flags);
         assert_eq!(merged.lease_duration, Some(Duration::from_secs(6)));
         assert_eq!(merged.renew_interval, Some(Duration::from_secs(3)));

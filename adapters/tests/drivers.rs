@@ -690,6 +690,52 @@ fn a_holder_killed_in_the_middle_of_a_renewal_is_replaced_at_its_turn(flavour: F
     assert!(!stalled(), "b's acquire aborted the cut renewal");
 }
 
+/// A lease record that names a deadline an hour away (a holder whose clock ran an hour ahead,
+/// or any principal allowed to write the topic) keeps the role vacant for at most a lease plus
+/// the standby's skew allowance from when the standby read it, not for an hour.
+fn a_deadline_an_hour_ahead_is_trusted_only_a_lease_plus_the_skew_allowance(flavour: Flavour) {
+    use kafka_coordination::core::partition::role_partition;
+    use kafka_coordination::core::record::{Key, Lease, MemberId};
+    use kafka_coordination::transport::{Append, Registrar};
+
+    let skew = Duration::from_secs(2);
+    let w = cluster(flavour);
+    let a = w.join(ROLE, "a");
+    let b = w.join_with(ROLE, "b", w.options().max_clock_skew(skew));
+    let token = a.token().unwrap();
+    let role = Role::new(ROLE).unwrap();
+    a.link().cut();
+    let forged = Lease {
+        member: MemberId::new("a").unwrap(),
+        token,
+        granted_at: w.now(),
+        deadline: w.now().saturating_add(Duration::from_secs(3600)),
+    };
+    let (sent, appended) = std::sync::mpsc::channel();
+    w.observer().append_all(
+        vec![Append::new(
+            role_partition(&role, 16).unwrap(),
+            Key::lease(role.clone()).encode(),
+            Some(forged.encode()),
+            move |offset| sent.send(offset).unwrap(),
+        )],
+        0,
+    );
+    appended.recv().unwrap().expect("the forged lease is appended");
+    w.settle();
+    let read = w.now();
+    assert_eq!(lease_deadline(&w), forged.deadline);
+    let bound = read.saturating_add(LEASE + skew);
+    w.advance_to(UnixMillis(bound.0 - 1));
+    assert!(!b.is_leader(), "b challenged before the bound");
+    assert!(
+        w.advance_until(LEASE, || b.is_leader()),
+        "b took over within a lease of the bound, not an hour later"
+    );
+    assert!(w.now().since(bound) <= STEP, "{:?} after the bound", w.now().since(bound));
+    assert_ne!(b.token(), Some(token));
+}
+
 /// "Ghosts": a member that dies for good (its pod comes back under another name) costs the
 /// next failover one stagger, once: once a member behind it leads, it is passed over and no
 /// rank counts it, so the failover after that is at rank 0 again. Nobody deletes its
@@ -832,6 +878,10 @@ macro_rules! scenarios {
             #[test]
             fn single_member_is_elected() {
                 super::single_member_is_elected(F)
+            }
+            #[test]
+            fn a_deadline_an_hour_ahead_is_trusted_only_a_lease_plus_the_skew_allowance() {
+                super::a_deadline_an_hour_ahead_is_trusted_only_a_lease_plus_the_skew_allowance(F)
             }
             #[test]
             fn campaigning_again_at_once_waits_for_the_previous_exit() {

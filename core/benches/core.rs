@@ -307,6 +307,7 @@ fn evaluate_roster(c: &mut Criterion) {
         join_offset: (MEMBERS - 1) as i64,
         registered_at: now,
         unleased_since: now,
+        lease_deadline: None,
         contested_until: None,
     };
     assert!(matches!(

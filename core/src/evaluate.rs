@@ -21,6 +21,10 @@ pub struct Standing {
     pub registered_at: UnixMillis,
     /// When this member first saw the role without a lease (ignored while a lease exists).
     pub unleased_since: UnixMillis,
+    /// The lease's deadline as far as this member trusts the holder's clock (see "Another
+    /// member's clock" on [`Candidate`](crate::machine::Candidate)): an earlier instant than
+    /// the one the lease names takes its place. `None`: the lease's own deadline.
+    pub lease_deadline: Option<UnixMillis>,
     /// After losing a challenge race, the member treats the role as leased until this instant
     /// unless a lease record appears: the winner is writing its first lease.
     pub contested_until: Option<UnixMillis>,
@@ -72,9 +76,14 @@ pub fn evaluate(
         return Step::PassedOver;
     }
     let rank = state.rank_at(member, standing.join_offset);
-    let base = match (lease, standing.contested_until) {
-        (Some(entry), Some(c)) => entry.lease.deadline.max(c),
-        (Some(entry), None) => entry.lease.deadline,
+    let deadline = lease.map(|entry| {
+        standing
+            .lease_deadline
+            .map_or(entry.lease.deadline, |d| d.min(entry.lease.deadline))
+    });
+    let base = match (deadline, standing.contested_until) {
+        (Some(deadline), Some(c)) => deadline.max(c),
+        (Some(deadline), None) => deadline,
         (None, Some(c)) => c,
         (None, None) => standing.unleased_since,
     };
@@ -147,6 +156,7 @@ mod tests {
             join_offset,
             registered_at: UnixMillis(100),
             unleased_since: UnixMillis(100),
+            lease_deadline: None,
             contested_until: None,
         }
     }

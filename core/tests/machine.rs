@@ -1203,6 +1203,61 @@ fn a_quiet_holder_whose_lease_ran_out_is_challenged_once_the_check_agrees() {
     assert_eq!(c.status(), Status::Challenging);
 }
 
+/// A holder whose clock runs an hour ahead (or a forged record) names a deadline an hour
+/// away. The standby trusts it only up to a lease duration plus the skew allowance after it
+/// first read the record; a renewal read later starts a new bound of its own.
+#[test]
+fn a_deadline_far_ahead_is_trusted_only_a_lease_plus_the_skew_allowance() {
+    let hour = 3_600_000;
+    let lease = 3000;
+    let skew: i64 = 1000;
+    let mut c = Candidate::new(role(), m("b"), timing(), UnixMillis(T0)).unwrap();
+    c.set_max_clock_skew(Duration::from_millis(skew.unsigned_abs()));
+    c.set_probe_late_holder(false);
+    drain(&mut c);
+    c.handle(UnixMillis(T0), Event::Appended { offset: 1 }).unwrap();
+    drain(&mut c);
+    let state = vec![
+        reg_record(0, "a"),
+        reg_record(1, "b"),
+        lease_record(2, "a", K, T0 + hour),
+    ];
+    c.handle(UnixMillis(T0), records(state, 3)).unwrap();
+    let bound = T0 + lease + skew;
+    assert_eq!(drain(&mut c), [read(3, Some(bound))], "not an hour");
+    // A renewal read 500 ms later (its deadline still an hour ahead) moves the bound by as much.
+    let renewed = T0 + 500;
+    c.handle(
+        UnixMillis(renewed),
+        records(vec![lease_record(3, "a", K, T0 + hour + 500)], 4),
+    )
+    .unwrap();
+    let bound = renewed + lease + skew;
+    assert_eq!(drain(&mut c), [read(4, Some(bound))]);
+    // The holder died after that renewal: at the bound the standby reads, checks, and takes over.
+    c.handle(UnixMillis(bound), records(vec![], 4)).unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)], "a read issued at the turn");
+    c.handle(UnixMillis(bound), records(vec![], 4)).unwrap();
+    assert_eq!(drain(&mut c), [describe()], "the lease ran out: check first");
+    c.handle(UnixMillis(bound), status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    announces_then_acquires(&mut c, UnixMillis(bound));
+}
+
+/// A deadline within the allowance is the lease's own: the bound never makes a standby wait
+/// longer, and ordinary skew keeps its documented effect.
+#[test]
+fn a_deadline_within_the_skew_allowance_is_taken_as_written() {
+    let (_, cmds) = behind_a_lease(T0 + 3000 + 10_000);
+    assert_eq!(
+        cmds,
+        [read(3, Some(T0 + 3000 + 10_000))],
+        "the default allowance, 10 s, covers it"
+    );
+    let (_, cmds) = behind_a_lease(T0 + 3000 + 10_001);
+    assert_eq!(cmds, [read(3, Some(T0 + 3000 + 10_000))]);
+}
+
 #[test]
 fn another_pair_with_nothing_open_is_confirmed_by_a_fresh_read() {
     let mut c = standby_at_its_turn();

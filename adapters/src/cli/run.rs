@@ -66,6 +66,7 @@ impl RunArgs {
             challenge_stagger: self.challenge_stagger,
             give_up_after: self.give_up_after,
             long_poll: None,
+            max_clock_skew: None,
         }
     }
 }

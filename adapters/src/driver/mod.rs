@@ -329,6 +329,7 @@ struct Fresh {
     timing: Timing,
     give_up_after: Duration,
     evict: bool,
+    max_clock_skew: Duration,
     spread: bool,
 }
 
@@ -384,6 +385,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             timing,
             give_up_after: options.give_up_after_or_default(),
             evict: options.evict_passed_over,
+            max_clock_skew: options.max_clock_skew,
             spread: false,
         };
         let candidate = fresh.candidate(&role, &member, clock.now())?;
@@ -857,6 +859,7 @@ impl Fresh {
         let mut c = Candidate::new(role.clone(), member.clone(), self.timing, now)?;
         c.set_give_up_after(Some(self.give_up_after));
         c.set_evict_passed_over(self.evict);
+        c.set_max_clock_skew(self.max_clock_skew);
         if self.spread {
             c.spread_renewals();
         }

@@ -51,6 +51,11 @@ pub const CLEANUP_ATTEMPTS: u32 = 5;
 /// is shorter).
 pub const RECHECK: Duration = Duration::from_millis(100);
 
+/// How far ahead of this member's clock another member's clock is trusted to run, by default:
+/// a lease read is taken to run at most a lease duration plus this much from when this member
+/// first read it (see "Another member's clock" on [`Candidate`]).
+pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(10);
+
 /// The wait before retry number `attempt` (1-based): `BACKOFF_BASE * 2^(attempt-1)`, at most
 /// `cap`, at least 1 ms. A pure function of its inputs.
 pub fn backoff(attempt: u32, cap: Duration) -> Duration {
@@ -382,6 +387,19 @@ struct Term {
 /// partition lost its leader holds every later transaction of the role, renewals included,
 /// until that partition has a leader again.
 ///
+/// # Another member's clock
+///
+/// A lease's deadline is an instant on its holder's clock. A holder whose clock runs ahead of
+/// this member's writes deadlines that look further away than a lease duration, and so does
+/// any principal that may write the topic and names a deadline of its choosing. A standby
+/// trusts a deadline only up to a lease duration plus the skew allowance
+/// ([`set_max_clock_skew`](Self::set_max_clock_skew), default [`DEFAULT_MAX_CLOCK_SKEW`])
+/// after it first read that lease's record: a dead holder whose clock ran an hour ahead
+/// leaves the role vacant for at most that long after its last lease was read, not for an
+/// hour. A healthy holder is never taken over by this bound: it writes a new lease every renew
+/// interval, and the bound of each counts from its own read. Outages of the cluster
+/// (above) still move the turn later, from the bounded deadline.
+///
 /// # Ghosts
 ///
 /// A member registered ahead of a member that has held the lease had its turn first and did
@@ -471,6 +489,10 @@ pub struct Candidate {
     probed_at: Option<UnixMillis>,
     /// See [`set_probe_late_holder`](Self::set_probe_late_holder).
     probe_late_holder: bool,
+    /// The lease record read last (its offset) and when this member first read it.
+    lease_read: Option<(i64, UnixMillis)>,
+    /// See [`set_max_clock_skew`](Self::set_max_clock_skew).
+    max_clock_skew: Duration,
     /// A new leader's list of members registered ahead of it at its election (with failed
     /// attempts so far), whose registrations it tombstones.
     evictions: VecDeque<(MemberId, u32)>,
@@ -553,6 +575,8 @@ impl Candidate {
             outage_until: None,
             probed_at: None,
             probe_late_holder: true,
+            lease_read: None,
+            max_clock_skew: DEFAULT_MAX_CLOCK_SKEW,
             announced_at: None,
             evictions: VecDeque::new(),
             evict: false,
@@ -593,6 +617,15 @@ impl Candidate {
     /// counts against the holder.
     pub fn set_probe_late_holder(&mut self, probe: bool) {
         self.probe_late_holder = probe;
+    }
+
+    /// How far ahead of this member's clock another member's clock is trusted to run (default
+    /// [`DEFAULT_MAX_CLOCK_SKEW`]): a standby takes a lease to run at most a lease duration plus
+    /// this much from when it first read the lease's record, whatever deadline the record
+    /// names (see "Another member's clock"). Only ever makes a challenge earlier, never a
+    /// write unsafe: the epoch still fences.
+    pub fn set_max_clock_skew(&mut self, skew: Duration) {
+        self.max_clock_skew = skew;
     }
 
     /// Brings the first renewal of each term `phase` earlier than a renew interval after the

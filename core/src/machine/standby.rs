@@ -31,10 +31,11 @@ impl Candidate {
         // Whether this read ends with a live lease cleared: its holder left (a resign).
         let mut left = false;
         for r in records {
-            let live = self.state.lease().is_some_and(|e| e.lease.deadline > now);
+            let live = self.lease_deadline().is_some_and(|deadline| deadline > now);
             match self.state.apply(r) {
                 applied @ (Applied::Leased | Applied::LeaseCleared) => {
                     left = live && matches!(applied, Applied::LeaseCleared);
+                    self.lease_read = self.state.lease().map(|e| (e.offset, now));
                     lease_moved = true;
                     // The lease moved on: whatever challenge this member waited for is decided.
                     self.contested_until = None;
@@ -114,10 +115,8 @@ impl Candidate {
                     self.waited = true;
                 }
                 let stagger = self.timing.challenge_stagger;
-                let turn = self.state.lease().map(|e| {
-                    e.lease
-                        .deadline
-                        .max(self.outage_until.unwrap_or(e.lease.deadline))
+                let turn = self.lease_deadline().map(|deadline| {
+                    deadline.max(self.outage_until.unwrap_or(deadline))
                         + stagger.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX))
                 });
                 if turn.is_some_and(|turn| turn > self.read_issued_at) {
@@ -188,16 +187,13 @@ impl Candidate {
         if lease.member == self.member || contested || !self.probe_late_holder {
             return None;
         }
+        let deadline = self.lease_deadline()?;
         let renew = self.timing.renew_interval;
-        let written = lease.deadline.saturating_sub(self.timing.lease_duration);
+        let written = deadline.saturating_sub(self.timing.lease_duration);
         let late = written + renew.saturating_add(renew / 2);
         let every = (renew / 2).max(Duration::from_millis(1));
         let at = self.probed_at.map_or(late, |p| late.max(p + every));
-        let end = turn.min(
-            lease
-                .deadline
-                .max(self.outage_until.unwrap_or(lease.deadline)),
-        );
+        let end = turn.min(deadline.max(self.outage_until.unwrap_or(deadline)));
         (at < end).then_some(at)
     }
 
@@ -223,13 +219,13 @@ impl Candidate {
         let Some(since) = self.blind_since.take() else {
             return false;
         };
-        let Some(lease) = self.state.lease().map(|e| &e.lease) else {
+        let Some(deadline) = self.lease_deadline() else {
             return true;
         };
         // A lease written after the calls began to fail (its deadline is a lease duration
         // after its write) shows that its holder could write then: it was not held up, and
         // its lease runs a whole duration from that write.
-        let written = lease.deadline.saturating_sub(self.timing.lease_duration);
+        let written = deadline.saturating_sub(self.timing.lease_duration);
         if written > since {
             return true;
         }
@@ -238,9 +234,26 @@ impl Candidate {
         // The holder gets back the time it lost, and, once the cluster serves again, as long
         // as the outage lasted (up to a renew interval) to get a renewal through.
         let grace = blind.min(self.timing.renew_interval);
-        let until = (lease.deadline + self.blind).max(now + grace);
+        let until = (deadline + self.blind).max(now + grace);
         self.outage_until = Some(self.outage_until.map_or(until, |u| u.max(until)));
         true
+    }
+
+    /// The deadline of the lease read, as far as this member trusts the holder's clock: at
+    /// most a lease duration plus the skew allowance after this member first read the lease
+    /// (see "Another member's clock" on [`Candidate`]).
+    pub(super) fn lease_deadline(&self) -> Option<UnixMillis> {
+        let entry = self.state.lease()?;
+        let deadline = entry.lease.deadline;
+        Some(match self.lease_read {
+            Some((offset, read)) if offset == entry.offset => deadline.min(
+                read + self
+                    .timing
+                    .lease_duration
+                    .saturating_add(self.max_clock_skew),
+            ),
+            _ => deadline,
+        })
     }
 
     /// Whether this standby knows of no challenge and no outage that it waits out.
@@ -488,6 +501,7 @@ impl Candidate {
             join_offset,
             registered_at: self.registered_at,
             unleased_since: self.unleased_since.unwrap_or(now),
+            lease_deadline: self.lease_deadline(),
             contested_until: self
                 .contested_until
                 .max(self.released_at)
