@@ -808,7 +808,8 @@ impl Leadership {
         let owned: Vec<OwnedRecord> = records.iter().map(OwnedRecord::from).collect();
         let owned_offsets = offsets.map(OwnedOffsets::from);
         let slot: Arc<WriteSlot> = Arc::new((Mutex::new(None), Event::new()));
-        let (writer, token, done) = (self.shared.writer.clone(), self.token, slot.clone());
+        let (writer, token) = (self.shared.writer.clone(), self.token);
+        let done = Unanswered(Some(slot.clone()));
         let listener = slot.1.listen();
         (self.shared.spawner)(Box::new(move || {
             let headers: Vec<HeaderRefs<'_>> = owned.iter().map(OwnedRecord::header_refs).collect();
@@ -825,9 +826,7 @@ impl Leadership {
                     group: &o.group,
                     offsets: entries,
                 });
-            let result = writer(token, &borrowed, offsets);
-            *done.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
-            done.1.notify(usize::MAX);
+            done.answer(writer(token, &borrowed, offsets));
         }));
         let mut listener = listener;
         loop {
@@ -867,6 +866,32 @@ impl Leadership {
 
 /// Where a guarded write run on a blocking pool leaves its result, and the event that says so.
 type WriteSlot = (Mutex<Option<Result<Vec<i64>, TransportError>>>, Event);
+
+/// A guarded write's slot as its blocking job holds it: answered by the job, or, when the
+/// runtime drops the job without running it (a runtime shutting down refuses new blocking
+/// work), answered on drop with an error, so that the awaiting caller never waits forever.
+struct Unanswered(Option<Arc<WriteSlot>>);
+
+impl Unanswered {
+    fn answer(mut self, result: Result<Vec<i64>, TransportError>) {
+        if let Some(slot) = self.0.take() {
+            *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            slot.1.notify(usize::MAX);
+        }
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.take() {
+            *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(TransportError::retriable(
+                "the guarded write was never sent: the driver's runtime dropped its blocking job \
+                 (it is shutting down); nothing of it was written",
+            )));
+            slot.1.notify(usize::MAX);
+        }
+    }
+}
 
 /// A guarded record's bytes, owned, to cross into a blocking pool.
 struct OwnedRecord {
@@ -954,5 +979,41 @@ impl OwnedOffsets {
 impl Drop for Leadership {
     fn drop(&mut self) {
         self.shared.request_cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runtime shutting down drops the blocking job of a guarded write without running it:
+    /// the awaiting write is answered with an error that says so, instead of never.
+    #[test]
+    fn an_async_write_whose_blocking_job_is_dropped_is_answered() {
+        let writer: Arc<WriteFn> = Arc::new(|_, records, _| Ok(vec![0; records.len()]));
+        let spawner: Arc<Spawner> = Arc::new(drop);
+        let shared = Shared::new(
+            Role::new("jobs").unwrap(),
+            MemberId::new("a").unwrap(),
+            Doorbell::Own(Event::new()),
+            writer,
+            spawner,
+            Arc::new(crate::clock::SystemClock),
+        );
+        let leadership = Leadership {
+            shared,
+            token: FencingToken::new(1, 0),
+            term: 3,
+        };
+        let record = [GuardedRecord::new("out", 0, None, Some(b"x"))];
+        // The spawner dropped the job before the write's first wait: one poll answers it.
+        let written = futures_lite::future::block_on(futures_lite::future::poll_once(
+            leadership.guarded_write(&record),
+        ));
+        let Some(Err(Error::Transport(e))) = written else {
+            panic!("{written:?}")
+        };
+        assert!(e.to_string().contains("never sent"), "{e}");
+        assert!(e.is_retriable(), "{e:?}");
     }
 }

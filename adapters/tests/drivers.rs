@@ -721,7 +721,10 @@ fn a_deadline_an_hour_ahead_is_trusted_only_a_lease_plus_the_skew_allowance(flav
         )],
         0,
     );
-    appended.recv().unwrap().expect("the forged lease is appended");
+    appended
+        .recv()
+        .unwrap()
+        .expect("the forged lease is appended");
     w.settle();
     let read = w.now();
     assert_eq!(lease_deadline(&w), forged.deadline);
@@ -732,7 +735,11 @@ fn a_deadline_an_hour_ahead_is_trusted_only_a_lease_plus_the_skew_allowance(flav
         w.advance_until(LEASE, || b.is_leader()),
         "b took over within a lease of the bound, not an hour later"
     );
-    assert!(w.now().since(bound) <= STEP, "{:?} after the bound", w.now().since(bound));
+    assert!(
+        w.now().since(bound) <= STEP,
+        "{:?} after the bound",
+        w.now().since(bound)
+    );
     assert_ne!(b.token(), Some(token));
 }
 

@@ -1215,7 +1215,8 @@ fn a_deadline_far_ahead_is_trusted_only_a_lease_plus_the_skew_allowance() {
     c.set_max_clock_skew(Duration::from_millis(skew.unsigned_abs()));
     c.set_probe_late_holder(false);
     drain(&mut c);
-    c.handle(UnixMillis(T0), Event::Appended { offset: 1 }).unwrap();
+    c.handle(UnixMillis(T0), Event::Appended { offset: 1 })
+        .unwrap();
     drain(&mut c);
     let state = vec![
         reg_record(0, "a"),
@@ -1238,9 +1239,16 @@ fn a_deadline_far_ahead_is_trusted_only_a_lease_plus_the_skew_allowance() {
     c.handle(UnixMillis(bound), records(vec![], 4)).unwrap();
     assert_eq!(drain(&mut c), [read(4, None)], "a read issued at the turn");
     c.handle(UnixMillis(bound), records(vec![], 4)).unwrap();
-    assert_eq!(drain(&mut c), [describe()], "the lease ran out: check first");
-    c.handle(UnixMillis(bound), status(K, TransactionState::CompleteCommit))
-        .unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [describe()],
+        "the lease ran out: check first"
+    );
+    c.handle(
+        UnixMillis(bound),
+        status(K, TransactionState::CompleteCommit),
+    )
+    .unwrap();
     announces_then_acquires(&mut c, UnixMillis(bound));
 }
 
