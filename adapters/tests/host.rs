@@ -1042,3 +1042,75 @@ fn checks_start_on_the_loop_on_every_flavour() {
         checks_start_on_the_loop(flavour);
     }
 }
+
+/// A host whose runtime shuts down while the cluster does not answer: its candidacies exit
+/// together, each call of every exit under way at the same time, and the runtime's drop
+/// returns within one exit deadline for all of them (calls that never answer are abandoned),
+/// not a transport timeout per role, one role after another.
+#[cfg(feature = "tokio")]
+#[test]
+fn a_host_whose_runtime_goes_away_exits_every_role_together_within_one_deadline() {
+    use std::sync::{Condvar, Mutex};
+
+    const ROLES: usize = 4;
+    let w = World::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let host = {
+        let _guard = rt.enter();
+        kafka_coordination::tokio_driver::host(Arc::new(w.broker.transport("a")), w.host_options(8))
+            .expect("the host starts")
+    };
+    let candidacies = roles(ROLES)
+        .iter()
+        .map(|r| host.start(r, "a", w.options()).expect("start"))
+        .collect();
+    let leaderships = elect_all(&w, candidacies);
+    // From now on every call blocks, until the test lets them go: a cluster that never answers.
+    // `blocked` counts the calls waiting at once.
+    let gate = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
+    let hook_gate = gate.clone();
+    w.broker.on_call(move |_| {
+        let (state, changed) = &*hook_gate;
+        let mut s = state.lock().unwrap();
+        s.0 += 1;
+        changed.notify_all();
+        while !s.1 {
+            s = changed.wait(s).unwrap();
+        }
+        s.0 -= 1;
+    });
+    let dropped = std::thread::spawn(move || drop(rt));
+    let (state, changed) = &*gate;
+    let (s, waited) = changed
+        .wait_timeout_while(state.lock().unwrap(), Duration::from_secs(120), |s| {
+            s.0 < ROLES
+        })
+        .unwrap();
+    let together = s.0;
+    drop(s);
+    assert!(
+        !waited.timed_out() && together == ROLES,
+        "{together} of {ROLES} exits had a call under way at once: they ran one after another"
+    );
+    // Every call still blocks; the drop returns anyway, once the exits' deadline passed.
+    dropped.join().expect("the runtime's drop");
+    for l in &leaderships {
+        assert!(l.is_done(), "{}: the term is over", l.role());
+        assert!(
+            matches!(l.err(), Some(Error::Stopped { .. })),
+            "{}: {:?}",
+            l.role(),
+            l.err()
+        );
+    }
+    let mut s = state.lock().unwrap();
+    s.1 = true;
+    changed.notify_all();
+    drop(s);
+    drop(host);
+    w.broker.clear_call_hook();
+}

@@ -341,6 +341,45 @@ const GATE_RECHECK: Duration = Duration::from_millis(20);
 /// spend on the spot resigning, in real time.
 const EXIT_ON_DROP: Duration = Duration::from_secs(5);
 
+/// How many threads exit the candidacies of a host whose loop went away, at most.
+const EXIT_THREADS: usize = 16;
+
+/// Exits every driver of `drivers` on the spot, in parallel, all within one deadline
+/// ([`EXIT_ON_DROP`] from now): a host whose loop went away (its runtime shut down) with
+/// thousands of roles, and a cluster that does not answer, returns within that deadline, not
+/// a transport timeout per role. Returns once every exit is done or given up.
+pub(crate) fn exit_together<T: Transport + Send + Sync + ?Sized + 'static>(
+    drivers: Vec<Driver<T>>,
+) {
+    if drivers.is_empty() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + EXIT_ON_DROP;
+    let threads = drivers.len().min(EXIT_THREADS);
+    let queue = std::sync::Mutex::new(drivers);
+    let exit_next = || loop {
+        let Some(mut driver) = lock(&queue).pop() else {
+            return;
+        };
+        if driver.shared.lock().outcome.is_none() {
+            driver.exit_by(deadline);
+        }
+        drop(driver);
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            if std::thread::Builder::new()
+                .name("kc-exit".into())
+                .spawn_scoped(scope, exit_next)
+                .is_err()
+            {
+                break;
+            }
+        }
+        exit_next();
+    });
+}
+
 impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Driver<T> {
     fn drop(&mut self) {
         if self.shared.lock().outcome.is_none() {
@@ -725,6 +764,15 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
     /// thread, for at most [`EXIT_ON_DROP`], so the role is handed over instead of left to its
     /// lease, and every wait on the handles returns ([`Error::Stopped`]).
     pub(crate) fn exit_now(&mut self) {
+        self.exit_by(std::time::Instant::now() + EXIT_ON_DROP);
+    }
+
+    /// [`exit_now`](Self::exit_now) within `deadline`, one deadline for many drivers (a host
+    /// whose loop went away exits all its candidacies together, see [`exit_together`]). Every
+    /// call of the exit runs on a thread of its own and is waited for until the deadline at
+    /// most: a cluster that does not answer costs the exit the deadline, not the transport's
+    /// own timeout per call.
+    pub(crate) fn exit_by(&mut self, deadline: std::time::Instant) {
         if self.gate.is_some() {
             // It never started: nothing to undo.
             self.shared.request_cancel();
@@ -738,19 +786,12 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         });
         // Wakes a long poll still running on the blocking pool, so it answers now.
         self.shared.doorbell.ring();
-        let deadline = std::time::Instant::now() + EXIT_ON_DROP;
         if self.check_cancel().is_ok() {
             if let Some(call) = self.in_flight.take() {
                 // Never started: run it here. Under way: wait for it (within the bound), else
                 // it counts as failed and a resigning member goes on with its exit.
                 let outcome = match call.start(self.clock.now()) {
-                    Some(cmd) => execute(
-                        &*self.transport,
-                        cmd,
-                        &*self.clock,
-                        Duration::ZERO,
-                        &self.shared,
-                    ),
+                    Some(cmd) => self.execute_by(cmd, deadline),
                     None => call.wait_until(deadline).unwrap_or_else(|| {
                         Err(TransportError::retriable(
                             "the call was abandoned: the driver's runtime went away",
@@ -768,14 +809,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             match self.drain() {
                 Next::Ended => break true,
                 Next::Io(cmd) => {
-                    // No long poll: an exit does not wait for records.
-                    let outcome = execute(
-                        &*self.transport,
-                        cmd,
-                        &*self.clock,
-                        Duration::ZERO,
-                        &self.shared,
-                    );
+                    let outcome = self.execute_by(cmd, deadline);
                     if self.complete(outcome).is_err() {
                         break false;
                     }
@@ -810,6 +844,47 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 last,
             });
         }
+    }
+
+    /// Runs `cmd` of an exit on the spot (no long poll: an exit does not wait for records) on
+    /// a thread of its own, and waits for its outcome until `deadline`; a call still under way
+    /// then is abandoned and counts as failed (it may still complete on the broker, as any
+    /// call whose answer was lost). Where no thread can be had, the call runs here.
+    fn execute_by(
+        &self,
+        cmd: Command,
+        deadline: std::time::Instant,
+    ) -> Result<Event, TransportError> {
+        let call = Arc::new(InFlight::new(cmd, self.clock.now()));
+        let (transport, clock, shared) = (
+            Arc::clone(&self.transport),
+            Arc::clone(&self.clock),
+            Arc::clone(&self.shared),
+        );
+        let running = Arc::clone(&call);
+        let spawned = std::thread::Builder::new()
+            .name("kc-exit-call".into())
+            .spawn(move || {
+                if let Some(cmd) = running.start(clock.now()) {
+                    running.put(execute(&*transport, cmd, &*clock, Duration::ZERO, &shared));
+                }
+            });
+        if spawned.is_err() {
+            if let Some(cmd) = call.start(self.clock.now()) {
+                return execute(
+                    &*self.transport,
+                    cmd,
+                    &*self.clock,
+                    Duration::ZERO,
+                    &self.shared,
+                );
+            }
+        }
+        call.wait_until(deadline).unwrap_or_else(|| {
+            Err(TransportError::retriable(
+                "the call was abandoned at the exit's deadline: the cluster did not answer in time",
+            ))
+        })
     }
 
     /// Ticks the machine at the clock's time.

@@ -71,10 +71,12 @@ pub(crate) struct Core<T: Transport + Send + Sync + ?Sized + 'static> {
 impl<T: Transport + Send + Sync + ?Sized + 'static> Drop for Core<T> {
     fn drop(&mut self) {
         self.inbox.closed.store(true, Ordering::SeqCst);
-        // Candidacies that never reached the loop end here too (each resigns on the spot as a
-        // driver whose runtime went away does).
-        let pending = std::mem::take(&mut *lock(&self.inbox.pending));
-        drop(pending);
+        // Every candidacy still running, and those that never reached the loop, exit on the
+        // spot as a driver whose runtime went away does: all of them together within one
+        // deadline (see `exit_together`), not one after another.
+        let mut drivers = std::mem::take(&mut *lock(&self.inbox.pending));
+        drivers.extend(self.slots.drain(..).flatten().map(|slot| slot.driver));
+        crate::driver::exit_together(drivers);
         if let Some(c) = self.inbox.manual() {
             c.note_progress();
         }
