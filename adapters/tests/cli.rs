@@ -1488,3 +1488,62 @@ fn a_supervisors_child_cannot_read_its_environment() {
     let environ = std::fs::metadata(format!("/proc/{supervisor_pid}/environ")).expect("environ");
     assert_eq!(environ.uid(), 0, "owned by root when not dumpable");
 }
+
+/// Over SASL_SSL (the test broker's SCRAM listener): a password read from
+/// `--sasl-password-file` authenticates, and a user without the ACLs `describe` needs gets
+/// exit code 2 (a configuration or authorization error: restarting does not help) with the
+/// missing ACL named.
+#[test]
+fn a_password_file_authenticates_and_a_missing_acl_exits_2() {
+    let Some(bootstrap) = bootstrap() else { return };
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (Some(sasl), Some(ca), Some(user), Some(password), Some(limited), Some(limited_pw)) = (
+        var("KAFKA_SASL_SSL_BOOTSTRAP"),
+        var("KAFKA_SSL_CA"),
+        var("KAFKA_SCRAM_USER"),
+        var("KAFKA_SCRAM_PASSWORD"),
+        var("KAFKA_SCRAM_LIMITED_USER"),
+        var("KAFKA_SCRAM_LIMITED_PASSWORD"),
+    ) else {
+        eprintln!("no SASL_SSL listener (KAFKA_SASL_SSL_BOOTSTRAP ...): skipped");
+        return;
+    };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-sasl");
+    let over_sasl = |user: &str| {
+        let mut c = kc();
+        c.args([
+            "--bootstrap-servers",
+            &sasl,
+            "--partitions",
+            &PARTITIONS.to_string(),
+        ])
+        .args([
+            "--security-protocol",
+            "SASL_SSL",
+            "--sasl-mechanism",
+            "SCRAM-SHA-256",
+        ])
+        .args(["--sasl-username", user, "--ssl-ca-location", &ca]);
+        c
+    };
+    let secret = scratch("scram-password");
+    write(&secret, &format!("{password}\n"));
+    let o = run({
+        let mut c = over_sasl(&user);
+        c.arg("--sasl-password-file")
+            .arg(&secret)
+            .args(["describe", &role]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run({
+        let mut c = over_sasl(&limited);
+        c.env("KC_SASL_PASSWORD", &limited_pw)
+            .args(["describe", &role]);
+        c
+    });
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("ACL") && !err.contains(&limited_pw), "{err}");
+}
