@@ -8,6 +8,8 @@
 //! supervisor's stderr, a line in a file) with a generous bound.
 #![cfg(feature = "cli")]
 
+#[path = "support/proxy.rs"]
+mod proxy;
 mod support;
 #[path = "support/tv2.rs"]
 mod tv2;
@@ -1546,4 +1548,72 @@ fn a_password_file_authenticates_and_a_missing_acl_exits_2() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("ACL") && !err.contains(&limited_pw), "{err}");
+}
+
+/// `--stop-at-deadline`: a leader cut off from the cluster (every connection through a proxy
+/// that stops answering) sees no fence, and stops its child once the lease it holds ran out
+/// without a renewal; it then exits 75 (term lost).
+#[test]
+fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_out() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let broker = bootstrap
+        .split(',')
+        .next()
+        .expect("a broker")
+        .trim()
+        .to_owned();
+    let proxy = proxy::Proxy::start(&broker);
+    let config = scratch("through-proxy.toml");
+    write(
+        &config,
+        &format!(
+            "[kafka]\nbootstrap_servers = \"{0}\"\nrequest_timeout = \"700ms\"\n\
+             [kafka.address_overrides]\n\"{broker}\" = \"{0}\"\n",
+            proxy.addr
+        ),
+    );
+    let role = unique("kc-cli-deadline");
+    let mut sup = {
+        let mut c = kc();
+        c.arg("--config")
+            .arg(&config)
+            .args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+            .args(["--stop-at-deadline", "--role", &role, "--member", "m"])
+            .args([
+                "--lease-duration",
+                "2s",
+                "--renew-interval",
+                "500ms",
+                "--grace",
+                "2s",
+            ])
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+            ])
+            .stderr(Stdio::piped());
+        Reaped(c.spawn().expect("the supervisor starts"))
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    events.wait_for("the term", |v| v["event"] == "elected");
+    proxy.freeze();
+    let over = events.wait_for("the end of the term", |v| v["event"] == "term_over");
+    assert!(
+        over["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("lease ran out")),
+        "{over}"
+    );
+    let exited = events.wait_for("the child's exit", |v| v["event"] == "child_exited");
+    assert_eq!(exited["code"], 0, "{exited}");
+    proxy.thaw();
+    assert_eq!(
+        sup.wait().expect("exits").code(),
+        Some(75),
+        "{:#?}",
+        events.seen
+    );
 }
