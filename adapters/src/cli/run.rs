@@ -546,12 +546,13 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
                 ),
             }
         }
-        let code = match ending {
-            Some(Ending::Signal(s)) => signal_code(s),
-            _ if signalled.is_some() => signal_code(signalled.unwrap_or(libc::SIGTERM)),
-            Some(Ending::TermLost(_)) => EXIT_TERM_LOST,
-            Some(Ending::ChildExited(code)) => code,
-            None => child_code.unwrap_or(EXIT_FAILURE),
+        // A signal wins (the operator stopped it), then a lost term, then the child's code.
+        let code = match (signalled, ending) {
+            (Some(s), _) | (None, Some(Ending::Signal(s))) => signal_code(s),
+            (None, Some(Ending::TermLost(_))) => EXIT_TERM_LOST,
+            (None, Some(Ending::ChildExited(code))) => code,
+            // Not reached: the loop ends only after a stop began.
+            (None, None) => child_code.unwrap_or(EXIT_FAILURE),
         };
         if signalled.is_some() || !args.again {
             return Ok(ExitCode::from(code));
