@@ -93,6 +93,7 @@ fn read_proc() -> Vec<(u32, u32, bool)> {
         .collect()
 }
 
+#[cfg(any(target_os = "linux", test))]
 /// The parent pid and whether the process has exited, from a `/proc/<pid>/stat` line: `pid
 /// (comm) state ppid ...`, where comm may hold spaces and parentheses (so the last `)` ends it).
 fn parse_stat(stat: &str) -> Option<(u32, bool)> {
@@ -103,6 +104,7 @@ fn parse_stat(stat: &str) -> Option<(u32, bool)> {
     Some((ppid, matches!(state, "Z" | "X" | "x")))
 }
 
+#[cfg(any(target_os = "linux", test))]
 /// The live descendants of `root` in `table` (pid, parent pid, exited). An exited process's
 /// children are still followed (they wait to be reparented).
 fn descendants_of(root: u32, table: &[(u32, u32, bool)]) -> Vec<u32> {
