@@ -8,6 +8,8 @@
 //! supervisor's stderr, a line in a file) with a generous bound.
 #![cfg(feature = "cli")]
 
+#[path = "support/proxy.rs"]
+mod proxy;
 mod support;
 #[path = "support/tv2.rs"]
 mod tv2;
@@ -173,7 +175,8 @@ fn a_bad_flag_or_a_bad_file_is_a_clear_usage_error() {
         text(&o.stderr)
     );
 
-    // A value of the wrong shape.
+    // A value of the wrong shape: named by its key and line, the value itself not shown (it
+    // might be a secret in the wrong place).
     let shape = scratch("shape.toml");
     write(&shape, "[timing]\nlease_duration = \"ten seconds\"\n");
     let o = run({
@@ -182,11 +185,12 @@ fn a_bad_flag_or_a_bad_file_is_a_clear_usage_error() {
         c
     });
     assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = text(&o.stderr);
     assert!(
-        text(&o.stderr).contains("ten seconds"),
-        "{}",
-        text(&o.stderr)
+        err.contains("line 2") && err.contains("timing.lease_duration"),
+        "{err}"
     );
+    assert!(!err.contains("ten seconds"), "{err}");
 
     // No cluster named anywhere: says where to name it; with --json, as JSON.
     let o = run({
@@ -1132,4 +1136,484 @@ fn describe_and_roles_explain_a_transaction_version_2_leaders_pair() {
         .unwrap_or_else(|| panic!("{role} not listed: {out}"));
     assert!(line.contains("(+3 tv2)"), "{out}");
     assert!(out.contains("(+N tv2): "), "{out}");
+}
+
+// ---- `run`: every process of a term, exit codes, secrets ---------------------------------------
+
+/// A start script as a service manager would run it: a wrapper shell that exits on SIGTERM,
+/// and two workers that ignore SIGTERM, one in the wrapper's process group and one that left
+/// it (`setsid`). Each worker appends `MEMBER MILLIS PID` to the file `$0` every 50 ms.
+const STUBBORN_WORKERS: &str = r#"trap "exit 0" TERM
+work='trap "" TERM; while :; do echo "$KC_MEMBER $(date +%s%3N) $$" >> "$0"; sleep 0.05; done'
+bash -c "$work" "$0" &
+setsid bash -c "$work" "$0" &
+wait"#;
+
+/// A supervisor of [`STUBBORN_WORKERS`] writing to `file`, with a 2 s grace period.
+fn stubborn_supervisor(bootstrap: &str, role: &str, member: &str, file: &Path) -> (Reaped, Lines) {
+    let mut c = kc_on(bootstrap);
+    c.args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+        .args(["--role", role, "--member", member, "--lease-duration", "2s"])
+        .args(["--renew-interval", "500ms", "--challenge-stagger", "300ms"])
+        .args(["--grace", "2s", "--", "bash", "-c", STUBBORN_WORKERS])
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = Reaped(c.spawn().expect("the supervisor starts"));
+    let lines = Lines::of(child.stderr.take().expect("stderr"));
+    (child, lines)
+}
+
+/// The `MEMBER MILLIS PID` lines of the workers.
+fn work_lines(path: &Path) -> Vec<(String, i64, u32)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            let member = parts.next()?.to_owned();
+            let at = parts.next()?.parse().ok()?;
+            let pid = parts.next()?.parse().ok()?;
+            Some((member, at, pid))
+        })
+        .collect()
+}
+
+/// SIGKILLs every worker named in the file when dropped: no worker outlives its test, also
+/// when the supervisor under test leaves one behind.
+struct KillWorkers(PathBuf);
+
+impl Drop for KillWorkers {
+    fn drop(&mut self) {
+        let mut pids: Vec<u32> = work_lines(&self.0).into_iter().map(|l| l.2).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        for pid in pids {
+            if let Ok(pid) = libc::pid_t::try_from(pid) {
+                // SAFETY: kill(2) on a worker this test started (through its supervisor).
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// Polls `ready` every 20 ms until it holds; panics after [`PROMPT`].
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PROMPT;
+    while !ready() {
+        assert!(Instant::now() < deadline, "not within {PROMPT:?}: {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM to a leading supervisor whose workers ignore SIGTERM (one of them outside the
+/// child's process group): the workers are SIGKILLed at the grace period, and the successor is
+/// elected only after: not one unit of the old term's work carries a time after the
+/// successor's election. The supervisor exits 128 + 15.
+#[test]
+fn no_worker_of_a_stopped_term_works_after_the_successors_election() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-stubborn");
+    let file = scratch("work.log");
+    let _cleanup = KillWorkers(file.clone());
+    let (mut a, mut a_events) = stubborn_supervisor(&bootstrap, &role, "a", &file);
+    a_events.wait_for("a elected", |v| v["event"] == "elected");
+    let (mut b, mut b_events) = stubborn_supervisor(&bootstrap, &role, "b", &file);
+    b_events.wait_for("b standing by at rank 0", |v| {
+        v["event"] == "standby" && v["rank"] == 0
+    });
+    let pids_of = |member: &str| {
+        let mut pids: Vec<u32> = work_lines(&file)
+            .into_iter()
+            .filter(|l| l.0 == member)
+            .map(|l| l.2)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    };
+    wait_until("both workers of a at work", || pids_of("a").len() == 2);
+
+    // SAFETY: kill(2) on our own child process.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(a.id()).expect("pid"), libc::SIGTERM);
+    }
+    let elected_b = b_events.wait_for("b elected", |v| v["event"] == "elected");
+    let elected_at = elected_b["at_ms"].as_i64().expect("at_ms");
+    let a_exit = a.wait().expect("a exits");
+    // A second of b's work: time enough for any worker of a left behind to show.
+    wait_until("b at work for a second", || {
+        work_lines(&file)
+            .iter()
+            .any(|(m, at, _)| m == "b" && *at >= elected_at + 1000)
+    });
+    let lines = work_lines(&file);
+    let late: Vec<_> = lines
+        .iter()
+        .filter(|(m, at, _)| m == "a" && *at >= elected_at)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "work of a's term after b's election at {elected_at}: {late:?}"
+    );
+    for pid in pids_of("a") {
+        assert!(!process_exists(pid), "a's worker {pid} outlived its term");
+    }
+    assert_eq!(a_exit.code(), Some(143));
+    a_events.wait_for("a's SIGKILL of its workers", |v| v["event"] == "killing");
+
+    // b's workers are stopped the same way when b is stopped.
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(b.id()).expect("pid"), libc::SIGTERM);
+    }
+    assert_eq!(b.wait().expect("b exits").code(), Some(143));
+    for pid in pids_of("b") {
+        assert!(!process_exists(pid), "b's worker {pid} outlived its term");
+    }
+}
+
+/// A fenced supervisor whose child exits 0 on SIGTERM exits 75 (term lost), not 0: a service
+/// manager's `Restart=on-failure` restarts it.
+#[test]
+fn a_supervisor_that_lost_its_term_exits_75_though_its_child_exited_0() {
+    let Some(bootstrap) = bootstrap() else { return };
+    let thief = transport_with(KafkaConfig::new(&bootstrap, PARTITIONS));
+    let role = unique("kc-cli-lost");
+    let role_name = Role::new(role.as_str()).expect("role");
+    let mut sup = {
+        let mut c = kc_on(&bootstrap);
+        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+            .args(["--role", &role, "--member", "m", "--lease-duration", "2s"])
+            .args(["--renew-interval", "500ms", "--", "sh", "-c"])
+            .arg("trap 'exit 0' TERM; while :; do sleep 0.1; done")
+            .stderr(Stdio::piped());
+        Reaped(c.spawn().expect("the supervisor starts"))
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    events.wait_for("the term", |v| v["event"] == "elected");
+    thief
+        .acquire_epoch(&role_name, Duration::from_secs(2))
+        .expect("another client mints the role's epoch");
+    events.wait_for("the fence", |v| v["event"] == "term_over");
+    let exited = events.wait_for("the child's exit", |v| v["event"] == "child_exited");
+    assert_eq!(exited["code"], 0, "{exited}");
+    assert_eq!(
+        sup.wait().expect("exits").code(),
+        Some(75),
+        "{:#?}",
+        events.seen
+    );
+}
+
+/// A grace period too long for the clock is refused when the flags are read, naming the flag
+/// and the limit (it used to overflow an `Instant` when the child had to be stopped).
+#[test]
+fn a_grace_period_beyond_a_day_is_a_usage_error() {
+    let o = run({
+        let mut c = kc();
+        c.args(["run", "--role", "r", "--member", "m"]).args([
+            "--grace",
+            "18446744073709551615s",
+            "--",
+            "true",
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = text(&o.stderr);
+    assert!(err.contains("--grace") && err.contains("24h"), "{err}");
+}
+
+/// A configuration file with an error next to a secret: the message names the line, the
+/// column and the key, and shows no value of the file.
+#[test]
+fn a_toml_error_shows_no_value_of_the_file() {
+    for (content, line, key) in [
+        (
+            "[kafka]\nbootstrap_servers = \"k:9092\"\n[kafka.security]\nsasl_password = \"hunter2-77\" x\n",
+            "line 4",
+            "kafka.security.sasl_password",
+        ),
+        (
+            "[kafka.security]\nsasl_password = hunter2-77\n",
+            "line 2",
+            "kafka.security.sasl_password",
+        ),
+        (
+            "[kafka]\npartitions = \"hunter2-77\"\n",
+            "line 2",
+            "kafka.partitions",
+        ),
+    ] {
+        let path = scratch("secret.toml");
+        write(&path, content);
+        let o = run({
+            let mut c = kc();
+            c.arg("--config").arg(&path).args(["describe", "r"]);
+            c
+        });
+        assert_eq!(o.status.code(), Some(2), "{o:?}");
+        let err = text(&o.stderr);
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.contains(line) && err.contains(key), "{err}");
+    }
+}
+
+/// `--sasl-password` on the command line is warned about (every local user can read it in
+/// the process list), and so is a secret `-X` property; the environment is not.
+#[test]
+fn a_secret_on_the_command_line_is_warned_about() {
+    let warned = |args: &[&str], env: Option<&str>| {
+        let o = run({
+            let mut c = kc();
+            c.args(args).args(["describe", "r"]);
+            if let Some(pw) = env {
+                c.env("KC_SASL_PASSWORD", pw);
+            }
+            c
+        });
+        let err = text(&o.stderr);
+        assert!(!err.contains("pw-cl-5"), "{err}");
+        err.contains("process list")
+    };
+    assert!(warned(&["--sasl-password", "pw-cl-5"], None));
+    assert!(warned(&["-X", "sasl.password=pw-cl-5"], None));
+    assert!(warned(&["-X", "ssl.key.pem=pw-cl-5"], None));
+    assert!(!warned(&[], Some("pw-cl-5")));
+    assert!(!warned(&["-X", "client.rack=a"], None));
+}
+
+/// With `--sasl-password-file` the password is in neither the supervisor's command line (the
+/// process list) nor its child's environment, and nothing is warned about.
+#[test]
+fn a_password_file_keeps_the_secret_out_of_the_process_list() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-pwfile");
+    let secret = scratch("password");
+    write(&secret, "pw-file-93\n");
+    let mut sup = {
+        let mut c = kc_on(&bootstrap);
+        c.args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+            .arg("--sasl-password-file")
+            .arg(&secret)
+            .args(["--role", &role, "--member", "m", "--lease-duration", "2s"])
+            .args([
+                "--renew-interval",
+                "500ms",
+                "--",
+                "sh",
+                "-c",
+                "env; sleep 600",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Reaped(c.spawn().expect("the supervisor starts"))
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    let mut child_out = Lines::of(sup.stdout.take().expect("stdout"));
+    events.wait_for("the term", |v| v["event"] == "elected");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", sup.id())).expect("cmdline");
+    let cmdline = text(&cmdline);
+    assert!(cmdline.contains("--sasl-password-file"), "{cmdline}");
+    assert!(!cmdline.contains("pw-file-93"), "{cmdline}");
+    // The child's `env` ends with KC_* lines; wait for the one the supervisor always sets.
+    let deadline = Instant::now() + PROMPT;
+    while !child_out.seen.iter().any(|l| l.starts_with("KC_TERM=")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = child_out
+            .rx
+            .recv_timeout(left)
+            .expect("the child's environment");
+        child_out.seen.push(line);
+    }
+    assert!(
+        !child_out.seen.iter().any(|l| l.contains("pw-file-93")),
+        "{:#?}",
+        child_out.seen
+    );
+    assert!(
+        !events.seen.iter().any(|l| l.contains("warning")),
+        "{:#?}",
+        events.seen
+    );
+}
+
+/// The supervisor is not dumpable: its `/proc` files belong to root, so its child (the same
+/// user) cannot read its environment. Run as an unprivileged user (as `nobody` through
+/// `setpriv` when the test runs as root, where every file is readable).
+#[test]
+fn a_supervisors_child_cannot_read_its_environment() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    // SAFETY: getuid has no effects.
+    let root = unsafe { libc::getuid() } == 0;
+    let role = unique("kc-cli-dumpable");
+    let mut c = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", KC]);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("KC_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("KC_BOOTSTRAP_SERVERS", &bootstrap);
+        c
+    } else {
+        kc_on(&bootstrap)
+    };
+    c.env("KC_SASL_PASSWORD", "pw-env-41")
+        .args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+        .args(["--role", &role, "--member", "m", "--lease-duration", "2s"])
+        .args(["--renew-interval", "500ms", "--", "sh", "-c"])
+        .arg(
+            "if cat /proc/$KC_SUPERVISOR_PID/environ >/dev/null 2>&1; then echo readable; \
+             else echo unreadable; fi; sleep 600",
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut sup = Reaped(c.spawn().expect("the supervisor starts"));
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    let child_out = Lines::of(sup.stdout.take().expect("stdout"));
+    let elected = events.wait_for("the term", |v| v["event"] == "elected");
+    let supervisor_pid = sup.id();
+    let verdict = child_out
+        .rx
+        .recv_timeout(PROMPT)
+        .expect("the child's verdict");
+    assert_eq!(verdict, "unreadable", "{elected}");
+    use std::os::unix::fs::MetadataExt;
+    let environ = std::fs::metadata(format!("/proc/{supervisor_pid}/environ")).expect("environ");
+    assert_eq!(environ.uid(), 0, "owned by root when not dumpable");
+}
+
+/// Over SASL_SSL (the test broker's SCRAM listener): a password read from
+/// `--sasl-password-file` authenticates, and a user without the ACLs `describe` needs gets
+/// exit code 2 (a configuration or authorization error: restarting does not help) with the
+/// missing ACL named.
+#[test]
+fn a_password_file_authenticates_and_a_missing_acl_exits_2() {
+    let Some(bootstrap) = bootstrap() else { return };
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (Some(sasl), Some(ca), Some(user), Some(password), Some(limited), Some(limited_pw)) = (
+        var("KAFKA_SASL_SSL_BOOTSTRAP"),
+        var("KAFKA_SSL_CA"),
+        var("KAFKA_SCRAM_USER"),
+        var("KAFKA_SCRAM_PASSWORD"),
+        var("KAFKA_SCRAM_LIMITED_USER"),
+        var("KAFKA_SCRAM_LIMITED_PASSWORD"),
+    ) else {
+        eprintln!("no SASL_SSL listener (KAFKA_SASL_SSL_BOOTSTRAP ...): skipped");
+        return;
+    };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let role = unique("kc-cli-sasl");
+    let over_sasl = |user: &str| {
+        let mut c = kc();
+        c.args([
+            "--bootstrap-servers",
+            &sasl,
+            "--partitions",
+            &PARTITIONS.to_string(),
+        ])
+        .args([
+            "--security-protocol",
+            "SASL_SSL",
+            "--sasl-mechanism",
+            "SCRAM-SHA-256",
+        ])
+        .args(["--sasl-username", user, "--ssl-ca-location", &ca]);
+        c
+    };
+    let secret = scratch("scram-password");
+    write(&secret, &format!("{password}\n"));
+    let o = run({
+        let mut c = over_sasl(&user);
+        c.arg("--sasl-password-file")
+            .arg(&secret)
+            .args(["describe", &role]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run({
+        let mut c = over_sasl(&limited);
+        c.env("KC_SASL_PASSWORD", &limited_pw)
+            .args(["describe", &role]);
+        c
+    });
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("ACL") && !err.contains(&limited_pw), "{err}");
+}
+
+/// `--stop-at-deadline`: a leader cut off from the cluster (every connection through a proxy
+/// that stops answering) sees no fence, and stops its child once the lease it holds ran out
+/// without a renewal; it then exits 75 (term lost).
+#[test]
+fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_out() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let broker = bootstrap
+        .split(',')
+        .next()
+        .expect("a broker")
+        .trim()
+        .to_owned();
+    let proxy = proxy::Proxy::start(&broker);
+    let config = scratch("through-proxy.toml");
+    write(
+        &config,
+        &format!(
+            "[kafka]\nbootstrap_servers = \"{0}\"\nrequest_timeout = \"700ms\"\n\
+             [kafka.address_overrides]\n\"{broker}\" = \"{0}\"\n",
+            proxy.addr
+        ),
+    );
+    let role = unique("kc-cli-deadline");
+    let mut sup = {
+        let mut c = kc();
+        c.arg("--config")
+            .arg(&config)
+            .args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+            .args(["--stop-at-deadline", "--role", &role, "--member", "m"])
+            .args([
+                "--lease-duration",
+                "2s",
+                "--renew-interval",
+                "500ms",
+                "--grace",
+                "2s",
+            ])
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+            ])
+            .stderr(Stdio::piped());
+        Reaped(c.spawn().expect("the supervisor starts"))
+    };
+    let mut events = Lines::of(sup.stderr.take().expect("stderr"));
+    events.wait_for("the term", |v| v["event"] == "elected");
+    proxy.freeze();
+    let over = events.wait_for("the end of the term", |v| v["event"] == "term_over");
+    assert!(
+        over["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("lease ran out")),
+        "{over}"
+    );
+    let exited = events.wait_for("the child's exit", |v| v["event"] == "child_exited");
+    assert_eq!(exited["code"], 0, "{exited}");
+    proxy.thaw();
+    assert_eq!(
+        sup.wait().expect("exits").code(),
+        Some(75),
+        "{:#?}",
+        events.seen
+    );
 }

@@ -1,8 +1,32 @@
 //! Why the tool failed, and the exit code that says so.
+//!
+//! Every exit code of the tool is one of the constants here (and `run`'s child's own code);
+//! docs/guide/operating.md has the same table.
 
 use std::fmt;
 
-use kafka_coordination::error::TransportError;
+use kafka_coordination::error::{ErrorKind, TransportError};
+
+/// Success (and `run`: the child exited 0 by itself while its member led).
+pub const EXIT_OK: u8 = 0;
+/// A failure that may pass: an unreachable cluster, a refused operation, a topic check with
+/// errors, a candidacy that failed. A service manager may restart.
+pub const EXIT_FAILURE: u8 = 1;
+/// A usage, configuration or authorization error (bad flag, bad TOML, a missing ACL, a wrong
+/// topic): restarting does not help until someone changes the setup.
+pub const EXIT_CONFIG: u8 = 2;
+/// `run`: the term was lost (fenced by a newer leader, the lease ran out with
+/// `--stop-at-deadline`, or the transport failed for good while leading), whatever code the
+/// child then exited with. Campaigning again is the cure: restart.
+pub const EXIT_TERM_LOST: u8 = 75;
+/// `run`: stopped by a signal (SIGTERM, SIGINT) exits `EXIT_SIGNAL_BASE` + the signal's
+/// number (143, 130), after the child's processes are gone.
+pub const EXIT_SIGNAL_BASE: u8 = 128;
+
+/// The exit code for "stopped by `signal`".
+pub fn signal_code(signal: i32) -> u8 {
+    u8::try_from(i32::from(EXIT_SIGNAL_BASE) + signal).unwrap_or(u8::MAX)
+}
 
 /// Why the tool failed, with its exit code.
 pub struct Failure {
@@ -13,7 +37,7 @@ pub struct Failure {
 impl Failure {
     pub fn usage(message: impl fmt::Display) -> Failure {
         Failure {
-            code: 2,
+            code: EXIT_CONFIG,
             message: message.to_string(),
         }
     }
@@ -21,10 +45,9 @@ impl Failure {
         Failure::usage(message)
     }
     pub fn transport(e: TransportError) -> Failure {
-        let code = if e.kind() == kafka_coordination::error::ErrorKind::Config {
-            2
-        } else {
-            1
+        let code = match e.kind() {
+            ErrorKind::Config | ErrorKind::Unauthorized => EXIT_CONFIG,
+            _ => EXIT_FAILURE,
         };
         Failure {
             code,
@@ -33,9 +56,14 @@ impl Failure {
     }
     pub fn failed(message: impl fmt::Display) -> Failure {
         Failure {
-            code: 1,
+            code: EXIT_FAILURE,
             message: message.to_string(),
         }
+    }
+    /// The same failure, its message after `what: `.
+    pub(super) fn context(mut self, what: impl fmt::Display) -> Failure {
+        self.message = format!("{what}: {}", self.message);
+        self
     }
     pub(super) fn from_error(e: kafka_coordination::Error) -> Failure {
         match e {

@@ -1,21 +1,23 @@
 //! The command line: parsing, the subcommands that read, and exit codes.
 //!
-//! Exit codes: 0 success; 1 a failure (unreachable cluster, refused operation, a topic check
-//! with errors); 2 a usage or configuration error (bad flag, bad TOML); `run` exits with its
-//! child's code (128 + the signal's number when a signal ended the child).
+//! Exit codes: the constants of [`failure`] (0 success, 1 a failure, 2 a usage, configuration
+//! or authorization error; `run`: 75 a lost term, 128 + a signal's number, or the child's own
+//! code when it exited by itself while leading).
 
 #[cfg(not(unix))]
 compile_error!("the kafka-coordination command-line tool supports Unix only");
 
 mod failure;
 mod output;
+mod processes;
 mod run;
 mod settings;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use kafka_coordination::core::record::{Key, MemberId, Role};
 use kafka_coordination::core::{PairRelation, UnixMillis};
 use kafka_coordination::describe::{describe_leadership, describe_role_state};
@@ -75,8 +77,10 @@ enum Command {
     },
     /// Campaign for ROLE as MEMBER and run CMD while leading: the child gets KC_ROLE,
     /// KC_MEMBER, KC_TOKEN (producer id/epoch), KC_PRODUCER_ID, KC_PRODUCER_EPOCH and
-    /// KC_TERM; it is stopped (SIGTERM, SIGKILL after --grace) the moment the term ends; the
-    /// supervisor resigns when the child exits and exits with the child's code.
+    /// KC_TERM; when the term ends (lost, a signal, or the child's exit) every process of the
+    /// term is stopped (SIGTERM, SIGKILL after --grace) before the supervisor resigns or exits.
+    /// Exit codes: the child's own when it exited by itself while leading, 75 after a lost
+    /// term, 128 + N after signal N; 1 a failure, 2 a configuration or authorization error.
     Run(run::RunArgs),
     /// Remove a member's registration (a ghost that will not come back), so the members
     /// behind it move up one rank.
@@ -118,8 +122,15 @@ enum TopicAction {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let json = cli.connection.json;
+    let flag = matches.value_source("sasl_password") == Some(ValueSource::CommandLine);
+    cli.connection
+        .warn_about_command_line(&cli.connection.secrets_on_command_line(flag));
     match dispatch(cli) {
         Ok(code) => code,
         Err(f) => {
@@ -551,9 +562,9 @@ fn print_report(
         );
     }
     if ok {
-        ExitCode::SUCCESS
+        ExitCode::from(failure::EXIT_OK)
     } else {
-        ExitCode::from(1)
+        ExitCode::from(failure::EXIT_FAILURE)
     }
 }
 

@@ -12,13 +12,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kafka_coordination::leadership::Leadership;
+use kafka_coordination::core::UnixMillis;
+use kafka_coordination::leadership::{Health, Leadership};
 use kafka_coordination::options::{parse_duration, TimingSettings};
 use kafka_coordination::{blocking, Clock, Error, Options, SystemClock};
 use serde_json::{json, Value};
 
-use super::failure::Failure;
+use super::failure::{signal_code, Failure, EXIT_FAILURE, EXIT_TERM_LOST};
 use super::output::escaped;
+use super::processes::{self, signal_all};
 use super::settings::{is_secret_variable, Connection};
 
 #[derive(Args, Debug)]
@@ -42,9 +44,14 @@ pub struct RunArgs {
     /// leases).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     give_up_after: Option<Duration>,
-    /// How long the child has between SIGTERM and SIGKILL.
-    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    /// How long the term's processes have between SIGTERM and SIGKILL (at most 24h).
+    #[arg(long, value_parser = parse_grace, default_value = "10s", value_name = "DURATION")]
     grace: Duration,
+    /// Stop the child (as for a lost term) as soon as the lease it holds runs out without a
+    /// renewal, before any fence is seen: for a child that cannot check its term, a leader
+    /// cut off from the cluster stops by its own clock.
+    #[arg(long)]
+    stop_at_deadline: bool,
     /// Campaign again after each term (when the child exits or the term is lost), instead of
     /// exiting.
     #[arg(long)]
@@ -78,7 +85,6 @@ enum Msg {
     Rank(Option<usize>),
     Elected(Result<Leadership, Error>),
     TermOver(u64),
-    ChildExited(u64, io::Result<ExitStatus>),
 }
 
 /// Prints the supervisor's events on stderr (the child owns stdout): text, or JSON lines.
@@ -126,17 +132,6 @@ fn code_of(status: &ExitStatus) -> u8 {
         (Some(c), _) => u8::try_from(c).unwrap_or(1),
         (None, Some(s)) => u8::try_from(128 + s).unwrap_or(255),
         _ => 1,
-    }
-}
-
-/// Sends `signal` to the child's process group (it leads its own group).
-fn signal_group(pid: u32, signal: i32) {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    // SAFETY: kill(2) has no memory effects; a group that is gone answers ESRCH, ignored.
-    unsafe {
-        libc::kill(-pid, signal);
     }
 }
 
@@ -200,31 +195,103 @@ fn spawn_child(
     cmd.spawn()
 }
 
+/// How often the supervisor reaps, looks for its child's processes and checks the lease.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The longest `--grace` accepted: a day. Longer would be a typo, and would need an `Instant`
+/// that a platform may not represent.
+const MAX_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// `--grace`: a duration of at most [`MAX_GRACE`].
+fn parse_grace(text: &str) -> Result<Duration, String> {
+    let grace = parse_duration(text)?;
+    if grace > MAX_GRACE {
+        return Err(format!(
+            "{text} is longer than the longest grace period, 24h"
+        ));
+    }
+    Ok(grace)
+}
+
+/// Whether the lease the member holds ran out without a renewal (for `--stop-at-deadline`):
+/// the term is on and the driver clock's time is at or past the last lease record's deadline.
+fn lease_ran_out(health: &Health) -> bool {
+    ran_out(health.leading, health.lease_deadline, health.now)
+}
+
+/// [`lease_ran_out`] on the parts of a [`Health`].
+fn ran_out(leading: bool, deadline: Option<UnixMillis>, now: UnixMillis) -> bool {
+    leading && deadline.is_some_and(|d| now >= d)
+}
+
+/// Why a term's processes are being stopped; the first cause wins.
+#[derive(Clone, Debug)]
+enum Ending {
+    /// The child exited by itself while the member led, with this code.
+    ChildExited(u8),
+    /// The term was lost: fenced, failed, or its lease ran out (`--stop-at-deadline`).
+    TermLost(String),
+    /// SIGTERM or SIGINT reached the supervisor.
+    Signal(i32),
+}
+
+/// The stop of a term's processes under way: every process got `signal`, and what is left at
+/// `kill_at` gets SIGKILL.
+struct Stop {
+    kill_at: Option<Instant>,
+    killed: bool,
+}
+
+impl Stop {
+    /// Sends `signal` to the child's process group and to every other live descendant.
+    fn begin(pid: u32, child_alive: bool, signal: i32, grace: Duration) -> Stop {
+        signal_all(
+            pid,
+            &processes::live_descendants(child_alive.then_some(pid)),
+            signal,
+        );
+        Stop {
+            kill_at: Instant::now().checked_add(grace),
+            killed: false,
+        }
+    }
+}
+
 /// Runs the command of `args` while this member leads its role.
 ///
 /// What it guarantees, and what it does not:
 /// * The child starts only after the member is elected (its first lease is committed), with
-///   the term's pair and number in its environment.
-/// * The moment the term ends (fenced: a newer leader exists), the child's process group gets
-///   SIGTERM, then SIGKILL after the grace period. Between the fence and that signal the child
-///   may still act: work that must never overlap a successor's goes through a store that
-///   checks `KC_TERM` (keep the highest term seen, refuse lower ones) or the pair.
-/// * SIGTERM or SIGINT sent to the supervisor goes to the child's process group; once the
-///   child exits the supervisor resigns (its successor is elected at once) and exits with the
-///   child's code. SIGHUP is passed on to the child and changes nothing else.
+///   the term's pair and number in its environment, in a process group of its own.
+/// * A term ends when it is lost (fenced: a newer leader exists; or, with
+///   `--stop-at-deadline`, its lease ran out without a renewal), when SIGTERM or SIGINT
+///   reaches the supervisor, or when the child exits by itself. Then every process of the term
+///   gets the signal (SIGTERM, or the SIGINT received): the child's process group and every
+///   other descendant of the supervisor (on Linux it is a child subreaper, so orphans and
+///   `setsid` daemons of the child are its descendants too). What is still running after
+///   `--grace` gets SIGKILL. Only when every one of them has exited and been reaped does the
+///   supervisor resign, campaign again (`--again`) or exit: a successor is never elected
+///   through a resign while a process of the term runs.
+/// * Between a fence and the end of the grace period the child may still act: work that must
+///   never overlap a successor's goes through a store that checks `KC_TERM` (keep the highest
+///   term seen, refuse lower ones) or the pair.
+/// * Exit codes: see [`super::failure`] (the child's own when it exited by itself while
+///   leading; [`EXIT_TERM_LOST`] after a lost term whatever the child's code; 128 + the
+///   signal when stopped by one). SIGHUP is passed on to the child's process group and changes
+///   nothing else.
 /// * If the supervisor itself is killed (SIGKILL, a crash), on Linux the kernel kills the
-///   child at once (`PR_SET_PDEATHSIG`); the lease then runs out and a standby takes over after
-///   its deadline, so the child is gone long before. The child's own children are not covered
-///   (they are in its process group, which the supervisor signals only while alive). On other
-///   Unix systems nothing kills the child when its supervisor dies: there the child must use
-///   the term for its writes, or watch its parent.
-/// * The child inherits the supervisor's environment without its connection secrets
-///   (`KC_SASL_PASSWORD`, and any other `KC_*` variable named as a secret: see
-///   [`is_secret_variable`]) unless `--pass-secrets` asks for them.
-/// * A leader that cannot reach the cluster keeps its child running (leaders do not fence
-///   themselves on time); a standby takes over after the lease, and the old leader's child is
-///   stopped when its supervisor sees the fence.
+///   child at once (`PR_SET_PDEATHSIG`), not the child's own children; the lease then runs out
+///   and a standby takes over after its deadline. If the supervisor is cut off from the
+///   cluster, it sees no fence. What bounds the overlap then: the broker refuses the old
+///   term's guarded writes once a newer leader exists, a store that checks `KC_TERM` refuses
+///   the old term's writes, and `--stop-at-deadline` stops the child once its lease ran out
+///   (a standby challenges only after that deadline, by its own clock).
+/// * The supervisor is not dumpable (Linux): the child, though it runs as the same user,
+///   cannot read its environment or memory. The child inherits the supervisor's environment
+///   without its connection secrets (`KC_SASL_PASSWORD`, and any other `KC_*` variable named
+///   as a secret: see [`is_secret_variable`]) unless `--pass-secrets` asks for them.
 pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
+    processes::prepare_supervisor()
+        .map_err(|e| Failure::failed(format!("cannot become a subreaper: {e}")))?;
     let (_, file_timing) = c.settings()?;
     let timing = file_timing.merge(args.timing());
     let client = Arc::new(c.connect()?);
@@ -285,21 +352,21 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
                 }
             });
         }
-        let mut stopping: Option<i32> = None;
+        let mut signalled: Option<i32> = None;
         let leadership = loop {
             match rx.recv() {
                 Ok(Msg::Elected(Ok(l))) => break l,
                 Ok(Msg::Elected(Err(e))) => {
-                    if let Some(s) = stopping {
+                    if let Some(s) = signalled {
                         out.say(
                             "stopped",
                             format!("{} received while waiting: withdrew", signal_name(s)),
                             json!({ "signal": signal_name(s) }),
                         );
-                        return Ok(ExitCode::from(u8::try_from(128 + s).unwrap_or(255)));
+                        return Ok(ExitCode::from(signal_code(s)));
                     }
-                    return Err(Failure::failed(format!(
-                        "the candidacy for role {} failed: {e}",
+                    return Err(Failure::from_error(e).context(format!(
+                        "the candidacy for role {} failed",
                         escaped(&args.role)
                     )));
                 }
@@ -310,17 +377,17 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
                 ),
                 Ok(Msg::Signal(libc::SIGHUP)) => {}
                 Ok(Msg::Signal(s)) => {
-                    stopping.get_or_insert(s);
+                    signalled.get_or_insert(s);
                     cancel.cancel();
                 }
                 Ok(_) => {}
                 Err(_) => return Err(Failure::failed("the supervisor's channel closed")),
             }
         };
-        if let Some(s) = stopping {
+        if let Some(s) = signalled {
             // Elected just as the signal came: leave at once.
             let _ = leadership.resign_blocking();
-            return Ok(ExitCode::from(u8::try_from(128 + s).unwrap_or(255)));
+            return Ok(ExitCode::from(signal_code(s)));
         }
         let (token, term) = (leadership.token(), leadership.term());
         let leadership = Arc::new(leadership);
@@ -345,19 +412,13 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
             }
         };
         let pid = child.id();
+        // The supervisor reaps its children itself (`processes::reap`), this one included.
+        drop(child);
         out.say(
             "elected",
             format!("elected: term {term}, pair {token}; started the child (pid {pid})"),
             json!({ "term": term, "token": token.to_string(), "pid": pid }),
         );
-        {
-            let tx = tx.clone();
-            let mut child = child;
-            thread::spawn(move || {
-                let status = child.wait();
-                let _ = tx.send(Msg::ChildExited(generation, status));
-            });
-        }
         {
             let tx = tx.clone();
             let leadership = leadership.clone();
@@ -367,68 +428,111 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
             });
         }
         // ---- supervise ----
-        let mut kill_at: Option<Instant> = None;
-        let mut term_lost = false;
-        let status = loop {
-            let msg = match kill_at {
-                Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                    Ok(m) => m,
-                    Err(RecvTimeoutError::Timeout) => {
+        let mut ending: Option<Ending> = None;
+        let mut stop: Option<Stop> = None;
+        let mut child_code: Option<u8> = None;
+        loop {
+            let mut begin: Option<(Ending, i32)> = None;
+            match rx.recv_timeout(TICK) {
+                Ok(Msg::Signal(libc::SIGHUP)) => {
+                    signal_all(pid, &[], libc::SIGHUP);
+                }
+                Ok(Msg::Signal(s)) => {
+                    if signalled.is_none() {
+                        signalled = Some(s);
                         out.say(
-                            "killing",
-                            format!("the child did not exit within {:?}: SIGKILL", args.grace),
-                            json!({ "pid": pid }),
+                            "stopping",
+                            format!(
+                                "{} received: passed on to every process of the term",
+                                signal_name(s)
+                            ),
+                            json!({ "signal": signal_name(s) }),
                         );
-                        signal_group(pid, libc::SIGKILL);
-                        kill_at = None;
-                        continue;
+                        begin = Some((Ending::Signal(s), s));
                     }
-                    Err(RecvTimeoutError::Disconnected) => {
-                        return Err(Failure::failed("the supervisor's channel closed"))
-                    }
-                },
-                None => rx
-                    .recv()
-                    .map_err(|_| Failure::failed("the supervisor's channel closed"))?,
-            };
-            match msg {
-                Msg::ChildExited(g, status) if g == generation => break status,
-                Msg::TermOver(g) if g == generation && !term_lost && stopping.is_none() => {
-                    term_lost = true;
+                }
+                Ok(Msg::TermOver(g)) if g == generation => {
                     let why = leadership
                         .err()
                         .map_or_else(|| "the term ended".to_owned(), |e| e.to_string());
-                    out.say(
-                        "term_over",
-                        format!("the term is over ({why}): stopping the child with SIGTERM"),
-                        json!({ "term": term, "reason": why }),
-                    );
-                    signal_group(pid, libc::SIGTERM);
-                    kill_at = Some(Instant::now() + args.grace);
+                    begin = Some((Ending::TermLost(why), libc::SIGTERM));
                 }
-                Msg::Signal(libc::SIGHUP) => signal_group(pid, libc::SIGHUP),
-                Msg::Signal(s) if stopping.is_none() => {
-                    stopping = Some(s);
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Failure::failed("the supervisor's channel closed"))
+                }
+            }
+            for (reaped, status) in processes::reap() {
+                if reaped == pid {
+                    let code = code_of(&status);
+                    child_code = Some(code);
                     out.say(
-                        "stopping",
-                        format!("{} received: passed on to the child", signal_name(s)),
-                        json!({ "signal": signal_name(s) }),
+                        "child_exited",
+                        format!("the child exited with code {code}"),
+                        json!({ "code": code, "pid": pid }),
                     );
-                    signal_group(pid, s);
-                    if kill_at.is_none() {
-                        kill_at = Some(Instant::now() + args.grace);
+                    if ending.is_none() && begin.is_none() {
+                        begin = Some((Ending::ChildExited(code), libc::SIGTERM));
                     }
                 }
-                _ => {}
             }
-        };
-        let status = status.map_err(|e| Failure::failed(format!("waiting for the child: {e}")))?;
-        let code = code_of(&status);
-        out.say(
-            "child_exited",
-            format!("the child exited with code {code}"),
-            json!({ "code": code, "pid": pid }),
-        );
+            if args.stop_at_deadline
+                && ending.is_none()
+                && begin.is_none()
+                && lease_ran_out(&leadership.health())
+            {
+                begin = Some((
+                    Ending::TermLost("its lease ran out without a renewal".to_owned()),
+                    libc::SIGTERM,
+                ));
+            }
+            if let Some((why, signal)) = begin {
+                if let Ending::TermLost(reason) = &why {
+                    if ending.is_none() {
+                        out.say(
+                            "term_over",
+                            format!(
+                                "the term is over ({reason}): stopping every process of the \
+                                 term with SIGTERM"
+                            ),
+                            json!({ "term": term, "reason": reason }),
+                        );
+                    }
+                }
+                ending.get_or_insert(why);
+                // A signal during a stop already under way is passed on too (a SIGINT after
+                // a fence), without moving the SIGKILL.
+                let started = Stop::begin(pid, child_code.is_none(), signal, args.grace);
+                stop.get_or_insert(started);
+            }
+            let Some(s) = stop.as_mut() else { continue };
+            let left = processes::live_descendants(child_code.is_none().then_some(pid));
+            if left.is_empty() && child_code.is_some() {
+                out.say(
+                    "all_exited",
+                    format!("every process of term {term} has exited"),
+                    json!({ "term": term }),
+                );
+                break;
+            }
+            let due = s.kill_at.is_some_and(|at| Instant::now() >= at);
+            if due && !s.killed {
+                out.say(
+                    "killing",
+                    format!(
+                        "{} process(es) of the term still running after {:?}: SIGKILL",
+                        left.len(),
+                        args.grace
+                    ),
+                    json!({ "pid": pid, "pids": left }),
+                );
+                s.killed = true;
+            }
+            if s.killed {
+                // Again at each tick: a process may have forked as the first SIGKILL went out.
+                signal_all(pid, &left, libc::SIGKILL);
+            }
+        }
         if !leadership.is_done() {
             match leadership.resign_blocking() {
                 Ok(()) => out.say(
@@ -443,7 +547,15 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
                 ),
             }
         }
-        if stopping.is_some() || !args.again {
+        // A signal wins (the operator stopped it), then a lost term, then the child's code.
+        let code = match (signalled, ending) {
+            (Some(s), _) | (None, Some(Ending::Signal(s))) => signal_code(s),
+            (None, Some(Ending::TermLost(_))) => EXIT_TERM_LOST,
+            (None, Some(Ending::ChildExited(code))) => code,
+            // Not reached: the loop ends only after a stop began.
+            (None, None) => child_code.unwrap_or(EXIT_FAILURE),
+        };
+        if signalled.is_some() || !args.again {
             return Ok(ExitCode::from(code));
         }
     }
@@ -452,6 +564,32 @@ pub fn run(c: &Connection, args: RunArgs) -> Result<ExitCode, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grace_period_is_bounded_at_a_day() {
+        assert_eq!(parse_grace("24h"), Ok(MAX_GRACE));
+        assert_eq!(parse_grace("1500ms"), Ok(Duration::from_millis(1500)));
+        let e = parse_grace("24h1ms").expect_err("over a day");
+        assert!(e.contains("24h"), "{e}");
+        assert!(parse_grace("18446744073709551615s").is_err());
+        assert!(Instant::now().checked_add(MAX_GRACE).is_some());
+    }
+
+    #[test]
+    fn the_lease_ran_out_at_its_deadline_while_leading_only() {
+        let d = Some(UnixMillis(1_000));
+        assert!(!ran_out(true, d, UnixMillis(999)));
+        assert!(ran_out(true, d, UnixMillis(1_000)));
+        assert!(ran_out(true, d, UnixMillis(5_000)));
+        assert!(
+            !ran_out(false, d, UnixMillis(5_000)),
+            "the term is already over"
+        );
+        assert!(
+            !ran_out(true, None, UnixMillis(5_000)),
+            "no lease written yet"
+        );
+    }
 
     fn names(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()

@@ -53,9 +53,19 @@ pub struct Connection {
     /// sasl.username.
     #[arg(long, env = "KC_SASL_USERNAME", global = true)]
     pub sasl_username: Option<String>,
-    /// sasl.password (prefer the environment variable or the file to the flag).
+    /// sasl.password. On the command line any local user can read it in the process list
+    /// (the tool warns): prefer --sasl-password-file, the environment variable or the file.
     #[arg(long, env = "KC_SASL_PASSWORD", global = true, hide_env_values = true)]
     pub sasl_password: Option<String>,
+    /// A file whose content (less a trailing newline) is sasl.password.
+    #[arg(
+        long,
+        env = "KC_SASL_PASSWORD_FILE",
+        global = true,
+        value_name = "FILE",
+        conflicts_with = "sasl_password"
+    )]
+    pub sasl_password_file: Option<PathBuf>,
     /// ssl.ca.location: the CA's PEM file or directory.
     #[arg(long, env = "KC_SSL_CA_LOCATION", global = true, value_name = "PATH")]
     pub ssl_ca_location: Option<String>,
@@ -75,6 +85,11 @@ pub struct Connection {
     /// other key.
     #[arg(long = "property", short = 'X', global = true, value_parser = parse_property, value_name = "KEY=VALUE")]
     pub properties: Vec<(String, String)>,
+    /// A file of client properties, one KEY=VALUE a line (`#` starts a comment line): the way
+    /// to pass a secret property (ssl.key.pem, sasl.jaas.config, ...) without putting it in the
+    /// process list. -X wins over it.
+    #[arg(long, env = "KC_PROPERTIES_FILE", global = true, value_name = "FILE")]
+    pub properties_file: Option<PathBuf>,
     /// Print JSON (one object per line) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -116,7 +131,9 @@ impl std::fmt::Debug for Connection {
             .field("ssl_ca_location", &self.ssl_ca_location)
             .field("ssl_certificate_location", &self.ssl_certificate_location)
             .field("ssl_key_location", &self.ssl_key_location)
+            .field("sasl_password_file", &self.sasl_password_file)
             .field("properties", &properties)
+            .field("properties_file", &self.properties_file)
             .field("json", &self.json)
             .finish()
     }
@@ -168,14 +185,164 @@ pub fn read_file(path: &Path) -> Result<FileSettings, Failure> {
         Failure::usage(format!(
             "the configuration file {} is not valid: {}",
             path.display(),
-            e.to_string().trim_end()
+            toml_error_without_secrets(&text, &e)
         ))
     })
 }
 
+/// A TOML error for people, with no value of the file in it: the parser's own `Display`
+/// quotes the offending line, which may hold a password. This names the line and column, the
+/// key path (the table and the key written on that line: names, never values), and the
+/// parser's message with every quoted string replaced by `<redacted>`.
+pub(super) fn toml_error_without_secrets(text: &str, e: &toml::de::Error) -> String {
+    let message = redact_quoted(e.message().trim_end());
+    let Some(span) = e.span() else {
+        return message;
+    };
+    let start = span.start.min(text.len());
+    let before = text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    let table = before
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix('[')
+                .and_then(|r| r.split(']').next())
+                .map(|t| t.trim_start_matches('[').trim().to_owned())
+        })
+        .next_back();
+    let this_line = text
+        .get(line_start..)
+        .and_then(|s| s.lines().next())
+        .unwrap_or("");
+    let key = this_line
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        });
+    let path = match (table, key) {
+        (Some(t), Some(k)) => format!(", key {t}.{k}"),
+        (None, Some(k)) => format!(", key {k}"),
+        (Some(t), None) => format!(", in table [{t}]"),
+        (None, None) => String::new(),
+    };
+    format!("line {line}, column {column}{path}: {message}")
+}
+
+/// `text` with the content of every `"..."` and `'...'` replaced by `<redacted>` (serde's
+/// messages quote values that way, say `invalid type: string "..."`; names are in backticks).
+fn redact_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut open: Option<char> = None;
+    for c in text.chars() {
+        match open {
+            Some(q) if c == q => {
+                out.push_str("<redacted>");
+                out.push(c);
+                open = None;
+            }
+            Some(_) => {}
+            None => {
+                out.push(c);
+                if c == '"' || c == '\'' {
+                    open = Some(c);
+                }
+            }
+        }
+    }
+    if open.is_some() {
+        out.push_str("<redacted>");
+    }
+    out
+}
+
+/// The content of a secret's file, less one trailing newline; the error names the file and the
+/// flag, never the content.
+fn read_secret_file(path: &Path, what: &str) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read the {what} file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    Ok(text.to_owned())
+}
+
+/// The KEY=VALUE lines of a properties file; an error names the line's number, never its text.
+fn read_properties_file(path: &Path) -> Result<Vec<(String, String)>, Failure> {
+    let text = read_secret_file(path, "--properties-file")?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let property = parse_property(line).map_err(|_| {
+            Failure::usage(format!(
+                "the properties file {} is not valid: line {} is not KEY=VALUE",
+                path.display(),
+                i + 1
+            ))
+        })?;
+        out.push(property);
+    }
+    Ok(out)
+}
+
 impl Connection {
-    fn flag_settings(&self) -> KafkaSettings {
-        KafkaSettings {
+    /// The flags that put a secret on the command line, where every local user can read it in
+    /// the process list: `--sasl-password` given as a flag (`from_command_line`, as clap
+    /// reports its source) and every `-X` of a secret property.
+    pub fn secrets_on_command_line(&self, from_command_line: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if from_command_line && self.sasl_password.is_some() {
+            out.push("--sasl-password".to_owned());
+        }
+        for (k, _) in &self.properties {
+            if is_secret_property(k) {
+                out.push(format!("-X {k}"));
+            }
+        }
+        out
+    }
+
+    /// Warns (on stderr) about `secrets`, the flags of
+    /// [`secrets_on_command_line`](Self::secrets_on_command_line).
+    pub fn warn_about_command_line(&self, secrets: &[String]) {
+        if secrets.is_empty() {
+            return;
+        }
+        let warning = format!(
+            "a secret is on the command line ({}), where every local user can read it in the \
+             process list: use --sasl-password-file, --properties-file or the environment \
+             (KC_SASL_PASSWORD) instead",
+            secrets.join(", ")
+        );
+        if self.json {
+            eprintln!("{}", serde_json::json!({ "warning": warning }));
+        } else {
+            eprintln!("kafka-coordination: warning: {warning}");
+        }
+    }
+
+    fn flag_settings(&self) -> Result<KafkaSettings, Failure> {
+        let sasl_password = match &self.sasl_password_file {
+            Some(path) => Some(read_secret_file(path, "--sasl-password-file")?),
+            None => self.sasl_password.clone(),
+        };
+        let mut properties = match &self.properties_file {
+            Some(path) => read_properties_file(path)?,
+            None => Vec::new(),
+        };
+        properties.extend(self.properties.iter().cloned());
+        Ok(KafkaSettings {
             bootstrap_servers: self.bootstrap_servers.clone(),
             partitions: self.partitions,
             topic: self.topic.clone(),
@@ -185,15 +352,15 @@ impl Connection {
                 protocol: self.security_protocol.clone(),
                 sasl_mechanism: self.sasl_mechanism.clone(),
                 sasl_username: self.sasl_username.clone(),
-                sasl_password: self.sasl_password.clone(),
+                sasl_password,
                 ssl_ca_location: self.ssl_ca_location.clone(),
                 ssl_certificate_location: self.ssl_certificate_location.clone(),
                 ssl_key_location: self.ssl_key_location.clone(),
                 ..SecuritySettings::default()
             },
-            properties: self.properties.iter().cloned().collect(),
+            properties: properties.into_iter().collect(),
             ..KafkaSettings::default()
-        }
+        })
     }
 
     /// The file's settings (if any) with the flags' and environment's on top.
@@ -202,7 +369,7 @@ impl Connection {
             Some(p) => read_file(p)?,
             None => FileSettings::default(),
         };
-        Ok((file.kafka.merge(self.flag_settings()), file.timing))
+        Ok((file.kafka.merge(self.flag_settings()?), file.timing))
     }
 
     /// The Kafka configuration. Without a partition count anywhere, the state topic's real
@@ -257,5 +424,96 @@ impl Connection {
     pub fn connect(&self) -> Result<KafkaTransport, Failure> {
         let config = self.kafka_config()?;
         KafkaTransport::connect(config).map_err(Failure::transport)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(args: &[&str]) -> Connection {
+        let command = <Connection as clap::Args>::augment_args(clap::Command::new("kc"));
+        let matches = command
+            .try_get_matches_from(std::iter::once("kc").chain(args.iter().copied()))
+            .expect("valid flags");
+        <Connection as clap::FromArgMatches>::from_arg_matches(&matches).expect("parsed")
+    }
+
+    fn scratch_file(name: &str, content: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("kc-settings-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join(name);
+        std::fs::write(&path, content).expect("write");
+        path
+    }
+
+    #[test]
+    fn secrets_come_from_their_files_and_flags_win_over_the_properties_file() {
+        let pw = scratch_file("pw", "file-pw-12\n");
+        let props = scratch_file(
+            "props",
+            "# comment\n\nssl.key.pem=pem-12\nclient.rack = from-file\n",
+        );
+        let c = parsed(&[
+            "--sasl-password-file",
+            pw.to_str().expect("utf-8"),
+            "--properties-file",
+            props.to_str().expect("utf-8"),
+            "-X",
+            "client.rack=from-flag",
+        ]);
+        let (settings, _) = c.settings().ok().expect("settings");
+        assert_eq!(
+            settings.security.sasl_password.as_deref(),
+            Some("file-pw-12")
+        );
+        assert_eq!(
+            settings.properties.get("ssl.key.pem").map(String::as_str),
+            Some("pem-12")
+        );
+        assert_eq!(
+            settings.properties.get("client.rack").map(String::as_str),
+            Some("from-flag")
+        );
+        assert!(c.secrets_on_command_line(false).is_empty());
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("file-pw-12") && !shown.contains("pem-12"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_bad_secret_file_is_named_without_its_content() {
+        let props = scratch_file("bad-props", "ssl.key.pem=ok\nsecret-without-equals-12\n");
+        let c = parsed(&["--properties-file", props.to_str().expect("utf-8")]);
+        let Err(f) = c.settings() else {
+            panic!("a bad line is an error")
+        };
+        assert!(f.message.contains("line 2"), "{}", f.message);
+        assert!(!f.message.contains("secret-without"), "{}", f.message);
+        let c = parsed(&["--sasl-password-file", "/nonexistent/kc-pw"]);
+        let Err(f) = c.settings() else {
+            panic!("a missing file is an error")
+        };
+        assert!(f.message.contains("--sasl-password-file"), "{}", f.message);
+        assert_eq!(f.code, super::super::failure::EXIT_CONFIG);
+    }
+
+    #[test]
+    fn a_toml_error_names_line_column_and_key_but_no_value() {
+        let text = "[kafka]\ntopic = \"t\"\n\n[kafka.security]\nsasl_password = \"pw-tom-3\" x\n";
+        let e = toml::from_str::<FileSettings>(text).expect_err("invalid");
+        let shown = toml_error_without_secrets(text, &e);
+        assert!(!shown.contains("pw-tom-3"), "{shown}");
+        assert!(
+            shown.starts_with("line 5, column ") && shown.contains("kafka.security.sasl_password"),
+            "{shown}"
+        );
+        assert_eq!(
+            redact_quoted(r#"a "b" c 'd' `e`"#),
+            r#"a "<redacted>" c '<redacted>' `e`"#
+        );
+        assert_eq!(redact_quoted(r#"open "abc"#), r#"open "<redacted>"#);
     }
 }
