@@ -18,6 +18,10 @@
 #                    kills; fails if a term ends in one with no fault aimed at its member
 #   --self-test      after a passing check, forge a stale write and a lost acknowledgement,
 #                    and fail unless the checker then fails
+#   --supervisor     the supervisor scenario instead (scripts/chaos-supervisor.py): CLI `run`
+#                    supervisors of one role whose start-script workers ignore SIGTERM, leaders'
+#                    terms ended by SIGTERM and crashes; fails on any unit of work of a term
+#                    after its successor's election. --failovers counts its faults.
 #   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
 #
 # Exits non-zero on any safety violation, or when fewer than N failovers completed. The
@@ -38,6 +42,7 @@ brokers=1
 profile=release
 max_seconds=""
 broker_kills=0
+supervisor=0
 extra=()
 extra_flags=()
 while [ $# -gt 0 ]; do
@@ -62,13 +67,17 @@ while [ $# -gt 0 ]; do
         extra_flags+=(--self-test)
         shift
         ;;
+    --supervisor)
+        supervisor=1
+        shift
+        ;;
     --)
         shift
         extra=("$@")
         break
         ;;
     -h | --help)
-        sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -77,6 +86,18 @@ done
 case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esac
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
 [ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
+
+if [ "$supervisor" = 1 ]; then
+    target="${CARGO_TARGET_DIR:-$root/target}"
+    cargo build $([ "$profile" = release ] && echo --release) -p kafka-coordination \
+        --features kafka,cli --bin kafka-coordination
+    dir="${CHAOS_DIR:-$root/.kafka/chaos-supervisor/$seed-$(date +%Y%m%d-%H%M%S)}"
+    export KAFKA_RUN_DIR="${KAFKA_RUN_DIR:-$root/.kafka/run-chaos-$$}"
+    args=(--bin "$target/$profile/kafka-coordination" --faults "$failovers" --seed "$seed" --dir "$dir")
+    [ -z "$max_seconds" ] || args+=(--max-seconds "$max_seconds")
+    exec scripts/kafka/with-broker.sh --brokers "$brokers" python3 scripts/chaos-supervisor.py \
+        "${args[@]}" "${extra[@]+"${extra[@]}"}"
+fi
 
 # The same features as scripts/test.sh, so that its debug build is reused as it is.
 features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination-examples/kafka"

@@ -60,6 +60,11 @@ scripts/kafka/with-broker.sh cargo test --workspace --exclude kafka-coordination
 step "chaos suite: 10 failovers on one broker (seed 1)"
 scripts/chaos.sh --debug --failovers 10 --seed 1 --max-seconds 600 --self-test
 
+# The CLI's `run` supervisor under seeded ends of terms, with start-script workers that ignore
+# SIGTERM: fails on any unit of work of a term after its successor's election.
+step "chaos suite: the supervisor scenario, 12 faults (seed 3)"
+scripts/chaos.sh --supervisor --debug --failovers 12 --seed 3 --max-seconds 300
+
 if [ -f adapters/tests/kafka_leadership.rs ]; then
     step "three-broker fault test"
     scripts/kafka/with-broker.sh --brokers 3 \
