@@ -363,7 +363,11 @@ fn txn_offset_commit_answer(
             ))
         }
         Some((_, err)) => Err(super::txn::requests::txn_error(
-            role, token, what, addr, err,
+            role,
+            token,
+            &format!("TxnOffsetCommit of group '{group}'"),
+            addr,
+            err,
         )),
     }
 }

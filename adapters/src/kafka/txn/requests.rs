@@ -248,8 +248,10 @@ impl TxnProduce {
                 TransportError::config(format!(
                     "{what}: {addr} refused the records' timestamp (INVALID_TIMESTAMP: {}; this \
                      member's clock read {} ms since the epoch when they were stamped): {}",
-                    p.error_message
-                        .as_ref()
+                    p.record_errors
+                        .iter()
+                        .find_map(|r| r.batch_index_error_message.as_ref())
+                        .or(p.error_message.as_ref())
                         .map_or("no reason given", |m| m.as_str()),
                     super::produce::stamped_at(&encoded).unwrap_or(-1),
                     crate::kafka::classify::remedy(i32::from(code::E::InvalidTimestamp.code()))
