@@ -268,7 +268,7 @@ pub(crate) fn remedy(code: i32) -> Option<&'static str> {
             "the broker does not support a request version this client needs: use a broker \
                of a supported version (see the README)"
         }
-        37 | 38 | 39 | 40 => {
+        37..=40 => {
             "the brokers refused the topic's settings: fix the topic settings \
                              in the configuration (or create the topic yourself)"
         }
