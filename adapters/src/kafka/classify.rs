@@ -224,86 +224,86 @@ pub(crate) fn remedy(code: i32) -> Option<&'static str> {
     Some(match code {
         10 => {
             "a record batch is larger than the topic's max.message.bytes (the brokers' \
-               message.max.bytes by default): write smaller records or raise it"
+             message.max.bytes by default): write smaller records or raise it"
         }
         12 => {
             "offset metadata larger than the broker's offset.metadata.max.bytes (4096 bytes \
-               by default): commit shorter metadata or raise offset.metadata.max.bytes on the \
-               brokers"
+             by default): commit shorter metadata or raise offset.metadata.max.bytes on the \
+             brokers"
         }
         17 => {
             "the topic name is not a valid Kafka topic name, or names an internal topic: \
-               configure another topic"
+             configure another topic"
         }
         18 => {
             "a record batch is larger than the topic's segment.bytes: write smaller records \
-               or raise segment.bytes"
+             or raise segment.bytes"
         }
         21 => {
             "the broker refused acks=all, which every write of this client uses: use a \
-               broker of a supported version"
+             broker of a supported version"
         }
         24 => "the consumer group id is not one the broker accepts: configure another group id",
         28 => {
             "the offsets committed in one write make a record larger than __consumer_offsets \
-               accepts (its max.message.bytes): commit fewer partitions or shorter metadata in \
-               one write"
+             accepts (its max.message.bytes): commit fewer partitions or shorter metadata in \
+             one write"
         }
         32 => {
             "clock skew: a record's timestamp, from this member's clock, is outside the \
-               window the topic accepts around the broker's clock \
-               (message.timestamp.before.max.ms and message.timestamp.after.max.ms): \
-               synchronise this member's clock with the brokers' (NTP), or widen the window \
-               on the topic"
+             window the topic accepts around the broker's clock \
+             (message.timestamp.before.max.ms and message.timestamp.after.max.ms): \
+             synchronise this member's clock with the brokers' (NTP), or widen the window \
+             on the topic"
         }
         33 => {
             "the brokers do not enable the SASL mechanism configured: configure one of the \
-               listener's sasl.enabled.mechanisms"
+             listener's sasl.enabled.mechanisms"
         }
         34 => {
             "the SASL exchange went out of step: check that the client's security protocol \
-               is the listener's"
+             is the listener's"
         }
         35 => {
             "the broker does not support a request version this client needs: use a broker \
-               of a supported version (see the README)"
+             of a supported version (see the README)"
         }
         37..=40 => {
             "the brokers refused the topic's settings: fix the topic settings \
-                             in the configuration (or create the topic yourself)"
+             in the configuration (or create the topic yourself)"
         }
         43 => {
             "the topic's message format is older than transactions (0.11): raise the topic's \
-               message.format.version"
+             message.format.version"
         }
         44 => {
             "a policy of the brokers (create.topic.policy.class.name, \
-               alter.config.policy.class.name) refused the request: create the topic with \
-               settings the policy accepts"
+             alter.config.policy.class.name) refused the request: create the topic with \
+             settings the policy accepts"
         }
         50 => {
             "the transaction timeout (the lease duration) is above the brokers' \
-               transaction.max.timeout.ms: use a shorter lease or raise it"
+             transaction.max.timeout.ms: use a shorter lease or raise it"
         }
         54 => {
             "the brokers run without the security feature this request needs: enable it on \
-               the brokers"
+             the brokers"
         }
         76 => {
             "the topic's compression.type is one this client cannot use: set it to none, \
-               gzip, snappy, lz4, zstd or producer"
+             gzip, snappy, lz4, zstd or producer"
         }
         87 => {
             "the broker refused the records (a compacted topic takes only records with a \
-               key): check the records against the topic's settings"
+             key): check the records against the topic's settings"
         }
         97 => {
             "the brokers could not read a principal forwarded between them: check the \
-               brokers' principal.builder.class"
+             brokers' principal.builder.class"
         }
         114 | 115 => {
             "the bootstrap address is a KRaft controller's listener: give the address \
-                      of a broker's listener"
+             of a broker's listener"
         }
         _ if class(code) == Class::Fatal => {
             "the broker's answer cannot be used by this client, and asking again cannot change \
