@@ -11,6 +11,8 @@
 //! * one `without_*` test per row of that table: everything but that row, and the
 //!   member (or observer) fails with [`ErrorKind::Unauthorized`] whose message names the
 //!   missing operation and resource; granting the row then makes it work.
+//! * `without_read_on_an_input_topic_an_offset_commit_names_it`: offsets committed in a
+//!   guarded write need READ on the input topic and the group, and the refusal says so.
 //!
 //! Needs `KAFKA_BOOTSTRAP`, `KAFKA_SASL_SSL_BOOTSTRAP` and `KAFKA_SSL_CA` (exported by
 //! scripts/kafka/start.sh, passed on by scripts/kafka/with-broker.sh); without them every test
@@ -397,6 +399,51 @@ fn without_write_on_the_transactional_id_a_member_is_told_so() {
 #[test]
 fn without_write_on_the_guarded_topic_a_guarded_write_is_told_so() {
     member_needs(|a| &a.data_write);
+}
+
+/// Offsets committed in a guarded write's transaction (TxnOffsetCommit) need READ on each input
+/// topic (and READ on the group), not WRITE: a member with WRITE but not READ on its input topic
+/// is told to grant READ on that topic, and the group is named; once READ is granted, the same
+/// leader commits.
+#[test]
+fn without_read_on_an_input_topic_an_offset_commit_names_it() {
+    let Some(w) = world() else { return };
+    let role = unique("acl-offsets");
+    let group = unique("acl-group");
+    let acls = MemberAcls::new(w, &role);
+    let user = w.user("acl-m");
+    let mut granted = acls.all();
+    granted.push(Acl::group(&group, Op::Read));
+    w.grant(&user, &granted);
+    let t = KafkaTransport::new(w.config(&user)).expect("transport");
+    t.ensure_topic().expect("the topic check");
+    let leader = elect(t, &role, "m").expect("elected");
+    let commit = || {
+        let consumed = [kafka_coordination::kafka::ConsumedOffset {
+            topic: &w.data,
+            partition: 0,
+            next_offset: 1,
+            metadata: None,
+        }];
+        leader
+            .guarded_write_with_offsets_blocking(
+                &[record(w, b"with offsets")],
+                kafka_coordination::kafka::GroupOffsets {
+                    group: &group,
+                    offsets: &consumed,
+                },
+            )
+            .map(drop)
+    };
+    let e = unauthorized(commit());
+    eprintln!("{e}");
+    let input = Acl::topic(&w.data, Op::Read);
+    assert_names(&e, &input);
+    assert!(e.message().contains("TxnOffsetCommit"), "{e}");
+    assert!(e.message().contains(&format!("Group '{group}'")), "{e}");
+    w.grant(&user, &[input]);
+    commit().expect("the commit once READ on the input topic is granted");
+    assert!(leader.resign_blocking().is_ok(), "a clean resign");
 }
 
 #[test]

@@ -673,15 +673,166 @@ fn appends_handed_over_together_travel_together_and_hold_no_thread_behind_a_batc
 /// A transport whose every connection goes through a proxy in front of `broker`, with a
 /// 700 ms request timeout and `operation_timeout`.
 fn behind_a_proxy(broker: &str, operation_timeout: Duration) -> (proxy::Proxy, KafkaTransport) {
+    proxied(broker, |c| {
+        c.with_request_timeout(Duration::from_millis(700))
+            .with_operation_timeout(operation_timeout)
+    })
+}
+
+/// A transport whose every connection goes through a proxy in front of `broker`, on the
+/// configuration `settings` makes of the default one (its state topic created first).
+fn proxied(
+    broker: &str,
+    settings: impl Fn(KafkaConfig) -> KafkaConfig,
+) -> (proxy::Proxy, KafkaTransport) {
     // The topic exists before the proxy stands in front of the broker.
-    drop(transport(broker));
+    let direct = transport_with(settings(KafkaConfig::new(broker, PARTITIONS)));
+    let topic = direct.config().topic().to_owned();
+    drop(direct);
     let proxy = proxy::Proxy::start(broker);
-    let config = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
-        .with_address_override(broker.to_owned(), proxy.addr.clone())
-        .with_request_timeout(Duration::from_millis(700))
-        .with_operation_timeout(operation_timeout);
+    let config = settings(KafkaConfig::new(proxy.addr.clone(), PARTITIONS))
+        .with_topic(topic)
+        .with_address_override(broker.to_owned(), proxy.addr.clone());
     let t = KafkaTransport::connect(config).expect("transport");
     (proxy, t)
+}
+
+/// A member whose clock runs two hours ahead of the broker's writes a lease: the topic takes
+/// records stamped at most a minute ahead, so the broker refuses it (INVALID_TIMESTAMP). Sent
+/// again, the batch carries the same timestamps, so the write ends at once, after one
+/// produce, as a configuration error that says clock skew and names the topic's settings,
+/// instead of holding the role's session for the operation timeout. It is no fence: once the
+/// clocks agree, the same pair renews.
+#[test]
+#[cfg(feature = "blocking")]
+fn a_lease_stamped_outside_the_topics_window_fails_at_once_as_clock_skew() {
+    let Some(broker) = bootstrap() else { return };
+    let topic = unique("coordination-skew");
+    create_state_topic(
+        &broker,
+        &topic,
+        &[
+            ("message.timestamp.after.max.ms", "60000"),
+            ("message.timestamp.before.max.ms", "60000"),
+        ],
+    );
+    let (proxy, t) = proxied(&broker, |c| {
+        c.with_topic(topic.clone())
+            .with_request_timeout(Duration::from_secs(5))
+            .with_operation_timeout(Duration::from_secs(30))
+    });
+    let (role, token, first) = leading(&t, "skew");
+    let p = t.role_partition(&role).expect("partition");
+    let key = role.as_str().as_bytes();
+    proxy.skew_produce_timestamps(2 * 3600 * 1000);
+    let sent = proxy.forwarded(proxy::PRODUCE);
+    let err = t
+        .write_lease(p, key, Some(b"two hours ahead"), token)
+        .expect_err("stamped outside the window");
+    eprintln!("{err}");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert_eq!(err.kafka_code(), Some(32), "{err}");
+    for words in [
+        "clock skew",
+        "INVALID_TIMESTAMP",
+        "message.timestamp.after.max.ms",
+        "this member's clock",
+    ] {
+        assert!(err.message().contains(words), "{words:?} in {err}");
+    }
+    assert_eq!(
+        proxy.forwarded(proxy::PRODUCE) - sent,
+        1,
+        "the refused produce was not sent again"
+    );
+    proxy.skew_produce_timestamps(0);
+    let offset = t
+        .write_lease(p, key, Some(b"lease 2"), token)
+        .expect("the same pair renews once the clocks agree");
+    assert!(offset > first, "{offset} after {first}");
+}
+
+/// Offsets committed with metadata above the brokers' offset.metadata.max.bytes (4096 by
+/// default): the group coordinator refuses them (OFFSET_METADATA_TOO_LARGE) and would refuse
+/// them again, so the write ends after one TxnOffsetCommit with a configuration error that
+/// names the setting.
+#[test]
+fn offsets_with_metadata_above_the_brokers_limit_fail_at_once_naming_it() {
+    let Some(broker) = bootstrap() else { return };
+    let (proxy, t) = proxied(&broker, |c| {
+        c.with_topic(unique("coordination-open"))
+            .with_operation_timeout(Duration::from_secs(30))
+    });
+    let (_, token, _) = leading(&t, "metadata");
+    let topic = t.config().topic().to_owned();
+    let group = unique("group-metadata");
+    let commit = |metadata: &str| {
+        let consumed = [kafka_coordination::kafka::ConsumedOffset {
+            topic: &topic,
+            partition: 0,
+            next_offset: 1,
+            metadata: Some(metadata),
+        }];
+        t.guarded_write_with_offsets(
+            token,
+            &[],
+            kafka_coordination::kafka::GroupOffsets {
+                group: &group,
+                offsets: &consumed,
+            },
+        )
+    };
+    // The group's coordinator is found and loaded (it may ask for a retry while it loads).
+    commit("small").expect("offsets with small metadata");
+    let sent = proxy.forwarded(proxy::TXN_OFFSET_COMMIT);
+    let err = commit(&"m".repeat(4097)).expect_err("metadata too large");
+    eprintln!("{err}");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert_eq!(err.kafka_code(), Some(12), "{err}");
+    assert!(err.message().contains("offset.metadata.max.bytes"), "{err}");
+    assert_eq!(
+        proxy.forwarded(proxy::TXN_OFFSET_COMMIT) - sent,
+        1,
+        "the refused commit was not sent again"
+    );
+}
+
+/// The end of a term does not wait for the role's write in flight: `release_role` returns
+/// while the write's produce answer is still kept at the proxy (the write holds the role's
+/// session, and can end only when the answer comes: its request timeout is longer than the
+/// test), and the write completes once the answer passes.
+#[test]
+fn releasing_a_role_returns_while_its_write_is_in_flight() {
+    let Some(broker) = bootstrap() else { return };
+    let (proxy, t) = proxied(&broker, |c| {
+        c.with_topic(unique("coordination-open"))
+            .with_request_timeout(Duration::from_secs(30))
+            .with_operation_timeout(Duration::from_secs(60))
+    });
+    let t = Arc::new(t);
+    let (role, token, first) = leading(&t, "release-in-flight");
+    let p = t.role_partition(&role).expect("partition");
+    proxy.close_gate(proxy::PRODUCE);
+    let writer = {
+        let (t, key) = (Arc::clone(&t), role.as_str().as_bytes().to_vec());
+        thread::spawn(move || t.write_lease(p, &key, Some(b"in flight"), token))
+    };
+    // The produce reached the broker; its answer waits at the proxy, the write holds the
+    // session.
+    proxy.wait_at_gate(1);
+    t.release_role(&role);
+    let in_flight = !writer.is_finished();
+    proxy.open_gate();
+    let written = writer.join().expect("the writer");
+    eprintln!(
+        "release_role returned with the write in flight: {in_flight}; the write: {written:?}"
+    );
+    assert!(
+        in_flight,
+        "release_role waited for the write in flight to end"
+    );
+    let offset = written.expect("the write in flight completes after the release");
+    assert!(offset > first, "{offset} after {first}");
 }
 
 #[test]
@@ -1804,6 +1955,12 @@ fn a_tv2_clients_lease_pair_reads_as_its_own_commits_not_as_superseded() {
 /// Creates `topic` (compacted, [`PARTITIONS`] partitions) with `compression.type` = `codec`.
 #[cfg(feature = "blocking")]
 fn create_compressed_topic(bootstrap: &str, topic: &str, codec: &str) {
+    create_state_topic(bootstrap, topic, &[("compression.type", codec)]);
+}
+
+/// Creates `topic` as a state topic (compacted, [`PARTITIONS`] partitions) with `settings`.
+#[cfg(feature = "blocking")]
+fn create_state_topic(bootstrap: &str, topic: &str, settings: &[(&str, &str)]) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     use rdkafka::config::ClientConfig;
@@ -1813,10 +1970,12 @@ fn create_compressed_topic(bootstrap: &str, topic: &str, codec: &str) {
         .expect("admin client");
     let replication = support::replication();
     let min_isr = if replication > 1 { "2" } else { "1" };
-    let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(replication))
+    let mut new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(replication))
         .set("cleanup.policy", "compact")
-        .set("min.insync.replicas", min_isr)
-        .set("compression.type", codec);
+        .set("min.insync.replicas", min_isr);
+    for (name, value) in settings {
+        new = new.set(name, value);
+    }
     let created = futures_lite::future::block_on(admin.create_topics([&new], &AdminOptions::new()))
         .expect("create topics");
     for r in created {

@@ -684,7 +684,9 @@ impl Coordinator for KafkaTransport {
 
     /// Drops the role's transactional producer: this transport stops writing for the role.
     /// The coordinator keeps the pair until another member acquires (a resigning driver
-    /// supersedes its pair first).
+    /// supersedes its pair first). Returns at once: aborting a transaction left open waits
+    /// (for a write still in flight, then for the coordinator) on the client's executor, not
+    /// on the caller's thread.
     fn release_role(&self, role: &Role) {
         self.sessions.release(role);
         lock(&self.claims).remove(role);

@@ -21,7 +21,7 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, FindCoordinatorRequest, GroupId, OffsetFetchRequest, ProducerId,
-    TopicName, TransactionalId, TxnOffsetCommitRequest,
+    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -324,22 +324,49 @@ fn txn_offset_commit_on(
             .with_group_instance_id(None);
     }
     let resp = conn.call(&req, version, deadline)?;
+    txn_offset_commit_answer(&resp, role, token, &offsets.group, what, conn.addr())
+}
+
+/// What a TxnOffsetCommit answer `resp` (from the group coordinator at `addr`) means for
+/// `role` (pair `token`): the first partition's error decides.
+fn txn_offset_commit_answer(
+    resp: &TxnOffsetCommitResponse,
+    role: &Role,
+    token: FencingToken,
+    group: &str,
+    what: &str,
+    addr: &str,
+) -> Result<(), Attempt> {
     let worst = resp
         .topics
         .iter()
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| p.error_code)
-        .find(|c| *c != code::NONE);
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.as_str(), p.error_code))
+        })
+        .find(|(_, c)| *c != code::NONE);
     match worst {
         None => Ok(()),
-        Some(c) if code::error(c) == Some(code::E::GroupAuthorizationFailed) => {
-            Err(Attempt::Stop(group_unauthorized(&offsets.group)))
+        Some((_, c)) if code::error(c) == Some(code::E::GroupAuthorizationFailed) => {
+            Err(Attempt::Stop(group_unauthorized(group)))
         }
-        Some(err) => Err(super::txn::requests::txn_error(
+        // The coordinator checks READ on each topic whose offsets are committed (and READ on
+        // the group), as for a consumer's OffsetCommit: not WRITE, whatever the transaction.
+        Some((topic, c)) if code::error(c) == Some(code::E::TopicAuthorizationFailed) => {
+            Err(Attempt::Stop(
+                TransportError::unauthorized(format!(
+                    "{what}: the principal needs the READ ACL on Topic '{topic}' to commit its \
+                     offsets (and READ on Group '{group}') (TOPIC_AUTHORIZATION_FAILED)"
+                ))
+                .with_kafka_code(c),
+            ))
+        }
+        Some((_, err)) => Err(super::txn::requests::txn_error(
             role,
             token,
-            what,
-            conn.addr(),
+            &format!("TxnOffsetCommit of group '{group}'"),
+            addr,
             err,
         )),
     }
@@ -412,4 +439,64 @@ fn group_unauthorized(group: &str) -> TransportError {
         "consumer group '{group}': the principal needs the READ ACL on Group '{group}' \
          (GROUP_AUTHORIZATION_FAILED)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::txn_offset_commit_response::{
+        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+    };
+
+    /// A TxnOffsetCommit answer with `error` on the second topic's partition.
+    fn answer(error: i16) -> TxnOffsetCommitResponse {
+        let topic = |name: &str, error_code: i16| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                .with_partitions(vec![TxnOffsetCommitResponsePartition::default()
+                    .with_partition_index(0)
+                    .with_error_code(error_code)])
+        };
+        TxnOffsetCommitResponse::default()
+            .with_topics(vec![topic("allowed", code::NONE), topic("orders", error)])
+    }
+
+    fn stopped(error: i16) -> TransportError {
+        let role = Role::new("billing").expect("role");
+        match txn_offset_commit_answer(
+            &answer(error),
+            &role,
+            FencingToken::new(7, 0),
+            "payments",
+            "TxnOffsetCommit of group 'payments' for role 'billing'",
+            "127.0.0.1:9092",
+        ) {
+            Err(Attempt::Stop(e)) => e,
+            Ok(()) => panic!("code {error} was taken for success"),
+            Err(_) => panic!("code {error} is tried again"),
+        }
+    }
+
+    /// The group coordinator refuses a topic the principal may not READ: the error names that
+    /// topic, the READ ACL it needs, and the group (which needs READ too).
+    #[test]
+    fn a_topic_refused_to_an_offset_commit_asks_for_read_on_that_topic() {
+        let e = stopped(code::E::TopicAuthorizationFailed.code());
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unauthorized, "{e}");
+        let m = e.message();
+        assert!(m.contains("READ ACL on Topic 'orders'"), "{m}");
+        assert!(m.contains("READ on Group 'payments'"), "{m}");
+        assert!(!m.contains("WRITE"), "{m}");
+    }
+
+    /// Offsets the coordinator refuses for good end the write at once with what to fix.
+    #[test]
+    fn offsets_refused_for_good_end_the_write_with_what_to_fix() {
+        let e = stopped(code::E::OffsetMetadataTooLarge.code());
+        assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
+        assert!(e.message().contains("offset.metadata.max.bytes"), "{e}");
+        let e = stopped(code::E::InvalidCommitOffsetSize.code());
+        assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
+        assert!(e.message().contains("max.message.bytes"), "{e}");
+    }
 }

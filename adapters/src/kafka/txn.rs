@@ -196,19 +196,23 @@ impl Sessions {
             .map(|h| h.role.clone())
     }
 
-    /// Drops the session of `role` (the term is over for this process). An open transaction
-    /// that was not committing is aborted, best effort, so that it does not hold back readers
-    /// until its timeout.
-    pub(crate) fn release(&self, role: &Role) {
+    /// Drops the session of `role` (the term is over for this process) and returns at once.
+    /// An open transaction that was not committing is aborted, best effort, so that it does
+    /// not hold back readers until its timeout: by a task on the client's executor (see
+    /// [`exec::spawn`](super::exec::spawn)), which waits for a write still in flight to let go
+    /// of the session, never on the caller's thread (an async runtime's, or a host's loop).
+    pub(crate) fn release(self: &Arc<Self>, role: &Role) {
         let Some(held) = lock(&self.roles).remove(role) else {
             return;
         };
-        super::exec::block_on(async {
+        let sessions = Arc::clone(self);
+        super::exec::spawn(async move {
             let mut s = held.session.lock().await;
             if s.unfinished.open && !s.unfinished.committing && !held.fenced.load(Ordering::Acquire)
             {
-                let deadline = Instant::now() + self.request_timeout.min(Duration::from_secs(2));
-                let _ = self.end_txn(&mut s, false, deadline).await;
+                let deadline =
+                    Instant::now() + sessions.request_timeout.min(Duration::from_secs(2));
+                let _ = sessions.end_txn(&mut s, false, deadline).await;
             }
         });
     }

@@ -30,6 +30,7 @@ const PROPAGATION: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Resource {
     Topic,
+    Group,
     Cluster,
     TransactionalId,
 }
@@ -38,6 +39,7 @@ impl Resource {
     fn code(self) -> i8 {
         match self {
             Resource::Topic => 2,
+            Resource::Group => 3,
             Resource::Cluster => 4,
             Resource::TransactionalId => 5,
         }
@@ -46,6 +48,7 @@ impl Resource {
     fn from_code(code: i8) -> Option<Resource> {
         match code {
             2 => Some(Resource::Topic),
+            3 => Some(Resource::Group),
             4 => Some(Resource::Cluster),
             5 => Some(Resource::TransactionalId),
             _ => None,
@@ -139,6 +142,15 @@ impl Acl {
     pub fn topic(name: &str, op: Op) -> Acl {
         Acl {
             resource: Resource::Topic,
+            pattern: Pattern::Literal,
+            name: name.to_owned(),
+            op,
+        }
+    }
+
+    pub fn group(name: &str, op: Op) -> Acl {
+        Acl {
+            resource: Resource::Group,
             pattern: Pattern::Literal,
             name: name.to_owned(),
             op,

@@ -4,14 +4,16 @@
 //! requests themselves and send them later, on a connection of their own (a produce queued at a
 //! recovering broker that lands after the client gave up on it), turn the broker's Fetch answers
 //! into answers with an error code on every partition, as a broker under load or one that has
-//! not caught up with a new topic answers, and freeze the broker.
+//! not caught up with a new topic answers, and freeze the broker. It can stamp the records of
+//! every Produce it forwards with another time (a member whose clock is off), and keep the
+//! broker's answers to one kind of request at a gate until the test opens it.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -19,7 +21,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     AddPartitionsToTxnResponse, FetchResponse, ProduceResponse, ResponseHeader,
 };
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::messages::{ProduceRequest, RequestHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 /// EndTxn's API key.
 pub const END_TXN: i16 = 26;
@@ -31,6 +34,8 @@ pub const PRODUCE: i16 = 0;
 pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
 /// DescribeProducers' API key.
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+/// TxnOffsetCommit's API key.
+pub const TXN_OFFSET_COMMIT: i16 = 28;
 /// DescribeTransactions' API key.
 pub const DESCRIBE_TRANSACTIONS: i16 = 65;
 
@@ -66,6 +71,30 @@ struct Fail {
     code: i16,
 }
 
+/// Answers kept at the proxy until the test opens the gate.
+#[derive(Default)]
+struct Gate {
+    /// (answers to requests with this API key wait, how many waited or wait so far)
+    state: Mutex<(Option<i16>, usize)>,
+    opened: Condvar,
+}
+
+impl Gate {
+    /// Waits while answers to `api_key` are kept; `true` if this one was kept.
+    fn pass(&self, api_key: Option<i16>) -> bool {
+        let mut state = self.state.lock().expect("gate");
+        if api_key.is_none() || state.0 != api_key {
+            return false;
+        }
+        state.1 += 1;
+        self.opened.notify_all();
+        while state.0.is_some() && state.0 == api_key {
+            state = self.opened.wait(state).expect("gate");
+        }
+        true
+    }
+}
+
 /// The proxy; it runs until the test process ends.
 pub struct Proxy {
     /// `127.0.0.1:PORT` to connect to instead of the broker.
@@ -77,6 +106,8 @@ pub struct Proxy {
     forwarded: Arc<Mutex<Vec<i16>>>,
     frozen: Arc<AtomicBool>,
     requests_held: Arc<Mutex<HeldRequests>>,
+    gate: Arc<Gate>,
+    skew_ms: Arc<AtomicI64>,
     target: String,
 }
 
@@ -94,8 +125,11 @@ impl Proxy {
             forwarded: Arc::default(),
             frozen: Arc::default(),
             requests_held: Arc::default(),
+            gate: Arc::default(),
+            skew_ms: Arc::default(),
             target: target.to_owned(),
         };
+        let (gate, skew_ms) = (proxy.gate.clone(), proxy.skew_ms.clone());
         let requests_held = proxy.requests_held.clone();
         let (hold, held, fail, failed, forwarded, frozen) = (
             proxy.hold.clone(),
@@ -121,12 +155,14 @@ impl Proxy {
                 let (p1, p2, f1) = (pending.clone(), pending, forwarded.clone());
                 let (z1, z2) = (frozen.clone(), frozen.clone());
                 let (r1, r2) = (requests_held.clone(), requests_held.clone());
-                thread::spawn(move || requests(client, server, p1, f1, z1, r1));
+                let skew = skew_ms.clone();
+                thread::spawn(move || requests(client, server, p1, f1, z1, r1, skew));
                 let (h, n) = (hold.clone(), held.clone());
                 let (f, fd) = (fail.clone(), failed.clone());
                 let release = Release {
                     held: r2,
                     target: target.clone(),
+                    gate: gate.clone(),
                 };
                 thread::spawn(move || responses(s2, c2, p2, h, n, f, fd, z2, release));
             }
@@ -194,6 +230,38 @@ impl Proxy {
             .clone()
     }
 
+    /// Keeps the broker's answers to requests with `api_key` at the proxy from now on (the
+    /// requests reach the broker and take effect; the client waits) until [`Proxy::open_gate`].
+    pub fn close_gate(&self, api_key: i16) {
+        *self.gate.state.lock().expect("gate") = (Some(api_key), 0);
+    }
+
+    /// Passes the answers kept at the gate on, and every later one.
+    pub fn open_gate(&self) {
+        self.gate.state.lock().expect("gate").0 = None;
+        self.gate.opened.notify_all();
+    }
+
+    /// Waits until `n` answers have been kept at the gate since it closed.
+    pub fn wait_at_gate(&self, n: usize) {
+        let mut state = self.gate.state.lock().expect("gate");
+        while state.1 < n {
+            state = self.gate.opened.wait(state).expect("gate");
+        }
+    }
+
+    /// How many answers have been kept at the gate since it closed.
+    pub fn kept_at_gate(&self) -> usize {
+        self.gate.state.lock().expect("gate").1
+    }
+
+    /// Stamps the records of every Produce forwarded from now on `ms` milliseconds later than
+    /// the client did (earlier when negative), as a client whose clock is that far off would
+    /// (0: as sent).
+    pub fn skew_produce_timestamps(&self, ms: i64) {
+        self.skew_ms.store(ms, Ordering::SeqCst);
+    }
+
     /// Freezes the broker as a SIGSTOP would: connections are still accepted, and nothing that
     /// arrives is answered (requests are dropped, and so are the answers to requests sent
     /// before) until [`Proxy::thaw`].
@@ -258,13 +326,18 @@ fn requests(
     forwarded: Arc<Mutex<Vec<i16>>>,
     frozen: Arc<AtomicBool>,
     requests_held: Arc<Mutex<HeldRequests>>,
+    skew_ms: Arc<AtomicI64>,
 ) {
-    while let Some(frame) = read_frame(&mut client) {
+    while let Some(mut frame) = read_frame(&mut client) {
         if frozen.load(Ordering::SeqCst) {
             continue;
         }
         let api_key = i16::from_be_bytes([frame[4], frame[5]]);
         let version = i16::from_be_bytes([frame[6], frame[7]]);
+        let skew = skew_ms.load(Ordering::SeqCst);
+        if api_key == PRODUCE && skew != 0 {
+            frame = skewed_produce(&frame, version, skew);
+        }
         {
             let mut h = requests_held.lock().expect("held requests");
             if h.api_key == Some(api_key) {
@@ -329,6 +402,7 @@ fn responses(
                 None
             }
         };
+        release.gate.pass(api_key);
         if let Some(delay) = delay {
             held.fetch_add(1, Ordering::SeqCst);
             thread::sleep(delay);
@@ -346,6 +420,8 @@ fn responses(
 struct Release {
     held: Arc<Mutex<HeldRequests>>,
     target: String,
+    /// Answers kept until the test opens it.
+    gate: Arc<Gate>,
 }
 
 impl Release {
@@ -410,6 +486,45 @@ fn produce_answer(frame: &[u8], version: i16) -> (i16, i64) {
         .next()
         .expect("a partition in the Produce answer");
     (p.error_code, p.base_offset)
+}
+
+/// The Produce request `frame` (of `version`) with every batch's timestamps moved by
+/// `skew_ms` (the batch header's base and max timestamps; each record's is a delta from the
+/// base) and its CRC computed again.
+fn skewed_produce(frame: &[u8], version: i16, skew_ms: i64) -> Vec<u8> {
+    let header_version = ProduceRequest::header_version(version);
+    let mut body = Bytes::copy_from_slice(&frame[4..]);
+    let header = RequestHeader::decode(&mut body, header_version).expect("a request header");
+    let mut req = ProduceRequest::decode(&mut body, version).expect("a Produce request");
+    for topic in &mut req.topic_data {
+        for p in &mut topic.partition_data {
+            let Some(records) = &p.records else { continue };
+            let mut batches = records.to_vec();
+            let mut at = 0;
+            // Each batch: base offset (8 bytes), then its length (4) counted from byte 12.
+            while at + 61 <= batches.len() {
+                let len = i32::from_be_bytes(batches[at + 8..at + 12].try_into().expect("4"));
+                let end = at + 12 + usize::try_from(len).expect("a batch length");
+                for field in [at + 27, at + 35] {
+                    let t = i64::from_be_bytes(batches[field..field + 8].try_into().expect("8"));
+                    batches[field..field + 8].copy_from_slice(&(t + skew_ms).to_be_bytes());
+                }
+                let crc = crc32c::crc32c(&batches[at + 21..end]);
+                batches[at + 17..at + 21].copy_from_slice(&crc.to_be_bytes());
+                at = end;
+            }
+            p.records = Some(Bytes::from(batches));
+        }
+    }
+    let mut out = BytesMut::new();
+    out.extend_from_slice(&[0; 4]);
+    header
+        .encode(&mut out, header_version)
+        .expect("encode the header");
+    req.encode(&mut out, version).expect("encode the request");
+    let len = i32::try_from(out.len() - 4).expect("small").to_be_bytes();
+    out[..4].copy_from_slice(&len);
+    out.to_vec()
 }
 
 /// The Fetch answer `frame` (of request `version`) with `code` on every partition and no

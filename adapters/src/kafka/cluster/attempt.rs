@@ -51,7 +51,8 @@ impl Attempt {
 
     /// What to do about Kafka error `code` (see [`classify`]): try again, after looking the
     /// leader or coordinator up again when the class says so, or stop with an error of the
-    /// class's kind. `why` describes the failure; the error carries the code.
+    /// class's kind, whose message adds what to fix ([`classify::remedy`]). `why` describes
+    /// the failure; the error carries the code.
     pub(crate) fn from_code(code: i16, why: impl Into<String>) -> Attempt {
         let why = why.into();
         match classify::class(i32::from(code)) {
@@ -65,7 +66,13 @@ impl Attempt {
                 why,
                 code: Some(code),
             },
-            class => Attempt::Stop(TransportError::new(class.kind(), why).with_kafka_code(code)),
+            class => {
+                let why = match classify::remedy(i32::from(code)) {
+                    Some(fix) if !why.contains(fix) => format!("{why}: {fix}"),
+                    _ => why,
+                };
+                Attempt::Stop(TransportError::new(class.kind(), why).with_kafka_code(code))
+            }
         }
     }
 }

@@ -99,6 +99,13 @@ pub(crate) fn encode_batch_with_headers(
     Ok(encoded.freeze())
 }
 
+/// The first timestamp of the record batch `encoded` (its `baseTimestamp`, bytes 27..35 of a
+/// magic v2 batch), for messages.
+pub(super) fn stamped_at(encoded: &[u8]) -> Option<i64> {
+    let bytes: [u8; 8] = encoded.get(27..35)?.try_into().ok()?;
+    Some(i64::from_be_bytes(bytes))
+}
+
 /// The Produce version to send on `conn` (the highest both sides support, at most
 /// `MAX_PRODUCE`, below transaction version 2).
 pub(crate) fn produce_version(conn: &Conn) -> Result<i16, Attempt> {

@@ -213,7 +213,13 @@ impl TxnProduce {
             what,
         } = self;
         let version = produce_version(conn)?;
-        let req = produce_request(Some(role.as_str()), &topic, partition, timeout_ms, encoded);
+        let req = produce_request(
+            Some(role.as_str()),
+            &topic,
+            partition,
+            timeout_ms,
+            encoded.clone(),
+        );
         let resp = conn.call(&req, version, deadline)?;
         let addr = conn.addr().to_owned();
         let Some(p) = partition_answer(&resp, partition) else {
@@ -235,6 +241,24 @@ impl TxnProduce {
             Some(code::E::TopicAuthorizationFailed) => Err(Attempt::Stop(topic_unauthorized(
                 "Produce", &role, "WRITE", &topic,
             ))),
+            // Sent again, the batch carries the same timestamps: it is refused until the
+            // clock of this member or the broker moves, so the write ends at once (a lease
+            // write that looped here would hold the session past the lease).
+            Some(code::E::InvalidTimestamp) => Err(Attempt::Stop(
+                TransportError::config(format!(
+                    "{what}: {addr} refused the records' timestamp (INVALID_TIMESTAMP: {}; this \
+                     member's clock read {} ms since the epoch when they were stamped): {}",
+                    p.record_errors
+                        .iter()
+                        .find_map(|r| r.batch_index_error_message.as_ref())
+                        .or(p.error_message.as_ref())
+                        .map_or("no reason given", |m| m.as_str()),
+                    super::produce::stamped_at(&encoded).unwrap_or(-1),
+                    crate::kafka::classify::remedy(i32::from(code::E::InvalidTimestamp.code()))
+                        .unwrap_or("clock skew")
+                ))
+                .with_kafka_code(code::E::InvalidTimestamp.code()),
+            )),
             Some(code::E::InvalidRecord) => Err(Attempt::Stop(
                 TransportError::config(format!(
                     "{what}: {addr} refused the records (INVALID_RECORD: {}); a compacted topic \
