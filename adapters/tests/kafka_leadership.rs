@@ -1301,7 +1301,12 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     wait_for("two renew intervals", RENEW * 4, || {
         Instant::now() >= renewed
     });
-    assert!(a_leads.iter().all(|l| !l.is_done()), "a lost a role");
+    let lost: Vec<_> = a_leads
+        .iter()
+        .filter(|l| l.is_done())
+        .map(|l| (l.role().to_owned(), l.err()))
+        .collect();
+    assert!(lost.is_empty(), "a lost roles: {lost:?}");
     // b's standbys follow a's renewals through the transport's tail (its Fetch long polls),
     // not with reads of their own: a renewal answers their long polls, and the next long poll
     // is served from the tail too.
