@@ -44,9 +44,12 @@ fn transport(bootstrap: &str) -> KafkaTransport {
     transport_with(KafkaConfig::new(bootstrap, PARTITIONS))
 }
 
-/// A transport on a state topic of its own, for a test that leaves a transaction open: that
+/// A transport on a state topic of its own, for a test that leaves a transaction open (that
 /// holds back the last stable offset of its partition, which would stall the reads of every
-/// other test on the partition.
+/// other test on the partition) or that reads back every record of a key (the client's view
+/// of a partition keeps only the latest record of a key once enough records of the partition
+/// were superseded, as compaction would, and other tests' traffic on the shared topic gets it
+/// there).
 fn isolated_transport(bootstrap: &str) -> KafkaTransport {
     transport_with(KafkaConfig::new(bootstrap, PARTITIONS).with_topic(unique("coordination-open")))
 }
@@ -74,7 +77,7 @@ fn read_until(
 #[test]
 fn renewals_keep_the_token_and_describe_agrees() {
     let Some(b) = bootstrap() else { return };
-    let t = transport(&b);
+    let t = isolated_transport(&b);
     let role = role("renew");
     let p = t.role_partition(&role).expect("partition");
     let start = t
@@ -421,7 +424,7 @@ fn an_unknown_role_is_not_found() {
 #[test]
 fn appends_return_increasing_offsets_on_the_pinned_partition() {
     let Some(b) = bootstrap() else { return };
-    let t = transport(&b);
+    let t = isolated_transport(&b);
     let role = role("append");
     let p = t.role_partition(&role).expect("partition");
     let mut offsets = Vec::new();
@@ -679,6 +682,22 @@ fn behind_a_proxy(broker: &str, operation_timeout: Duration) -> (proxy::Proxy, K
     })
 }
 
+/// [`behind_a_proxy`] on a state topic of its own, for a test that reads back every record of
+/// its role: the client's view of a partition keeps only the latest record of a key once
+/// other tests' traffic on the shared topic has superseded enough records (as compaction
+/// would), which would hide an earlier record of the role, or a duplicate of it.
+fn behind_a_proxy_alone(
+    broker: &str,
+    operation_timeout: Duration,
+) -> (proxy::Proxy, KafkaTransport) {
+    let topic = unique("coordination-alone");
+    proxied(broker, |c| {
+        c.with_request_timeout(Duration::from_millis(700))
+            .with_operation_timeout(operation_timeout)
+            .with_topic(topic.clone())
+    })
+}
+
 /// A transport whose every connection goes through a proxy in front of `broker`, on the
 /// configuration `settings` makes of the default one (its state topic created first).
 fn proxied(
@@ -844,7 +863,7 @@ fn an_append_whose_answer_is_lost_is_written_once() {
     // at once when no other broker took over: see
     // `a_frozen_broker_costs_a_call_one_request_timeout_not_the_operation_timeout`.)
     let Some(broker) = bootstrap() else { return };
-    let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(15));
+    let (proxy, t) = behind_a_proxy_alone(&broker, Duration::from_secs(15));
     let role = role("append-lost");
     let p = t.role_partition(&role).expect("partition");
     // A first append, so that the producer id is granted before the answers are held.
@@ -900,7 +919,7 @@ enum HeldProduce {
 /// the unanswered batch would be acknowledged at that batch's offset without being written.
 fn the_write_after_an_unanswered_produce(name: &str, release: HeldProduce) {
     let Some(broker) = bootstrap() else { return };
-    let (proxy, t) = behind_a_proxy(&broker, Duration::from_secs(15));
+    let (proxy, t) = behind_a_proxy_alone(&broker, Duration::from_secs(15));
     let (role, token, first) = leading(&t, name);
     let p = t.role_partition(&role).expect("partition");
     let key = role.as_str().as_bytes();
