@@ -1265,6 +1265,11 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     use kafka_coordination::host::HostOptions;
     use kafka_coordination::link::Link;
     let Some(b) = bootstrap() else { return };
+    // Forty roles renewed through one client on a loaded machine (CI runs on two cores): a
+    // lease three times the suite's keeps a renewal that waits its turn behind the others from
+    // costing a role, and the hand-over is still bounded by that lease plus slack.
+    let lease = LEASE * 3;
+    let long_lease = || options().lease_duration(lease);
     let roles: Vec<String> = (0..40).map(|i| unique(&format!("host-{i}"))).collect();
     let observer = transport(&b);
     let client = |b: &str| transport_with(config(b).with_connections_per_broker(2));
@@ -1278,7 +1283,7 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
         blocking::host(Arc::new(client(&b)), HostOptions::new().max_in_flight(4)).expect("host b");
     let a_leads: Vec<Leadership> = roles
         .iter()
-        .map(|r| host_a.start(r, "a", options()).expect("a starts"))
+        .map(|r| host_a.start(r, "a", long_lease()).expect("a starts"))
         .collect::<Vec<_>>()
         .into_iter()
         .map(|c| elected(c, PROMPT))
@@ -1290,7 +1295,7 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     }
     let b_waits: Vec<Candidacy> = roles
         .iter()
-        .map(|r| host_b.start(r, "b", options()).expect("b starts"))
+        .map(|r| host_b.start(r, "b", long_lease()).expect("b starts"))
         .collect();
     for c in &b_waits {
         standing_by(c, 0);
@@ -1323,7 +1328,7 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
     let cut_at = now_ms();
     let b_leads: Vec<Leadership> = b_waits
         .into_iter()
-        .map(|c| elected(c, LEASE + SLACK))
+        .map(|c| elected(c, lease + SLACK))
         .collect();
     let moved_in = now_ms() - cut_at;
     for (l, r) in b_leads.iter().zip(&roles) {
@@ -1336,7 +1341,7 @@ fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
             .authoritative(&l.token()));
     }
     assert!(
-        moved_in <= millis(LEASE + SLACK),
+        moved_in <= millis(lease + SLACK),
         "the last role moved {moved_in} ms after the cut"
     );
     link_a.restore();
