@@ -34,6 +34,7 @@
 #
 # Environment:
 #   KAFKA_VERSION       Kafka version from Maven Central (default: the one pinned in pom.xml)
+#   KAFKA_ZOOKEEPER     1: as --zookeeper (for scripts that start brokers through with-broker.sh)
 #   KAFKA_RUN_DIR       where pid files, data and the bootstrap file live (default: .kafka/run)
 #   KAFKA_HEAP          JVM heap per node (default: 512m)
 #   KAFKA_START_TIMEOUT seconds to wait for the cluster to answer (default: 120)
@@ -52,6 +53,7 @@ START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 OAUTH_REAUTH_MS="${KAFKA_OAUTH_REAUTH_MS:-10000}"
 BROKERS=1
 MODE=kraft
+[ "${KAFKA_ZOOKEEPER:-0}" = 1 ] && MODE=zookeeper
 
 say() { echo "kafka: $*" >&2; }
 die() {
@@ -192,8 +194,19 @@ leaf() { # leaf NAME SUBJECT EXTENSIONS...
 }
 leaf broker "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth"
 leaf client "/CN=kc-client" "extendedKeyUsage=clientAuth"
-# The broker's PEM key store: its key, then its certificate chain.
-cat "$TLS/broker.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+# The broker's PEM key store: its key, then its certificate chain. Kafka before 3.5 (or so)
+# refuses a PEM key store without a key password, so there the key is encrypted (PKCS#8,
+# PBE-SHA1-3DES, which every Java reads).
+KEY_PASSWORD_LINE=""
+if version_at_least "$VERSION" 3.5; then
+    cat "$TLS/broker.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+else
+    KEY_PASSWORD="key-$(openssl rand -hex 12)"
+    ossl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in "$TLS/broker.key" -passout "pass:$KEY_PASSWORD" \
+        -out "$TLS/broker-encrypted.key"
+    cat "$TLS/broker-encrypted.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+    KEY_PASSWORD_LINE="ssl.key.password=$KEY_PASSWORD"
+fi
 ADMIN_USER=admin
 LIMITED_USER=limited
 ADMIN_PASSWORD="admin-$(openssl rand -hex 12)"
@@ -245,6 +258,7 @@ advertised.listeners=$listeners
 inter.broker.listener.name=PLAINTEXT
 ssl.keystore.type=PEM
 ssl.keystore.location=$TLS/broker-keystore.pem
+$KEY_PASSWORD_LINE
 ssl.truststore.type=PEM
 ssl.truststore.location=$TLS/ca.pem
 listener.name.ssl.ssl.client.auth=required
