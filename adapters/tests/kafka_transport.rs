@@ -198,8 +198,9 @@ fn acquires_and_lease_writes_started_on_the_client_hold_no_thread() {
     for (i, r) in roles.iter().enumerate() {
         let p = t.role_partition(r).expect("partition");
         let key = r.as_str().as_bytes().to_vec();
-        // Read with `start_read_partition`, again while the commit's marker has not landed.
-        let until = Instant::now() + Duration::from_secs(10);
+        // Read with `start_read_partition`, again while the commit's marker has not landed
+        // (ten commits at once on a loaded machine: their markers may take seconds).
+        let until = Instant::now() + Duration::from_secs(30);
         let batch = loop {
             let (tx, rx) = std::sync::mpsc::channel();
             t.start_read_partition(

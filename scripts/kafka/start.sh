@@ -318,8 +318,10 @@ if [ "$MODE" = kraft ]; then
         fi
     done
 else
-    # One ZooKeeper server, from the zookeeper jar that Kafka 3.x depends on; no admin server
-    # (it would take port 8080).
+    # One ZooKeeper server, from the zookeeper jar that Kafka 3.x depends on. No admin server:
+    # where Kafka's classpath has Jetty (3.9, for one), ZooKeeper starts one on port 8080, and
+    # exits ("Unable to start AdminServer, exiting abnormally") when that port is taken, by
+    # anything at all, another cluster's ZooKeeper included.
     mkdir -p "$RUN_DIR/zookeeper/data"
     cat >"$RUN_DIR/zookeeper/zoo.cfg" <<EOF
 dataDir=$RUN_DIR/zookeeper/data

@@ -411,6 +411,10 @@ pub struct TopicReport {
     pub min_insync_replicas: Option<i32>,
     /// Its `compression.type` (`producer`, Kafka's default, keeps what each producer sent).
     pub compression_type: Option<String>,
+    /// Why the transaction coordinator did not answer a DescribeTransactions for a probe
+    /// transactional id (`None`: it answered, or the principal may not describe the probe, so
+    /// nothing is known). Standbys and `describe` need the answer (Kafka 3.0 and newer).
+    pub describe_transactions_failed: Option<String>,
 }
 
 impl TopicReport {
@@ -433,6 +437,13 @@ impl TopicReport {
                  --partitions {partitions} --replication-factor 3 --min-insync-replicas 2`"
             ));
             return out;
+        }
+        if let Some(why) = &self.describe_transactions_failed {
+            error(format!(
+                "the transaction coordinator does not answer DescribeTransactions ({why}): \
+                 standbys and `describe` need it (Apache Kafka 3.0 and newer, or a compatible \
+                 broker that implements KIP-664)"
+            ));
         }
         if let Some(p) = self.partitions.filter(|&p| p != partitions) {
             error(format!(
@@ -512,6 +523,7 @@ pub(crate) fn describe(
         cleanup_policy: None,
         min_insync_replicas: None,
         compression_type: None,
+        describe_transactions_failed: None,
     };
     if let Some(replicas) = layout.replicas {
         let topic = config.topic();
@@ -594,6 +606,7 @@ mod tests {
             cleanup_policy: Some("compact".into()),
             min_insync_replicas: Some(2),
             compression_type: compression_type.map(str::to_owned),
+            describe_transactions_failed: None,
         }
     }
 
@@ -681,5 +694,17 @@ mod tests {
         for f in broken.findings(8) {
             assert!(!f.message.contains("=none"), "{}", f.message);
         }
+        // A coordinator that does not answer DescribeTransactions is an error naming it.
+        let mut mute = healthy(None);
+        mute.describe_transactions_failed = Some("error 35 UNSUPPORTED_VERSION".into());
+        let findings = mute.findings(16);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].severity, Severity::Error);
+        assert!(
+            findings[0].message.contains("does not answer DescribeTransactions")
+                && findings[0].message.contains("UNSUPPORTED_VERSION"),
+            "{}",
+            findings[0].message
+        );
     }
 }
