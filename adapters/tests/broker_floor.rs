@@ -23,23 +23,23 @@ use kafka_protocol::protocol::Encodable;
 /// no key 65, DescribeTransactions, which came with 3.0).
 fn kafka_2_8_api_keys() -> Vec<ApiVersion> {
     let max: &[(i16, i16)] = &[
-        (0, 9),   // Produce
-        (1, 12),  // Fetch
-        (2, 6),   // ListOffsets
-        (3, 11),  // Metadata
-        (8, 8),   // OffsetCommit
-        (9, 7),   // OffsetFetch
-        (10, 3),  // FindCoordinator
-        (18, 3),  // ApiVersions
-        (19, 7),  // CreateTopics
-        (22, 4),  // InitProducerId
-        (24, 3),  // AddPartitionsToTxn
-        (25, 3),  // AddOffsetsToTxn
-        (26, 3),  // EndTxn
-        (28, 3),  // TxnOffsetCommit
-        (32, 4),  // DescribeConfigs
-        (60, 0),  // DescribeCluster
-        (61, 0),  // DescribeProducers
+        (0, 9),  // Produce
+        (1, 12), // Fetch
+        (2, 6),  // ListOffsets
+        (3, 11), // Metadata
+        (8, 8),  // OffsetCommit
+        (9, 7),  // OffsetFetch
+        (10, 3), // FindCoordinator
+        (18, 3), // ApiVersions
+        (19, 7), // CreateTopics
+        (22, 4), // InitProducerId
+        (24, 3), // AddPartitionsToTxn
+        (25, 3), // AddOffsetsToTxn
+        (26, 3), // EndTxn
+        (28, 3), // TxnOffsetCommit
+        (32, 4), // DescribeConfigs
+        (60, 0), // DescribeCluster
+        (61, 0), // DescribeProducers
     ];
     (0..=61)
         .map(|key| {

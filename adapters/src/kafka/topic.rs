@@ -627,11 +627,10 @@ mod tests {
         assert_eq!(broker_timeout(Duration::ZERO), Duration::from_millis(1));
 
         let answer = |error_code: i16, correlation: i32| {
-            let resp = CreateTopicsResponse::default().with_topics(vec![
-                CreatableTopicResult::default()
+            let resp =
+                CreateTopicsResponse::default().with_topics(vec![CreatableTopicResult::default()
                     .with_name(TopicName(StrBytes::from_static_str("t")))
-                    .with_error_code(error_code),
-            ]);
+                    .with_error_code(error_code)]);
             let mut b = bytes::BytesMut::new();
             resp.encode(&mut b, 5).expect("encode");
             // Response header v1 (CreateTopics v5 is flexible): correlation id, no tags.
@@ -643,15 +642,21 @@ mod tests {
         };
         let mut frames = answer(code::E::RequestTimedOut.code(), 1);
         frames.extend(answer(code::E::TopicAlreadyExists.code(), 2));
-        let mut conn = Conn::over("broker:9092", Box::new(Replay::new(frames)))
-            .with_versions(&[(19, 5)]);
+        let mut conn =
+            Conn::over("broker:9092", Box::new(Replay::new(frames))).with_versions(&[(19, 5)]);
         let topic = CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
             .with_num_partitions(1)
             .with_replication_factor(1);
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut timed_out = false;
-        let first = create_on(&mut conn, "creating t", &topic, Duration::from_secs(1), deadline);
+        let first = create_on(
+            &mut conn,
+            "creating t",
+            &topic,
+            Duration::from_secs(1),
+            deadline,
+        );
         match after_attempt(first, &mut timed_out) {
             Err(Attempt::Again { code, why, .. }) => {
                 assert_eq!(code, Some(7), "{why}");
@@ -660,7 +665,13 @@ mod tests {
             Ok(created) => panic!("REQUEST_TIMED_OUT is no answer (created: {created})"),
         }
         assert!(timed_out);
-        let second = create_on(&mut conn, "creating t", &topic, Duration::from_secs(1), deadline);
+        let second = create_on(
+            &mut conn,
+            "creating t",
+            &topic,
+            Duration::from_secs(1),
+            deadline,
+        );
         assert!(
             matches!(after_attempt(second, &mut timed_out), Ok(true)),
             "TOPIC_ALREADY_EXISTS after a timeout: created by this call"
@@ -701,7 +712,9 @@ mod tests {
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].severity, Severity::Error);
         assert!(
-            findings[0].message.contains("does not answer DescribeTransactions")
+            findings[0]
+                .message
+                .contains("does not answer DescribeTransactions")
                 && findings[0].message.contains("UNSUPPORTED_VERSION"),
             "{}",
             findings[0].message

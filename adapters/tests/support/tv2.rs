@@ -71,7 +71,11 @@ pub fn lacking(bootstrap: &str) -> Option<String> {
     if level < 2 {
         missing.push(format!("finalized transaction.version is {level}, not 2"));
     }
-    for (name, key, need) in [("InitProducerId", 22, 5), ("Produce", 0, 12), ("EndTxn", 26, 5)] {
+    for (name, key, need) in [
+        ("InitProducerId", 22, 5),
+        ("Produce", 0, 12),
+        ("EndTxn", 26, 5),
+    ] {
         if max(key) < need {
             missing.push(format!("{name} goes up to v{}, not v{need}", max(key)));
         }

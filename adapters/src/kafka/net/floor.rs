@@ -161,7 +161,10 @@ mod tests {
 
     /// Every API and version a 3.0 broker answers, roughly (the needs only).
     fn kafka_3_0(key: i16) -> Option<i16> {
-        NEEDS.iter().find(|n| n.key as i16 == key).map(|n| n.min + 1)
+        NEEDS
+            .iter()
+            .find(|n| n.key as i16 == key)
+            .map(|n| n.min + 1)
     }
 
     #[test]
@@ -175,8 +178,14 @@ mod tests {
         let why = check("b:9092", &keys, |k| kafka_3_0(k).filter(|_| k != 65)).unwrap_err();
         assert!(why.contains("b:9092"), "{why}");
         assert!(why.contains("Apache Kafka 2.8"), "{why}");
-        assert!(why.contains("lacks DescribeTransactions (API key 65"), "{why}");
-        assert!(why.contains("oldest supported broker is Apache Kafka 3.0"), "{why}");
+        assert!(
+            why.contains("lacks DescribeTransactions (API key 65"),
+            "{why}"
+        );
+        assert!(
+            why.contains("oldest supported broker is Apache Kafka 3.0"),
+            "{why}"
+        );
         assert!(!why.contains("also lacks"), "{why}");
     }
 
