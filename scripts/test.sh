@@ -6,7 +6,8 @@
 # everything, runs a short fuzz run (scripts/fuzz.sh), model-checks the core's Candidate
 # (model/), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every test,
 # runs the three-broker fault test and short seeded runs of the chaos suite
-# (scripts/chaos.sh), and stops the brokers, also when a test fails.
+# (scripts/chaos.sh), then the quick version matrix on the oldest and the newest supported
+# Kafka (scripts/kafka-versions.sh), and stops the brokers, also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -73,5 +74,11 @@ fi
 
 step "chaos suite: 4 failovers on three brokers, with broker kills (seed 2)"
 scripts/chaos.sh --debug --brokers 3 --failovers 4 --seed 2 --max-seconds 900
+
+# The supported range's ends beside the pinned version: the oldest (3.0, ZooKeeper mode) and
+# the newest 4.x served, one broker each, with the transport, leadership, CLI and interop suites
+# and a short failover_bench (scripts/kafka-versions.sh without --quick runs the whole matrix).
+step "Kafka versions: the oldest and the newest supported (quick)"
+scripts/kafka-versions.sh --quick 3.0.2:zookeeper 4.4.0
 
 step "all tests passed"

@@ -1059,6 +1059,12 @@ fn describe_and_roles_explain_a_transaction_version_2_leaders_pair() {
     use kafka_coordination::core::token::FencingToken;
     use kafka_coordination::Clock;
     let Some(b) = bootstrap() else { return };
+    if let Some(why) = tv2::lacking(&b) {
+        support::loud(&format!(
+            "describe_and_roles_explain_a_transaction_version_2_leaders_pair: {why}"
+        ));
+        return;
+    }
     let t = transport_with(KafkaConfig::new(&b, PARTITIONS));
     let role = unique("tv2");
     let role_name = Role::new(role.as_str()).expect("role");

@@ -427,7 +427,12 @@ fn b_a_rust_leader_resigns_the_java_standby_takes_over() {
     let Some(bootstrap) = bootstrap() else { return };
     let _ = java_classpath();
     let role = unique("interop-b");
-    let leader = blocking::acquire_leadership(transport(&bootstrap), &role, "rust", options())
+    // A hand-over, not a takeover: the Rust leader's lease is long enough that no renewal
+    // delayed by a loaded machine lets it lapse before the resign (which would end the term
+    // and make the resign an error); the Java member takes over when it resigns, whatever the
+    // lease's length.
+    let long_lease = options().lease_duration(Duration::from_millis(6 * LEASE_MS));
+    let leader = blocking::acquire_leadership(transport(&bootstrap), &role, "rust", long_lease)
         .expect("the rust member is elected");
     let mut java = Java::start(&bootstrap, &role, "java", &[]);
     java.standby_behind("rust", 0);

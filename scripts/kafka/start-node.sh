@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Starts again one node of the test cluster that scripts/kafka/start.sh started and
 # scripts/kafka/stop-node.sh stopped: same configuration, same data directory, same ports. Waits
-# until the node reports that it started (its log of this start goes to
-# <run dir>/logs/node-N.log; the log of earlier starts is kept as node-N.log.K).
+# until the node answers an ApiVersions request and the cluster lists it (its log of this start
+# goes to <run dir>/logs/node-N.log; the log of earlier starts is kept as node-N.log.K).
 #
 # Usage: scripts/kafka/start-node.sh N
 #
-# Environment: KAFKA_RUN_DIR (default: .kafka/run), KAFKA_VERSION, KAFKA_HEAP (as start.sh),
+# Environment: KAFKA_RUN_DIR (default: .kafka/run), KAFKA_VERSION (default: the version the
+#              cluster was started with), KAFKA_HEAP (as start.sh),
 #              KAFKA_START_TIMEOUT seconds (default: 120)
 set -euo pipefail
 
@@ -21,6 +22,8 @@ die() {
     echo "kafka: error: $*" >&2
     exit 1
 }
+# shellcheck source=common.sh
+. "$SCRIPT_DIR/common.sh"
 
 [ $# -eq 1 ] || die "usage: scripts/kafka/start-node.sh N"
 NODE="$1"
@@ -41,7 +44,7 @@ if [ -f "$pidfile" ]; then
 fi
 
 POM_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$SCRIPT_DIR/pom.xml" | head -1)"
-VERSION="${KAFKA_VERSION:-$POM_VERSION}"
+VERSION="${KAFKA_VERSION:-$(cat "$RUN_DIR/version" 2>/dev/null || echo "$POM_VERSION")}"
 LIB="$ROOT/.kafka/lib-$VERSION"
 [ -f "$LIB/.complete" ] || die "no Kafka $VERSION classpath in $LIB (scripts/kafka/start.sh fetches it)"
 
@@ -53,13 +56,17 @@ if [ -f "$LOG" ]; then
 fi
 
 JAVA_OPTS=(-Xms"$HEAP" -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
-    -Djava.awt.headless=true -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties")
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties"
+    -Dlog4j.configuration="file:$RUN_DIR/log4j.properties")
 nohup java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.Kafka "$CONFIG" >"$LOG" 2>&1 </dev/null &
 pid=$!
 echo "$pid" >"$pidfile"
 
+# This node's PLAINTEXT address: the broker must answer there and be listed (unfenced).
+ADDRESS="$(sed -n 's|^listeners=PLAINTEXT://\([^,]*\).*|\1|p' "$CONFIG" | head -1)"
+[ -n "$ADDRESS" ] || die "no PLAINTEXT listener in $CONFIG"
 deadline=$((SECONDS + START_TIMEOUT))
-while ! grep -q "Kafka Server started" "$LOG" 2>/dev/null; do
+while [ "$(live_brokers "$LIB" "$RUN_DIR" "$ADDRESS" "$ADDRESS")" != 1 ]; do
     if ! kill -0 "$pid" 2>/dev/null; then
         tail -30 "$LOG" >&2
         rm -f "$pidfile"

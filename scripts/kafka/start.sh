@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts a throwaway Apache Kafka (KRaft) test cluster on 127.0.0.1 and prints export lines on
+# Starts a throwaway Apache Kafka test cluster (KRaft, or ZooKeeper mode on 3.x) on 127.0.0.1 and prints export lines on
 # stdout (everything else goes to stderr), so `eval "$(scripts/kafka/start.sh)"` works:
 #   KAFKA_BOOTSTRAP                the PLAINTEXT listeners (principal User:ANONYMOUS, a super user)
 #   KAFKA_SASL_SSL_BOOTSTRAP       the SASL_SSL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
@@ -14,17 +14,27 @@
 #   KAFKA_SCRAM_USER/_PASSWORD     a super user (admin), with PLAIN and both SCRAM credentials
 #   KAFKA_SCRAM_LIMITED_USER/_PASSWORD
 #                                  a user with the same credentials kinds and no ACL at all
-# ACLs are enforced (StandardAuthorizer); the brokers' certificate names 127.0.0.1 and localhost.
+#   KAFKA_MODE                     kraft or zookeeper
+#   KAFKA_VERSION                  the Kafka version that runs
+# ACLs are enforced (StandardAuthorizer in KRaft mode, AclAuthorizer in ZooKeeper mode); the
+# brokers' certificate names 127.0.0.1 and localhost.
 #
-# Usage: scripts/kafka/start.sh [--brokers 1|3]
+# Usage: scripts/kafka/start.sh [--brokers 1|3] [--zookeeper]
 #
 #   --brokers 1   one combined broker+controller node, internal topics with replication 1 (default)
 #   --brokers 3   three combined nodes with a 3-voter controller quorum, replication factor 3 and
 #                 min.insync.replicas=2 (internal topics and new topics); every node has the
 #                 three listeners
+#   --zookeeper   ZooKeeper mode (Kafka 3.x only): one ZooKeeper server (from the same Maven
+#                 classpath) and brokers without a controller quorum
+#
+# Versions: 3.0 and newer. KRaft needs 3.5 or newer (earlier KRaft was not production-ready);
+# 3.0 to 3.4 run with --zookeeper, 4.x only in KRaft mode. Readiness is checked by asking every
+# broker for its ApiVersions, not by reading its log.
 #
 # Environment:
 #   KAFKA_VERSION       Kafka version from Maven Central (default: the one pinned in pom.xml)
+#   KAFKA_ZOOKEEPER     1: as --zookeeper (for scripts that start brokers through with-broker.sh)
 #   KAFKA_RUN_DIR       where pid files, data and the bootstrap file live (default: .kafka/run)
 #   KAFKA_HEAP          JVM heap per node (default: 512m)
 #   KAFKA_START_TIMEOUT seconds to wait for the cluster to answer (default: 120)
@@ -42,6 +52,8 @@ HEAP="${KAFKA_HEAP:-512m}"
 START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 OAUTH_REAUTH_MS="${KAFKA_OAUTH_REAUTH_MS:-10000}"
 BROKERS=1
+MODE=kraft
+[ "${KAFKA_ZOOKEEPER:-0}" = 1 ] && MODE=zookeeper
 
 say() { echo "kafka: $*" >&2; }
 die() {
@@ -61,16 +73,23 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
-    *) die "unknown argument '$1' (usage: start.sh [--brokers 1|3])" ;;
+    --zookeeper)
+        MODE=zookeeper
+        shift
+        ;;
+    *) die "unknown argument '$1' (usage: start.sh [--brokers 1|3] [--zookeeper])" ;;
     esac
 done
 case "$BROKERS" in
 1 | 3) ;;
 *) die "--brokers must be 1 or 3, got '$BROKERS'" ;;
 esac
+
+# shellcheck source=common.sh
+. "$SCRIPT_DIR/common.sh"
 
 command -v java >/dev/null || die "java not found; Kafka 4.x needs Java 17 or newer"
 command -v openssl >/dev/null || die "openssl not found; it makes the test CA and certificates (scripts/ensure-deps.sh installs it)"
@@ -84,6 +103,14 @@ POM_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$SCRIP
 VERSION="${KAFKA_VERSION:-$POM_VERSION}"
 LIB="$CACHE/lib-$VERSION"
 mkdir -p "$CACHE"
+version_at_least "$VERSION" "$KAFKA_OLDEST_SUPPORTED" ||
+    die "Kafka $VERSION is older than the oldest supported version, $KAFKA_OLDEST_SUPPORTED"
+if [ "$MODE" = zookeeper ]; then
+    version_at_least "$VERSION" 4.0 && die "Kafka $VERSION has no ZooKeeper mode (4.0 removed it); drop --zookeeper"
+else
+    version_at_least "$VERSION" "$KAFKA_OLDEST_KRAFT" ||
+        die "KRaft on Kafka $VERSION is not production-ready (KRaft needs $KAFKA_OLDEST_KRAFT or newer); add --zookeeper"
+fi
 if [ ! -f "$LIB/.complete" ]; then
     command -v mvn >/dev/null || die "mvn not found; it is needed once to fetch the Kafka $VERSION jars into $LIB"
     say "fetching Kafka $VERSION and its dependencies with Maven into $LIB (once)"
@@ -130,6 +157,8 @@ free_port() {
 
 declare -a BPORT CPORT SPORT TPORT OPORT
 VOTERS=""
+ZK_PORT=""
+[ "$MODE" = zookeeper ] && ZK_PORT="$(free_port)"
 for n in $(seq 1 "$BROKERS"); do
     BPORT[n]="$(free_port)"
     CPORT[n]="$(free_port)"
@@ -165,8 +194,19 @@ leaf() { # leaf NAME SUBJECT EXTENSIONS...
 }
 leaf broker "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth"
 leaf client "/CN=kc-client" "extendedKeyUsage=clientAuth"
-# The broker's PEM key store: its key, then its certificate chain.
-cat "$TLS/broker.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+# The broker's PEM key store: its key, then its certificate chain. Kafka before 3.5 (or so)
+# refuses a PEM key store without a key password, so there the key is encrypted (PKCS#8,
+# PBE-SHA1-3DES, which every Java reads).
+KEY_PASSWORD_LINE=""
+if version_at_least "$VERSION" 3.5; then
+    cat "$TLS/broker.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+else
+    KEY_PASSWORD="key-$(openssl rand -hex 12)"
+    ossl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in "$TLS/broker.key" -passout "pass:$KEY_PASSWORD" \
+        -out "$TLS/broker-encrypted.key"
+    cat "$TLS/broker-encrypted.key" "$TLS/broker.pem" "$TLS/ca.pem" >"$TLS/broker-keystore.pem"
+    KEY_PASSWORD_LINE="ssl.key.password=$KEY_PASSWORD"
+fi
 ADMIN_USER=admin
 LIMITED_USER=limited
 ADMIN_PASSWORD="admin-$(openssl rand -hex 12)"
@@ -188,35 +228,37 @@ else
 fi
 
 # ---- configuration ------------------------------------------------------------------------
-cat >"$RUN_DIR/log4j2.properties" <<'EOF'
-status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.stdout.ref = STDOUT
-logger.kafka-request.name = kafka.request.logger
-logger.kafka-request.level = warn
-logger.state-change.name = state.change.logger
-logger.state-change.level = warn
-logger.log-cleaner.name = kafka.log.LogCleaner
-logger.log-cleaner.level = warn
-EOF
+write_log_configs "$RUN_DIR"
 
 for n in $(seq 1 "$BROKERS"); do
     mkdir -p "$RUN_DIR/node-$n/data"
-    cat >"$RUN_DIR/node-$n/server.properties" <<EOF
+    listeners="PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},OAUTH://127.0.0.1:${OPORT[n]}"
+    if [ "$MODE" = kraft ]; then
+        cat >"$RUN_DIR/node-$n/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$VOTERS
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},OAUTH://127.0.0.1:${OPORT[n]},CONTROLLER://127.0.0.1:${CPORT[n]}
-advertised.listeners=PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},OAUTH://127.0.0.1:${OPORT[n]}
-inter.broker.listener.name=PLAINTEXT
+listeners=$listeners,CONTROLLER://127.0.0.1:${CPORT[n]}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OAUTH:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+EOF
+    else
+        cat >"$RUN_DIR/node-$n/server.properties" <<EOF
+broker.id=$n
+zookeeper.connect=127.0.0.1:$ZK_PORT
+zookeeper.connection.timeout.ms=30000
+listeners=$listeners
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OAUTH:SASL_PLAINTEXT
+authorizer.class.name=kafka.security.authorizer.AclAuthorizer
+EOF
+    fi
+    cat >>"$RUN_DIR/node-$n/server.properties" <<EOF
+advertised.listeners=$listeners
+inter.broker.listener.name=PLAINTEXT
 ssl.keystore.type=PEM
 ssl.keystore.location=$TLS/broker-keystore.pem
+$KEY_PASSWORD_LINE
 ssl.truststore.type=PEM
 ssl.truststore.location=$TLS/ca.pem
 listener.name.ssl.ssl.client.auth=required
@@ -231,7 +273,6 @@ listener.name.oauth.plain.sasl.jaas.config=org.apache.kafka.common.security.plai
 listener.name.oauth.oauthbearer.connections.max.reauth.ms=$OAUTH_REAUTH_MS
 listener.name.oauth.scram-sha-512.connections.max.reauth.ms=$OAUTH_REAUTH_MS
 listener.name.oauth.plain.connections.max.reauth.ms=$OAUTH_REAUTH_MS
-authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:$ADMIN_USER;User:CN=kc-client
 log.dirs=$RUN_DIR/node-$n/data
 auto.create.topics.enable=false
@@ -255,25 +296,62 @@ log.retention.check.interval.ms=60000
 EOF
 done
 
-# ---- format and start ---------------------------------------------------------------------
-CLUSTER_ID="$(java -cp "$CLASSPATH" kafka.tools.StorageTool random-uuid 2>"$RUN_DIR/logs/storage-tool.log" | tail -1)"
-[ -n "$CLUSTER_ID" ] || die "kafka.tools.StorageTool random-uuid printed nothing (log: $RUN_DIR/logs/storage-tool.log)"
-
+# ---- format (KRaft) or start ZooKeeper (ZooKeeper mode) -------------------------------------
+LOG_OPTS=(-Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties" -Dlog4j.configuration="file:$RUN_DIR/log4j.properties")
 JAVA_OPTS=(-Xms"$HEAP" -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
-    -Djava.awt.headless=true -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties")
-
-for n in $(seq 1 "$BROKERS"); do
-    if ! java -cp "$CLASSPATH" -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties" \
-        kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$RUN_DIR/node-$n/server.properties" \
-        "${SCRAM_ARGS[@]}" >>"$RUN_DIR/logs/storage-tool.log" 2>&1; then
-        tail -20 "$RUN_DIR/logs/storage-tool.log" >&2
-        die "formatting node $n failed (log: $RUN_DIR/logs/storage-tool.log)"
-    fi
-done
+    -Djava.awt.headless=true "${LOG_OPTS[@]}")
+CLUSTER_ID="(ZooKeeper at 127.0.0.1:$ZK_PORT)"
 
 stop_all() {
     KAFKA_RUN_DIR="$RUN_DIR" "$SCRIPT_DIR/stop.sh" >&2 || true
 }
+
+if [ "$MODE" = kraft ]; then
+    CLUSTER_ID="$(java -cp "$CLASSPATH" "${LOG_OPTS[@]}" kafka.tools.StorageTool random-uuid 2>"$RUN_DIR/logs/storage-tool.log" | tail -1)"
+    [ -n "$CLUSTER_ID" ] || die "kafka.tools.StorageTool random-uuid printed nothing (log: $RUN_DIR/logs/storage-tool.log)"
+    for n in $(seq 1 "$BROKERS"); do
+        if ! java -cp "$CLASSPATH" "${LOG_OPTS[@]}" \
+            kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$RUN_DIR/node-$n/server.properties" \
+            "${SCRAM_ARGS[@]}" >>"$RUN_DIR/logs/storage-tool.log" 2>&1; then
+            tail -20 "$RUN_DIR/logs/storage-tool.log" >&2
+            die "formatting node $n failed (log: $RUN_DIR/logs/storage-tool.log)"
+        fi
+    done
+else
+    # One ZooKeeper server, from the zookeeper jar that Kafka 3.x depends on. No admin server:
+    # where Kafka's classpath has Jetty (3.9, for one), ZooKeeper starts one on port 8080, and
+    # exits ("Unable to start AdminServer, exiting abnormally") when that port is taken, by
+    # anything at all, another cluster's ZooKeeper included.
+    mkdir -p "$RUN_DIR/zookeeper/data"
+    cat >"$RUN_DIR/zookeeper/zoo.cfg" <<EOF
+dataDir=$RUN_DIR/zookeeper/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+tickTime=2000
+admin.enableServer=false
+EOF
+    nohup java -Xms128m -Xmx256m "${LOG_OPTS[@]}" -Dzookeeper.admin.enableServer=false -cp "$CLASSPATH" \
+        org.apache.zookeeper.server.quorum.QuorumPeerMain "$RUN_DIR/zookeeper/zoo.cfg" \
+        >"$RUN_DIR/logs/zookeeper.log" 2>&1 </dev/null &
+    echo $! >"$RUN_DIR/zookeeper.pid"
+    # SCRAM credentials live in ZooKeeper: written before any broker starts.
+    zk_deadline=$((SECONDS + START_TIMEOUT))
+    for user in "$ADMIN_USER=$ADMIN_PASSWORD" "$LIMITED_USER=$LIMITED_PASSWORD"; do
+        pw="${user#*=}"
+        until java -Xmx256m -cp "$CLASSPATH" "${LOG_OPTS[@]}" kafka.admin.ConfigCommand \
+            --zookeeper "127.0.0.1:$ZK_PORT" --alter --entity-type users --entity-name "${user%%=*}" \
+            --add-config "SCRAM-SHA-256=[password=$pw],SCRAM-SHA-512=[password=$pw]" \
+            >>"$RUN_DIR/logs/zookeeper-scram.log" 2>&1; do
+            if ! kill -0 "$(cat "$RUN_DIR/zookeeper.pid")" 2>/dev/null || [ "$SECONDS" -ge "$zk_deadline" ]; then
+                tail -20 "$RUN_DIR/logs/zookeeper.log" "$RUN_DIR/logs/zookeeper-scram.log" >&2
+                stop_all
+                die "ZooKeeper did not take the SCRAM credentials (logs: $RUN_DIR/logs/zookeeper*.log)"
+            fi
+            sleep 1
+        done
+    done
+fi
 
 for n in $(seq 1 "$BROKERS"); do
     nohup java "${JAVA_OPTS[@]}" -cp "$CLASSPATH" kafka.Kafka "$RUN_DIR/node-$n/server.properties" \
@@ -291,37 +369,27 @@ for n in $(seq 1 "$BROKERS"); do
     SSL_BOOTSTRAP="${SSL_BOOTSTRAP:+$SSL_BOOTSTRAP,}127.0.0.1:${TPORT[n]}"
     OAUTH_BOOTSTRAP="${OAUTH_BOOTSTRAP:+$OAUTH_BOOTSTRAP,}127.0.0.1:${OPORT[n]}"
 done
-say "started $BROKERS node(s) (cluster $CLUSTER_ID, Kafka $VERSION); waiting up to ${START_TIMEOUT}s for $BOOTSTRAP"
+say "started $BROKERS node(s) (cluster $CLUSTER_ID, Kafka $VERSION, $MODE mode); waiting up to ${START_TIMEOUT}s for $BOOTSTRAP"
 
-# ---- wait until every node answers --------------------------------------------------------
+# ---- wait until every broker answers --------------------------------------------------------
+# Every broker must answer ApiVersions and be registered (and, in KRaft, unfenced) before
+# transactions with replication $RF work.
 deadline=$((SECONDS + START_TIMEOUT))
-for n in $(seq 1 "$BROKERS"); do
-    while ! grep -q "Kafka Server started" "$RUN_DIR/logs/node-$n.log" 2>/dev/null; do
+seen=0
+while :; do
+    for n in $(seq 1 "$BROKERS"); do
         pid="$(cat "$RUN_DIR/node-$n.pid")"
         if ! kill -0 "$pid" 2>/dev/null; then
             tail -30 "$RUN_DIR/logs/node-$n.log" >&2
             stop_all
             die "node $n (pid $pid) exited during start-up; log: $RUN_DIR/logs/node-$n.log"
         fi
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            tail -30 "$RUN_DIR/logs/node-$n.log" >&2
-            stop_all
-            die "node $n did not start within ${START_TIMEOUT}s; log: $RUN_DIR/logs/node-$n.log"
-        fi
-        sleep 0.5
     done
-done
-
-# Every broker must be registered and unfenced before transactions with replication $RF work.
-while :; do
-    out="$(timeout 60 java -cp "$CLASSPATH" -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties" \
-        org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$BOOTSTRAP" 2>&1 || true)"
-    seen="$(printf '%s\n' "$out" | grep -c ' (id: [0-9]* rack: .*isFenced: false' || true)"
-    if [ "$seen" -ge "$BROKERS" ]; then
-        break
-    fi
+    seen="$(live_brokers "$LIB" "$RUN_DIR" "$BOOTSTRAP")"
+    [ "$seen" -ge "$BROKERS" ] && break
     if [ "$SECONDS" -ge "$deadline" ]; then
-        printf '%s\n' "$out" | tail -20 >&2
+        tail -20 "$RUN_DIR/logs/api-versions.out" >&2
+        for n in $(seq 1 "$BROKERS"); do tail -10 "$RUN_DIR/logs/node-$n.log" >&2; done
         stop_all
         die "the cluster at $BOOTSTRAP did not report $BROKERS live broker(s) within ${START_TIMEOUT}s (saw $seen); logs: $RUN_DIR/logs/"
     fi
@@ -329,7 +397,8 @@ while :; do
 done
 
 echo "$BOOTSTRAP" >"$RUN_DIR/bootstrap"
-say "ready: $BROKERS broker(s) at $BOOTSTRAP, SASL_SSL at $SASL_SSL_BOOTSTRAP, mutual TLS at $SSL_BOOTSTRAP, OAUTHBEARER at $OAUTH_BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
+echo "$VERSION" >"$RUN_DIR/version"
+say "ready: Kafka $VERSION ($MODE), $BROKERS broker(s) at $BOOTSTRAP, SASL_SSL at $SASL_SSL_BOOTSTRAP, mutual TLS at $SSL_BOOTSTRAP, OAUTHBEARER at $OAUTH_BOOTSTRAP (run dir $RUN_DIR; stop with scripts/kafka/stop.sh)"
 {
     printf 'export KAFKA_BOOTSTRAP=%q\n' "$BOOTSTRAP"
     printf 'export KAFKA_SASL_SSL_BOOTSTRAP=%q\n' "$SASL_SSL_BOOTSTRAP"
@@ -343,4 +412,6 @@ say "ready: $BROKERS broker(s) at $BOOTSTRAP, SASL_SSL at $SASL_SSL_BOOTSTRAP, m
     printf 'export KAFKA_SCRAM_PASSWORD=%q\n' "$ADMIN_PASSWORD"
     printf 'export KAFKA_SCRAM_LIMITED_USER=%q\n' "$LIMITED_USER"
     printf 'export KAFKA_SCRAM_LIMITED_PASSWORD=%q\n' "$LIMITED_PASSWORD"
+    printf 'export KAFKA_VERSION=%q\n' "$VERSION"
+    printf 'export KAFKA_MODE=%q\n' "$MODE"
 } | tee "$RUN_DIR/env"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stops the test cluster that scripts/kafka/start.sh started (by its pid files) and deletes its
-# data. Logs are kept in <run dir>/logs/ unless --purge is given.
+# Stops the test cluster that scripts/kafka/start.sh started (by its pid files), then its
+# ZooKeeper server if it has one, and deletes its data. Logs are kept in <run dir>/logs/ unless --purge is given.
 #
 # Usage: scripts/kafka/stop.sh [--purge]
 # Environment: KAFKA_RUN_DIR (default: .kafka/run), KAFKA_STOP_TIMEOUT seconds (default: 30)
@@ -25,7 +25,7 @@ fi
 ours() {
     local pid="$1"
     kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$RUN_DIR/node-"
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$RUN_DIR/${2:-node-}"
 }
 
 pids=()
@@ -38,23 +38,38 @@ for pidfile in "$RUN_DIR"/node-*.pid; do
     rm -f "$pidfile"
 done
 
-deadline=$((SECONDS + STOP_TIMEOUT))
-for pid in "${pids[@]+"${pids[@]}"}"; do
-    while ours "$pid"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            say "pid $pid did not stop within ${STOP_TIMEOUT}s; killing it"
-            kill -KILL "$pid" 2>/dev/null
-            sleep 0.5
-            break
-        fi
-        sleep 0.3
+wait_gone() { # wait_gone WHAT PID...
+    local what="$1" pid
+    shift
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    for pid in "$@"; do
+        while ours "$pid" "$what"; do
+            if [ "$SECONDS" -ge "$deadline" ]; then
+                say "pid $pid did not stop within ${STOP_TIMEOUT}s; killing it"
+                kill -KILL "$pid" 2>/dev/null
+                sleep 0.5
+                break
+            fi
+            sleep 0.3
+        done
     done
-done
+}
+wait_gone node- "${pids[@]+"${pids[@]}"}"
+
+# ZooKeeper mode: the brokers' controlled shutdown needs ZooKeeper, so it stops last.
+if [ -f "$RUN_DIR/zookeeper.pid" ]; then
+    zk="$(cat "$RUN_DIR/zookeeper.pid" 2>/dev/null || true)"
+    if [ -n "$zk" ] && ours "$zk" zookeeper/; then
+        kill -TERM "$zk" 2>/dev/null && wait_gone zookeeper/ "$zk"
+    fi
+    rm -f "$RUN_DIR/zookeeper.pid"
+    rm -rf "$RUN_DIR/zookeeper"
+fi
 
 for d in "$RUN_DIR"/node-*/; do
     [ -d "$d" ] && rm -rf "$d"
 done
-rm -f "$RUN_DIR/bootstrap" "$RUN_DIR/log4j2.properties" "$RUN_DIR/env"
+rm -f "$RUN_DIR/bootstrap" "$RUN_DIR/version" "$RUN_DIR/log4j2.properties" "$RUN_DIR/log4j.properties" "$RUN_DIR/env"
 # The test CA, certificates and keys of this run.
 rm -rf "$RUN_DIR/tls"
 if [ "$PURGE" = 1 ]; then

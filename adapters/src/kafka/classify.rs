@@ -252,8 +252,8 @@ pub(crate) fn remedy(code: i32) -> Option<&'static str> {
         32 => {
             "clock skew: a record's timestamp, from this member's clock, is outside the \
              window the topic accepts around the broker's clock \
-             (message.timestamp.before.max.ms and message.timestamp.after.max.ms): \
-             synchronise this member's clock with the brokers' (NTP), or widen the window \
+             (message.timestamp.before.max.ms and message.timestamp.after.max.ms; before \
+             Kafka 3.6, message.timestamp.difference.max.ms): synchronise this member's clock with the brokers' (NTP), or widen the window \
              on the topic"
         }
         33 => {

@@ -225,10 +225,24 @@ impl KafkaTransport {
     }
 
     /// What the state topic looks like: whether it exists, its partition count, replication,
-    /// `cleanup.policy` and `min.insync.replicas`. [`TopicReport::findings`] says what is wrong
-    /// with it and how to fix it.
+    /// `cleanup.policy` and `min.insync.replicas`, and whether the transaction coordinator
+    /// answers DescribeTransactions (asked for a probe transactional id that names no role:
+    /// `<topic>.describe-check`). [`TopicReport::findings`] says what is wrong with it and how
+    /// to fix it.
     pub fn describe_topic(&self) -> Result<TopicReport, TransportError> {
-        topic::describe(&self.config, &self.cluster)
+        let mut report = topic::describe(&self.config, &self.cluster)?;
+        let probe = Role::new(format!("{}.describe-check", self.config.topic()))
+            .map_err(|e| TransportError::config(e.to_string()))?;
+        report.describe_transactions_failed =
+            match exec::block_on(self.describe.describe_async(&probe)) {
+                // Refused as unsupported or answered in a way this client cannot use; an
+                // authorization failure or a passing error says nothing about the API.
+                Err(e) if matches!(e.kind(), ErrorKind::Config | ErrorKind::Fatal) => {
+                    Some(e.to_string())
+                }
+                _ => None,
+            };
+        Ok(report)
     }
 
     /// The pair this transport holds (from its last successful acquire), if its term is not

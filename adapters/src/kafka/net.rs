@@ -8,6 +8,7 @@
 //! out of step.
 
 pub(super) mod conn;
+pub(crate) mod floor;
 mod pool;
 pub(super) mod refusal;
 

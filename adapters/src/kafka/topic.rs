@@ -224,8 +224,33 @@ fn check(config: &KafkaConfig, cluster: &Cluster) -> Result<(), CheckError> {
     }
 }
 
-/// One CreateTopics of the state topic on `conn`: whether it was created (`false`: it
-/// existed).
+/// How long the broker may take over a CreateTopics sent with `left` before the client's
+/// deadline: half of it. A broker that waits its whole timeout for a slow controller (ZooKeeper
+/// mode, a loaded machine) then still answers REQUEST_TIMED_OUT before the client gives up on
+/// the connection, and the creation is tried again within the other half.
+fn broker_timeout(left: Duration) -> Duration {
+    (left / 2).max(Duration::from_millis(1))
+}
+
+/// One attempt's answer, once an earlier attempt may have timed out at the broker
+/// (`timed_out`, set here when this one did): the controller goes on creating a topic after
+/// the broker answered REQUEST_TIMED_OUT, so TOPIC_ALREADY_EXISTS after such an answer means
+/// that this call created it.
+fn after_attempt(answer: Result<bool, Attempt>, timed_out: &mut bool) -> Result<bool, Attempt> {
+    match answer {
+        Ok(created) => Ok(created || *timed_out),
+        Err(Attempt::Again {
+            code: Some(code), ..
+        }) if code == code::E::RequestTimedOut.code() => {
+            *timed_out = true;
+            answer
+        }
+        other => other,
+    }
+}
+
+/// One CreateTopics of the state topic on `conn`, giving the broker `timeout`: whether it was
+/// created (`false`: it existed).
 fn create_on(
     conn: &mut Conn,
     what: &str,
@@ -312,8 +337,8 @@ pub(crate) fn create(
         .with_num_partitions(config.partitions())
         .with_replication_factor(replicas)
         .with_configs(settings);
-    let timeout = config.request_timeout();
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + config.request_timeout();
+    let mut timed_out = false;
     let created = cluster.retry(&what, deadline, |cluster| {
         // The controller (on a KRaft cluster any broker forwards to it); NOT_CONTROLLER
         // looks it up again.
@@ -324,9 +349,11 @@ pub(crate) fn create(
         else {
             return Err(Attempt::again("the metadata names no broker"));
         };
-        cluster.on(&addr, deadline, |conn| {
+        let timeout = broker_timeout(deadline.saturating_duration_since(Instant::now()));
+        let answer = cluster.on(&addr, deadline, |conn| {
             create_on(conn, &what, &new_topic, timeout, deadline)
-        })
+        });
+        after_attempt(answer, &mut timed_out)
     })?;
     // Metadata reaches every broker shortly after a creation (ours, or a concurrent one that
     // answered TOPIC_ALREADY_EXISTS).
@@ -384,6 +411,10 @@ pub struct TopicReport {
     pub min_insync_replicas: Option<i32>,
     /// Its `compression.type` (`producer`, Kafka's default, keeps what each producer sent).
     pub compression_type: Option<String>,
+    /// Why the transaction coordinator did not answer a DescribeTransactions for a probe
+    /// transactional id (`None`: it answered, or the principal may not describe the probe, so
+    /// nothing is known). Standbys and `describe` need the answer (Kafka 3.0 and newer).
+    pub describe_transactions_failed: Option<String>,
 }
 
 impl TopicReport {
@@ -406,6 +437,13 @@ impl TopicReport {
                  --partitions {partitions} --replication-factor 3 --min-insync-replicas 2`"
             ));
             return out;
+        }
+        if let Some(why) = &self.describe_transactions_failed {
+            error(format!(
+                "the transaction coordinator does not answer DescribeTransactions ({why}): \
+                 standbys and `describe` need it (Apache Kafka 3.0 and newer, or a compatible \
+                 broker that implements KIP-664)"
+            ));
         }
         if let Some(p) = self.partitions.filter(|&p| p != partitions) {
             error(format!(
@@ -485,6 +523,7 @@ pub(crate) fn describe(
         cleanup_policy: None,
         min_insync_replicas: None,
         compression_type: None,
+        describe_transactions_failed: None,
     };
     if let Some(replicas) = layout.replicas {
         let topic = config.topic();
@@ -567,7 +606,78 @@ mod tests {
             cleanup_policy: Some("compact".into()),
             min_insync_replicas: Some(2),
             compression_type: compression_type.map(str::to_owned),
+            describe_transactions_failed: None,
         }
+    }
+
+    /// The broker gets half of the time left, so its REQUEST_TIMED_OUT arrives before the
+    /// client's deadline; that answer is tried again, and TOPIC_ALREADY_EXISTS after it counts
+    /// as created by this call (the controller finished the first request).
+    #[test]
+    fn a_create_topics_that_times_out_at_the_broker_is_tried_again_and_counts_as_created() {
+        use crate::kafka::net::conn::Replay;
+        use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+        use kafka_protocol::messages::CreateTopicsResponse;
+        use kafka_protocol::protocol::Encodable;
+
+        assert_eq!(
+            broker_timeout(Duration::from_secs(10)),
+            Duration::from_secs(5)
+        );
+        assert_eq!(broker_timeout(Duration::ZERO), Duration::from_millis(1));
+
+        let answer = |error_code: i16, correlation: i32| {
+            let resp =
+                CreateTopicsResponse::default().with_topics(vec![CreatableTopicResult::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_error_code(error_code)]);
+            let mut b = bytes::BytesMut::new();
+            resp.encode(&mut b, 5).expect("encode");
+            // Response header v1 (CreateTopics v5 is flexible): correlation id, no tags.
+            let mut f = ((b.len() + 5) as i32).to_be_bytes().to_vec();
+            f.extend(correlation.to_be_bytes());
+            f.push(0);
+            f.extend(&b[..]);
+            f
+        };
+        let mut frames = answer(code::E::RequestTimedOut.code(), 1);
+        frames.extend(answer(code::E::TopicAlreadyExists.code(), 2));
+        let mut conn =
+            Conn::over("broker:9092", Box::new(Replay::new(frames))).with_versions(&[(19, 5)]);
+        let topic = CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut timed_out = false;
+        let first = create_on(
+            &mut conn,
+            "creating t",
+            &topic,
+            Duration::from_secs(1),
+            deadline,
+        );
+        match after_attempt(first, &mut timed_out) {
+            Err(Attempt::Again { code, why, .. }) => {
+                assert_eq!(code, Some(7), "{why}");
+            }
+            Err(_) => panic!("REQUEST_TIMED_OUT is tried again"),
+            Ok(created) => panic!("REQUEST_TIMED_OUT is no answer (created: {created})"),
+        }
+        assert!(timed_out);
+        let second = create_on(
+            &mut conn,
+            "creating t",
+            &topic,
+            Duration::from_secs(1),
+            deadline,
+        );
+        assert!(
+            matches!(after_attempt(second, &mut timed_out), Ok(true)),
+            "TOPIC_ALREADY_EXISTS after a timeout: created by this call"
+        );
+        let mut fresh = false;
+        assert!(matches!(after_attempt(Ok(false), &mut fresh), Ok(false)));
     }
 
     #[test]
@@ -595,5 +705,19 @@ mod tests {
         for f in broken.findings(8) {
             assert!(!f.message.contains("=none"), "{}", f.message);
         }
+        // A coordinator that does not answer DescribeTransactions is an error naming it.
+        let mut mute = healthy(None);
+        mute.describe_transactions_failed = Some("error 35 UNSUPPORTED_VERSION".into());
+        let findings = mute.findings(16);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].severity, Severity::Error);
+        assert!(
+            findings[0]
+                .message
+                .contains("does not answer DescribeTransactions")
+                && findings[0].message.contains("UNSUPPORTED_VERSION"),
+            "{}",
+            findings[0].message
+        );
     }
 }

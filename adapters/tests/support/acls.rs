@@ -195,6 +195,10 @@ impl fmt::Display for Acl {
     }
 }
 
+/// The CreateAcls and DescribeAcls version sent: v2, which every supported broker answers
+/// (Kafka 3.0 has no v3, Kafka 4.0 no v0).
+const ACL_VERSION: i16 = 2;
+
 /// A super user's connection to one broker.
 pub struct Admin {
     addr: String,
@@ -331,7 +335,10 @@ impl Admin {
                     .with_permission_type(3)
             })
             .collect();
-        let resp = self.call(&CreateAclsRequest::default().with_creations(creations), 3);
+        let resp = self.call(
+            &CreateAclsRequest::default().with_creations(creations),
+            ACL_VERSION,
+        );
         for (r, a) in resp.results.iter().zip(acls) {
             assert_eq!(r.error_code, 0, "granting {a}: {:?}", r.error_message);
         }
@@ -350,7 +357,7 @@ impl Admin {
             // Not the empty name and host of the request's defaults: any.
             .with_resource_name_filter(None)
             .with_host_filter(None);
-        let resp = self.call(&req, 3);
+        let resp = self.call(&req, ACL_VERSION);
         assert_eq!(
             resp.error_code, 0,
             "describing ACLs: {:?}",

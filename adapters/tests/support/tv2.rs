@@ -30,6 +30,64 @@ use kafka_protocol::records::{
 /// being completed (51).
 const TRANSIENT: &[i16] = &[3, 6, 14, 15, 16, 51];
 
+/// Why the broker at the first address of `bootstrap` cannot serve this client, if it cannot:
+/// asked of the broker itself (ApiVersions v3). Transaction version 2 needs Kafka 4.0 or newer
+/// with `transaction.version` finalized at 2 or more, InitProducerId v5, Produce v12 and EndTxn
+/// v5; a test that needs it skips, loudly, with this reason, and runs wherever the broker has it.
+pub fn lacking(bootstrap: &str) -> Option<String> {
+    use kafka_protocol::messages::ApiVersionsRequest;
+    let mut probe = Tv2Client {
+        transactional_id: String::new(),
+        conns: HashMap::new(),
+        bootstrap: bootstrap
+            .split(',')
+            .next()
+            .expect("an address")
+            .trim()
+            .to_owned(),
+        pair: FencingToken::NO_EPOCH,
+        minted: FencingToken::NO_EPOCH,
+    };
+    let addr = probe.bootstrap.clone();
+    let resp = probe.call(
+        &addr,
+        &ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("tv2-test-client"))
+            .with_client_software_version(StrBytes::from_static_str("1")),
+        3,
+    );
+    let level = resp
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map_or(0, |f| f.max_version_level);
+    let max = |key: i16| {
+        resp.api_keys
+            .iter()
+            .find(|k| k.api_key == key)
+            .map_or(-1, |k| k.max_version)
+    };
+    let mut missing = Vec::new();
+    if level < 2 {
+        missing.push(format!("finalized transaction.version is {level}, not 2"));
+    }
+    for (name, key, need) in [
+        ("InitProducerId", 22, 5),
+        ("Produce", 0, 12),
+        ("EndTxn", 26, 5),
+    ] {
+        if max(key) < need {
+            missing.push(format!("{name} goes up to v{}, not v{need}", max(key)));
+        }
+    }
+    (!missing.is_empty()).then(|| {
+        format!(
+            "the broker at {addr} has no transaction version 2 (Kafka 4.0 and newer): {}",
+            missing.join("; ")
+        )
+    })
+}
+
 pub struct Tv2Client {
     transactional_id: String,
     conns: HashMap<String, (TcpStream, i32)>,

@@ -140,7 +140,9 @@ impl Conn {
             socket,
             session: None,
         };
-        conn.negotiate(deadline)?;
+        let broker_keys = conn.negotiate(deadline)?;
+        super::floor::check(addr, &broker_keys, |key| conn.versions.get(&key).copied())
+            .map_err(|why| NetError::Stop(TransportError::config(why)))?;
         Ok(conn)
     }
 
@@ -190,7 +192,10 @@ impl Conn {
         self.transaction_version
     }
 
-    fn negotiate(&mut self, deadline: Instant) -> Result<(), NetError> {
+    /// Asks the broker which APIs and versions it answers (ApiVersions v3) and keeps, for each
+    /// API both sides know, the highest version both speak. Returns every API key the broker
+    /// listed.
+    fn negotiate(&mut self, deadline: Instant) -> Result<Vec<i16>, NetError> {
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("kafka-coordination"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
@@ -211,6 +216,7 @@ impl Conn {
             )));
         }
         self.transaction_version = finalized_transaction_version(&resp);
+        let broker_keys = resp.api_keys.iter().map(|k| k.api_key).collect();
         for k in resp.api_keys {
             let ours = ApiKey::try_from(k.api_key)
                 .ok()
@@ -222,7 +228,7 @@ impl Conn {
                 }
             }
         }
-        Ok(())
+        Ok(broker_keys)
     }
 
     /// Sends `req` at `version` and reads its response, by `deadline` (and, on a pool's
@@ -454,7 +460,7 @@ impl Conn {
     /// Negotiates versions (ApiVersions), as [`Conn::open`] does after connecting.
     #[cfg(feature = "fuzzing")]
     pub(crate) fn negotiate_versions(&mut self, deadline: Instant) -> Result<(), NetError> {
-        self.negotiate(deadline)
+        self.negotiate(deadline).map(drop)
     }
 }
 
