@@ -410,7 +410,8 @@ impl Fence {
     }
 
     fn fenced(&self, claim: &Claim, newer: Option<FenceRow>) -> FenceError {
-        let (newer_term, newer_member) = newer.map_or((i64::MAX, "?".to_owned()), |r| (r.term, r.member));
+        let (newer_term, newer_member) =
+            newer.map_or((i64::MAX, "?".to_owned()), |r| (r.term, r.member));
         FenceError::Fenced {
             table: self.table.clone(),
             role: claim.role.clone(),
@@ -551,7 +552,10 @@ mod tests {
     #[test]
     fn table_names_are_checked_and_quoted() {
         assert_eq!(Fence::new("jobs_fence").unwrap().quoted, "\"jobs_fence\"");
-        assert_eq!(Fence::new("app.fence2").unwrap().quoted, "\"app\".\"fence2\"");
+        assert_eq!(
+            Fence::new("app.fence2").unwrap().quoted,
+            "\"app\".\"fence2\""
+        );
         assert_eq!(Fence::new("user").unwrap().quoted, "\"user\"");
         for bad in [
             "",
@@ -583,7 +587,11 @@ mod tests {
             newer_member: "b".into(),
         };
         assert!(e.is_fenced() && !e.is_retriable());
-        assert!(e.to_string().starts_with("fenced: term 4 (7/3) of role `jobs`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("fenced: term 4 (7/3) of role `jobs`"),
+            "{e}"
+        );
         let lib: Error = e.into();
         assert!(matches!(lib, Error::Fenced { token: t } if t == token));
     }
