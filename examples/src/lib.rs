@@ -55,6 +55,8 @@ mod guide {
     mod how_it_works {}
     #[doc = include_str!("../../docs/guide/guarantees.md")]
     mod guarantees {}
+    #[doc = include_str!("../../docs/guide/fencing-stores.md")]
+    mod fencing_stores {}
     #[doc = include_str!("../../docs/guide/operating.md")]
     mod operating {}
     #[doc = include_str!("../../docs/guide/many-roles.md")]
