@@ -10,7 +10,7 @@
 //! transaction and comes after it.
 //!
 //! ```no_run
-//! # fn run(leadership: &kafka_coordination::Leadership, db: &mut postgres::Client)
+//! # fn run(leadership: &kafka_coordination::leadership::Leadership, db: &mut postgres::Client)
 //! #     -> Result<(), Box<dyn std::error::Error>> {
 //! use kafka_coordination::postgres::{Claim, Fence};
 //!
