@@ -5,7 +5,7 @@
 # the data topic read_committed, prints the figures and stops the brokers.
 #
 # Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
-#                         [--max-seconds S] [--broker-kills N] [--self-test]
+#                         [--max-seconds S] [--broker-kills N] [--self-test] [--postgres]
 #                         [-- MORE `chaos run` ARGUMENTS]
 #
 #   --failovers N    stop after N failovers (default 200)
@@ -18,6 +18,11 @@
 #                    kills; fails if a term ends in one with no fault aimed at its member
 #   --self-test      after a passing check, forge a stale write and a lost acknowledgement,
 #                    and fail unless the checker then fails
+#   --postgres       members also write each job as a row to PostgreSQL through the database
+#                    fence; the checker reads the table: no row of a deposed term after its
+#                    successor's first write, every acknowledged row present, refused stale
+#                    writes counted. Uses KC_POSTGRES_URL when set (scripts/postgres/
+#                    with-postgres.sh), else starts a throwaway cluster of its own.
 #   --supervisor     the supervisor scenario instead (scripts/chaos-supervisor.py): CLI `run`
 #                    supervisors of one role whose start-script workers ignore SIGTERM, leaders'
 #                    terms ended by SIGTERM and crashes; fails on any unit of work of a term
@@ -43,6 +48,7 @@ profile=release
 max_seconds=""
 broker_kills=0
 supervisor=0
+postgres=0
 extra=()
 extra_flags=()
 while [ $# -gt 0 ]; do
@@ -71,13 +77,17 @@ while [ $# -gt 0 ]; do
         supervisor=1
         shift
         ;;
+    --postgres)
+        postgres=1
+        shift
+        ;;
     --)
         shift
         extra=("$@")
         break
         ;;
     -h | --help)
-        sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -86,6 +96,13 @@ done
 case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esac
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
 [ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
+if [ "$postgres" = 1 ] && [ "$supervisor" = 0 ] && [ -z "${KC_POSTGRES_URL:-}" ]; then
+    # A PostgreSQL cluster of its own, around the whole run (this script again, inside it).
+    exec scripts/postgres/with-postgres.sh "$0" --failovers "$failovers" --seed "$seed" \
+        --brokers "$brokers" $([ "$profile" = debug ] && echo --debug) \
+        ${max_seconds:+--max-seconds "$max_seconds"} --broker-kills "$broker_kills" \
+        "${extra_flags[@]+"${extra_flags[@]}"}" --postgres -- "${extra[@]+"${extra[@]}"}"
+fi
 
 if [ "$supervisor" = 1 ]; then
     target="${CARGO_TARGET_DIR:-$root/target}"
@@ -100,7 +117,7 @@ if [ "$supervisor" = 1 ]; then
 fi
 
 # The same features as scripts/test.sh, so that its debug build is reused as it is.
-features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination-examples/kafka"
+features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres"
 target="${CARGO_TARGET_DIR:-$root/target}"
 if [ "$profile" = release ]; then
     cargo build --release --workspace --features "$features" --example chaos
@@ -120,4 +137,7 @@ args=(run --brokers "$brokers" --failovers "$failovers" --seed "$seed" --dir "$d
 [ -z "$max_seconds" ] || args+=(--max-seconds "$max_seconds")
 [ "$broker_kills" -eq 0 ] || args+=(--broker-kills "$broker_kills")
 args+=("${extra_flags[@]+"${extra_flags[@]}"}")
+if [ "$postgres" = 1 ]; then
+    args+=(--postgres "$KC_POSTGRES_URL")
+fi
 exec scripts/kafka/with-broker.sh --brokers "$brokers" "$bin" "${args[@]}" "${extra[@]+"${extra[@]}"}"

@@ -7,7 +7,9 @@
 #  - the openssl command (the Kafka test broker's CA and certificates),
 #  - Java 17+ and Maven (the Kafka test broker and the golden-vector check run from Maven
 #    Central artifacts),
-#  - python3 (the golden-vector generator's --check).
+#  - python3 (the golden-vector generator's --check),
+#  - PostgreSQL's server binaries, initdb and pg_ctl (Debian's `postgresql`): the database
+#    fence's tests start a throwaway cluster of their own (scripts/postgres/).
 # Uses apt-get when something is missing and we are root; otherwise says what to install.
 set -euo pipefail
 
@@ -23,6 +25,10 @@ need_cmd openssl openssl
 need_cmd python3 python3
 need_cmd java openjdk-17-jdk-headless
 need_cmd mvn maven
+# initdb is not on PATH on Debian (it lives in /usr/lib/postgresql/<version>/bin).
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    missing+=(postgresql)
+fi
 if command -v dpkg >/dev/null 2>&1; then
     for pkg in libssl-dev zlib1g-dev; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

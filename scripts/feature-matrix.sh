@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The feature matrix: the library and its tests build and pass with each driver feature alone,
-# with and without `memory`, and with `kafka` (the real-broker suites skip loudly unless
-# KAFKA_BOOTSTRAP is set, e.g. when run under scripts/kafka/with-broker.sh).
+# with and without `memory`, with `kafka` (the real-broker suites skip loudly unless
+# KAFKA_BOOTSTRAP is set, e.g. when run under scripts/kafka/with-broker.sh), and `postgres`
+# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set).
 #
 #   scripts/feature-matrix.sh            every combination: build and run the tests
 #   scripts/feature-matrix.sh --check    every combination: build the tests only (faster)
@@ -15,7 +16,7 @@ combos=()
 for driver in blocking tokio smol async-std; do
     combos+=("$driver" "$driver,memory" "$driver,kafka")
 done
-combos+=("memory" "kafka" "memory,tracing" "blocking,memory,metrics" "tokio,memory,metrics" "blocking,memory,serde" "cli")
+combos+=("memory" "kafka" "memory,tracing" "blocking,memory,metrics" "tokio,memory,metrics" "blocking,memory,serde" "cli" "postgres" "tokio,postgres")
 
 passed=0
 failed=()

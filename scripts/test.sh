@@ -4,10 +4,11 @@
 # (scripts/interop.sh: interop/java, whose own codec asserts the vectors too), checks the
 # README and the guide (scripts/docs-check.py; their code blocks compile as doc tests), builds
 # everything, runs a short fuzz run (scripts/fuzz.sh), model-checks the core's Candidate
-# (model/), starts a real Apache Kafka broker (KRaft, from Maven Central), runs every test,
-# runs the three-broker fault test and short seeded runs of the chaos suite
-# (scripts/chaos.sh), then the quick version matrix on the oldest and the newest supported
-# Kafka (scripts/kafka-versions.sh), and stops the brokers, also when a test fails.
+# (model/), starts a real Apache Kafka broker (KRaft, from Maven Central) and a throwaway
+# PostgreSQL cluster (scripts/postgres/, for the database fence), runs every test, runs the
+# three-broker fault test and short seeded runs of the chaos suite (scripts/chaos.sh), then
+# the quick version matrix on the oldest and the newest supported Kafka
+# (scripts/kafka-versions.sh), and stops the brokers and the database, also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -15,8 +16,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export CARGO_TERM_COLOR=never
-features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/cli,kafka-coordination-examples/kafka"
-adapter_features="tokio,smol,async-std,kafka"
+features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/cli,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres"
+adapter_features="tokio,smol,async-std,kafka,postgres"
 
 step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }
 
@@ -47,19 +48,23 @@ step "fuzz: 200,000 inputs of every decoder and parser of broker bytes (debug bu
 scripts/fuzz.sh --dev --inputs 200000
 
 if [ "${SKIP_KAFKA:-0}" = 1 ]; then
-    step "tests (real-broker suites skip: SKIP_KAFKA=1)"
-    cargo test --workspace --exclude kafka-coordination-model --features "$features"
+    step "tests, with a PostgreSQL cluster (real-broker suites skip: SKIP_KAFKA=1)"
+    scripts/postgres/with-postgres.sh \
+        cargo test --workspace --exclude kafka-coordination-model --features "$features"
     exit 0
 fi
 
-step "tests, with a single-node Kafka broker"
-scripts/kafka/with-broker.sh cargo test --workspace --exclude kafka-coordination-model --features "$features"
+step "tests, with a single-node Kafka broker and a PostgreSQL cluster"
+scripts/kafka/with-broker.sh scripts/postgres/with-postgres.sh \
+    cargo test --workspace --exclude kafka-coordination-model --features "$features"
 
 # A short seeded chaos run (member processes, leaders killed, stopped and resigned) on a broker
-# of its own; it fails on any safety violation, when 10 failovers do not complete within 10
-# minutes, or when the checker does not catch the forged writes of its self-test.
-step "chaos suite: 10 failovers on one broker (seed 1)"
-scripts/chaos.sh --debug --failovers 10 --seed 1 --max-seconds 600 --self-test
+# and a PostgreSQL cluster of its own, the members writing to both (to PostgreSQL through the
+# database fence); it fails on any safety violation in the topic or the table, when 10
+# failovers do not complete within 10 minutes, or when the checker does not catch the forged
+# writes of its self-test.
+step "chaos suite: 10 failovers on one broker, writes to Kafka and PostgreSQL (seed 1)"
+scripts/chaos.sh --debug --failovers 10 --seed 1 --max-seconds 600 --self-test --postgres
 
 # The CLI's `run` supervisor under seeded ends of terms, with start-script workers that ignore
 # SIGTERM: fails on any unit of work of a term after its successor's election.

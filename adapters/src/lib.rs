@@ -27,6 +27,8 @@
 //!   any driver, a manual clock, cuttable links and the broker's fault switches.
 //! * Observing: [`Leadership::health`](leadership::Leadership::health) and [`HealthCheck`] for probes; with feature
 //!   `metrics`, the `metrics` module's series through the `metrics` facade.
+//! * Writes to PostgreSQL fenced like writes to Kafka: `postgres::Fence` (feature `postgres`)
+//!   refuses a deposed leader's transaction inside the database.
 //! * The sans-IO core is re-exported as [`core`] for custom event loops.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -122,6 +124,10 @@ pub mod memory;
 #[cfg(feature = "kafka")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
 pub mod kafka;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 
 /// Every place the Kafka transport parses broker bytes, for the fuzz harness in `fuzz/`.
 /// Not a public API.

@@ -13,6 +13,7 @@
 //! | [`manual_clock`] | `cargo run --example manual_clock` | unit-testing leader-only code with the test kit ([`TestCluster`](kafka_coordination::testkit::TestCluster), a [`ManualClock`](kafka_coordination::ManualClock)) |
 //! | `prometheus` | `cargo run --example prometheus` | the library's metrics served as Prometheus text on `/metrics`, a leader liveness check on `/healthz` (feature `prometheus`, default) |
 //! | `singleton_consumer` | `cargo run --example singleton_consumer --features kafka -- bench` | a singleton consumer on rdkafka with exactly-once output: results and input offsets in one guarded transaction (feature `kafka`) |
+//! | `job_scheduler` | `cargo run --example job_scheduler --features postgres` | job runs written to PostgreSQL through the database fence and to Kafka through guarded writes (feature `postgres`; a broker and a database) |
 //! | [`tokio_service`] | `cargo run --example tokio_service` | a tokio service: guarded writes awaited, `select!` on `done()`, resign on shutdown |
 //!
 //! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
@@ -31,6 +32,8 @@ pub mod custom_event_loop;
 pub mod custom_transport;
 pub mod elections;
 pub mod failover;
+#[cfg(feature = "postgres")]
+pub mod job_scheduler;
 pub mod manual_clock;
 pub mod procfs;
 #[cfg(feature = "prometheus")]
@@ -52,6 +55,8 @@ mod guide {
     mod how_it_works {}
     #[doc = include_str!("../../docs/guide/guarantees.md")]
     mod guarantees {}
+    #[doc = include_str!("../../docs/guide/fencing-stores.md")]
+    mod fencing_stores {}
     #[doc = include_str!("../../docs/guide/operating.md")]
     mod operating {}
     #[doc = include_str!("../../docs/guide/many-roles.md")]

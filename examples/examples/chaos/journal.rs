@@ -29,6 +29,22 @@ pub struct Journals {
     pub failed_writes: Vec<(i64, bool)>,
     /// Journal lines cut short by a SIGKILL (the last line of a file only).
     pub torn_lines: usize,
+    /// `--postgres`: rows whose COMMIT returned (PG_ACK).
+    pub pg_acks: Vec<PgAck>,
+    /// `--postgres`: writes the fence refused (PG_REFUSED), and writes that failed otherwise
+    /// (PG_FAILED: a lost connection, a COMMIT without an answer).
+    pub pg_refused: usize,
+    pub pg_failed: usize,
+}
+
+/// A row a member committed through the database fence.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub struct PgAck {
+    pub role: String,
+    pub instance: i64,
+    pub seq: i64,
+    pub term: i64,
 }
 
 /// Reads the fault log (`faults.log`) and every member journal (`journal-*.log`) of `dir`. A
@@ -53,6 +69,8 @@ pub fn load_journals(dir: &Path) -> Result<Journals, String> {
                     "partitions",
                     "seed",
                     "brokers",
+                    "pg_fence",
+                    "pg_rows",
                 ] {
                     if let Some(v) = line.fields.get(key) {
                         j.config.insert(key.to_owned(), v.to_owned());
@@ -151,6 +169,14 @@ fn journal_line(line: &Line, j: &mut Journals) -> Result<(), String> {
                 f.get("error").is_some_and(|e| e.starts_with("fenced")),
             ));
         }
+        "PG_ACK" => j.pg_acks.push(PgAck {
+            role: f.text("role")?.to_owned(),
+            instance: f.number("instance")?,
+            seq: f.number("seq")?,
+            term: f.number("term")?,
+        }),
+        "PG_REFUSED" => j.pg_refused += 1,
+        "PG_FAILED" => j.pg_failed += 1,
         "ELECTED" => {
             j.holders.insert(f.pair("pair")?, f.number("instance")?);
         }

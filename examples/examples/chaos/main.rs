@@ -15,9 +15,11 @@
 //! failovers happened (within `--max-seconds`); `check` exits 1 on any violation. Safety
 //! verdicts are exact; liveness figures are printed, never asserted. `run --self-test` then
 //! forges a stale write (outside the fence) and a lost acknowledgement, and fails unless the
-//! checker catches them.
+//! checker catches them. `run --postgres URL` has the members also write each job as a row
+//! through the database fence, and the checker proves the table as it proves the topic.
 
 mod check;
+mod database;
 mod format;
 mod journal;
 mod kafka;
@@ -36,12 +38,15 @@ usage: chaos run   [--bootstrap HOST:PORT] [--brokers 1|3] [--failovers N (20)] 
                    [--dir DIR] [--members N (4)] [--roles N (2)] [--lease-ms (2000)]
                    [--renew-ms (500)] [--stagger-ms (300)] [--write-ms (50)] [--partitions (16)]
                    [--max-seconds S] [--kafka-scripts DIR] [--broker-kills N] [--self-test]
-       chaos check [--bootstrap HOST:PORT] --dir DIR [--terms]
+                   [--postgres URL]
+       chaos check [--bootstrap HOST:PORT] --dir DIR [--terms] [--postgres URL]
        chaos member ... (started by `run`)
 The bootstrap defaults to $KAFKA_BOOTSTRAP. With --brokers 3, broker faults use
 KAFKA_RUN_DIR and scripts/kafka/{stop-node,start-node}.sh. --broker-kills N (three brokers) makes
 every other fault a broker kill, until N of them, and fails the run unless N happened and no
-term ended in one with no fault aimed at its member.";
+term ended in one with no fault aimed at its member. --postgres URL: each write is also a row
+written through the database fence (kafka_coordination::postgres), checked in the table; check
+takes the URL from --postgres or KC_POSTGRES_URL.";
 
 fn millis(p: &Parsed, name: &str, default: u64) -> Result<Duration, String> {
     Ok(Duration::from_millis(
@@ -90,6 +95,9 @@ fn member(args: &[String]) -> Result<i32, String> {
             "--renew-ms",
             "--stagger-ms",
             "--write-ms",
+            "--postgres",
+            "--pg-fence",
+            "--pg-rows",
         ],
         &[],
         USAGE,
@@ -113,6 +121,16 @@ fn member(args: &[String]) -> Result<i32, String> {
         renew: millis(&p, "--renew-ms", 500)?,
         stagger: millis(&p, "--stagger-ms", 300)?,
         write_every: millis(&p, "--write-ms", 50)?,
+        postgres: match p.value("--postgres") {
+            None => None,
+            Some(url) => Some((
+                url.to_owned(),
+                database::Tables {
+                    fence: need("--pg-fence")?,
+                    rows: need("--pg-rows")?,
+                },
+            )),
+        },
     })?;
     Ok(0)
 }
@@ -136,6 +154,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             "--max-seconds",
             "--kafka-scripts",
             "--broker-kills",
+            "--postgres",
         ],
         &["--self-test"],
         USAGE,
@@ -186,6 +205,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             .value("--max-seconds")
             .map(|_| num("--max-seconds", 1))
             .transpose()?,
+        postgres: p.value("--postgres").map(str::to_owned),
         scripts: p.value("--kafka-scripts").map_or_else(
             || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka"),
             PathBuf::from,
@@ -200,7 +220,8 @@ fn run(args: &[String]) -> Result<i32, String> {
         "\nchaos run: {} failovers and {} broker kills from {} faults in {:.0} s",
         outcome.failovers, outcome.broker_kills, outcome.faults, outcome.seconds
     );
-    let verdict = report::check(&dir, &bootstrap, false)?;
+    let postgres = p.value("--postgres");
+    let verdict = report::check(&dir, &bootstrap, false, postgres)?;
     let mut code = verdict_code(&verdict, Some((outcome.failovers, failovers)));
     if broker_kills > 0 {
         if outcome.broker_kills < broker_kills {
@@ -226,8 +247,8 @@ fn run(args: &[String]) -> Result<i32, String> {
         "\nchaos: self-test: replaying the first acknowledged write outside the fence and \
          journaling a write the log does not have; the check must now fail"
     );
-    report::forge(&dir, &bootstrap)?;
-    let forged = report::check(&dir, &bootstrap, false)?;
+    report::forge(&dir, &bootstrap, postgres)?;
+    let forged = report::check(&dir, &bootstrap, false, postgres)?;
     if forged.violations == 0 {
         println!("chaos: FAILED: the checker found nothing wrong with forged logs");
         return Ok(1);
@@ -241,13 +262,27 @@ fn run(args: &[String]) -> Result<i32, String> {
 }
 
 fn check(args: &[String]) -> Result<i32, String> {
-    let p =
-        parse(args, &["--bootstrap", "--dir"], &["--terms"], USAGE).map_err(|e| e.to_string())?;
+    let p = parse(
+        args,
+        &["--bootstrap", "--dir", "--postgres"],
+        &["--terms"],
+        USAGE,
+    )
+    .map_err(|e| e.to_string())?;
     let dir = p
         .value("--dir")
         .map(PathBuf::from)
         .ok_or("check: --dir DIR is required")?;
-    let verdict = report::check(&dir, &bootstrap(&p)?, p.switch("--terms"))?;
+    let postgres = p
+        .value("--postgres")
+        .map(str::to_owned)
+        .or_else(|| std::env::var("KC_POSTGRES_URL").ok());
+    let verdict = report::check(
+        &dir,
+        &bootstrap(&p)?,
+        p.switch("--terms"),
+        postgres.as_deref(),
+    )?;
     Ok(verdict_code(&verdict, None))
 }
 

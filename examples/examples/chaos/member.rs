@@ -24,6 +24,7 @@ use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::leadership::{Candidacy, Leadership};
 use kafka_coordination::{blocking, Clock, GuardedRecord, Options, SystemClock};
 
+use crate::database::{Outcome, Tables, Writer};
 use crate::format::{line, Pair, Tag};
 
 /// A member process's settings (from its command line).
@@ -42,6 +43,9 @@ pub struct MemberArgs {
     pub renew: Duration,
     pub stagger: Duration,
     pub write_every: Duration,
+    /// `--postgres`: the database and the run's tables; each job is also a row written
+    /// through the database fence, before its guarded write.
+    pub postgres: Option<(String, Tables)>,
 }
 
 /// Events the orchestrator follows on stdout (everything also goes to the journal).
@@ -250,6 +254,11 @@ impl Member {
             f
         };
         self.journal.log("ELECTED", &fields(&[]));
+        let mut writer = self
+            .args
+            .postgres
+            .as_ref()
+            .map(|(url, tables)| Writer::new(url, tables, self.args.lease.as_millis() as u64));
         loop {
             if leadership.is_done() {
                 let why = leadership
@@ -275,6 +284,27 @@ impl Member {
                 term,
                 seq,
             };
+            if let Some(w) = writer.as_mut() {
+                let outcome = w.write(leadership, self.args.instance, seq);
+                let took = ("took_ms", started.elapsed().as_millis().to_string());
+                let seq = ("seq", seq.to_string());
+                match outcome {
+                    Outcome::Acked => self.journal.log("PG_ACK", &fields(&[seq, took])),
+                    Outcome::Refused(newer) => {
+                        // A deposed term: no guarded write either (the broker would refuse
+                        // it too); the term ends at its next renewal or write.
+                        self.journal.log(
+                            "PG_REFUSED",
+                            &fields(&[seq, took, ("newer_term", newer.to_string())]),
+                        );
+                        leadership.done_blocking_timeout(self.args.write_every);
+                        continue;
+                    }
+                    Outcome::Failed(e) => self
+                        .journal
+                        .log("PG_FAILED", &fields(&[seq, took, ("error", e)])),
+                }
+            }
             let (key, value) = (tag.key(), tag.value());
             let record = GuardedRecord {
                 topic: &self.args.data_topic,

@@ -33,7 +33,13 @@ const SETTLE: Duration = Duration::from_secs(180);
 
 /// Checks the run in `dir` against the cluster at `bootstrap` and prints the figures.
 /// With `terms`, every role's terms are listed too.
-pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, String> {
+/// A run with `--postgres` is checked in its table too, at `postgres` (a connection URL).
+pub fn check(
+    dir: &Path,
+    bootstrap: &str,
+    terms_table: bool,
+    postgres: Option<&str>,
+) -> Result<Verdict, String> {
     let j = load_journals(dir)?;
     let config = |key: &str| -> Result<&str, String> {
         j.config
@@ -396,6 +402,35 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
     for (fault, role) in &liveness.no_successor {
         println!("  NO SUCCESSOR after fault #{fault} on role {role}");
     }
+    let mut database_violations = Vec::new();
+    if let (Some(fence), Some(rows)) = (j.config.get("pg_fence"), j.config.get("pg_rows")) {
+        let url = postgres.ok_or(
+            "this run wrote to PostgreSQL: give its URL (--postgres URL, or KC_POSTGRES_URL)",
+        )?;
+        let tables = crate::database::Tables {
+            fence: fence.clone(),
+            rows: rows.clone(),
+        };
+        let f = crate::database::check(url, &tables, &j)?;
+        println!(
+            "  postgres    {} rows from {} terms in {rows} (through the fence {fence}); {} \
+             acknowledged writes, {} missing; {} stale writes refused by the fence; {} \
+             writes failed otherwise (a lost connection, no answer to COMMIT); rows of a \
+             deposed term after its successor's first write: {} (target 0)",
+            f.rows,
+            f.terms,
+            f.acked,
+            f.missing.len(),
+            f.refused,
+            f.failed,
+            f.stale.len()
+        );
+        database_violations.extend(f.stale);
+        database_violations.extend(f.missing);
+    }
+    for v in &database_violations {
+        println!("    VIOLATION (postgres) {v}");
+    }
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     for v in &violations {
         *kinds.entry(v.kind()).or_default() += 1;
@@ -423,7 +458,7 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
         println!("    ... and {} more", violations.len() - 20);
     }
     Ok(Verdict {
-        violations: violations.len(),
+        violations: violations.len() + database_violations.len(),
         failovers,
         broker_faults: broker_faults.len(),
         lost_to_brokers: lost_to_brokers.len(),
@@ -434,8 +469,19 @@ pub fn check(dir: &Path, bootstrap: &str, terms_table: bool) -> Result<Verdict, 
 /// (a write of an old pair that bypassed the fence: the pair goes back and the sequence
 /// repeats), and adds a journal that claims an acknowledged write the log does not have. A
 /// check of `dir` must then fail.
-pub fn forge(dir: &Path, bootstrap: &str) -> Result<(), String> {
+/// With `postgres` (a run with `--postgres`), also forges a stale row and a lost commit in the
+/// table (see `database::forge`).
+pub fn forge(dir: &Path, bootstrap: &str, postgres: Option<&str>) -> Result<(), String> {
     let j = load_journals(dir)?;
+    if let (Some(url), Some(fence), Some(rows)) =
+        (postgres, j.config.get("pg_fence"), j.config.get("pg_rows"))
+    {
+        let tables = crate::database::Tables {
+            fence: fence.clone(),
+            rows: rows.clone(),
+        };
+        crate::database::forge(url, &tables, dir)?;
+    }
     let roles: Vec<&str> = j
         .config
         .get("roles")

@@ -50,6 +50,8 @@ pub struct RunArgs {
     pub max_seconds: Option<u64>,
     /// Where `stop-node.sh` and `start-node.sh` are.
     pub scripts: PathBuf,
+    /// `--postgres URL`: members also write rows through the database fence.
+    pub postgres: Option<String>,
 }
 
 /// What the run did, for the verdict.
@@ -109,6 +111,8 @@ struct Orchestrator {
     roles: Vec<String>,
     state_topic: String,
     data_topic: String,
+    /// `--postgres`: the run's fence and rows tables.
+    pg_tables: Option<crate::database::Tables>,
     procs: Vec<Proc>,
     next_instance: u64,
     next_member: u64,
@@ -157,6 +161,14 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
     let data_topic = format!("chaos-data-{run_id}");
     let roles = pick_roles(&run_id, args.roles, args.partitions)?;
     create_topics(&args, &state_topic, &data_topic)?;
+    let pg_tables = match &args.postgres {
+        None => None,
+        Some(url) => {
+            let tables = crate::database::Tables::for_run(&run_id);
+            crate::database::create(url, &tables, args.lease.as_millis() as u64)?;
+            Some(tables)
+        }
+    };
     let observer = connect_observer(&args, &state_topic)?;
     let (sender, events) = mpsc::channel();
     let mut o = Orchestrator {
@@ -165,6 +177,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         roles,
         state_topic,
         data_topic,
+        pg_tables,
         procs: Vec::new(),
         next_instance: 1,
         next_member: 1,
@@ -295,6 +308,9 @@ impl Orchestrator {
     /// The run's settings, first in the fault log, for the checker.
     fn record_config(&mut self) -> Result<(), String> {
         let ms = |d: Duration| d.as_millis().to_string();
+        let pg = self.pg_tables.as_ref().map_or_else(Vec::new, |t| {
+            vec![("pg_fence", t.fence.clone()), ("pg_rows", t.rows.clone())]
+        });
         self.record(
             "CONFIG",
             &[
@@ -309,7 +325,10 @@ impl Orchestrator {
                 ("renew_ms", ms(self.args.renew)),
                 ("stagger_ms", ms(self.args.stagger)),
                 ("write_ms", ms(self.args.write_every)),
-            ],
+            ]
+            .into_iter()
+            .chain(pg)
+            .collect::<Vec<_>>(),
         )
     }
 

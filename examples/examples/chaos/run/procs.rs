@@ -23,8 +23,15 @@ impl Orchestrator {
         let stderr = File::create(self.args.dir.join(format!("member-{instance}.stderr")))
             .map_err(|e| format!("cannot create a member's stderr file: {e}"))?;
         let ms = |d: Duration| d.as_millis().to_string();
-        let mut child = Command::new(exe)
-            .arg("member")
+        let mut command = Command::new(exe);
+        command.arg("member");
+        if let (Some(url), Some(tables)) = (&self.args.postgres, &self.pg_tables) {
+            command
+                .args(["--postgres", url])
+                .args(["--pg-fence", &tables.fence])
+                .args(["--pg-rows", &tables.rows]);
+        }
+        let mut child = command
             .args(["--member", &member])
             .args(["--instance", &instance.to_string()])
             .args(["--roles", &self.roles.join(",")])
