@@ -443,18 +443,8 @@ impl Fence {
         claim: &Claim,
     ) -> Result<(), FenceError> {
         self.check_claim(claim)?;
-        let token = claim.token;
         let row = transaction
-            .query_opt(
-                &self.advance_sql(),
-                &[
-                    &claim.role,
-                    &claim.term,
-                    &token.producer_id,
-                    &token.producer_epoch,
-                    &claim.member,
-                ],
-            )
+            .query_opt(&self.advance_sql(), &advance_params(claim))
             .map_err(|e| self.classify(&claim.role, e))?;
         if row.is_some() {
             return Ok(());
@@ -488,6 +478,18 @@ impl Fence {
     }
 }
 
+/// The parameters of [`Fence::advance_sql`] for `claim`, in its order ($1 to $5), for the
+/// blocking and the async client alike.
+fn advance_params(claim: &Claim) -> [&(dyn ::postgres::types::ToSql + Sync); 5] {
+    [
+        &claim.role,
+        &claim.term,
+        &claim.token.producer_id,
+        &claim.token.producer_epoch,
+        &claim.member,
+    ]
+}
+
 /// The same calls on `tokio-postgres` (features `postgres` and `tokio`).
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
@@ -510,18 +512,8 @@ impl Fence {
         claim: &Claim,
     ) -> Result<(), FenceError> {
         self.check_claim(claim)?;
-        let token = claim.token;
         let row = transaction
-            .query_opt(
-                &self.advance_sql(),
-                &[
-                    &claim.role,
-                    &claim.term,
-                    &token.producer_id,
-                    &token.producer_epoch,
-                    &claim.member,
-                ],
-            )
+            .query_opt(&self.advance_sql(), &advance_params(claim))
             .await
             .map_err(|e| self.classify(&claim.role, e))?;
         if row.is_some() {

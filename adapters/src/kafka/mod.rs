@@ -734,7 +734,9 @@ impl StateReader for KafkaTransport {
 
     /// With no wait: positions the shared reader's view of the partition on the log (its
     /// Fetches queued for the connection threads, holding no thread) and hands `done` what is
-    /// readable from `from_offset`, on the connection thread that received the last answer.
+    /// readable from `from_offset`, on the connection thread that received the last answer (on
+    /// the caller's thread, before this returns, when that answer arrives while this call is
+    /// still queuing the read, as the seam allows).
     /// A long poll (`max_wait > 0`) waits for the view on a thread of [`WAITING_THREADS`].
     fn start_read_partition(
         &self,

@@ -36,18 +36,7 @@ const TRANSIENT: &[i16] = &[3, 6, 14, 15, 16, 51];
 /// v5; a test that needs it skips, loudly, with this reason, and runs wherever the broker has it.
 pub fn lacking(bootstrap: &str) -> Option<String> {
     use kafka_protocol::messages::ApiVersionsRequest;
-    let mut probe = Tv2Client {
-        transactional_id: String::new(),
-        conns: HashMap::new(),
-        bootstrap: bootstrap
-            .split(',')
-            .next()
-            .expect("an address")
-            .trim()
-            .to_owned(),
-        pair: FencingToken::NO_EPOCH,
-        minted: FencingToken::NO_EPOCH,
-    };
+    let mut probe = Tv2Client::unstarted(bootstrap, "");
     let addr = probe.bootstrap.clone();
     let resp = probe.call(
         &addr,
@@ -99,10 +88,9 @@ pub struct Tv2Client {
 }
 
 impl Tv2Client {
-    /// InitProducerId for `transactional_id` (a transaction timeout of `timeout`) at its
-    /// coordinator.
-    pub fn init(bootstrap: &str, transactional_id: &str, timeout: Duration) -> Tv2Client {
-        let mut c = Tv2Client {
+    /// A client of `transactional_id` on the first broker of `bootstrap`, holding no pair yet.
+    fn unstarted(bootstrap: &str, transactional_id: &str) -> Tv2Client {
+        Tv2Client {
             transactional_id: transactional_id.to_owned(),
             conns: HashMap::new(),
             bootstrap: bootstrap
@@ -113,7 +101,13 @@ impl Tv2Client {
                 .to_owned(),
             pair: FencingToken::NO_EPOCH,
             minted: FencingToken::NO_EPOCH,
-        };
+        }
+    }
+
+    /// InitProducerId for `transactional_id` (a transaction timeout of `timeout`) at its
+    /// coordinator.
+    pub fn init(bootstrap: &str, transactional_id: &str, timeout: Duration) -> Tv2Client {
+        let mut c = Tv2Client::unstarted(bootstrap, transactional_id);
         let coordinator = c.coordinator();
         let req = InitProducerIdRequest::default()
             .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
