@@ -599,3 +599,119 @@ fn the_default_timing_replaces_a_cut_leader_after_lease_plus_stagger_times_rank(
         );
     }
 }
+
+// ---- the tool's ACLs ------------------------------------------------------------------------
+
+/// The page's table of the tool's ACLs, on the SASL_SSL listener whose authorizer enforces
+/// them: with Describe and DescribeConfigs on the state topic `topic check` works; with Read
+/// and DescribeConfigs, `topic check`, `roles` and `watch`; with Describe on the role's
+/// transactional id too, `describe`, while `deregister` is refused as unauthorized (exit 2);
+/// with Read, Write and DescribeConfigs on the state topic, `deregister` removes a ghost.
+#[test]
+fn the_cli_needs_the_documented_acls_per_subcommand() {
+    let test = "the_cli_needs_the_documented_acls_per_subcommand";
+    let Some([plaintext, sasl_ssl, ca]) = vars(
+        test,
+        ["KAFKA_BOOTSTRAP", "KAFKA_SASL_SSL_BOOTSTRAP", "KAFKA_SSL_CA"],
+    ) else {
+        return;
+    };
+    use acls::{Acl, Admin, Op};
+    use kafka_coordination::core::record::{Key, MemberId, Registration, Role};
+    use kafka_coordination::core::UnixMillis;
+    use kafka_coordination::transport::Wait;
+
+    let topic = state_topic(KafkaConfig::new(plaintext.clone(), PARTITIONS));
+    let role = unique("prod-eu.billing.scheduler");
+    // A leader, and a ghost registered behind it, written by the PLAINTEXT super user.
+    let writer = transport_with(KafkaConfig::new(plaintext.clone(), PARTITIONS).with_topic(&topic));
+    let r = Role::new(role.as_str()).expect("role");
+    let ghost = MemberId::new("ghost").expect("member");
+    let partition = writer.role_partition(&r).expect("partition");
+    let leader = elect(
+        transport_with(KafkaConfig::new(plaintext.clone(), PARTITIONS).with_topic(&topic)),
+        &role,
+        "node-a",
+    );
+    writer
+        .append(
+            partition,
+            &Key::registration(r, ghost.clone()).encode(),
+            Some(
+                &Registration {
+                    member: ghost,
+                    registered_at: UnixMillis(0),
+                }
+                .encode(),
+            ),
+        )
+        .expect("the ghost's registration");
+
+    let mut admin = Admin::connect(&plaintext);
+    let user = |admin: &mut Admin, prefix: &str, acls: &[Acl]| {
+        let user = unique(prefix);
+        let password = format!("{user}-secret");
+        admin.create_user(&user, &password);
+        admin.grant(&user, acls);
+        (user, password)
+    };
+    let tool = |(user, password): &(String, String), args: &[&str]| {
+        kc().args(["-b", &sasl_ssl, "--topic", &topic])
+            .args(["--security-protocol", "SASL_SSL"])
+            .args(["--sasl-mechanism", "SCRAM-SHA-512"])
+            .args(["--sasl-username", user, "--ssl-ca-location", &ca])
+            .env("KC_SASL_PASSWORD", password)
+            .args(args)
+            .output()
+            .expect("the tool runs")
+    };
+
+    let checker = user(
+        &mut admin,
+        "kc-checker",
+        &[
+            Acl::topic(&topic, Op::Describe),
+            Acl::topic(&topic, Op::DescribeConfigs),
+        ],
+    );
+    assert_ok("topic check as a checker", &tool(&checker, &["topic", "check"]));
+
+    let reader_rows = [
+        Acl::topic(&topic, Op::Read),
+        Acl::topic(&topic, Op::DescribeConfigs),
+    ];
+    let reader = user(&mut admin, "kc-reader", &reader_rows);
+    for args in [
+        &["topic", "check"][..],
+        &["roles"][..],
+        &["watch", &role, "--count", "1"][..],
+    ] {
+        let o = tool(&reader, args);
+        assert_ok(&format!("{args:?} as a reader"), &o);
+        if args[0] != "topic" {
+            assert!(text(&o.stdout).contains("node-a"), "{}", text(&o.stdout));
+        }
+    }
+    let mut observer_rows = reader_rows.to_vec();
+    observer_rows.push(Acl::transactional_id(&role, Op::Describe));
+    let observer = user(&mut admin, "kc-observer", &observer_rows);
+    let o = tool(&observer, &["describe", &role]);
+    assert_ok("describe as an observer", &o);
+    assert!(text(&o.stdout).contains("node-a"), "{}", text(&o.stdout));
+    let o = tool(&observer, &["deregister", &role, "ghost"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!("Topic '{topic}'")),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let mut operator_rows = reader_rows.to_vec();
+    operator_rows.push(Acl::topic(&topic, Op::Write));
+    let operator = user(&mut admin, "kc-operator", &operator_rows);
+    assert_ok(
+        "deregister with Write on the state topic",
+        &tool(&operator, &["deregister", &role, "ghost"]),
+    );
+    let _ = leader.resign_blocking();
+}
