@@ -54,29 +54,25 @@ fn page_text() -> String {
 /// The code blocks of `text` tagged `lang`, each without its fences.
 fn blocks(text: &str, lang: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut current: Option<String> = None;
+    // Inside a block: whether it is tagged `lang`, and its text so far.
+    let mut inside: Option<(bool, String)> = None;
     for line in text.lines() {
-        match &mut current {
-            None if line.trim_start().starts_with("```") => {
-                if line.trim_start().trim_start_matches('`').trim() == lang {
-                    current = Some(String::new());
-                } else {
-                    // Another language's block: skip to its end.
-                    current = Some("\u{0}skip".to_owned());
-                }
+        let fence = line.trim_start().starts_with("```");
+        match (&mut inside, fence) {
+            (None, true) => {
+                let tag = line.trim_start().trim_start_matches('`').trim();
+                inside = Some((tag == lang, String::new()));
             }
-            None => {}
-            Some(block) if line.trim_start().starts_with("```") => {
-                if !block.starts_with('\u{0}') {
+            (None, false) => {}
+            (Some((wanted, block)), true) => {
+                if *wanted {
                     out.push(std::mem::take(block));
                 }
-                current = None;
+                inside = None;
             }
-            Some(block) => {
-                if !block.starts_with('\u{0}') {
-                    block.push_str(line);
-                    block.push('\n');
-                }
+            (Some((_, block)), false) => {
+                block.push_str(line);
+                block.push('\n');
             }
         }
     }
@@ -154,7 +150,11 @@ fn assert_ok(what: &str, o: &Output) {
 /// when it is there, else by `config`'s principal (a super user on the test broker).
 fn state_topic(config: KafkaConfig) -> String {
     let topic = unique("deploying-state");
-    assert_eq!(config.partitions(), PARTITIONS, "the page's examples use 16");
+    assert_eq!(
+        config.partitions(),
+        PARTITIONS,
+        "the page's examples use 16"
+    );
     let config = match var("KAFKA_BOOTSTRAP") {
         Some(plain) => KafkaConfig::new(plain, PARTITIONS),
         None => config,
@@ -313,7 +313,10 @@ fn scram_sha_512_from_the_page_connects() {
         &[
             (BOOTSTRAP, &bootstrap),
             (CA, &ca),
-            ("sasl_username = \"billing\"", &format!("sasl_username = \"{user}\"")),
+            (
+                "sasl_username = \"billing\"",
+                &format!("sasl_username = \"{user}\""),
+            ),
         ],
     );
     let password_file = scratch("kafka-password", &format!("{password}\n"));
@@ -343,7 +346,10 @@ fn mutual_tls_from_the_page_connects() {
     };
     let config = page::mtls::mutual_tls(&bootstrap, &ca, &cert, &key);
     let topic = state_topic(config.clone());
-    connects("the page's mutual-TLS code", config.with_topic(topic.clone()));
+    connects(
+        "the page's mutual-TLS code",
+        config.with_topic(topic.clone()),
+    );
 
     let [_, mtls, _] = toml_blocks();
     let file = substitute(
@@ -383,7 +389,10 @@ fn unsecured_jwt(sub: &str, exp: Option<SystemTime>) -> String {
 
 /// A token file for `principal` valid for ten minutes.
 fn token_file(principal: &str) -> (PathBuf, String) {
-    let jwt = unsecured_jwt(principal, Some(SystemTime::now() + Duration::from_secs(600)));
+    let jwt = unsecured_jwt(
+        principal,
+        Some(SystemTime::now() + Duration::from_secs(600)),
+    );
     (scratch("token", &format!("{jwt}\n")), jwt)
 }
 
@@ -403,7 +412,10 @@ fn oauthbearer_from_the_page_connects() {
     let config = page::oauth::oauthbearer(&bootstrap, &ca, &token)
         .with_property("security.protocol", "SASL_PLAINTEXT");
     let topic = state_topic(config.clone());
-    connects("the page's OAUTHBEARER code", config.with_topic(topic.clone()));
+    connects(
+        "the page's OAUTHBEARER code",
+        config.with_topic(topic.clone()),
+    );
 
     let [_, _, oauth] = toml_blocks();
     let file = substitute(
@@ -412,10 +424,7 @@ fn oauthbearer_from_the_page_connects() {
             (BOOTSTRAP, &bootstrap),
             (CA, &ca),
             ("/var/run/secrets/kafka/token", &token),
-            (
-                "protocol = \"SASL_SSL\"",
-                "protocol = \"SASL_PLAINTEXT\"",
-            ),
+            ("protocol = \"SASL_SSL\"", "protocol = \"SASL_PLAINTEXT\""),
         ],
     );
     cli_connects("the page's OAUTHBEARER file", &file, &topic, &[]);
@@ -441,7 +450,10 @@ fn the_cli_authenticates_with_a_token_file() {
             .output()
             .expect("the tool runs")
     };
-    for args in [&["topic", "check"][..], &["describe", "deploying-oauth-role"][..]] {
+    for args in [
+        &["topic", "check"][..],
+        &["describe", "deploying-oauth-role"][..],
+    ] {
         let o = tool(&token, args);
         assert_ok(&format!("{args:?} with a token file"), &o);
         let all = text(&o.stdout) + &text(&o.stderr);
@@ -612,7 +624,11 @@ fn the_cli_needs_the_documented_acls_per_subcommand() {
     let test = "the_cli_needs_the_documented_acls_per_subcommand";
     let Some([plaintext, sasl_ssl, ca]) = vars(
         test,
-        ["KAFKA_BOOTSTRAP", "KAFKA_SASL_SSL_BOOTSTRAP", "KAFKA_SSL_CA"],
+        [
+            "KAFKA_BOOTSTRAP",
+            "KAFKA_SASL_SSL_BOOTSTRAP",
+            "KAFKA_SSL_CA",
+        ],
     ) else {
         return;
     };
@@ -674,7 +690,10 @@ fn the_cli_needs_the_documented_acls_per_subcommand() {
             Acl::topic(&topic, Op::DescribeConfigs),
         ],
     );
-    assert_ok("topic check as a checker", &tool(&checker, &["topic", "check"]));
+    assert_ok(
+        "topic check as a checker",
+        &tool(&checker, &["topic", "check"]),
+    );
 
     let reader_rows = [
         Acl::topic(&topic, Op::Read),
@@ -713,5 +732,82 @@ fn the_cli_needs_the_documented_acls_per_subcommand() {
         "deregister with Write on the state topic",
         &tool(&operator, &["deregister", &role, "ghost"]),
     );
+    let _ = leader.resign_blocking();
+}
+
+/// The page's row for offsets in a guarded write: with a member's rows, Write and Read on the
+/// topics, but no ACL on the consumer group, committing the group's offsets in a guarded write
+/// is refused as unauthorized naming the group; Read on the group makes it work.
+#[test]
+fn offsets_in_a_guarded_write_need_read_on_the_group() {
+    let test = "offsets_in_a_guarded_write_need_read_on_the_group";
+    let Some([plaintext, sasl_ssl, ca]) = vars(
+        test,
+        [
+            "KAFKA_BOOTSTRAP",
+            "KAFKA_SASL_SSL_BOOTSTRAP",
+            "KAFKA_SSL_CA",
+        ],
+    ) else {
+        return;
+    };
+    use acls::{Acl, Admin, Op};
+    use kafka_coordination::error::ErrorKind;
+    use kafka_coordination::kafka::{ConsumedOffset, GroupOffsets};
+
+    let topic = state_topic(KafkaConfig::new(plaintext.clone(), PARTITIONS));
+    let data = unique("deploying-input");
+    transport_with(KafkaConfig::new(plaintext.clone(), 1).with_topic(data.clone()));
+    let role = unique("prod-eu.billing.consumer");
+    let group = unique("prod-eu.billing.consumer-group");
+    let user = unique("kc-consumer");
+    let password = format!("{user}-secret");
+    let mut admin = Admin::connect(&plaintext);
+    admin.create_user(&user, &password);
+    admin.grant(
+        &user,
+        &[
+            Acl::topic(&topic, Op::Read),
+            Acl::topic(&topic, Op::Write),
+            Acl::topic(&topic, Op::DescribeConfigs),
+            Acl::transactional_id(&role, Op::Write),
+            Acl::topic(&data, Op::Write),
+            Acl::topic(&data, Op::Read),
+        ],
+    );
+    let config = page::scram::scram_sha_512(&sasl_ssl, &ca, &user, &password).with_topic(&topic);
+    let t = KafkaTransport::new(config).expect("transport");
+    t.ensure_topic().expect("the topic check");
+    let leader = elect(t, &role, "node-a");
+    let record = GuardedRecord {
+        topic: &data,
+        partition: 0,
+        key: Some(b"k"),
+        value: Some(b"result"),
+        headers: &[],
+    };
+    let consumed = [ConsumedOffset {
+        topic: &data,
+        partition: 0,
+        next_offset: 1,
+        metadata: None,
+    }];
+    let commit = || {
+        leader.guarded_write_with_offsets_blocking(
+            &[record],
+            GroupOffsets {
+                group: &group,
+                offsets: &consumed,
+            },
+        )
+    };
+    match commit() {
+        Err(kafka_coordination::Error::Transport(e)) if e.kind() == ErrorKind::Unauthorized => {
+            assert!(e.message().contains(&format!("Group '{group}'")), "{e}");
+        }
+        other => panic!("expected an authorization error naming the group, got {other:?}"),
+    }
+    admin.grant(&user, &[Acl::group(&group, Op::Read)]);
+    commit().expect("the commit once Read on the group is granted");
     let _ = leader.resign_blocking();
 }

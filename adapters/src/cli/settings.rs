@@ -532,10 +532,7 @@ mod tests {
                 "/nonexistent/kc-token".to_owned(),
                 "cannot read the OAUTHBEARER token file /nonexistent/kc-token",
             ),
-            (
-                empty.to_str().expect("utf-8").to_owned(),
-                "is empty",
-            ),
+            (empty.to_str().expect("utf-8").to_owned(), "is empty"),
         ] {
             let Err(f) = parsed(&["--sasl-oauthbearer-token-file", &args]).settings() else {
                 panic!("{args} is an error")
@@ -551,7 +548,11 @@ mod tests {
         let Err(f) = parsed(&["--config", toml.to_str().expect("utf-8")]).settings() else {
             panic!("the file's token file is read too")
         };
-        assert!(f.message.contains("/nonexistent/kc-token-2"), "{}", f.message);
+        assert!(
+            f.message.contains("/nonexistent/kc-token-2"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

@@ -230,12 +230,8 @@ impl TokenFile {
                 self.path.display()
             )
         })?;
-        parse_jwt(text.trim()).map_err(|why| {
-            format!(
-                "the OAUTHBEARER token file {} {why}",
-                self.path.display()
-            )
-        })
+        parse_jwt(text.trim())
+            .map_err(|why| format!("the OAUTHBEARER token file {} {why}", self.path.display()))
     }
 }
 
@@ -289,10 +285,12 @@ fn parse_jwt(jwt: &str) -> Result<OAuthToken, String> {
             "holds a JWT whose exp claim is not a time (seconds since 1970)".to_owned()
         })?;
     let token = OAuthToken::new(jwt, expires_at);
-    Ok(match claims.get("sub").and_then(serde_json::Value::as_str) {
-        Some(sub) => token.with_principal(sub),
-        None => token,
-    })
+    Ok(
+        match claims.get("sub").and_then(serde_json::Value::as_str) {
+            Some(sub) => token.with_principal(sub),
+            None => token,
+        },
+    )
 }
 
 /// A [`TokenProvider`] held by a [`KafkaConfig`](crate::kafka::KafkaConfig), with its token:
