@@ -36,8 +36,8 @@ pub struct Connection {
     /// The partition count of the state topic (default: read from the topic).
     #[arg(long, env = "KC_PARTITIONS", global = true)]
     pub partitions: Option<i32>,
-    /// The state topic (default __coordination_state). It is no namespace: roles are
-    /// transactional ids, one namespace per cluster whatever the topic.
+    /// The state topic (default __coordination_state). It makes no namespace: role names are
+    /// transactional ids, shared by the whole cluster whatever the topic.
     #[arg(long, env = "KC_TOPIC", global = true)]
     pub topic: Option<String>,
     /// The client.id sent to the brokers.
