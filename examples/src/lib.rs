@@ -65,6 +65,10 @@ mod guide {
     mod testing {}
     #[doc = include_str!("../../docs/guide/performance.md")]
     mod performance {}
+    // Its blocks configure the Kafka transport (feature `kafka`).
+    #[cfg(feature = "kafka")]
+    #[doc = include_str!("../../docs/guide/deploying.md")]
+    mod deploying {}
 }
 
 pub use time::Time;

@@ -615,7 +615,11 @@ mod tests {
         let withheld = withheld(inherited.clone(), false);
         assert_eq!(
             withheld,
-            names(&["KC_SASL_PASSWORD", "KC_SASL_OAUTHBEARER_TOKEN"]),
+            names(&[
+                "KC_SASL_PASSWORD",
+                "KC_SASL_OAUTHBEARER_TOKEN_FILE",
+                "KC_SASL_OAUTHBEARER_TOKEN"
+            ]),
             "the secrets among {variables:?}"
         );
         for arg in command.get_arguments() {

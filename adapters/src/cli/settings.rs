@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use kafka_coordination::kafka::{
-    is_secret_property, KafkaConfig, KafkaSettings, KafkaTransport, SecuritySettings,
+    is_secret_property, KafkaConfig, KafkaSettings, KafkaTransport, SecuritySettings, TokenFile,
 };
 use kafka_coordination::options::{parse_duration, TimingSettings};
 
@@ -17,7 +17,8 @@ use super::failure::Failure;
 #[derive(Args, Clone)]
 pub struct Connection {
     /// A TOML file with a `[kafka]` table (bootstrap_servers, partitions, topic, client_id,
-    /// request_timeout, operation_timeout, [kafka.security], [kafka.properties],
+    /// request_timeout, operation_timeout, [kafka.security] (protocol, sasl_mechanism,
+    /// sasl_username, sasl_password, sasl_oauthbearer_token_file, ssl_*), [kafka.properties],
     /// [kafka.address_overrides]) and a `[timing]` table (lease_duration, renew_interval,
     /// challenge_stagger, give_up_after, long_poll). Flags and environment variables win
     /// over it.
@@ -35,7 +36,8 @@ pub struct Connection {
     /// The partition count of the state topic (default: read from the topic).
     #[arg(long, env = "KC_PARTITIONS", global = true)]
     pub partitions: Option<i32>,
-    /// The state topic (default __coordination_state).
+    /// The state topic (default __coordination_state). It makes no namespace: role names are
+    /// transactional ids, shared by the whole cluster whatever the topic.
     #[arg(long, env = "KC_TOPIC", global = true)]
     pub topic: Option<String>,
     /// The client.id sent to the brokers.
@@ -47,7 +49,8 @@ pub struct Connection {
     /// security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
     #[arg(long, env = "KC_SECURITY_PROTOCOL", global = true)]
     pub security_protocol: Option<String>,
-    /// sasl.mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    /// sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (with
+    /// --sasl-oauthbearer-token-file).
     #[arg(long, env = "KC_SASL_MECHANISM", global = true)]
     pub sasl_mechanism: Option<String>,
     /// sasl.username.
@@ -66,6 +69,16 @@ pub struct Connection {
         conflicts_with = "sasl_password"
     )]
     pub sasl_password_file: Option<PathBuf>,
+    /// OAUTHBEARER: a file holding the JWT, read again whenever the client needs a fresh token
+    /// (a sidecar keeps it fresh); its expiry is the JWT's exp claim. The token is never
+    /// printed; `run` does not hand this variable to its child.
+    #[arg(
+        long,
+        env = "KC_SASL_OAUTHBEARER_TOKEN_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
+    pub sasl_oauthbearer_token_file: Option<PathBuf>,
     /// ssl.ca.location: the CA's PEM file or directory.
     #[arg(long, env = "KC_SSL_CA_LOCATION", global = true, value_name = "PATH")]
     pub ssl_ca_location: Option<String>,
@@ -132,6 +145,10 @@ impl std::fmt::Debug for Connection {
             .field("ssl_certificate_location", &self.ssl_certificate_location)
             .field("ssl_key_location", &self.ssl_key_location)
             .field("sasl_password_file", &self.sasl_password_file)
+            .field(
+                "sasl_oauthbearer_token_file",
+                &self.sasl_oauthbearer_token_file,
+            )
             .field("properties", &properties)
             .field("properties_file", &self.properties_file)
             .field("json", &self.json)
@@ -356,6 +373,7 @@ impl Connection {
                 ssl_ca_location: self.ssl_ca_location.clone(),
                 ssl_certificate_location: self.ssl_certificate_location.clone(),
                 ssl_key_location: self.ssl_key_location.clone(),
+                sasl_oauthbearer_token_file: self.sasl_oauthbearer_token_file.clone(),
                 ..SecuritySettings::default()
             },
             properties: properties.into_iter().collect(),
@@ -363,13 +381,19 @@ impl Connection {
         })
     }
 
-    /// The file's settings (if any) with the flags' and environment's on top.
+    /// The file's settings (if any) with the flags' and environment's on top. An OAUTHBEARER
+    /// token file is read once here, so that a missing or malformed one is a configuration
+    /// error at the start rather than a failed connection later.
     pub fn settings(&self) -> Result<(KafkaSettings, TimingSettings), Failure> {
         let file = match &self.config {
             Some(p) => read_file(p)?,
             None => FileSettings::default(),
         };
-        Ok((file.kafka.merge(self.flag_settings()?), file.timing))
+        let settings = file.kafka.merge(self.flag_settings()?);
+        if let Some(path) = &settings.security.sasl_oauthbearer_token_file {
+            TokenFile::new(path).read().map_err(Failure::config)?;
+        }
+        Ok((settings, file.timing))
     }
 
     /// The Kafka configuration. Without a partition count anywhere, the state topic's real
@@ -498,6 +522,37 @@ mod tests {
         };
         assert!(f.message.contains("--sasl-password-file"), "{}", f.message);
         assert_eq!(f.code, super::super::failure::EXIT_CONFIG);
+    }
+
+    #[test]
+    fn a_bad_oauthbearer_token_file_is_a_configuration_error_naming_it() {
+        let empty = scratch_file("empty-token", "\n");
+        for (args, says) in [
+            (
+                "/nonexistent/kc-token".to_owned(),
+                "cannot read the OAUTHBEARER token file /nonexistent/kc-token",
+            ),
+            (empty.to_str().expect("utf-8").to_owned(), "is empty"),
+        ] {
+            let Err(f) = parsed(&["--sasl-oauthbearer-token-file", &args]).settings() else {
+                panic!("{args} is an error")
+            };
+            assert!(f.message.contains(says), "{}", f.message);
+            assert_eq!(f.code, super::super::failure::EXIT_CONFIG);
+        }
+        let toml = scratch_file(
+            "oauth.toml",
+            "[kafka.security]\nsasl_mechanism = \"OAUTHBEARER\"\n\
+             sasl_oauthbearer_token_file = \"/nonexistent/kc-token-2\"\n",
+        );
+        let Err(f) = parsed(&["--config", toml.to_str().expect("utf-8")]).settings() else {
+            panic!("the file's token file is read too")
+        };
+        assert!(
+            f.message.contains("/nonexistent/kc-token-2"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

@@ -194,8 +194,14 @@ impl KafkaConfig {
         self
     }
 
-    /// Uses another topic than [`STATE_TOPIC`] (tests, or several independent deployments on
-    /// one cluster).
+    /// Uses another topic than [`STATE_TOPIC`] for the registrations and leases (tests, or a
+    /// cluster whose naming rules forbid the default name).
+    ///
+    /// The topic does not make a namespace: a role's transactional id is its bare name, shared
+    /// by every client of the cluster whatever its state topic. Two deployments with a role of
+    /// the same name (or any other application whose `transactional.id` equals a role name)
+    /// fence each other; give each deployment's roles a prefix of their own
+    /// (`prod-eu.billing.scheduler`).
     pub fn with_topic(mut self, topic: impl Into<String>) -> Self {
         self.topic = topic.into();
         self
@@ -388,6 +394,10 @@ pub struct SecuritySettings {
     pub ssl_crl_location: Option<String>,
     /// `ssl.endpoint.identification.algorithm`: `https` (default) or `none`.
     pub ssl_endpoint_identification_algorithm: Option<String>,
+    /// A file holding the JWT for `sasl.mechanism=OAUTHBEARER`, read again whenever the client
+    /// needs a fresh token (a [`TokenFile`](super::TokenFile) given to
+    /// [`KafkaConfig::with_token_provider`]).
+    pub sasl_oauthbearer_token_file: Option<std::path::PathBuf>,
 }
 
 #[cfg(feature = "serde")]
@@ -411,6 +421,10 @@ impl std::fmt::Debug for SecuritySettings {
             .field(
                 "ssl_endpoint_identification_algorithm",
                 &self.ssl_endpoint_identification_algorithm,
+            )
+            .field(
+                "sasl_oauthbearer_token_file",
+                &self.sasl_oauthbearer_token_file,
             )
             .finish()
     }
@@ -455,6 +469,9 @@ impl SecuritySettings {
             ssl_endpoint_identification_algorithm: other
                 .ssl_endpoint_identification_algorithm
                 .or(self.ssl_endpoint_identification_algorithm),
+            sasl_oauthbearer_token_file: other
+                .sasl_oauthbearer_token_file
+                .or(self.sasl_oauthbearer_token_file),
         }
     }
 }
@@ -601,6 +618,9 @@ impl KafkaSettings {
         }
         for (k, v) in self.security.properties() {
             config = config.with_property(k, v);
+        }
+        if let Some(path) = self.security.sasl_oauthbearer_token_file {
+            config = config.with_token_provider(super::TokenFile::new(path));
         }
         for (k, v) in self.properties {
             config = config.with_property(k, v);

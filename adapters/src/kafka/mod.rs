@@ -76,7 +76,7 @@ pub use self::config::{
 };
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};
-pub use self::oauth::{OAuthToken, TokenProvider};
+pub use self::oauth::{OAuthToken, TokenFile, TokenProvider};
 pub use self::topic::{Finding, Severity, TopicReport};
 pub use crate::transport::{ConsumedOffset, GroupOffsets, GuardedRecord};
 

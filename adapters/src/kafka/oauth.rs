@@ -183,6 +183,116 @@ impl fmt::Debug for OAuthToken {
     }
 }
 
+/// A [`TokenProvider`] that reads a JWT from a file each time the client asks for a token (when
+/// a connection authenticates and the cached token is past 80% of its lifetime): a sidecar or
+/// an agent keeps the file fresh, this provider never caches on its own. The expiry is the
+/// token's `exp` claim, the principal shown in errors its `sub` claim; the signature is not
+/// checked (the broker does that). Errors name the file and what is wrong with it, never its
+/// content.
+///
+/// The command-line tool's `--sasl-oauthbearer-token-file` and the configuration file's
+/// `sasl_oauthbearer_token_file` ([`SecuritySettings`](crate::kafka::SecuritySettings)) use it.
+///
+/// ```
+/// use kafka_coordination::kafka::{KafkaConfig, TokenFile};
+///
+/// let config = KafkaConfig::new("broker:9093", 16)
+///     .with_property("security.protocol", "SASL_SSL")
+///     .with_property("sasl.mechanism", "OAUTHBEARER")
+///     .with_token_provider(TokenFile::new("/var/run/secrets/kafka/token"));
+/// # let _ = config;
+/// let e = TokenFile::new("/nonexistent/token").read().unwrap_err();
+/// assert!(e.contains("/nonexistent/token"), "{e}");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenFile {
+    path: std::path::PathBuf,
+}
+
+impl TokenFile {
+    /// A provider that reads the file at `path`.
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        TokenFile { path: path.into() }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Reads the file and parses its token: the error says why the file cannot serve (it
+    /// cannot be read, it is empty, it holds no JWT, the JWT has no `exp` claim), naming the
+    /// file.
+    pub fn read(&self) -> Result<OAuthToken, String> {
+        let text = std::fs::read_to_string(&self.path).map_err(|e| {
+            format!(
+                "cannot read the OAUTHBEARER token file {}: {e}",
+                self.path.display()
+            )
+        })?;
+        parse_jwt(text.trim())
+            .map_err(|why| format!("the OAUTHBEARER token file {} {why}", self.path.display()))
+    }
+}
+
+impl TokenProvider for TokenFile {
+    fn token(&self) -> Result<OAuthToken, String> {
+        self.read()
+    }
+}
+
+/// The token of a JWT's compact form (`header.claims.signature`, base64url): its expiry from
+/// `exp` (seconds since 1970), its principal from `sub`. `Err` completes "the file ...": it
+/// never holds the token.
+fn parse_jwt(jwt: &str) -> Result<OAuthToken, String> {
+    use base64::Engine as _;
+    if jwt.is_empty() {
+        return Err("is empty (it should hold a JWT)".to_owned());
+    }
+    let not_a_jwt = || {
+        format!(
+            "does not hold a JWT ({} bytes; a JWT is three base64url parts separated by dots, \
+             the second a JSON object of claims)",
+            jwt.len()
+        )
+    };
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let [header, claims, _signature] = parts.as_slice() else {
+        return Err(not_a_jwt());
+    };
+    let decode = |part: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part.trim_end_matches('='))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .filter(serde_json::Value::is_object)
+    };
+    let (Some(_), Some(claims)) = (decode(header), decode(claims)) else {
+        return Err(not_a_jwt());
+    };
+    let Some(exp) = claims.get("exp") else {
+        return Err(
+            "holds a JWT without an exp claim (its expiry, in seconds since 1970): the client \
+             needs it to know when to read the file again"
+                .to_owned(),
+        );
+    };
+    let expires_at = exp
+        .as_f64()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e11)
+        .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(s))
+        .ok_or_else(|| {
+            "holds a JWT whose exp claim is not a time (seconds since 1970)".to_owned()
+        })?;
+    let token = OAuthToken::new(jwt, expires_at);
+    Ok(
+        match claims.get("sub").and_then(serde_json::Value::as_str) {
+            Some(sub) => token.with_principal(sub),
+            None => token,
+        },
+    )
+}
+
 /// A [`TokenProvider`] held by a [`KafkaConfig`](crate::kafka::KafkaConfig), with its token:
 /// every client built from the configuration (or a clone of it) shares one token. Shown as
 /// `TokenProvider(..)`.
@@ -509,6 +619,97 @@ mod tests {
             last.contains("failure 12 in a row") && last.contains("asked again in 30s"),
             "{last}"
         );
+    }
+
+    /// A scratch file holding `content`.
+    fn token_file(name: &str, content: &str) -> TokenFile {
+        let dir = std::env::temp_dir().join(format!("kc-token-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join(name);
+        std::fs::write(&path, content).expect("write");
+        TokenFile::new(path)
+    }
+
+    fn b64(json: &str) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    #[test]
+    fn a_token_file_gives_the_jwt_its_exp_and_its_sub() {
+        let jwt = format!(
+            "{}.{}.",
+            b64(r#"{"alg":"none"}"#),
+            b64(r#"{"sub":"svc-leader","exp":2000000000}"#)
+        );
+        let file = token_file("good", &format!("{jwt}\n"));
+        let token = file.token().expect("a token");
+        assert_eq!(token.value, jwt, "the newline is not part of the token");
+        assert_eq!(
+            token.expires_at(),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000)
+        );
+        assert_eq!(token.principal(), Some("svc-leader"));
+        assert!(!format!("{file:?}").contains("eyJ"));
+        // Read again on each call: a sidecar's new token is used at the next refresh.
+        let newer = format!(
+            "{}.{}.sig",
+            b64(r#"{"alg":"none"}"#),
+            b64(r#"{"exp":2000000600}"#)
+        );
+        std::fs::write(file.path(), &newer).expect("rewrite");
+        let token = file.token().expect("the new token");
+        assert_eq!(token.value, newer);
+        assert_eq!(token.principal(), None);
+    }
+
+    #[test]
+    fn a_bad_token_file_is_named_with_what_is_wrong_and_never_its_content() {
+        let missing = TokenFile::new("/nonexistent/kc-token");
+        let e = missing.token().expect_err("missing");
+        assert!(
+            e.contains("cannot read the OAUTHBEARER token file /nonexistent/kc-token"),
+            "{e}"
+        );
+        let secret = b64(r#"{"sub":"hidden-subject-77"}"#);
+        for (name, content, says) in [
+            ("empty", "\n".to_owned(), "is empty"),
+            ("words", "not-a-jwt-9f2".to_owned(), "does not hold a JWT"),
+            (
+                "two-parts",
+                format!("{}.{secret}", b64(r#"{"alg":"none"}"#)),
+                "does not hold a JWT",
+            ),
+            (
+                "not-json",
+                format!("{}.{}.", b64("{\"alg\""), b64("[1,2]")),
+                "does not hold a JWT",
+            ),
+            (
+                "no-exp",
+                format!("{}.{secret}.", b64(r#"{"alg":"none"}"#)),
+                "without an exp claim",
+            ),
+            (
+                "bad-exp",
+                format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(r#"{"exp":"soon"}"#)),
+                "exp claim is not a time",
+            ),
+        ] {
+            let file = token_file(name, &content);
+            let e = file.token().expect_err(name);
+            assert!(
+                e.starts_with(&format!(
+                    "the OAUTHBEARER token file {} ",
+                    file.path().display()
+                )) && e.contains(says),
+                "{name}: {e}"
+            );
+            assert!(
+                !e.contains("not-a-jwt-9f2") && !e.contains(&secret) && !e.contains("eyJ"),
+                "{name}: {e}"
+            );
+        }
     }
 
     #[test]
