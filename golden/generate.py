@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the golden vectors of the coordination record format, partition rule and token order.
+"""Writes the golden vectors of the coordination record format, partition rule and token
+comparison (for implementations to agree on; not an order of leaders: see golden/README.md).
 
-This generator is deliberately independent of the Rust crate: it encodes records from the layout
-in the spec (struct.pack, big-endian, Kafka strings), hashes role names with its own murmur2, and
-derives the expected error of every malformed input with its own reference decoder that follows
+This generator is deliberately independent of the Rust crate: it encodes records from the
+layouts in golden/README.md, "The format" (struct.pack, big-endian, Kafka strings), hashes role
+names with its own murmur2, and derives the expected error of every malformed input with its own reference decoder that follows
 the precedence written in golden/README.md. The Rust test (core/tests/golden.rs) and the Java
 check (golden/java) then hold the implementations to these files.
 
@@ -130,7 +131,7 @@ def as_text(s):
 
 
 # ---------------------------------------------------------------------------------------------
-# The layout, from the spec: every integer big-endian and signed; a string is an int16 byte
+# The layouts (golden/README.md, "The format"): every integer big-endian and signed; a string is an int16 byte
 # length followed by that many bytes of UTF-8.
 # ---------------------------------------------------------------------------------------------
 
@@ -645,6 +646,8 @@ def tokens():
 
     def key(t):
         # NO_EPOCH is the least value; every other pair compares by producer id, then epoch.
+        # The comparison implementations agree on, not an order of leaders: a newer pair can
+        # have a smaller producer id (golden/README.md, tokens.json).
         return (0,) if t == no_epoch else (1, t[0], t[1])
 
     def order(a, b):
@@ -691,7 +694,12 @@ FILES = {
     "leases.json": (leases, "Lease values: fields and their encoding."),
     "malformed.json": (malformed, "Bytes that must fail to decode, with the part, kind and field of the failure."),
     "partitions.json": (partitions, "Kafka's murmur2 of role names and the partition for several partition counts."),
-    "tokens.json": (tokens, "Pairs of fencing tokens and the sign of compare(a, b)."),
+    "tokens.json": (
+        tokens,
+        "Pairs of fencing tokens and the sign of compare(a, b): the comparison every"
+        " implementation computes alike, not an order of leaders (a newer pair can have a"
+        " smaller producer id; see golden/README.md).",
+    ),
 }
 
 

@@ -24,6 +24,18 @@ step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }
 step "dependencies"
 scripts/ensure-deps.sh
 
+# promtool, for the ops kit's test (ops/alerts.yml checked, ops/alerts_test.yml run): built once
+# into .tools/bin. In CI (CI set) a missing promtool fails the run; elsewhere the test skips.
+step "promtool (the alert rules' checks and unit tests)"
+if promtool="$(scripts/ensure-promtool.sh)"; then
+    export PROMTOOL="$promtool"
+elif [ -n "${CI:-}" ] && [ "$CI" != 0 ] && [ "$CI" != false ]; then
+    echo "test.sh: promtool is missing and CI=$CI requires it" >&2
+    exit 1
+else
+    echo "*** promtool is missing: the ops kit's rule tests will skip ***" >&2
+fi
+
 step "docs: the README and the guide (length, no history, tagged code blocks, links)"
 python3 scripts/docs-check.py --self-test && python3 scripts/docs-check.py
 python3 scripts/import-loops.py adapters/src core/src model/src examples/src

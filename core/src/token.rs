@@ -39,8 +39,9 @@ pub struct FencingToken {
 }
 
 impl FencingToken {
-    /// The token of a role that no member has taken. It ranks below every minted token and is
-    /// never authoritative.
+    /// The token of a role that no member has taken. It is never authoritative.
+    /// [`spec_compare`](Self::spec_compare) puts it below every minted token; that comparison
+    /// is no order of leaders (see [No order](Self#no-order)).
     pub const NO_EPOCH: FencingToken = FencingToken {
         producer_id: -1,
         producer_epoch: -1,

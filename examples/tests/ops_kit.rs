@@ -1,16 +1,23 @@
 //! The operator's kit (`ops/`): every metric and label that the alert rules and the Grafana
 //! dashboard name is one the library exports, the rules have what Prometheus needs, the
-//! dashboard is valid JSON, and the guide lists every alert.
+//! dashboard is valid JSON, and the guide lists every alert. Prometheus's own `promtool` checks
+//! the rules and runs their unit tests (`ops/alerts_test.yml`, a total outage among them); it
+//! is found in `PROMTOOL`, `.tools/bin` (scripts/ensure-promtool.sh builds it there) or on
+//! `PATH`. Without it that test skips loudly, or fails when `CI` is set.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use kafka_coordination::metrics;
 
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 fn repo_file(path: &str) -> String {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path);
+    let file = repo_root().join(path);
     std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
@@ -174,4 +181,159 @@ fn the_checks_catch_an_unknown_metric_and_an_unknown_label() {
         ["memberr", "pod"]
     );
     assert!(metric_names("kafka_coordination_renew_seconds_bucket{le=\"1\"}").is_subset(&known));
+}
+
+/// The alert names of `ops/alerts.yml`, in order.
+fn alert_names(rules: &str) -> Vec<String> {
+    rules
+        .split("- alert: ")
+        .skip(1)
+        .map(|a| a.lines().next().unwrap_or("").trim().to_owned())
+        .collect()
+}
+
+/// One test group of `ops/alerts_test.yml`: its input series as (series, values), and its
+/// checks as (alert name, whether it is expected to fire).
+struct RuleTest {
+    series: Vec<(String, String)>,
+    checks: Vec<(String, bool)>,
+}
+
+/// A quoted value after `key` on `line`, if the line holds that key.
+fn quoted_after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let rest = line.trim().strip_prefix("- ").unwrap_or(line.trim());
+    let value = rest.strip_prefix(key)?.trim();
+    Some(value.trim_matches('\'').trim_matches('"'))
+}
+
+fn rule_tests(text: &str) -> Vec<RuleTest> {
+    let mut tests = Vec::new();
+    for group in text.split("\n  - name: ").skip(1) {
+        let mut test = RuleTest {
+            series: Vec::new(),
+            checks: Vec::new(),
+        };
+        let mut series: Option<String> = None;
+        for line in group.lines().skip(1) {
+            if let Some(s) = quoted_after(line, "series:") {
+                series = Some(s.to_owned());
+            } else if let Some(v) = quoted_after(line, "values:") {
+                let s = series.take().expect("values: follows series:");
+                test.series.push((s, v.to_owned()));
+            } else if let Some(alert) = quoted_after(line, "alertname:") {
+                test.checks.push((alert.to_owned(), false));
+            } else if line.trim() == "exp_alerts:" {
+                test.checks
+                    .last_mut()
+                    .expect("exp_alerts: follows alertname:")
+                    .1 = true;
+            }
+        }
+        tests.push(test);
+    }
+    tests
+}
+
+#[test]
+fn every_alert_has_a_unit_test_that_fires_it_and_one_outage_leaves_no_member() {
+    let rules = repo_file("ops/alerts.yml");
+    let tests = rule_tests(&repo_file("ops/alerts_test.yml"));
+    assert!(!tests.is_empty(), "ops/alerts_test.yml has no test");
+    for alert in alert_names(&rules) {
+        assert!(
+            tests
+                .iter()
+                .any(|t| t.checks.iter().any(|(a, fires)| *a == alert && *fires)),
+            "no test of ops/alerts_test.yml expects {alert} to fire"
+        );
+    }
+    // The total outage: every member's series ends stale (the process died), and the rules
+    // must still fire for the role, though a sum over its members is then empty.
+    let outage = tests.iter().find(|t| {
+        let members: Vec<_> = t
+            .series
+            .iter()
+            .filter(|(s, _)| s.starts_with(metrics::IS_LEADER))
+            .collect();
+        !members.is_empty()
+            && members.iter().all(|(_, v)| v.trim_end().ends_with("stale"))
+            && t.checks
+                .iter()
+                .any(|(a, fires)| a == "KafkaCoordinationRoleGone" && *fires)
+            && t.checks
+                .iter()
+                .any(|(a, fires)| a == "KafkaCoordinationNoMembers" && *fires)
+    });
+    assert!(
+        outage.is_some(),
+        "no test of ops/alerts_test.yml ends every member's series and expects \
+         KafkaCoordinationRoleGone and KafkaCoordinationNoMembers to fire"
+    );
+    assert!(
+        rules.contains(&format!("absent({})", metrics::IS_LEADER)),
+        "no rule fires on the absence of {}",
+        metrics::IS_LEADER
+    );
+}
+
+/// Whether this run is CI's (`CI` set, and not to `0` or `false`): tools must be there.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// `PROMTOOL`, else `.tools/bin/promtool`, else `promtool` on `PATH`.
+fn promtool() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PROMTOOL").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "PROMTOOL={} is not a file; unset it or run scripts/ensure-promtool.sh",
+            path.display()
+        );
+        return Some(path);
+    }
+    let local = repo_root().join(".tools/bin/promtool");
+    if local.is_file() {
+        return Some(local);
+    }
+    let on_path = Command::new("promtool").arg("--version").output();
+    on_path
+        .is_ok_and(|o| o.status.success())
+        .then(|| PathBuf::from("promtool"))
+}
+
+fn run_promtool(promtool: &Path, args: &[&str]) {
+    let out = Command::new(promtool)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("{} could not run: {e}", promtool.display()));
+    assert!(
+        out.status.success(),
+        "promtool {} failed ({}):\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn promtool_accepts_the_rules_and_their_unit_tests_pass() {
+    let Some(promtool) = promtool() else {
+        assert!(
+            !in_ci(),
+            "promtool is missing and CI is set: run scripts/ensure-promtool.sh (scripts/test.sh \
+             does) or set PROMTOOL"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED: promtool is missing, so ops/alerts.yml was not checked and \
+             ops/alerts_test.yml not run. Run: PROMTOOL=$(scripts/ensure-promtool.sh) cargo test \
+             -p kafka-coordination-examples --test ops_kit ***\n"
+        );
+        return;
+    };
+    run_promtool(&promtool, &["check", "rules", "ops/alerts.yml"]);
+    run_promtool(&promtool, &["test", "rules", "ops/alerts_test.yml"]);
 }

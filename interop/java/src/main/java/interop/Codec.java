@@ -10,9 +10,9 @@ import java.util.Objects;
 import org.apache.kafka.common.utils.Utils;
 
 /**
- * The frozen record layouts of the coordination spec ("The record format"), written from the
- * spec text: every integer big-endian and signed, a string an int16 byte length followed by
- * plain UTF-8 (not Java's modified UTF-8), an empty value a tombstone. Decoding reads the
+ * The frozen record layouts (golden/README.md, "The format"): every integer big-endian and
+ * signed, a string an int16 byte length followed by plain UTF-8 (not Java's modified UTF-8), an
+ * empty value a tombstone. Decoding reads the
  * fields in layout order and stops at the first problem (golden/README.md, "Precedence").
  */
 public final class Codec {
@@ -40,7 +40,12 @@ public final class Codec {
 
     public record Lease(String member, long producerId, short producerEpoch, long grantedAt, long deadline) {}
 
-    /** The fencing token: a producer id and epoch; NO_EPOCH (-1/-1) ranks below every other pair. */
+    /**
+     * The fencing token: a producer id and epoch. {@link #compare} is the comparison of
+     * golden/tokens.json (NO_EPOCH, -1/-1, below every other pair; then producer id, then
+     * epoch), kept so that the vectors agree. It is not an order of leaders: a newer pair can
+     * have a smaller producer id (after a coordinator move), so nothing here fences with it.
+     */
     public record Token(long producerId, short producerEpoch) {
         public static final Token NO_EPOCH = new Token(-1, (short) -1);
 

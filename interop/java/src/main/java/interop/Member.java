@@ -29,7 +29,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * A minimal member of the coordination spec for one role, on Apache Kafka's Java client.
+ * A minimal member of the coordination protocol for one role, on Apache Kafka's Java client.
  *
  * <p>It registers (a plain producer, the record pinned to the role's partition), reads the
  * role's partition read_committed up to the last stable offset, builds the roster and the
