@@ -65,6 +65,8 @@ mod guide {
     mod testing {}
     #[doc = include_str!("../../docs/guide/performance.md")]
     mod performance {}
+    #[doc = include_str!("../../docs/guide/troubleshooting.md")]
+    mod troubleshooting {}
 }
 
 pub use time::Time;

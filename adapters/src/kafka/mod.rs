@@ -72,7 +72,7 @@ use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{
     is_secret_property, KafkaConfig, DEFAULT_CONNECTIONS_PER_BROKER, MAX_CONNECTIONS_PER_BROKER,
-    STATE_TOPIC,
+    PROPERTIES_READ, STATE_TOPIC,
 };
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};

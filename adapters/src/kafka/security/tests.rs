@@ -186,11 +186,10 @@ fn config_error(props: &[(&str, &str)]) -> String {
     e.message().to_owned()
 }
 
-/// SASL PLAIN over a plaintext connection is warned about (the password goes in clear),
-/// without the password; SCRAM, or PLAIN inside TLS, is not.
+/// What building the security settings of `config` logs, one `LEVEL field=value ...` line per
+/// event.
 #[cfg(feature = "tracing")]
-#[test]
-fn plain_over_a_plaintext_connection_is_warned_about() {
+fn logged_building(config: &KafkaConfig) -> Vec<String> {
     use std::sync::Mutex;
     use tracing::span::{Attributes, Id, Record};
 
@@ -219,14 +218,50 @@ fn plain_over_a_plaintext_connection_is_warned_about() {
         fn enter(&self, _: &Id) {}
         fn exit(&self, _: &Id) {}
     }
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    tracing::subscriber::with_default(Capture(Arc::clone(&lines)), || {
+        Security::from_config(config).expect("valid settings");
+    });
+    let lines = lines.lock().expect("not poisoned").clone();
+    lines
+}
+
+/// Properties the client does not read are logged as a warning that names them (never their
+/// values) when the settings are built; settings it reads log nothing.
+#[cfg(feature = "tracing")]
+#[test]
+fn properties_the_client_does_not_read_are_warned_about_by_name() {
+    let lines = logged_building(&config(&[
+        ("client.rack", "eu-west-1a"),
+        ("ssl.key.password", "kp-77"),
+    ]));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("WARN")
+            && lines[0].contains("does not read these properties")
+            && lines[0].contains("client.rack, ssl.key.password"),
+        "{lines:?}"
+    );
+    assert!(!lines[0].contains("kp-77"), "{lines:?}");
+    let read = logged_building(&config(&[
+        ("security.protocol", "SSL"),
+        ("ssl.ca.pem", TEST_CA),
+        ("ssl.endpoint.identification.algorithm", "none"),
+    ]));
+    assert!(read.is_empty(), "{read:?}");
+}
+
+/// SASL PLAIN over a plaintext connection is warned about (the password goes in clear),
+/// without the password; SCRAM, or PLAIN inside TLS, is not.
+#[cfg(feature = "tracing")]
+#[test]
+fn plain_over_a_plaintext_connection_is_warned_about() {
     let logged = |props: &[(&str, &str)]| {
-        let lines = Arc::new(Mutex::new(Vec::new()));
         let config = config(props);
-        tracing::subscriber::with_default(Capture(Arc::clone(&lines)), || {
-            Security::from_config(&config).expect("valid settings");
-        });
-        let lines = lines.lock().expect("not poisoned").clone();
-        (lines, config.cleartext_password_warning())
+        (
+            logged_building(&config),
+            config.cleartext_password_warning(),
+        )
     };
     let user = ("sasl.username", "alice");
     let password = ("sasl.password", "pw-in-clear-51");
