@@ -44,8 +44,13 @@ impl Failure {
             anchor: None,
         }
     }
-    pub fn config(message: impl fmt::Display) -> Failure {
-        Failure::usage(message)
+    /// Settings the library refused (exit code 2 whatever the error's kind: the settings
+    /// must change), with the error's troubleshooting section.
+    pub fn config(e: TransportError) -> Failure {
+        Failure {
+            anchor: Some(e.troubleshooting_anchor()),
+            ..Failure::usage(e)
+        }
     }
     pub fn transport(e: TransportError) -> Failure {
         let code = match e.kind() {
@@ -120,5 +125,11 @@ mod tests {
             Some("docs/guide/troubleshooting.md#unavailable")
         );
         assert_eq!(Failure::usage("bad flag").troubleshooting(), None);
+        let settings = Failure::config(TransportError::config("bootstrap servers are empty"));
+        assert_eq!(settings.code, EXIT_CONFIG);
+        assert_eq!(
+            settings.troubleshooting().as_deref(),
+            Some("docs/guide/troubleshooting.md#configuration-errors")
+        );
     }
 }

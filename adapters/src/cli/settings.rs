@@ -403,7 +403,7 @@ impl Connection {
             .map_err(Failure::transport)?;
         match report.partitions {
             Some(p) if report.exists => settings.into_config_with(Some(p)).map_err(Failure::config),
-            _ => Err(Failure::config(format!(
+            _ => Err(Failure::usage(format!(
                 "topic {} does not exist, so its partition count cannot be read; create it \
                  with `kafka-coordination topic create --partitions N`, or pass --partitions",
                 report.topic
