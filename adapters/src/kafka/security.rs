@@ -75,8 +75,9 @@ impl Security {
     /// with `PLAINTEXT` and `SASL_PLAINTEXT`, the `sasl.*` ones with `PLAINTEXT` and `SSL`, as
     /// librdkafka does. `PLAIN` over `SASL_PLAINTEXT` works but sends the password in clear: the
     /// transport logs a warning when it is built (see [`KafkaConfig::cleartext_password_warning`]).
-    /// Any other key, and a key of a layer the protocol does not use, is not read: the transport
-    /// logs a warning naming it when it is built (see [`KafkaConfig::unused_properties`]).
+    /// Any other key, and a key of a layer the protocol does not use, is not read:
+    /// [`KafkaTransport::new`](super::KafkaTransport::new) logs a warning naming it (see
+    /// [`KafkaConfig::unused_properties`]).
     pub(crate) fn from_config(config: &KafkaConfig) -> Result<Security, TransportError> {
         let raw = config.security_protocol();
         let protocol = match raw.as_str() {
@@ -103,11 +104,6 @@ impl Security {
         if let Some(warning) = config.cleartext_password_warning() {
             // Logged only with the `tracing` feature.
             let _ = warning;
-            log_warn!(bootstrap_servers = %config.bootstrap_servers(), "{warning}");
-        }
-        if let Some(warning) = config.unused_properties_warning() {
-            // Logged only with the `tracing` feature.
-            let _ = &warning;
             log_warn!(bootstrap_servers = %config.bootstrap_servers(), "{warning}");
         }
         Ok(Security { tls, sasl })

@@ -186,10 +186,9 @@ fn config_error(props: &[(&str, &str)]) -> String {
     e.message().to_owned()
 }
 
-/// What building the security settings of `config` logs, one `LEVEL field=value ...` line per
-/// event.
+/// What `f` logs on this thread, one `LEVEL field=value ...` line per event.
 #[cfg(feature = "tracing")]
-fn logged_building(config: &KafkaConfig) -> Vec<String> {
+fn logged_while(f: impl FnOnce()) -> Vec<String> {
     use std::sync::Mutex;
     use tracing::span::{Attributes, Id, Record};
 
@@ -219,23 +218,35 @@ fn logged_building(config: &KafkaConfig) -> Vec<String> {
         fn exit(&self, _: &Id) {}
     }
     let lines = Arc::new(Mutex::new(Vec::new()));
-    tracing::subscriber::with_default(Capture(Arc::clone(&lines)), || {
-        Security::from_config(config).expect("valid settings");
-    });
+    tracing::subscriber::with_default(Capture(Arc::clone(&lines)), f);
     let lines = lines.lock().expect("not poisoned").clone();
     lines
 }
 
-/// Properties the client does not read are logged as a warning that names them (never their
-/// values) when the settings are built; settings it reads log nothing.
+/// What building the security settings of `config` logs.
+#[cfg(feature = "tracing")]
+fn logged_building(config: &KafkaConfig) -> Vec<String> {
+    logged_while(|| {
+        Security::from_config(config).expect("valid settings");
+    })
+}
+
+/// Properties the client does not read are logged as one warning that names them (never their
+/// values) when the transport is built; settings it reads log no warning.
 #[cfg(feature = "tracing")]
 #[test]
 fn properties_the_client_does_not_read_are_warned_about_by_name() {
-    let lines = logged_building(&config(&[
+    let warned = |config: KafkaConfig| -> Vec<String> {
+        logged_while(|| drop(crate::kafka::KafkaTransport::new(config).expect("transport")))
+            .into_iter()
+            .filter(|l| l.starts_with("WARN"))
+            .collect()
+    };
+    let lines = warned(config(&[
         ("client.rack", "eu-west-1a"),
         ("ssl.key.password", "kp-77"),
     ]));
-    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines.len(), 1, "one warning per transport: {lines:?}");
     assert!(
         lines[0].starts_with("WARN")
             && lines[0].contains("does not read these properties")
@@ -243,7 +254,7 @@ fn properties_the_client_does_not_read_are_warned_about_by_name() {
         "{lines:?}"
     );
     assert!(!lines[0].contains("kp-77"), "{lines:?}");
-    let read = logged_building(&config(&[
+    let read = warned(config(&[
         ("security.protocol", "SSL"),
         ("ssl.ca.pem", TEST_CA),
         ("ssl.endpoint.identification.algorithm", "none"),
