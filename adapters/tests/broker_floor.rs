@@ -111,6 +111,11 @@ fn a_broker_older_than_the_floor_is_refused_at_connect_naming_its_release_and_th
     let err = KafkaTransport::connect(config).expect_err("a 2.8 broker is refused");
     let message = err.to_string();
     assert_eq!(err.kind(), ErrorKind::Config, "{message}");
+    assert_eq!(
+        err.troubleshooting_anchor(),
+        "a-broker-older-than-kafka-30",
+        "{message}"
+    );
     assert!(message.contains(&addr), "names the broker: {message}");
     assert!(
         message.contains("answers the APIs of Apache Kafka 2.8"),

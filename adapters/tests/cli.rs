@@ -236,6 +236,89 @@ fn plain_over_a_plaintext_connection_is_warned_about_without_the_password() {
     assert!(!text(&o.stdout).contains("pw-in-clear-93"));
 }
 
+/// A failure of the library is followed by one hint line naming its section of the
+/// troubleshooting page (with `--json`, a `troubleshooting` field of the error's line), and a
+/// property the client does not read is warned about by name. Needs no broker: nothing
+/// listens on 127.0.0.1:1.
+#[test]
+fn a_failure_names_its_troubleshooting_section_and_unread_properties_are_warned_about() {
+    let unreachable = |json: bool| {
+        run({
+            let mut c = kc();
+            c.env("KC_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+                .args(["--partitions", "1", "--request-timeout", "1s"])
+                .args([
+                    "-X",
+                    "client.rack=eu-west-1a",
+                    "-X",
+                    "ssl.key.password=kp-58",
+                ]);
+            if json {
+                c.arg("--json");
+            }
+            c.args(["describe", "r"]);
+            c
+        })
+    };
+    let o = unreachable(false);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let hints: Vec<&&str> = lines.iter().filter(|l| l.contains("hint:")).collect();
+    assert_eq!(
+        hints,
+        [&"kafka-coordination: hint: see docs/guide/troubleshooting.md#unavailable"],
+        "{err}"
+    );
+    let error_at = lines
+        .iter()
+        .position(|l| l.starts_with("kafka-coordination: error:"))
+        .expect("an error line");
+    assert!(
+        lines[error_at + 1].contains("hint:"),
+        "the hint follows the error: {err}"
+    );
+    assert!(
+        err.contains(
+            "kafka-coordination: warning: the native client does not read these properties \
+             (with security.protocol=PLAINTEXT): client.rack, ssl.key.password"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("kp-58"), "{err}");
+
+    let o = unreachable(true);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let lines: Vec<Value> = text(&o.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every stderr line is JSON"))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("client.rack"))),
+        "{lines:?}"
+    );
+    let error = lines
+        .iter()
+        .find(|l| l.get("error").is_some())
+        .expect("an error line");
+    assert_eq!(
+        error["troubleshooting"], "docs/guide/troubleshooting.md#unavailable",
+        "{error}"
+    );
+
+    // A usage error of the tool names no section.
+    let o = run({
+        let mut c = kc();
+        c.args(["describe", "r"]);
+        c
+    });
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("hint:"), "{err}");
+}
+
 // ---- topic ----------------------------------------------------------------------------------
 
 /// Creates `topic` with `cleanup.policy=delete` through the admin API.
@@ -1394,7 +1477,7 @@ fn a_secret_on_the_command_line_is_warned_about() {
 }
 
 /// With `--sasl-password-file` the password is in neither the supervisor's command line (the
-/// process list) nor its child's environment, and nothing is warned about.
+/// process list) nor its child's environment, and no warning is about the command line.
 #[test]
 fn a_password_file_keeps_the_secret_out_of_the_process_list() {
     let Some(bootstrap) = bootstrap() else { return };
@@ -1442,10 +1525,19 @@ fn a_password_file_keeps_the_secret_out_of_the_process_list() {
         "{:#?}",
         child_out.seen
     );
+    // The one warning: the listener is PLAINTEXT, which reads no sasl.* key (named, never
+    // its value); nothing about the command line.
+    let warnings: Vec<&String> = events
+        .seen
+        .iter()
+        .filter(|l| l.contains("warning"))
+        .collect();
     assert!(
-        !events.seen.iter().any(|l| l.contains("warning")),
-        "{:#?}",
-        events.seen
+        warnings.len() == 1
+            && warnings[0].contains("does not read this property")
+            && warnings[0].contains("sasl.password")
+            && !warnings[0].contains("pw-file-93"),
+        "{warnings:#?}"
     );
 }
 
@@ -1554,6 +1646,10 @@ fn a_password_file_authenticates_and_a_missing_acl_exits_2() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("ACL") && !err.contains(&limited_pw), "{err}");
+    assert!(
+        err.contains("kafka-coordination: hint: see docs/guide/troubleshooting.md#missing-acls"),
+        "{err}"
+    );
 }
 
 /// `--stop-at-deadline`: a leader cut off from the cluster (every connection through a proxy

@@ -267,6 +267,7 @@ fn assert_names(e: &TransportError, acl: &Acl) {
         "the message should name {} on {resource}: {m}",
         acl.op.name()
     );
+    assert_eq!(e.troubleshooting_anchor(), "missing-acls", "{m}");
 }
 
 // ---- the whole life on exactly the documented ACLs --------------------------------------------

@@ -144,6 +144,7 @@ fn a_wrong_password_is_unauthorized_and_names_the_user_and_mechanism() {
         let e = transport_error(describe_leadership(&t, "sec-any-role"));
         eprintln!("{e}");
         assert_eq!(e.kind(), ErrorKind::Unauthorized, "{mechanism}: {e}");
+        assert_eq!(e.troubleshooting_anchor(), "sasl-authentication-failures");
         let m = e.message();
         assert!(
             m.contains(mechanism) && m.contains(&format!("'{}'", s.user)),

@@ -776,6 +776,7 @@ fn a_lease_stamped_outside_the_topics_window_fails_at_once_as_clock_skew() {
     eprintln!("{err}");
     assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     assert_eq!(err.kafka_code(), Some(32), "{err}");
+    assert_eq!(err.troubleshooting_anchor(), "clock-skew");
     for words in [
         "clock skew",
         "INVALID_TIMESTAMP",
@@ -1449,6 +1450,7 @@ fn a_topic_with_another_partition_count_is_refused() {
         "{}",
         err.message()
     );
+    assert_eq!(err.troubleshooting_anchor(), STATE_TOPIC_SECTION);
     let err = five
         .append(0, b"k", Some(b"v"))
         .expect_err("operations check the topic first");
@@ -1465,7 +1467,12 @@ fn a_topic_with_another_partition_count_is_refused() {
         "{}",
         err.message()
     );
+    assert_eq!(err.troubleshooting_anchor(), STATE_TOPIC_SECTION);
 }
+
+/// The troubleshooting page's section on the state topic check.
+const STATE_TOPIC_SECTION: &str =
+    "the-state-topic-is-missing-not-compacted-or-has-another-partition-count";
 
 #[test]
 fn a_transaction_timeout_above_the_broker_max_is_a_config_error() {
@@ -1477,6 +1484,10 @@ fn a_transaction_timeout_above_the_broker_max_is_a_config_error() {
     assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     eprintln!("too long: {err}");
     assert!(err.message().contains("900001"), "{}", err.message());
+    assert_eq!(
+        err.troubleshooting_anchor(),
+        "a-lease-longer-than-the-brokers-allow"
+    );
     assert!(
         err.message()
             .contains("transaction.max.timeout.ms (900000 ms)"),
@@ -1498,6 +1509,7 @@ fn an_unreachable_cluster_is_a_retriable_error_naming_it() {
         .expect_err("nothing listens");
     assert_eq!(err.kind(), ErrorKind::Retriable, "{err}");
     assert!(err.message().contains("127.0.0.1:1"), "{}", err.message());
+    assert_eq!(err.troubleshooting_anchor(), "unavailable");
     eprintln!("unreachable acquire: {err}");
     let err = t
         .read_partition(0, 0, Duration::ZERO)

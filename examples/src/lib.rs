@@ -69,6 +69,8 @@ mod guide {
     #[cfg(feature = "kafka")]
     #[doc = include_str!("../../docs/guide/deploying.md")]
     mod deploying {}
+    #[doc = include_str!("../../docs/guide/troubleshooting.md")]
+    mod troubleshooting {}
 }
 
 pub use time::Time;

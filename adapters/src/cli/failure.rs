@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use kafka_coordination::error::{ErrorKind, TransportError};
+use kafka_coordination::error::{ErrorKind, TransportError, TROUBLESHOOTING_PAGE};
 
 /// Success (and `run`: the child exited 0 by itself while its member led).
 pub const EXIT_OK: u8 = 0;
@@ -32,6 +32,8 @@ pub fn signal_code(signal: i32) -> u8 {
 pub struct Failure {
     pub(super) code: u8,
     pub(super) message: String,
+    /// The section of the troubleshooting page about it, for a library error.
+    pub(super) anchor: Option<&'static str>,
 }
 
 impl Failure {
@@ -39,10 +41,16 @@ impl Failure {
         Failure {
             code: EXIT_CONFIG,
             message: message.to_string(),
+            anchor: None,
         }
     }
-    pub fn config(message: impl fmt::Display) -> Failure {
-        Failure::usage(message)
+    /// Settings the library refused (exit code 2 whatever the error's kind: the settings
+    /// must change), with the error's troubleshooting section.
+    pub fn config(e: TransportError) -> Failure {
+        Failure {
+            anchor: Some(e.troubleshooting_anchor()),
+            ..Failure::usage(e)
+        }
     }
     pub fn transport(e: TransportError) -> Failure {
         let code = match e.kind() {
@@ -51,6 +59,7 @@ impl Failure {
         };
         Failure {
             code,
+            anchor: Some(e.troubleshooting_anchor()),
             message: e.to_string(),
         }
     }
@@ -58,6 +67,7 @@ impl Failure {
         Failure {
             code: EXIT_FAILURE,
             message: message.to_string(),
+            anchor: None,
         }
     }
     /// The same failure, its message after `what: `.
@@ -66,11 +76,60 @@ impl Failure {
         self
     }
     pub(super) fn from_error(e: kafka_coordination::Error) -> Failure {
-        match e {
+        let anchor = e.troubleshooting_anchor();
+        let failure = match e {
             kafka_coordination::Error::Transport(t) => Failure::transport(t),
             kafka_coordination::Error::InvalidName(_)
             | kafka_coordination::Error::InvalidOptions(_) => Failure::usage(e),
             other => Failure::failed(other),
+        };
+        Failure {
+            anchor: Some(anchor),
+            ..failure
         }
+    }
+
+    /// Where the troubleshooting page explains this failure
+    /// (`docs/guide/troubleshooting.md#unavailable`), for a failure of the library.
+    pub(super) fn troubleshooting(&self) -> Option<String> {
+        self.anchor
+            .map(|anchor| format!("{TROUBLESHOOTING_PAGE}#{anchor}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_coordination::error::Error;
+
+    /// A failure of the library names its section of the troubleshooting page; a usage error
+    /// of the tool names none.
+    #[test]
+    fn a_library_failure_names_its_troubleshooting_section() {
+        let acl = Failure::transport(
+            TransportError::unauthorized("the principal needs the WRITE ACL").with_kafka_code(53),
+        );
+        assert_eq!(acl.code, EXIT_CONFIG);
+        assert_eq!(
+            acl.troubleshooting().as_deref(),
+            Some("docs/guide/troubleshooting.md#missing-acls")
+        );
+        let down = Failure::from_error(Error::Unavailable {
+            waited: std::time::Duration::from_secs(20),
+            last: TransportError::retriable("no broker could be reached"),
+        })
+        .context("describe");
+        assert_eq!(down.code, EXIT_FAILURE);
+        assert_eq!(
+            down.troubleshooting().as_deref(),
+            Some("docs/guide/troubleshooting.md#unavailable")
+        );
+        assert_eq!(Failure::usage("bad flag").troubleshooting(), None);
+        let settings = Failure::config(TransportError::config("bootstrap servers are empty"));
+        assert_eq!(settings.code, EXIT_CONFIG);
+        assert_eq!(
+            settings.troubleshooting().as_deref(),
+            Some("docs/guide/troubleshooting.md#configuration-errors")
+        );
     }
 }

@@ -134,10 +134,18 @@ pub fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => code,
         Err(f) => {
+            let help = f.troubleshooting();
             if json {
-                eprintln!("{}", json!({ "error": f.message, "exit_code": f.code }));
+                let mut line = json!({ "error": f.message, "exit_code": f.code });
+                if let Some(help) = help {
+                    line["troubleshooting"] = json!(help);
+                }
+                eprintln!("{line}");
             } else {
                 eprintln!("kafka-coordination: error: {}", f.message);
+                if let Some(help) = help {
+                    eprintln!("kafka-coordination: hint: see {help}");
+                }
             }
             ExitCode::from(f.code)
         }

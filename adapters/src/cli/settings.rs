@@ -93,13 +93,13 @@ pub struct Connection {
     /// ssl.key.location: the client's PEM key (mutual TLS).
     #[arg(long, env = "KC_SSL_KEY_LOCATION", global = true, value_name = "PATH")]
     pub ssl_key_location: Option<String>,
-    /// Any other client property, as KEY=VALUE (repeatable): librdkafka-style names that the
-    /// native client reads (`security.protocol`, `sasl.*`, `ssl.*`, `client.rack`); it reads no
-    /// other key.
+    /// Any other client property, as KEY=VALUE (repeatable): the librdkafka names of the
+    /// security settings the native client reads (`security.protocol`, `sasl.*`, `ssl.*`); the
+    /// tool warns about any key it does not read.
     #[arg(long = "property", short = 'X', global = true, value_parser = parse_property, value_name = "KEY=VALUE")]
     pub properties: Vec<(String, String)>,
     /// A file of client properties, one KEY=VALUE a line (`#` starts a comment line): the way
-    /// to pass a secret property (ssl.key.pem, sasl.jaas.config, ...) without putting it in the
+    /// to pass a secret property (ssl.key.pem, sasl.password, ...) without putting it in the
     /// process list. -X wins over it.
     #[arg(long, env = "KC_PROPERTIES_FILE", global = true, value_name = "FILE")]
     pub properties_file: Option<PathBuf>,
@@ -163,9 +163,14 @@ pub fn is_secret_variable(name: &str) -> bool {
     name.starts_with("KC_") && is_secret_property(name)
 }
 
-/// The warning for settings that send a password in clear, if they do.
+/// The warnings about these settings: a password sent in clear, properties the client does
+/// not read.
 fn warn_about(config: &KafkaConfig, json: bool) {
-    if let Some(warning) = config.cleartext_password_warning() {
+    let warnings = [
+        config.cleartext_password_warning().map(str::to_owned),
+        config.unused_properties_warning(),
+    ];
+    for warning in warnings.into_iter().flatten() {
         if json {
             eprintln!("{}", serde_json::json!({ "warning": warning }));
         } else {
@@ -422,7 +427,7 @@ impl Connection {
             .map_err(Failure::transport)?;
         match report.partitions {
             Some(p) if report.exists => settings.into_config_with(Some(p)).map_err(Failure::config),
-            _ => Err(Failure::config(format!(
+            _ => Err(Failure::usage(format!(
                 "topic {} does not exist, so its partition count cannot be read; create it \
                  with `kafka-coordination topic create --partitions N`, or pass --partitions",
                 report.topic
@@ -476,7 +481,7 @@ mod tests {
         let pw = scratch_file("pw", "file-pw-12\n");
         let props = scratch_file(
             "props",
-            "# comment\n\nssl.key.pem=pem-12\nclient.rack = from-file\n",
+            "# comment\n\nssl.key.pem=pem-12\nssl.crl.location = from-file\n",
         );
         let c = parsed(&[
             "--sasl-password-file",
@@ -484,7 +489,7 @@ mod tests {
             "--properties-file",
             props.to_str().expect("utf-8"),
             "-X",
-            "client.rack=from-flag",
+            "ssl.crl.location=from-flag",
         ]);
         let (settings, _) = c.settings().ok().expect("settings");
         assert_eq!(
@@ -496,7 +501,10 @@ mod tests {
             Some("pem-12")
         );
         assert_eq!(
-            settings.properties.get("client.rack").map(String::as_str),
+            settings
+                .properties
+                .get("ssl.crl.location")
+                .map(String::as_str),
             Some("from-flag")
         );
         assert!(c.secrets_on_command_line(false).is_empty());

@@ -12,6 +12,48 @@ pub const STATE_TOPIC: &str = "__coordination_state";
 /// The longest request or operation timeout accepted (an hour: longer is a unit mistake).
 pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// Every property key the native client reads ([`KafkaConfig::with_property`]); it reads no
+/// other. The `ssl.*` and `enable.ssl.*` keys are read only when `security.protocol` is `SSL`
+/// or `SASL_SSL`, the `sasl.*` keys only when it is `SASL_PLAINTEXT` or `SASL_SSL`.
+/// `ssl.keystore.location`, `sasl.oauthbearer.method` other than `default`, and
+/// `enable.ssl.certificate.verification=false` are read to be refused with an error that says
+/// what to use instead. A test checks this list against the keys the code reads.
+pub const PROPERTIES_READ: [&str; 16] = [
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "sasl.oauthbearer.method",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.crl.location",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.keystore.location",
+    "enable.ssl.certificate.verification",
+];
+
+/// Which setting of `security.protocol` makes the client read a property.
+enum Layer {
+    Always,
+    Tls,
+    Sasl,
+}
+
+fn property_layer(key: &str) -> Layer {
+    if key.starts_with("ssl.") || key.starts_with("enable.ssl.") {
+        Layer::Tls
+    } else if key.starts_with("sasl.") {
+        Layer::Sasl
+    } else {
+        Layer::Always
+    }
+}
+
 /// The configuration of one [`KafkaTransport`](super::KafkaTransport).
 ///
 /// ```
@@ -19,7 +61,7 @@ pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600
 /// use kafka_coordination::kafka::KafkaConfig;
 ///
 /// let config = KafkaConfig::new("127.0.0.1:9092", 16)
-///     .with_property("client.rack", "eu-west-1a")
+///     .with_property("security.protocol", "SSL")
 ///     .with_request_timeout(Duration::from_secs(5));
 /// assert_eq!(config.partitions(), 16);
 /// ```
@@ -184,11 +226,25 @@ impl KafkaConfig {
         self.connections_per_broker
     }
 
-    /// Adds a librdkafka property (for example `security.protocol`, `sasl.mechanism`,
-    /// `socket.keepalive.enable`) to every client the transport creates. The properties that
-    /// carry the protocol's guarantees (`transactional.id`, `transaction.timeout.ms`,
-    /// `enable.idempotence`, `acks`, `isolation.level`, `statistics.interval.ms`, ...) are set
-    /// by the transport and cannot be overridden.
+    /// Sets a client property, under librdkafka's name, for every connection the transport
+    /// opens. The native client reads only the keys of [`PROPERTIES_READ`]: the security
+    /// settings (`security.protocol`, `sasl.*`, `ssl.*`; the table on the `kafka` module's
+    /// security settings, and the guide's `docs/guide/operating.md`). Any other key is kept
+    /// ([`property`](Self::property) returns it) but does nothing:
+    /// [`unused_properties`](Self::unused_properties) names such keys, and the transport logs
+    /// a warning naming them when it is built. The settings that carry the protocol's
+    /// guarantees (the transactional id, the transaction timeout, idempotence, `acks=all`,
+    /// read_committed) are the client's own and no property changes them.
+    ///
+    /// ```
+    /// use kafka_coordination::kafka::KafkaConfig;
+    ///
+    /// let config = KafkaConfig::new("127.0.0.1:9092", 16)
+    ///     .with_property("security.protocol", "SSL")
+    ///     .with_property("ssl.ca.location", "/etc/kafka/ca.pem")
+    ///     .with_property("client.rack", "eu-west-1a");
+    /// assert_eq!(config.unused_properties(), ["client.rack"]);
+    /// ```
     pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.properties.push((key.into(), value.into()));
         self
@@ -272,9 +328,69 @@ impl KafkaConfig {
         &self.topic
     }
 
-    /// The extra librdkafka properties.
+    /// The properties set with [`with_property`](Self::with_property), in order.
     pub fn properties(&self) -> &[(String, String)] {
         &self.properties
+    }
+
+    /// The keys of the properties set that the native client will not read, each once, in the
+    /// order they were first set: every key not in [`PROPERTIES_READ`] (compared exactly, as
+    /// librdkafka does), a TLS key (`ssl.*`, `enable.ssl.*`) when `security.protocol` uses no
+    /// TLS (`PLAINTEXT`, `SASL_PLAINTEXT`), and a `sasl.*` key when it uses no SASL
+    /// (`PLAINTEXT`, `SSL`). Empty when every property set is read.
+    ///
+    /// ```
+    /// use kafka_coordination::kafka::KafkaConfig;
+    ///
+    /// let config = KafkaConfig::new("127.0.0.1:9092", 1)
+    ///     .with_property("ssl.ca.location", "/etc/kafka/ca.pem")
+    ///     .with_property("acks", "1");
+    /// // No security.protocol: PLAINTEXT, which reads no ssl.* key.
+    /// assert_eq!(config.unused_properties(), ["ssl.ca.location", "acks"]);
+    /// let config = config.with_property("security.protocol", "SSL");
+    /// assert_eq!(config.unused_properties(), ["acks"]);
+    /// ```
+    pub fn unused_properties(&self) -> Vec<&str> {
+        let protocol = self.security_protocol();
+        let protocol = protocol.trim();
+        let tls = matches!(protocol, "ssl" | "sasl_ssl");
+        let sasl = matches!(protocol, "sasl_plaintext" | "sasl_ssl");
+        let mut out: Vec<&str> = Vec::new();
+        for (key, _) in &self.properties {
+            let read = PROPERTIES_READ.contains(&key.as_str())
+                && match property_layer(key) {
+                    Layer::Tls => tls,
+                    Layer::Sasl => sasl,
+                    Layer::Always => true,
+                };
+            if !read && !out.contains(&key.as_str()) {
+                out.push(key);
+            }
+        }
+        out
+    }
+
+    /// A warning naming the [unused properties](Self::unused_properties), if any: the
+    /// transport logs it (feature `tracing`) when it is built; the command-line tool prints it.
+    pub fn unused_properties_warning(&self) -> Option<String> {
+        let unused = self.unused_properties();
+        if unused.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "the native client does not read {} (with security.protocol={}): {}; it reads \
+             security.protocol, and the sasl.* and ssl.* keys that the protocol uses (see \
+             {}#{})",
+            if unused.len() == 1 {
+                "this property"
+            } else {
+                "these properties"
+            },
+            self.security_protocol().trim().to_ascii_uppercase(),
+            unused.join(", "),
+            crate::error::TROUBLESHOOTING_PAGE,
+            crate::error::section::PROPERTIES,
+        ))
     }
 
     /// See [`with_request_timeout`](Self::with_request_timeout).
@@ -497,8 +613,8 @@ impl SecuritySettings {
 /// sasl_password = "..."
 /// ssl_ca_location = "/etc/kafka/ca.pem"
 ///
-/// [properties]                         # any other librdkafka property
-/// "client.rack" = "eu-west-1a"
+/// [properties]                         # any other key of PROPERTIES_READ
+/// "ssl.crl.location" = "/etc/kafka/crl.pem"
 ///
 /// [address_overrides]                  # advertised listener = address to connect to
 /// "kafka-0.internal:9092" = "127.0.0.1:19092"
@@ -541,7 +657,8 @@ pub struct KafkaSettings {
     /// Typed security properties.
     #[serde(default)]
     pub security: SecuritySettings,
-    /// Any other librdkafka properties, applied after `security`.
+    /// Any other client properties (the keys of [`PROPERTIES_READ`]), applied after
+    /// `security`; see [`KafkaConfig::unused_properties`] for the others.
     #[serde(default)]
     pub properties: std::collections::BTreeMap<String, String>,
     /// See [`KafkaConfig::with_address_override`].
@@ -665,7 +782,7 @@ mod tests {
             sasl_mechanism = "SCRAM-SHA-256"
             sasl_password = "secret"
             [properties]
-            "client.rack" = "a"
+            "ssl.crl.location" = "a"
             [address_overrides]
             "kafka-0:9092" = "127.0.0.1:19092"
             "#,
@@ -678,7 +795,7 @@ mod tests {
                 sasl_mechanism: Some("SCRAM-SHA-512".into()),
                 ..SecuritySettings::default()
             },
-            properties: [("client.rack".to_owned(), "b".to_owned())].into(),
+            properties: [("ssl.crl.location".to_owned(), "b".to_owned())].into(),
             ..KafkaSettings::default()
         };
         let config = file.merge(flags).into_config().expect("complete");
@@ -688,7 +805,7 @@ mod tests {
         assert_eq!(config.property("security.protocol"), Some("SASL_SSL"));
         assert_eq!(config.property("sasl.mechanism"), Some("SCRAM-SHA-512"));
         assert_eq!(config.property("sasl.password"), Some("secret"));
-        assert_eq!(config.property("client.rack"), Some("b"));
+        assert_eq!(config.property("ssl.crl.location"), Some("b"));
         assert_eq!(
             config.address_overrides(),
             [("kafka-0:9092".to_owned(), "127.0.0.1:19092".to_owned())]
@@ -797,13 +914,13 @@ mod redaction_tests {
             .fold(KafkaConfig::new("127.0.0.1:9092", 3), |c, (k, v)| {
                 c.with_property(*k, *v)
             })
-            .with_property("client.rack", "rack-visible");
+            .with_property("ssl.crl.location", "crl-visible");
         for shown in [format!("{config:?}"), format!("{config:#?}")] {
             assert_hidden(&shown);
             for (key, _) in SECRETS {
                 assert!(shown.contains(key), "the key {key} is shown: {shown}");
             }
-            assert!(shown.contains("rack-visible"), "{shown}");
+            assert!(shown.contains("crl-visible"), "{shown}");
             assert!(shown.contains("127.0.0.1:9092"), "{shown}");
         }
     }
@@ -849,6 +966,116 @@ mod redaction_tests {
         ] {
             assert_hidden(&shown);
             assert!(shown.contains("alice"), "{shown}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod property_tests {
+    use super::*;
+
+    fn config(props: &[(&str, &str)]) -> KafkaConfig {
+        props
+            .iter()
+            .fold(KafkaConfig::new("127.0.0.1:9092", 1), |c, (k, v)| {
+                c.with_property(*k, *v)
+            })
+    }
+
+    /// Keys the client does not read are named, once each, in the order first set: unknown
+    /// keys, librdkafka-only keys, keys in another case, and TLS or SASL keys that the
+    /// security protocol does not use.
+    #[test]
+    fn unused_properties_name_what_the_client_will_not_read() {
+        assert!(config(&[]).unused_properties().is_empty());
+        assert_eq!(config(&[]).unused_properties_warning(), None);
+        let all_read = config(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+            ("ssl.ca.location", "/ca.pem"),
+        ]);
+        assert!(all_read.unused_properties().is_empty());
+        let c = config(&[
+            ("client.rack", "eu-west-1a"),
+            ("acks", "1"),
+            ("Security.Protocol", "SSL"),
+            ("client.rack", "eu-west-1b"),
+            ("sasl.username", "u"),
+            ("ssl.key.password", "kp-31"),
+        ]);
+        assert_eq!(
+            c.unused_properties(),
+            [
+                "client.rack",
+                "acks",
+                "Security.Protocol",
+                "sasl.username",
+                "ssl.key.password"
+            ]
+        );
+        let warning = c.unused_properties_warning().expect("a warning");
+        assert!(
+            warning
+                .contains("client.rack, acks, Security.Protocol, sasl.username, ssl.key.password")
+                && warning.contains("security.protocol=PLAINTEXT"),
+            "{warning}"
+        );
+        assert!(!warning.contains("kp-31"), "no value is shown: {warning}");
+        let tls = config(&[("security.protocol", "SSL"), ("ssl.ca.location", "/ca.pem")]);
+        assert!(tls.unused_properties().is_empty());
+        let tls_with_sasl = tls.with_property("sasl.mechanism", "PLAIN");
+        assert_eq!(tls_with_sasl.unused_properties(), ["sasl.mechanism"]);
+    }
+
+    /// The source files that read properties, without their tests.
+    const READERS: [(&str, &str); 4] = [
+        ("config.rs", include_str!("config.rs")),
+        ("security/tls.rs", include_str!("security/tls.rs")),
+        ("security/sasl.rs", include_str!("security/sasl.rs")),
+        ("security.rs", include_str!("security.rs")),
+    ];
+
+    /// The quoted keys read in `source` through `prop(config, "..")`, `.property("..")` and
+    /// `.property_among(&["..", ..])`, outside its tests.
+    fn keys_read(source: &str) -> Vec<String> {
+        let code = source.split("\n#[cfg(test)]").next().unwrap_or(source);
+        let code = code.split("\n#[cfg(all(test").next().unwrap_or(code);
+        let mut out = Vec::new();
+        for opener in ["prop(config, ", ".property(", ".property_among(&["] {
+            for (at, _) in code.match_indices(opener) {
+                let rest = &code[at + opener.len()..];
+                let end = rest.find(')').unwrap_or(rest.len());
+                for (i, part) in rest[..end].split('"').enumerate() {
+                    if i % 2 == 1 {
+                        out.push(part.to_owned());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// PROPERTIES_READ is the one list of keys the client reads: every key the code reads is
+    /// in it, and every key in it is read somewhere.
+    #[test]
+    fn the_list_of_keys_read_is_the_keys_the_code_reads() {
+        let mut read = Vec::new();
+        for (file, source) in READERS {
+            for key in keys_read(source) {
+                assert!(
+                    PROPERTIES_READ.contains(&key.as_str()),
+                    "{file} reads {key}, which PROPERTIES_READ does not list"
+                );
+                read.push(key);
+            }
+        }
+        for key in PROPERTIES_READ {
+            assert!(
+                read.iter().any(|k| k == key),
+                "PROPERTIES_READ lists {key}, which no code reads"
+            );
         }
     }
 }

@@ -72,7 +72,7 @@ use kafka_coordination_core::token::FencingToken;
 
 pub use self::config::{
     is_secret_property, KafkaConfig, DEFAULT_CONNECTIONS_PER_BROKER, MAX_CONNECTIONS_PER_BROKER,
-    STATE_TOPIC,
+    PROPERTIES_READ, STATE_TOPIC,
 };
 #[cfg(feature = "serde")]
 pub use self::config::{KafkaSettings, SecuritySettings};
@@ -130,6 +130,11 @@ impl KafkaTransport {
     /// first call that touches it (or by [`connect`](Self::connect)).
     pub fn new(config: KafkaConfig) -> Result<Self, TransportError> {
         config.validate()?;
+        if let Some(warning) = config.unused_properties_warning() {
+            // Logged only with the `tracing` feature.
+            let _ = &warning;
+            crate::log::log_warn!(bootstrap_servers = %config.bootstrap_servers(), "{warning}");
+        }
         let cluster = Arc::new(Cluster::new(&config, config.client_id())?);
         Ok(KafkaTransport {
             describe: DescribeClient::on(Arc::clone(&cluster), &config),

@@ -75,6 +75,9 @@ impl Security {
     /// with `PLAINTEXT` and `SASL_PLAINTEXT`, the `sasl.*` ones with `PLAINTEXT` and `SSL`, as
     /// librdkafka does. `PLAIN` over `SASL_PLAINTEXT` works but sends the password in clear: the
     /// transport logs a warning when it is built (see [`KafkaConfig::cleartext_password_warning`]).
+    /// Any other key, and a key of a layer the protocol does not use, is not read:
+    /// [`KafkaTransport::new`](super::KafkaTransport::new) logs a warning naming it (see
+    /// [`KafkaConfig::unused_properties`]).
     pub(crate) fn from_config(config: &KafkaConfig) -> Result<Security, TransportError> {
         let raw = config.security_protocol();
         let protocol = match raw.as_str() {

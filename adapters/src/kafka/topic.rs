@@ -190,21 +190,31 @@ pub(crate) fn ensure(config: &KafkaConfig, cluster: &Cluster) -> Result<(), Tran
     }
 }
 
+/// Where the troubleshooting page explains the check's refusals.
+const STATE_TOPIC_SECTION: &str = crate::error::section::STATE_TOPIC;
+
 fn check(config: &KafkaConfig, cluster: &Cluster) -> Result<(), CheckError> {
     let topic = config.topic();
     let Some(count) = layout(config, cluster)?.replicas.map(|r| r.len()) else {
-        return Err(CheckError::Missing(TransportError::config(format!(
-            "topic {topic} does not exist; {}",
-            create_hint(config)
-        ))));
+        return Err(CheckError::Missing(
+            TransportError::config(format!(
+                "topic {topic} does not exist; {}",
+                create_hint(config)
+            ))
+            .in_section(STATE_TOPIC_SECTION),
+        ));
     };
     if i64::try_from(count).ok() != Some(i64::from(config.partitions())) {
-        return Err(CheckError::Other(TransportError::config(format!(
-            "topic {topic} has {count} partitions but this member is configured with {}; every \
-             member must pass the topic's real partition count (set partitions = {count}), or \
-             the roles' records land in different partitions and their order breaks",
-            config.partitions()
-        ))));
+        return Err(CheckError::Other(
+            TransportError::config(format!(
+                "topic {topic} has {count} partitions but this member is configured with {}; \
+                 every member must pass the topic's real partition count (set partitions = \
+                 {count}), or the roles' records land in different partitions and their order \
+                 breaks",
+                config.partitions()
+            ))
+            .in_section(STATE_TOPIC_SECTION),
+        ));
     }
     let policy = cleanup_policy(config, cluster)?;
     if policy.as_deref().map(str::trim) == Some(COMPACT) {
@@ -216,7 +226,8 @@ fn check(config: &KafkaConfig, cluster: &Cluster) -> Result<(), CheckError> {
          kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
          --add-config cleanup.policy=compact",
         policy.as_deref().unwrap_or("<unknown>")
-    ));
+    ))
+    .in_section(STATE_TOPIC_SECTION);
     match policy {
         // A broker that has not loaded a new topic yet describes it without its configuration.
         None => Err(CheckError::Missing(error)),

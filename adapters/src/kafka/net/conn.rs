@@ -141,8 +141,13 @@ impl Conn {
             session: None,
         };
         let broker_keys = conn.negotiate(deadline)?;
-        super::floor::check(addr, &broker_keys, |key| conn.versions.get(&key).copied())
-            .map_err(|why| NetError::Stop(TransportError::config(why)))?;
+        super::floor::check(addr, &broker_keys, |key| conn.versions.get(&key).copied()).map_err(
+            |why| {
+                NetError::Stop(
+                    TransportError::config(why).in_section(crate::error::section::OLD_BROKER),
+                )
+            },
+        )?;
         Ok(conn)
     }
 

@@ -170,7 +170,7 @@ impl Sasl {
             None => {}
             Some(E::UnsupportedSaslMechanism) => {
                 let enabled: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
-                return Err(NetError::Stop(config_err(format!(
+                return Err(NetError::Stop(filed(config_err(format!(
                     "the broker at {addr} does not enable SASL mechanism {mechanism} \
                      (sasl.mechanism); it enables {}: set sasl.mechanism to one of them, or add \
                      {mechanism} to the listener's sasl.enabled.mechanisms",
@@ -179,13 +179,13 @@ impl Sasl {
                     } else {
                         enabled.join(", ")
                     }
-                ))));
+                )))));
             }
             Some(E::IllegalSaslState) => {
-                return Err(NetError::Stop(config_err(format!(
+                return Err(NetError::Stop(filed(config_err(format!(
                     "the broker at {addr} did not expect SASL (ILLEGAL_SASL_STATE): it is not a \
                      SASL listener; security.protocol must match the listener's"
-                ))))
+                )))))
             }
             Some(other) => {
                 return Err(NetError::Io(format!(
@@ -270,13 +270,15 @@ impl Sasl {
             Ok(left) => format!("expiring in {:?}", whole(left)),
             Err(e) => format!("expired {:?} ago", whole(e.duration())),
         };
-        Err(NetError::Stop(TransportError::unauthorized(format!(
+        Err(NetError::Stop(filed(TransportError::unauthorized(
+            format!(
             "SASL authentication with mechanism OAUTHBEARER failed at {}: the broker refused {} \
              ({expiry}): {status}{broker_says}; check what the token provider returns (issuer, \
              audience, scope, expiry and the principal claim) against the listener's OAUTHBEARER \
              validation settings",
             conn.addr(),
             token.who(),
+        ),
         ))))
     }
 
@@ -316,7 +318,7 @@ impl Sasl {
 
     fn failed(&self, addr: &str, why: &str) -> TransportError {
         let mechanism = self.mechanism;
-        TransportError::unauthorized(match &self.credentials {
+        filed(TransportError::unauthorized(match &self.credentials {
             Credentials::Password { username, .. } => format!(
                 "SASL authentication with mechanism {mechanism} as user '{username}' failed at \
                  {addr}: {why}; check sasl.username and sasl.password, and that the user has \
@@ -327,7 +329,7 @@ impl Sasl {
                  what the token provider returns against the listener's OAUTHBEARER validation \
                  settings"
             ),
-        })
+        }))
     }
 
     /// The user name, for messages.
@@ -346,15 +348,20 @@ impl Sasl {
                 self.username()
             )),
             ScramError::Rejected(why) => self.failed(addr, &why),
-            ScramError::BadServerSignature => TransportError::unauthorized(format!(
+            ScramError::BadServerSignature => filed(TransportError::unauthorized(format!(
                 "SASL {} as user '{}' at {addr}: the broker's SCRAM server signature is wrong, \
                  so it does not know this user's credentials: it is not the cluster that was \
                  configured, or the credentials changed",
                 self.mechanism,
                 self.username()
-            )),
+            ))),
         })
     }
+}
+
+/// `e`, filed under the troubleshooting page's section on SASL failures.
+fn filed(e: TransportError) -> TransportError {
+    e.in_section(crate::error::section::SASL)
 }
 
 /// A broker's text for a message: printable ASCII kept, anything else escaped (no terminal

@@ -186,11 +186,9 @@ fn config_error(props: &[(&str, &str)]) -> String {
     e.message().to_owned()
 }
 
-/// SASL PLAIN over a plaintext connection is warned about (the password goes in clear),
-/// without the password; SCRAM, or PLAIN inside TLS, is not.
+/// What `f` logs on this thread, one `LEVEL field=value ...` line per event.
 #[cfg(feature = "tracing")]
-#[test]
-fn plain_over_a_plaintext_connection_is_warned_about() {
+fn logged_while(f: impl FnOnce()) -> Vec<String> {
     use std::sync::Mutex;
     use tracing::span::{Attributes, Id, Record};
 
@@ -219,14 +217,62 @@ fn plain_over_a_plaintext_connection_is_warned_about() {
         fn enter(&self, _: &Id) {}
         fn exit(&self, _: &Id) {}
     }
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    tracing::subscriber::with_default(Capture(Arc::clone(&lines)), f);
+    let lines = lines.lock().expect("not poisoned").clone();
+    lines
+}
+
+/// What building the security settings of `config` logs.
+#[cfg(feature = "tracing")]
+fn logged_building(config: &KafkaConfig) -> Vec<String> {
+    logged_while(|| {
+        Security::from_config(config).expect("valid settings");
+    })
+}
+
+/// Properties the client does not read are logged as one warning that names them (never their
+/// values) when the transport is built; settings it reads log no warning.
+#[cfg(feature = "tracing")]
+#[test]
+fn properties_the_client_does_not_read_are_warned_about_by_name() {
+    let warned = |config: KafkaConfig| -> Vec<String> {
+        logged_while(|| drop(crate::kafka::KafkaTransport::new(config).expect("transport")))
+            .into_iter()
+            .filter(|l| l.starts_with("WARN"))
+            .collect()
+    };
+    let lines = warned(config(&[
+        ("client.rack", "eu-west-1a"),
+        ("ssl.key.password", "kp-77"),
+    ]));
+    assert_eq!(lines.len(), 1, "one warning per transport: {lines:?}");
+    assert!(
+        lines[0].starts_with("WARN")
+            && lines[0].contains("does not read these properties")
+            && lines[0].contains("client.rack, ssl.key.password"),
+        "{lines:?}"
+    );
+    assert!(!lines[0].contains("kp-77"), "{lines:?}");
+    let read = warned(config(&[
+        ("security.protocol", "SSL"),
+        ("ssl.ca.pem", TEST_CA),
+        ("ssl.endpoint.identification.algorithm", "none"),
+    ]));
+    assert!(read.is_empty(), "{read:?}");
+}
+
+/// SASL PLAIN over a plaintext connection is warned about (the password goes in clear),
+/// without the password; SCRAM, or PLAIN inside TLS, is not.
+#[cfg(feature = "tracing")]
+#[test]
+fn plain_over_a_plaintext_connection_is_warned_about() {
     let logged = |props: &[(&str, &str)]| {
-        let lines = Arc::new(Mutex::new(Vec::new()));
         let config = config(props);
-        tracing::subscriber::with_default(Capture(Arc::clone(&lines)), || {
-            Security::from_config(&config).expect("valid settings");
-        });
-        let lines = lines.lock().expect("not poisoned").clone();
-        (lines, config.cleartext_password_warning())
+        (
+            logged_building(&config),
+            config.cleartext_password_warning(),
+        )
     };
     let user = ("sasl.username", "alice");
     let password = ("sasl.password", "pw-in-clear-51");
