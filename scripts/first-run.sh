@@ -80,7 +80,8 @@ trap cleanup EXIT
 unset KAFKA_BOOTSTRAP KAFKA_SASL_SSL_BOOTSTRAP KAFKA_SSL_BOOTSTRAP KAFKA_OAUTH_BOOTSTRAP
 echo "first-run: ${#lines[@]} lines of README.md, broker run dir $KAFKA_RUN_DIR"
 status=0
-FIRST_RUN_LOG="$log" FIRST_RUN_PIDS="$pids" timeout 600 bash "$script" >"$log" 2>&1 &
+: >"$log"
+FIRST_RUN_LOG="$log" FIRST_RUN_PIDS="$pids" timeout 600 bash "$script" >>"$log" 2>&1 &
 runner=$!
 tail -n +1 -f --pid="$runner" "$log" &
 wait "$runner" || status=$?
