@@ -5,9 +5,11 @@
 # dir; start.sh picks free ports, so a broker already running elsewhere is left alone).
 #
 # A line whose comment says `wait until it prints "TEXT"` waits (up to 120 s) until TEXT is in
-# the programs' output before the next line runs. Then the script checks the output: node-a
-# led, node-b led only after node-a was killed, and node-b, SIGTERMed, resigned (the block's
-# `wait %2` makes its exit status the run's). The broker and any program still running are
+# the programs' output before the next line runs. Then the script checks the output, in order:
+# node-a led; node-b led only after node-a was SIGKILLed; node-b, SIGTERMed, resigned and node-c
+# led within 15 s of that SIGTERM (a hand-over, not the 20 to 30 s of a lease running out);
+# node-c, SIGTERMed, resigned; three elections in all. The block's `wait %N` lines make the
+# SIGTERMed programs' exit statuses the run's. The broker and any program still running are
 # stopped on exit, also on failure.
 #
 #   scripts/first-run.sh        (Rust, Java 17+, Maven; about 2 minutes with a warm build)
@@ -60,14 +62,17 @@ trap cleanup EXIT
         'wait_for() {' \
         '    local i' \
         '    for i in $(seq 1 600); do' \
-        '        grep -v "^first-run: " "$FIRST_RUN_LOG" | grep -qF -- "$1" && return 0' \
+        '        if grep -v "^first-run: " "$FIRST_RUN_LOG" | grep -qF -- "$1"; then' \
+        '            echo "first-run: \"$1\" after $((SECONDS - line_began)) s"' \
+        '            return 0' \
+        '        fi' \
         '        sleep 0.2' \
         '    done' \
         '    echo "first-run: \"$1\" was not printed within 120 s" >&2' \
         '    return 1' \
         '}'
     for line in "${lines[@]}"; do
-        printf 'echo %q\n' "first-run: \$ $line"
+        printf 'line_began=$SECONDS; echo %q\n' "first-run: \$ $line"
         printf '%s\n' "$line"
         printf 'echo "${!:-}" >>"$FIRST_RUN_PIDS"\n'
         if [[ "$line" =~ wait\ until\ it\ prints\ \"([^\"]+)\" ]]; then
@@ -91,19 +96,27 @@ sleep 0.5 # let tail print the last lines
 # ---- what the output must show, in this order -------------------------------------------------
 # The line number of the first line that starts with $1 (a command as echoed, or a program's own line).
 position() { grep -nF -- "$1" "$log" | grep -F -- ":$1" | head -1 | cut -d: -f1; }
-a_leads="$(position 'node-a leads: token')"
-killed="$(position 'first-run: $ kill -KILL %1')"
-b_leads="$(position 'node-b leads: token')"
-stopped="$(position 'first-run: $ kill -TERM %2')"
-b_resigned="$(position 'node-b resigned')"
-[ -n "$a_leads" ] || die "node-a never printed that it leads"
-[ -n "$killed" ] || die "the block has no 'kill -KILL %1' line (node-a is to die without resigning)"
-[ -n "$b_leads" ] || die "node-b never printed that it leads"
-[ -n "$stopped" ] || die "the block has no 'kill -TERM %2' line (node-b is to resign)"
-[ -n "$b_resigned" ] || die "node-b never printed that it resigned"
-[ "$a_leads" -lt "$killed" ] || die "node-a led only after the kill"
-[ "$killed" -lt "$b_leads" ] || die "node-b led before node-a was killed (two leaders?)"
-[ "$b_leads" -lt "$stopped" ] && [ "$stopped" -lt "$b_resigned" ] ||
-    die "node-b resigned before it led, or before its SIGTERM"
-[ "$(grep -c '^node-.* leads: token' "$log")" -eq 2 ] || die "expected exactly two elections in the output"
-echo "first-run: OK: node-a led, node-b took over after node-a's SIGKILL, and resigned on SIGTERM with exit status 0"
+# Each of these, in this order (the line numbers of the output grow down the list).
+steps=(
+    'node-a leads: token'
+    'first-run: $ kill -KILL %1'
+    'node-b leads: token'
+    'first-run: $ kill -TERM %2'
+    'node-b resigned'
+    'node-c leads: token'
+    'first-run: $ kill -TERM %3'
+    'node-c resigned'
+)
+last=0
+for step in "${steps[@]}"; do
+    at="$(position "$step")"
+    [ -n "$at" ] || die "the output has no line that starts with '$step'"
+    [ "$at" -gt "$last" ] || die "'$step' came too early (line $at of the output, before line $last)"
+    last="$at"
+done
+[ "$(grep -c '^node-.* leads: token' "$log")" -eq 3 ] || die "expected exactly three elections in the output"
+handover="$(sed -n 's/^first-run: "node-c leads" after \([0-9]*\) s$/\1/p' "$log")"
+[ -n "$handover" ] && [ "$handover" -lt 15 ] ||
+    die "node-c led ${handover:-?} s after node-b's SIGTERM: a resign should hand over at once"
+echo "first-run: OK: node-b took over after node-a's SIGKILL; node-b, SIGTERMed, resigned and"
+echo "first-run: node-c led ${handover} s later; node-c, SIGTERMed, resigned; both exited 0"
