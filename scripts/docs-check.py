@@ -5,6 +5,8 @@
 - the README and the guide hold no commit hashes and no diary phrasing (history belongs in git
   and CHANGELOG.md);
 - every code block says its language (a block without one would be compiled as Rust);
+- a code block under `<!-- file: PATH -->` is the text of PATH, byte for byte (the README shows
+  examples/examples/scheduler.rs so, and the two cannot drift apart);
 - every relative link of the README, the guide, docs/ and ops/ resolves, anchors included;
 - every page of the guide is linked from its index and compiled as doc tests
   (examples/src/lib.rs includes it).
@@ -43,6 +45,7 @@ DIARY = [
     r"\bwe (tried|measured|found)\b",
 ]
 FENCE = re.compile(r"^(\s*)(```+|~~~+)(.*)$")
+SHOWS_FILE = re.compile(r"^<!-- file: (\S+) -->$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -139,6 +142,26 @@ def check():
                 if anchor and dest.endswith(".md") and anchor not in anchors(dest):
                     error(path, n, f"broken anchor: {target} (no heading #{anchor} in {dest})")
 
+    # A code block that shows a file: the file's text, exactly.
+    for path in all_md:
+        with open(os.path.join(ROOT, path)) as f:
+            lines = f.read().splitlines(keepends=True)
+        for n, line in enumerate(lines, 1):
+            m = SHOWS_FILE.match(line.strip())
+            if not m:
+                continue
+            shown = m.group(1)
+            full = os.path.join(ROOT, shown)
+            if n >= len(lines) or not FENCE.match(lines[n]):
+                error(path, n, f"<!-- file: {shown} --> is not followed by a code block")
+                continue
+            end = next((k for k in range(n + 1, len(lines)) if FENCE.match(lines[k])), len(lines))
+            block = "".join(lines[n + 1:end])
+            if not os.path.exists(full):
+                error(path, n, f"shows {shown}, which does not exist")
+            elif open(full).read() != block:
+                error(path, n, f"the code block differs from {shown}; copy the file into it")
+
     # Every page of the guide: linked from its index, and compiled as doc tests.
     index = os.path.join(GUIDE, "README.md")
     with open(os.path.join(ROOT, index)) as f:
@@ -161,11 +184,13 @@ def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         files = {
             "README.md": "# T\n\nFixed in 3f2a9c1d, on a later day.\n\n```\nx\n```\n"
+                         "<!-- file: shown.rs -->\n```rust\nfn a() {}\n```\n"
                          "[gone](docs/nope.md) [ok](docs/guide/README.md#the-guide) "
                          "[bad anchor](docs/guide/README.md#nowhere)\n" + "line\n" * 250,
             "docs/guide/README.md": "# The guide\n\n[a](a.md)\n",
             "docs/guide/a.md": "# A\n",
             "docs/guide/b.md": "# B\n",
+            "shown.rs": "fn b() {}\n",
             "examples/src/lib.rs": 'include_str!("../../docs/guide/README.md")\n'
                                    'include_str!("../../docs/guide/a.md")\n',
         }
@@ -180,7 +205,7 @@ def self_test():
             ROOT = saved
     expected = ["lines; a front page", "commit hash: 3f2a9c1d", "diary phrasing: 'on a later day'",
                 "without a language", "broken link: docs/nope.md", "broken anchor",
-                "does not link b.md", "b.md is not compiled"]
+                "does not link b.md", "b.md is not compiled", "differs from shown.rs"]
     missed = [e for e in expected if not any(e in err for err in errors)]
     extra = [err for err in errors if not any(e in err for e in expected)]
     if missed or extra:

@@ -6,9 +6,9 @@
 # everything, runs a short fuzz run (scripts/fuzz.sh), model-checks the core's Candidate
 # (model/), starts a real Apache Kafka broker (KRaft, from Maven Central) and a throwaway
 # PostgreSQL cluster (scripts/postgres/, for the database fence), runs every test, runs the
-# three-broker fault test and short seeded runs of the chaos suite (scripts/chaos.sh), then
-# the quick version matrix on the oldest and the newest supported Kafka
-# (scripts/kafka-versions.sh), and stops the brokers and the database, also when a test fails.
+# README's first run (scripts/first-run.sh), the three-broker fault test and short seeded runs
+# of the chaos suite (scripts/chaos.sh), then the quick version matrix on the oldest and the
+# newest supported Kafka (scripts/kafka-versions.sh), and stops the brokers and the database, also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -69,6 +69,11 @@ fi
 step "tests, with a single-node Kafka broker and a PostgreSQL cluster"
 scripts/kafka/with-broker.sh scripts/postgres/with-postgres.sh \
     cargo test --workspace --exclude kafka-coordination-model --features "$features"
+
+# The README's first run, line by line, on a broker of its own: two members of the README's
+# programs, the leader SIGKILLed, the other taking over and resigning on SIGTERM.
+step "the README's first run (scripts/first-run.sh)"
+scripts/first-run.sh
 
 # A short seeded chaos run (member processes, leaders killed, stopped and resigned) on a broker
 # and a PostgreSQL cluster of its own, the members writing to both (to PostgreSQL through the

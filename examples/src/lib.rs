@@ -15,6 +15,8 @@
 //! | `singleton_consumer` | `cargo run --example singleton_consumer --features kafka -- bench` | a singleton consumer on rdkafka with exactly-once output: results and input offsets in one guarded transaction (feature `kafka`) |
 //! | `job_scheduler` | `cargo run --example job_scheduler --features postgres` | job runs written to PostgreSQL through the database fence and to Kafka through guarded writes (feature `postgres`; a broker and a database) |
 //! | [`tokio_service`] | `cargo run --example tokio_service` | a tokio service: guarded writes awaited, `select!` on `done()`, resign on shutdown |
+//! | `scheduler` | `cargo run --example scheduler --features kafka-client -- MEMBER` | the README's program on a real broker: leads `scheduler`, writes to `jobs`, resigns on SIGTERM, Ctrl-C and errors (`scripts/first-run.sh` runs it) |
+//! | `scheduler_blocking` | `cargo run --example scheduler_blocking --features kafka-client -- MEMBER` | the same on the blocking driver, signals through `signal-hook` |
 //!
 //! Each `run` takes the command-line arguments (without the program name) and a [`Timeline`]
 //! to print to, and returns `Err` with a message when anything did not happen as expected.

@@ -1,5 +1,5 @@
 //! `kafka-coordination`: the operator's tool for roles on a Kafka cluster (feature `cli`):
-//! `describe`, `watch`, `roles`, `run` (a supervisor), `deregister`, `topic create|check`.
+//! `describe`, `watch`, `roles`, `run` (a supervisor), `deregister`, `topic create|check|create-data`.
 //! Run `kafka-coordination --help`; docs/guide/operating.md describes each command.
 
 #[path = "../cli/mod.rs"]

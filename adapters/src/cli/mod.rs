@@ -119,6 +119,45 @@ enum TopicAction {
         #[arg(long)]
         strict: bool,
     },
+    /// Create a topic of the program's own, for its guarded writes (not compacted: the
+    /// broker's default cleanup.policy), unless it exists; exit 1 if it exists with another
+    /// partition count.
+    CreateData {
+        /// The topic's name (letters, digits, '.', '_', '-'; at most 249 characters).
+        name: String,
+        /// The partition count.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        partitions: i32,
+        /// The replication factor (default: 3, or the broker count if smaller).
+        #[arg(long)]
+        replication_factor: Option<i32>,
+        /// min.insync.replicas (default: 2 when replicated, else the broker's default).
+        #[arg(long)]
+        min_insync_replicas: Option<i32>,
+    },
+}
+
+/// Why `name` cannot be a Kafka topic's name, if it cannot (Kafka's own rule).
+fn topic_name_error(name: &str) -> Option<String> {
+    let bad = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)));
+    if name.is_empty() || name == "." || name == ".." {
+        Some(format!("'{}' is not a topic name", escaped(name)))
+    } else if name.len() > 249 {
+        Some(format!(
+            "the topic name has {} characters; Kafka allows at most 249",
+            name.len()
+        ))
+    } else {
+        bad.map(|c| {
+            format!(
+                "the topic name '{}' has the character {c:?}; Kafka allows letters, digits, '.', \
+                 '_' and '-'",
+                escaped(name)
+            )
+        })
+    }
 }
 
 pub fn main() -> ExitCode {
@@ -577,6 +616,11 @@ fn print_report(
 }
 
 fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
+    if let TopicAction::CreateData { name, .. } = &action {
+        if let Some(e) = topic_name_error(name) {
+            return Err(Failure::usage(e));
+        }
+    }
     let config = c.topic_config(16)?;
     let client =
         kafka_coordination::kafka::KafkaTransport::new(config).map_err(Failure::transport)?;
@@ -590,6 +634,19 @@ fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
             };
             Ok(print_report(c, &report, partitions, strict, None))
         }
+        TopicAction::CreateData {
+            name,
+            partitions,
+            replication_factor,
+            min_insync_replicas,
+        } => create_data_topic(
+            c,
+            &client,
+            &name,
+            partitions,
+            replication_factor,
+            min_insync_replicas,
+        ),
         TopicAction::Create {
             replication_factor,
             min_insync_replicas,
@@ -617,6 +674,73 @@ fn topic(c: &Connection, action: TopicAction) -> Result<ExitCode, Failure> {
                 false,
                 Some(created),
             ))
+        }
+    }
+}
+
+/// `topic create-data`: the program's own topic, created unless it exists with that count.
+fn create_data_topic(
+    c: &Connection,
+    client: &kafka_coordination::kafka::KafkaTransport,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i32>,
+    min_insync_replicas: Option<i32>,
+) -> Result<ExitCode, Failure> {
+    if name == client.config().topic() {
+        return Err(Failure::usage(format!(
+            "{} is the state topic; create it with `kafka-coordination topic create` (compacted)",
+            escaped(name)
+        )));
+    }
+    let rf = match replication_factor {
+        Some(rf) => rf,
+        None => {
+            let brokers = client.describe_topic().map_err(Failure::transport)?.brokers;
+            i32::try_from(brokers.max(1)).unwrap_or(1).min(3)
+        }
+    };
+    let min_isr = min_insync_replicas.or((rf >= 2).then_some(2));
+    let (created, count) = client
+        .create_data_topic(name, partitions, rf, min_isr)
+        .map_err(Failure::transport)?;
+    if c.json {
+        println!(
+            "{}",
+            json!({ "topic": name, "created": created, "partitions": count, "ok": count == partitions })
+        );
+    } else if created {
+        println!("topic {name}: created, {count} partition(s), replication factor {rf}");
+    } else {
+        println!("topic {name}: already exists, {count} partition(s)");
+    }
+    if count != partitions {
+        return Err(Failure::failed(format!(
+            "topic {name} exists with {count} partition(s), not {partitions}; use its count, or \
+             delete the topic and create it again"
+        )));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topic_name_error;
+
+    #[test]
+    fn a_topic_name_is_checked_against_kafkas_rule() {
+        for good in ["jobs", "a.b_c-1", &"x".repeat(249)] {
+            assert_eq!(topic_name_error(good), None, "{good}");
+        }
+        for (bad, says) in [
+            ("", "not a topic name"),
+            ("..", "not a topic name"),
+            ("my jobs", "the character ' '"),
+            ("jobs/1", "the character '/'"),
+            (&"x".repeat(250), "250 characters"),
+        ] {
+            let e = topic_name_error(bad).unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(e.contains(says), "{bad:?}: {e}");
         }
     }
 }

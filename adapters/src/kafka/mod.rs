@@ -229,6 +229,35 @@ impl KafkaTransport {
         Ok(created)
     }
 
+    /// Creates a topic of the application's own (the one its guarded writes go to):
+    /// `partitions`, `replication_factor`, `min.insync.replicas` if given, and the broker's
+    /// default `cleanup.policy`, unless a topic of that name exists. Returns whether this call
+    /// created it and the topic's partition count (an existing topic keeps its own). Not for
+    /// the state topic: [`create_topic`](Self::create_topic) makes that one compacted.
+    pub fn create_data_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+        min_insync_replicas: Option<i32>,
+    ) -> Result<(bool, i32), TransportError> {
+        if name == self.config.topic() {
+            return Err(TransportError::config(format!(
+                "{name} is the state topic; create it with create_topic (compacted)"
+            )));
+        }
+        self.cluster
+            .reach(Instant::now() + self.config.request_timeout())?;
+        topic::create_plain(
+            &self.config,
+            &self.cluster,
+            name,
+            partitions,
+            replication_factor,
+            min_insync_replicas,
+        )
+    }
+
     /// What the state topic looks like: whether it exists, its partition count, replication,
     /// `cleanup.policy` and `min.insync.replicas`, and whether the transaction coordinator
     /// answers DescribeTransactions (asked for a probe transactional id that names no role:

@@ -348,24 +348,7 @@ pub(crate) fn create(
         .with_num_partitions(config.partitions())
         .with_replication_factor(replicas)
         .with_configs(settings);
-    let deadline = Instant::now() + config.request_timeout();
-    let mut timed_out = false;
-    let created = cluster.retry(&what, deadline, |cluster| {
-        // The controller (on a KRaft cluster any broker forwards to it); NOT_CONTROLLER
-        // looks it up again.
-        let layout = block_on(cluster.layout(topic, deadline)).map_err(Attempt::Stop)?;
-        let Some(addr) = layout
-            .controller
-            .or_else(|| layout.brokers.first().map(|(_, a)| a.clone()))
-        else {
-            return Err(Attempt::again("the metadata names no broker"));
-        };
-        let timeout = broker_timeout(deadline.saturating_duration_since(Instant::now()));
-        let answer = cluster.on(&addr, deadline, |conn| {
-            create_on(conn, &what, &new_topic, timeout, deadline)
-        });
-        after_attempt(answer, &mut timed_out)
-    })?;
+    let created = send_create(config, cluster, &what, &new_topic)?;
     // Metadata reaches every broker shortly after a creation (ours, or a concurrent one that
     // answered TOPIC_ALREADY_EXISTS).
     let deadline = Instant::now() + config.request_timeout();
@@ -377,6 +360,81 @@ pub(crate) fn create(
             }
             Err(e) => return Err(e.into_error()),
         }
+    }
+}
+
+/// Sends the CreateTopics of `new_topic` to the controller, retried until the request timeout:
+/// whether this call created it (`false`: it existed).
+fn send_create(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+    what: &str,
+    new_topic: &CreatableTopic,
+) -> Result<bool, TransportError> {
+    let topic = new_topic.name.0.as_str();
+    let deadline = Instant::now() + config.request_timeout();
+    let mut timed_out = false;
+    cluster.retry(what, deadline, |cluster| {
+        // The controller (on a KRaft cluster any broker forwards to it); NOT_CONTROLLER
+        // looks it up again.
+        let layout = block_on(cluster.layout(topic, deadline)).map_err(Attempt::Stop)?;
+        let Some(addr) = layout
+            .controller
+            .or_else(|| layout.brokers.first().map(|(_, a)| a.clone()))
+        else {
+            return Err(Attempt::again("the metadata names no broker"));
+        };
+        let timeout = broker_timeout(deadline.saturating_duration_since(Instant::now()));
+        let answer = cluster.on(&addr, deadline, |conn| {
+            create_on(conn, what, new_topic, timeout, deadline)
+        });
+        after_attempt(answer, &mut timed_out)
+    })
+}
+
+/// Creates a plain topic of the application's (`cleanup.policy` the broker's default) unless
+/// it exists, and waits until the metadata shows it. Returns whether this call created it and
+/// the topic's partition count.
+pub(crate) fn create_plain(
+    config: &KafkaConfig,
+    cluster: &Cluster,
+    name: &str,
+    partitions: i32,
+    replication_factor: i32,
+    min_insync_replicas: Option<i32>,
+) -> Result<(bool, i32), TransportError> {
+    let what = format!("creating topic {name}");
+    let Ok(replicas) = i16::try_from(replication_factor) else {
+        return Err(TransportError::config(format!(
+            "{what}: replication factor {replication_factor} is out of range"
+        )));
+    };
+    let settings = min_insync_replicas
+        .map(|m| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("min.insync.replicas"))
+                .with_value(Some(StrBytes::from_string(m.to_string())))
+        })
+        .into_iter()
+        .collect();
+    let new_topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(replicas)
+        .with_configs(settings);
+    let created = send_create(config, cluster, &what, &new_topic)?;
+    let deadline = Instant::now() + config.request_timeout();
+    loop {
+        let layout = block_on(cluster.layout(name, deadline))?;
+        if let Some(count) = layout.replicas.map(|r| r.len()) {
+            return Ok((created, i32::try_from(count).unwrap_or(i32::MAX)));
+        }
+        if Instant::now() >= deadline {
+            return Err(TransportError::retriable(format!(
+                "{what}: the metadata does not show the topic yet"
+            )));
+        }
+        thread::sleep(Duration::from_millis(100));
     }
 }
 
