@@ -396,7 +396,7 @@ impl Connection {
         };
         let settings = file.kafka.merge(self.flag_settings()?);
         if let Some(path) = &settings.security.sasl_oauthbearer_token_file {
-            TokenFile::new(path).read().map_err(Failure::config)?;
+            TokenFile::new(path).read().map_err(Failure::usage)?;
         }
         Ok((settings, file.timing))
     }
