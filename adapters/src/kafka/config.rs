@@ -494,7 +494,8 @@ pub(crate) fn millis(d: Duration) -> i64 {
 pub struct SecuritySettings {
     /// `security.protocol`: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
     pub protocol: Option<String>,
-    /// `sasl.mechanism`: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    /// `sasl.mechanism`: `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` or `OAUTHBEARER` (with
+    /// `sasl_oauthbearer_token_file`, or a token provider in code).
     pub sasl_mechanism: Option<String>,
     /// `sasl.username`.
     pub sasl_username: Option<String>,
