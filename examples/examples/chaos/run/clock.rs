@@ -7,9 +7,10 @@
 //! or a wrong RTC moves the wall clock; the monotonic clock never jumps), and it is also the
 //! only setting that works: with the monotonic clock faked, std's futex waits (an absolute
 //! CLOCK_MONOTONIC deadline the kernel compares with the real clock) never time out, and a
-//! `recv_timeout` hangs. So the library's timers (monotonic) run true, and the lease records
-//! a skewed member writes, and the deadlines it compares them with, are on its skewed wall
-//! clock.
+//! `recv_timeout` hangs. The library reads its `Clock` (`SystemClock`: the wall clock) for
+//! everything it schedules: the deadlines of the lease records a member writes, the deadlines
+//! it reads, and the instants its renewals and turns are due. A skewed member does all of that
+//! on its skewed clock; the transport's request timeouts (monotonic) run true.
 //!
 //! Three kinds, in turn:
 //! - `clock-ahead-leader`: a leader's clock runs S ahead (a lease to twice the default
@@ -17,8 +18,9 @@
 //!   deadline S late, and a standby trusts that at most `max_clock_skew` past a lease.
 //! - `clock-behind-standby`: a standby's clock runs S behind (one to four leases) for three
 //!   leases, then is set right: the leader must keep its term.
-//! - `clock-jump-leader`: a leader's clock jumps J ahead (two to four leases) for two leases,
-//!   then J behind the true time for two leases, then is set right.
+//! - `clock-jump-leader`: a leader's clock jumps J ahead (two to four leases), back to the true
+//!   time, then J behind it, two leases each, until the leader loses its term; then is set
+//!   right.
 //!
 //! Each skew stays inside the broker's default timestamp window (an hour ahead,
 //! `log.message.timestamp.after.max.ms`), so that no lease record is refused as
@@ -239,12 +241,35 @@ impl Orchestrator {
             self.faults,
             seconds(skew)
         ));
+        let others: Vec<(String, i64)> = self
+            .roles
+            .iter()
+            .filter(|r| !old.iter().any(|(o, _)| o == *r))
+            .map(|r| (r.clone(), self.leader_of(r).map_or(-1, |(_, _, t)| t)))
+            .collect();
         self.set_offset(target, skew.as_millis() as i64)?;
         let lost = self.watch(&old, lease * 3);
-        let kept = match lost {
+        let mut kept = match lost {
             Some(at) => format!("LOST a term {} into the skew", seconds(at)),
             None => "kept its term(s) 3 leases".to_owned(),
         };
+        let taken: Vec<String> = self
+            .moved(&others)
+            .into_iter()
+            .filter(|r| {
+                self.roles
+                    .iter()
+                    .find(|role| self.short(role) == *r)
+                    .and_then(|role| self.leader_of(role))
+                    .is_some_and(|(i, _, _)| i == target)
+            })
+            .collect();
+        if !taken.is_empty() {
+            kept.push_str(&format!(
+                ", and as a standby ahead took {} from a healthy leader",
+                taken.join(",")
+            ));
+        }
         self.sigkill(target);
         let killed = Instant::now();
         let moved = self.await_successors(&old);
@@ -331,42 +356,41 @@ impl Orchestrator {
             &[("jump_ms", jump.as_millis().to_string())],
         )?;
         let name = self.procs[target].name();
+        let j = seconds(jump);
         self.say(&format!(
-            "#{} clock-jump-leader {name}: +{} for 2 leases, then -{} for 2 leases",
-            self.faults,
-            seconds(jump),
-            seconds(jump)
+            "#{} clock-jump-leader {name}: +{j}, back to the true time, then -{j}, 2 leases each",
+            self.faults
         ));
         let ms = jump.as_millis() as i64;
-        self.set_offset(target, ms)?;
-        let forward = self.watch(&old, lease * 2);
-        self.set_offset(target, -ms)?;
-        let back = match forward {
-            Some(_) => None,
-            None => self.watch(&old, lease * 2),
-        };
+        let phases = [
+            (ms, format!("the jump forward by {j}")),
+            (0, format!("the jump back by {j} to the true time")),
+            (-ms, format!("the jump back by {j} from the true time")),
+        ];
+        let mut lost = None;
+        for (offset, what) in phases {
+            self.set_offset(target, offset)?;
+            if let Some(at) = self.watch(&old, lease * 2) {
+                lost = Some((at, what));
+                break;
+            }
+        }
         self.set_offset(target, 0)?;
-        let text = match (forward, back) {
-            (Some(at), _) => format!(
-                "LOST its term: a new leader {} after the jump forward",
-                seconds(at)
-            ),
-            (None, Some(at)) => format!(
-                "lost its term: a new leader {} after the jump back",
-                seconds(at)
-            ),
-            (None, None) => "kept its term(s) through both jumps".to_owned(),
-        };
-        let moved = if forward.is_some() || back.is_some() {
-            self.await_successors(&old)
-        } else {
-            0
+        let (text, moved) = match lost {
+            Some((at, what)) => {
+                let moved = self.await_successors(&old);
+                (
+                    format!(
+                        "lost its term(s) at {what}: a new leader {} after it",
+                        seconds(at)
+                    ),
+                    moved,
+                )
+            }
+            None => ("kept its term(s) through every jump".to_owned(), 0),
         };
         self.quiet();
-        self.outcome(format!(
-            "clock-jump-leader {name} +/-{}: {text}",
-            seconds(jump)
-        ))?;
+        self.outcome(format!("clock-jump-leader {name} +/-{j}: {text}"))?;
         Ok(moved)
     }
 
