@@ -732,8 +732,15 @@ fn a_cut_off_leaders_guarded_writes_fail_once_a_successor_exists() {
     // The successor takes over once the last lease the cut-off leader wrote ran out.
     let b = elected(b_candidacy, LEASE * 2 + SLACK);
     assert!(b.term() > a.term(), "terms {} then {}", a.term(), b.term());
-    // The cut-off leader saw no fence: it still believes it leads.
+    // The cut-off leader saw no fence: it still believes it leads, and its health says that
+    // its lease ran out by its own clock, what an application that stops on time alone (as
+    // `run --stop-at-deadline` does) goes by.
     assert!(!a.is_done(), "{:?}", a.snapshot());
+    wait_for("the cut-off leader's lease to run out", PROMPT, || {
+        let h = a.health();
+        h.lease_deadline.is_some_and(|d| h.now >= d)
+    });
+    assert!(a.health().leading, "{:?}", a.health());
     // Its guarded write during the cut fails: the broker does not answer.
     let during = guarded_send(a_link.kafka(), &role, a.token(), 1)
         .expect_err("a guarded write through a frozen link");
