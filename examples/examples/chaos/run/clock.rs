@@ -152,7 +152,7 @@ impl Orchestrator {
             FaultKind::ClockBehindStandby,
             FaultKind::ClockJumpLeader,
         ];
-        (self.clocks.done < self.args.clock_faults && self.faults % 2 == 0)
+        (self.clocks.done < self.args.clock_faults && self.faults.is_multiple_of(2))
             .then(|| KINDS[self.clocks.done % KINDS.len()])
     }
 
