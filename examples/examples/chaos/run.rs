@@ -6,7 +6,8 @@
 //! sometimes under a new one), SIGSTOP of a leader until a successor leads (then SIGCONT: the
 //! zombie must learn it was fenced), a resign asked of a leader, SIGKILL and SIGSTOP of a
 //! standby, and with three brokers the SIGKILL (and restart) of the broker that leads a role's
-//! state partition, its data partition, or that is its transaction coordinator.
+//! state partition, its data partition, or that is its transaction coordinator. With
+//! `--clock-faults N`, every other fault moves a member's wall clock (run/clock.rs).
 
 use std::collections::HashMap;
 use std::fs::File;
