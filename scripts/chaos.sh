@@ -101,6 +101,7 @@ while [ $# -gt 0 ]; do
 done
 case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esac
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
+[ "$supervisor" = 0 ] || [ "$clock_faults" -eq 0 ] || die "--clock-faults is for the member suite, not --supervisor"
 [ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
 if [ "$postgres" = 1 ] && [ "$supervisor" = 0 ] && [ -z "${KC_POSTGRES_URL:-}" ]; then
     # A PostgreSQL cluster of its own, around the whole run (this script again, inside it).
