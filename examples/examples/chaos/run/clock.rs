@@ -19,8 +19,8 @@
 //! - `clock-behind-standby`: a standby's clock runs S behind (one to four leases) for three
 //!   leases, then is set right: the leader must keep its term.
 //! - `clock-jump-leader`: a leader's clock jumps J ahead (two to four leases), back to the true
-//!   time, then J behind it, two leases each, until the leader loses its term; then is set
-//!   right.
+//!   time, then J behind it, each for J and two leases, until the leader loses its term; then
+//!   is set right.
 //!
 //! Each skew stays inside the broker's default timestamp window (an hour ahead,
 //! `log.message.timestamp.after.max.ms`), so that no lease record is refused as
@@ -358,7 +358,8 @@ impl Orchestrator {
         let name = self.procs[target].name();
         let j = seconds(jump);
         self.say(&format!(
-            "#{} clock-jump-leader {name}: +{j}, back to the true time, then -{j}, 2 leases each",
+            "#{} clock-jump-leader {name}: +{j}, back to the true time, then -{j}, each for {j} \
+             and 2 leases",
             self.faults
         ));
         let ms = jump.as_millis() as i64;
@@ -367,10 +368,14 @@ impl Orchestrator {
             (0, format!("the jump back by {j} to the true time")),
             (-ms, format!("the jump back by {j} from the true time")),
         ];
+        // Each step lasts the jump and two leases: a step back makes the leader's next
+        // renewal due the jump later, and its term is lost only if its last lease runs out
+        // first.
+        let hold = jump + lease * 2;
         let mut lost = None;
         for (offset, what) in phases {
             self.set_offset(target, offset)?;
-            if let Some(at) = self.watch(&old, lease * 2) {
+            if let Some(at) = self.watch(&old, hold) {
                 lost = Some((at, what));
                 break;
             }
