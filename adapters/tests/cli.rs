@@ -1758,6 +1758,9 @@ fn without_stop_at_deadline_a_cut_off_leaders_child_runs_until_the_fence_is_seen
                 "2s",
                 "--renew-interval",
                 "500ms",
+                // Nothing but the fence ends the term on a slow machine.
+                "--give-up-after",
+                "600s",
                 "--grace",
                 "2s",
                 "--",
