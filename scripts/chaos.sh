@@ -6,7 +6,7 @@
 #
 # Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
 #                         [--max-seconds S] [--broker-kills N] [--self-test] [--postgres]
-#                         [-- MORE `chaos run` ARGUMENTS]
+#                         [--clock-faults N] [-- MORE `chaos run` ARGUMENTS]
 #
 #   --failovers N    stop after N failovers (default 200)
 #   --seed S         the fault sequence's seed (default: from the clock; printed)
@@ -27,6 +27,10 @@
 #                    supervisors of one role whose start-script workers ignore SIGTERM, leaders'
 #                    terms ended by SIGTERM and crashes; fails on any unit of work of a term
 #                    after its successor's election. --failovers counts its faults.
+#   --clock-faults N every other fault moves a member's wall clock (libfaketime preloaded into
+#                    the members) until N of them: a leader's clock ahead then the leader killed,
+#                    a standby's behind, a leader's jumping ahead and back by more than a lease;
+#                    the run ends with each one's outcome (term kept or lost, time to a leader)
 #   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
 #
 # Exits non-zero on any safety violation, or when fewer than N failovers completed. The
@@ -47,13 +51,14 @@ brokers=1
 profile=release
 max_seconds=""
 broker_kills=0
+clock_faults=0
 supervisor=0
 postgres=0
 extra=()
 extra_flags=()
 while [ $# -gt 0 ]; do
     case "$1" in
-    --failovers | --seed | --brokers | --max-seconds | --broker-kills)
+    --failovers | --seed | --brokers | --max-seconds | --broker-kills | --clock-faults)
         [ $# -ge 2 ] || die "$1 needs a value"
         case "$2" in '' | *[!0-9]*) die "$1 needs a non-negative integer, got '$2'" ;; esac
         case "$1" in
@@ -62,6 +67,7 @@ while [ $# -gt 0 ]; do
         --brokers) brokers="$2" ;;
         --max-seconds) max_seconds="$2" ;;
         --broker-kills) broker_kills="$2" ;;
+        --clock-faults) clock_faults="$2" ;;
         esac
         shift 2
         ;;
@@ -87,7 +93,7 @@ while [ $# -gt 0 ]; do
         break
         ;;
     -h | --help)
-        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -95,12 +101,14 @@ while [ $# -gt 0 ]; do
 done
 case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esac
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
+[ "$supervisor" = 0 ] || [ "$clock_faults" -eq 0 ] || die "--clock-faults is for the member suite, not --supervisor"
 [ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
 if [ "$postgres" = 1 ] && [ "$supervisor" = 0 ] && [ -z "${KC_POSTGRES_URL:-}" ]; then
     # A PostgreSQL cluster of its own, around the whole run (this script again, inside it).
     exec scripts/postgres/with-postgres.sh "$0" --failovers "$failovers" --seed "$seed" \
         --brokers "$brokers" $([ "$profile" = debug ] && echo --debug) \
         ${max_seconds:+--max-seconds "$max_seconds"} --broker-kills "$broker_kills" \
+        --clock-faults "$clock_faults" \
         "${extra_flags[@]+"${extra_flags[@]}"}" --postgres -- "${extra[@]+"${extra[@]}"}"
 fi
 
@@ -136,6 +144,7 @@ args=(run --brokers "$brokers" --failovers "$failovers" --seed "$seed" --dir "$d
     --kafka-scripts "$root/scripts/kafka")
 [ -z "$max_seconds" ] || args+=(--max-seconds "$max_seconds")
 [ "$broker_kills" -eq 0 ] || args+=(--broker-kills "$broker_kills")
+[ "$clock_faults" -eq 0 ] || args+=(--clock-faults "$clock_faults")
 args+=("${extra_flags[@]+"${extra_flags[@]}"}")
 if [ "$postgres" = 1 ]; then
     args+=(--postgres "$KC_POSTGRES_URL")

@@ -9,7 +9,9 @@
 #    Central artifacts),
 #  - python3 (the golden-vector generator's --check),
 #  - PostgreSQL's server binaries, initdb and pg_ctl (Debian's `postgresql`): the database
-#    fence's tests start a throwaway cluster of their own (scripts/postgres/).
+#    fence's tests start a throwaway cluster of their own (scripts/postgres/),
+#  - libfaketime (Debian's `faketime`): the chaos suite's clock faults preload it into member
+#    processes; nft (Debian's `nftables`): its network faults.
 # Uses apt-get when something is missing and we are root; otherwise says what to install.
 set -euo pipefail
 
@@ -30,7 +32,7 @@ if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bi
     missing+=(postgresql)
 fi
 if command -v dpkg >/dev/null 2>&1; then
-    for pkg in libssl-dev zlib1g-dev; do
+    for pkg in libssl-dev zlib1g-dev faketime nftables; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
 fi

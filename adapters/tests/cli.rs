@@ -1719,3 +1719,102 @@ fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_ou
         events.seen
     );
 }
+
+/// Without `--stop-at-deadline`, a leader cut off from the cluster (every connection through a
+/// proxy that stops answering) keeps its child running past its lease, and past the election
+/// of a successor; it stops the child once it reaches the cluster again and learns that it
+/// was fenced. The verdict goes by the order of events: the successor's `elected`, then more
+/// lines from the cut-off child, then the cut-off supervisor's `term_over`.
+#[test]
+fn without_stop_at_deadline_a_cut_off_leaders_child_runs_until_the_fence_is_seen() {
+    let Some(bootstrap) = bootstrap() else { return };
+    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+    let broker = bootstrap
+        .split(',')
+        .next()
+        .expect("a broker")
+        .trim()
+        .to_owned();
+    let proxy = proxy::Proxy::start(&broker);
+    let config = scratch("through-proxy.toml");
+    write(
+        &config,
+        &format!(
+            "[kafka]\nbootstrap_servers = \"{0}\"\nrequest_timeout = \"700ms\"\n\
+             [kafka.address_overrides]\n\"{broker}\" = \"{0}\"\n",
+            proxy.addr
+        ),
+    );
+    let role = unique("kc-cli-cut-off");
+    let file = scratch("cut-off-child.log");
+    let mut a = {
+        let mut c = kc();
+        c.arg("--config")
+            .arg(&config)
+            .args(["--json", "--partitions", &PARTITIONS.to_string(), "run"])
+            .args(["--role", &role, "--member", "a"])
+            .args([
+                "--lease-duration",
+                "2s",
+                "--renew-interval",
+                "500ms",
+                // Nothing but the fence ends the term on a slow machine.
+                "--give-up-after",
+                "600s",
+                "--grace",
+                "2s",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg("trap 'exit 0' TERM; while :; do echo tick >> \"$0\"; sleep 0.05; done")
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        Reaped(c.spawn().expect("the supervisor starts"))
+    };
+    let mut a_events = Lines::of(a.stderr.take().expect("stderr"));
+    a_events.wait_for("a's term", |v| v["event"] == "elected");
+    proxy.freeze();
+    let other = scratch("successor.log");
+    let (_b, mut b_events) = supervisor(&bootstrap, &role, "b", &other);
+    b_events.wait_for("the successor's term", |v| v["event"] == "elected");
+    // After the successor's election, the cut-off child still writes.
+    let ticks = || {
+        std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let at_election = ticks();
+    let deadline = Instant::now() + PROMPT;
+    while ticks() < at_election + 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off child wrote nothing after the successor's election"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    // ...and its supervisor has not ended the term.
+    while let Ok(line) = a_events.rx.try_recv() {
+        a_events.seen.push(line);
+    }
+    assert!(
+        !a_events
+            .seen
+            .iter()
+            .any(|l| l.contains("\"term_over\"") || l.contains("\"child_exited\"")),
+        "{:#?}",
+        a_events.seen
+    );
+    proxy.thaw();
+    let over = a_events.wait_for("the end of a's term", |v| v["event"] == "term_over");
+    eprintln!("the cut-off supervisor's term ended: {over}");
+    a_events.wait_for("the child's exit", |v| v["event"] == "child_exited");
+    assert_eq!(
+        a.wait().expect("exits").code(),
+        Some(75),
+        "{:#?}",
+        a_events.seen
+    );
+}

@@ -702,6 +702,79 @@ fn a_commit_that_times_out_on_the_client_does_not_cost_the_leader_its_role() {
     assert!(leader.resign_blocking().is_ok());
 }
 
+/// A leader cut off from the cluster (every connection through a proxy that stops answering)
+/// does not step down by itself, and its guarded writes never succeed once a successor exists:
+/// during the cut they fail (the broker does not answer), and once the link is back the broker
+/// refuses them as fenced. None of them is in the data topic; the successor's is.
+#[test]
+fn a_cut_off_leaders_guarded_writes_fail_once_a_successor_exists() {
+    let Some(b) = bootstrap() else { return };
+    let role = unique("cut-off");
+    let observer = transport(&b);
+    let data = data_reader(&b);
+    let broker = b.split(',').next().expect("a broker").trim().to_owned();
+    let proxy = proxy::Proxy::start(&broker);
+    let cfg = KafkaConfig::new(proxy.addr.clone(), PARTITIONS)
+        .with_address_override(broker.clone(), proxy.addr.clone())
+        .with_request_timeout(Duration::from_millis(700))
+        .with_operation_timeout(Duration::from_secs(3));
+    let a_link = Link::new(transport_with(cfg));
+    let a = blocking::acquire_leadership(OnPool::new(a_link.clone(), 1), &role, "a", options())
+        .expect("elected");
+    guarded_send(a_link.kafka(), &role, a.token(), 0).expect("the leader's guarded write");
+    eventually_lease(&observer, &role, "a", a.token());
+    let b_link = Link::new(transport(&b));
+    let b_candidacy =
+        blocking::start(OnPool::new(b_link.clone(), 1), &role, "b", options()).expect("start");
+    standing_by(&b_candidacy, 0);
+
+    proxy.freeze();
+    // The successor takes over once the last lease the cut-off leader wrote ran out.
+    let b = elected(b_candidacy, LEASE * 2 + SLACK);
+    assert!(b.term() > a.term(), "terms {} then {}", a.term(), b.term());
+    // The cut-off leader saw no fence: it still believes it leads, and its health says that
+    // its lease ran out by its own clock, what an application that stops on time alone (as
+    // `run --stop-at-deadline` does) goes by.
+    assert!(!a.is_done(), "{:?}", a.snapshot());
+    wait_for("the cut-off leader's lease to run out", PROMPT, || {
+        let h = a.health();
+        h.lease_deadline.is_some_and(|d| h.now >= d)
+    });
+    assert!(a.health().leading, "{:?}", a.health());
+    // Its guarded write during the cut fails: the broker does not answer.
+    let during = guarded_send(a_link.kafka(), &role, a.token(), 1)
+        .expect_err("a guarded write through a frozen link");
+    eprintln!("during the cut: {during}");
+
+    proxy.thaw();
+    // Once the link is back, the broker refuses its writes as fenced (the first attempts may
+    // still fail as transient, while the client probes the broker it saw go silent; none
+    // succeeds), and it learns it lost.
+    let deadline = Instant::now() + PROMPT;
+    let mut seq = 2;
+    let after = loop {
+        let err = guarded_send(a_link.kafka(), &role, a.token(), seq).expect_err("a deposed write");
+        if err.kind() != ErrorKind::Retriable || Instant::now() >= deadline {
+            break err;
+        }
+        seq += 1;
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(after.kind(), ErrorKind::Fenced, "{after}");
+    assert!(
+        a.done_blocking_timeout(PROMPT),
+        "the deposed leader learns it within {PROMPT:?}: {:?}",
+        a.snapshot()
+    );
+    match a.err() {
+        Some(Error::Fenced { token }) => assert_eq!(token, a.token()),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    guarded_send(b_link.kafka(), &role, b.token(), 0).expect("the successor's guarded write");
+    eventually_guarded_writes(&data, &role, &[a.token(), b.token()]);
+    assert!(b.resign_blocking().is_ok());
+}
+
 // ---- 4. the third-party check ---------------------------------------------------------------
 
 #[test]

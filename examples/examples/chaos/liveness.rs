@@ -124,10 +124,16 @@ pub enum FaultKind {
     /// The state partition's leader and the coordinator at once (two brokers, or one when a
     /// single broker is both).
     KillStateAndCoordinatorBrokers,
+    /// A leader's wall clock ahead, then the leader killed (run/clock.rs).
+    ClockAheadLeader,
+    /// A standby's wall clock behind.
+    ClockBehindStandby,
+    /// A leader's wall clock jumps ahead, then behind, by more than a lease.
+    ClockJumpLeader,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::KillLeader,
         FaultKind::StopLeader,
         FaultKind::ResignLeader,
@@ -137,6 +143,9 @@ impl FaultKind {
         FaultKind::KillDataLeaderBroker,
         FaultKind::KillCoordinatorBroker,
         FaultKind::KillStateAndCoordinatorBrokers,
+        FaultKind::ClockAheadLeader,
+        FaultKind::ClockBehindStandby,
+        FaultKind::ClockJumpLeader,
     ];
 
     pub fn name(self) -> &'static str {
@@ -150,6 +159,9 @@ impl FaultKind {
             FaultKind::KillDataLeaderBroker => "kill-broker-data-leader",
             FaultKind::KillCoordinatorBroker => "kill-broker-coordinator",
             FaultKind::KillStateAndCoordinatorBrokers => "kill-brokers-state-and-coordinator",
+            FaultKind::ClockAheadLeader => "clock-ahead-leader",
+            FaultKind::ClockBehindStandby => "clock-behind-standby",
+            FaultKind::ClockJumpLeader => "clock-jump-leader",
         }
     }
 
@@ -162,6 +174,16 @@ impl FaultKind {
         matches!(
             self,
             FaultKind::KillLeader | FaultKind::StopLeader | FaultKind::ResignLeader
+        )
+    }
+
+    /// A fault that moves a member's wall clock.
+    pub fn at_clock(self) -> bool {
+        matches!(
+            self,
+            FaultKind::ClockAheadLeader
+                | FaultKind::ClockBehindStandby
+                | FaultKind::ClockJumpLeader
         )
     }
 

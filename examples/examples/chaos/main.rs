@@ -38,7 +38,7 @@ usage: chaos run   [--bootstrap HOST:PORT] [--brokers 1|3] [--failovers N (20)] 
                    [--dir DIR] [--members N (4)] [--roles N (2)] [--lease-ms (2000)]
                    [--renew-ms (500)] [--stagger-ms (300)] [--write-ms (50)] [--partitions (16)]
                    [--max-seconds S] [--kafka-scripts DIR] [--broker-kills N] [--self-test]
-                   [--postgres URL]
+                   [--postgres URL] [--clock-faults N]
        chaos check [--bootstrap HOST:PORT] --dir DIR [--terms] [--postgres URL]
        chaos member ... (started by `run`)
 The bootstrap defaults to $KAFKA_BOOTSTRAP. With --brokers 3, broker faults use
@@ -46,7 +46,9 @@ KAFKA_RUN_DIR and scripts/kafka/{stop-node,start-node}.sh. --broker-kills N (thr
 every other fault a broker kill, until N of them, and fails the run unless N happened and no
 term ended in one with no fault aimed at its member. --postgres URL: each write is also a row
 written through the database fence (kafka_coordination::postgres), checked in the table; check
-takes the URL from --postgres or KC_POSTGRES_URL.";
+takes the URL from --postgres or KC_POSTGRES_URL. --clock-faults N makes every other fault a
+clock fault (libfaketime in the members: a leader ahead then killed, a standby behind, a leader
+jumping ahead and back) until N of them; KC_LIBFAKETIME names the library if not found.";
 
 fn millis(p: &Parsed, name: &str, default: u64) -> Result<Duration, String> {
     Ok(Duration::from_millis(
@@ -155,6 +157,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             "--kafka-scripts",
             "--broker-kills",
             "--postgres",
+            "--clock-faults",
         ],
         &["--self-test"],
         USAGE,
@@ -206,6 +209,10 @@ fn run(args: &[String]) -> Result<i32, String> {
             .map(|_| num("--max-seconds", 1))
             .transpose()?,
         postgres: p.value("--postgres").map(str::to_owned),
+        clock_faults: match p.value("--clock-faults") {
+            None => 0,
+            Some(_) => num("--clock-faults", 1)? as usize,
+        },
         scripts: p.value("--kafka-scripts").map_or_else(
             || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka"),
             PathBuf::from,

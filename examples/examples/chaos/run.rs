@@ -6,7 +6,8 @@
 //! sometimes under a new one), SIGSTOP of a leader until a successor leads (then SIGCONT: the
 //! zombie must learn it was fenced), a resign asked of a leader, SIGKILL and SIGSTOP of a
 //! standby, and with three brokers the SIGKILL (and restart) of the broker that leads a role's
-//! state partition, its data partition, or that is its transaction coordinator.
+//! state partition, its data partition, or that is its transaction coordinator. With
+//! `--clock-faults N`, every other fault moves a member's wall clock (run/clock.rs).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -25,6 +26,7 @@ use kafka_coordination::{Clock, SystemClock};
 use crate::format::{line, Pair};
 use crate::kafka;
 
+mod clock;
 mod faults;
 mod procs;
 
@@ -52,6 +54,8 @@ pub struct RunArgs {
     pub scripts: PathBuf,
     /// `--postgres URL`: members also write rows through the database fence.
     pub postgres: Option<String>,
+    /// `--clock-faults N`: every other fault is a clock fault until N of them (run/clock.rs).
+    pub clock_faults: usize,
 }
 
 /// What the run did, for the verdict.
@@ -132,6 +136,8 @@ struct Orchestrator {
     observer: KafkaTransport,
     /// When the orchestrator last acted (a fault, a resume, a restart), by the wall clock.
     last_action: i64,
+    /// The clock faults' library and outcomes.
+    clocks: clock::Clocks,
 }
 
 fn now_ms() -> i64 {
@@ -169,6 +175,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
             Some(tables)
         }
     };
+    let clocks = clock::Clocks::new(args.clock_faults)?;
     let observer = connect_observer(&args, &state_topic)?;
     let (sender, events) = mpsc::channel();
     let mut o = Orchestrator {
@@ -191,6 +198,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         started: Instant::now(),
         observer,
         last_action: now_ms(),
+        clocks,
     };
     o.record_config()?;
     o.announce();

@@ -110,6 +110,9 @@ impl Orchestrator {
     }
 
     pub(super) fn pick_kind(&mut self) -> FaultKind {
+        if let Some(kind) = self.clock_kind() {
+            return kind;
+        }
         if self.args.brokers >= 3
             && self.broker_kills < self.args.broker_kills
             && self.faults % 2 == 1
@@ -156,7 +159,10 @@ impl Orchestrator {
         // transaction log): the first fault waits for them to be over, as every later fault
         // waits for the elections after the one before it.
         self.quiet();
-        while failovers < self.args.failovers || self.broker_kills < self.args.broker_kills {
+        while failovers < self.args.failovers
+            || self.broker_kills < self.args.broker_kills
+            || self.clocks.done < self.args.clock_faults
+        {
             if let Some(max) = self.args.max_seconds {
                 if self.started.elapsed() >= Duration::from_secs(max) {
                     self.say(&format!(
@@ -174,11 +180,13 @@ impl Orchestrator {
             }
             let kind = self.pick_kind();
             failovers += match kind {
+                k if k.at_clock() => self.clock_fault(k)?,
                 k if k.at_leader() => self.leader_fault(k)?,
                 k if k.at_broker() => self.broker_fault(k)?,
                 k => self.standby_fault(k)?,
             };
         }
+        self.clock_report();
         Ok(failovers)
     }
 

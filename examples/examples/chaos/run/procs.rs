@@ -25,6 +25,7 @@ impl Orchestrator {
         let ms = |d: Duration| d.as_millis().to_string();
         let mut command = Command::new(exe);
         command.arg("member");
+        self.clock_env(&mut command, instance)?;
         if let (Some(url), Some(tables)) = (&self.args.postgres, &self.pg_tables) {
             command
                 .args(["--postgres", url])
