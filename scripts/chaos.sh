@@ -27,6 +27,10 @@
 #                    supervisors of one role whose start-script workers ignore SIGTERM, leaders'
 #                    terms ended by SIGTERM and crashes; fails on any unit of work of a term
 #                    after its successor's election. --failovers counts its faults.
+#   --partitions     network faults instead (scripts/chaos-net.sh): three brokers and every
+#                    member in network namespaces, nftables cuts between named nodes healed
+#                    after a seeded hold; --failovers counts its faults (default there: 30).
+#                    Needs root; without root it prints SKIP and exits 0.
 #   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
 #
 # Exits non-zero on any safety violation, or when fewer than N failovers completed. The
@@ -49,6 +53,8 @@ max_seconds=""
 broker_kills=0
 supervisor=0
 postgres=0
+partitions=0
+failovers_given=0
 extra=()
 extra_flags=()
 while [ $# -gt 0 ]; do
@@ -57,7 +63,10 @@ while [ $# -gt 0 ]; do
         [ $# -ge 2 ] || die "$1 needs a value"
         case "$2" in '' | *[!0-9]*) die "$1 needs a non-negative integer, got '$2'" ;; esac
         case "$1" in
-        --failovers) failovers="$2" ;;
+        --failovers)
+            failovers="$2"
+            failovers_given=1
+            ;;
         --seed) seed="$2" ;;
         --brokers) brokers="$2" ;;
         --max-seconds) max_seconds="$2" ;;
@@ -81,13 +90,17 @@ while [ $# -gt 0 ]; do
         postgres=1
         shift
         ;;
+    --partitions)
+        partitions=1
+        shift
+        ;;
     --)
         shift
         extra=("$@")
         break
         ;;
     -h | --help)
-        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -96,6 +109,13 @@ done
 case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esac
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
 [ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
+if [ "$partitions" = 1 ]; then
+    [ "$failovers_given" = 1 ] || failovers=30
+    exec scripts/chaos-net.sh --faults "$failovers" --seed "$seed" \
+        $([ "$profile" = debug ] && echo --debug) -- \
+        ${max_seconds:+--max-seconds "$max_seconds"} "${extra_flags[@]+"${extra_flags[@]}"}" \
+        "${extra[@]+"${extra[@]}"}"
+fi
 if [ "$postgres" = 1 ] && [ "$supervisor" = 0 ] && [ -z "${KC_POSTGRES_URL:-}" ]; then
     # A PostgreSQL cluster of its own, around the whole run (this script again, inside it).
     exec scripts/postgres/with-postgres.sh "$0" --failovers "$failovers" --seed "$seed" \

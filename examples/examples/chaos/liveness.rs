@@ -124,10 +124,27 @@ pub enum FaultKind {
     /// The state partition's leader and the coordinator at once (two brokers, or one when a
     /// single broker is both).
     KillStateAndCoordinatorBrokers,
+    /// Network faults (nftables drops between namespaces, healed after a hold): the leader
+    /// cut from the role's transaction coordinator, from its state partition's leader, from
+    /// its data partition's leader, from every broker; the leader's packets to every broker
+    /// dropped (one way), every broker's packets to the leader dropped (the other way).
+    CutLeaderFromCoordinator,
+    CutLeaderFromStateLeader,
+    CutLeaderFromDataLeader,
+    CutLeaderFromAll,
+    CutLeaderOutbound,
+    CutLeaderInbound,
+    /// A standby, or every standby, cut from every broker.
+    CutStandby,
+    CutAllStandbys,
+    /// A broker cut from the other two (controller quorum and replication) while clients
+    /// still reach it; the same for the controller quorum's leader.
+    IsolateBroker,
+    IsolateQuorumLeader,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::KillLeader,
         FaultKind::StopLeader,
         FaultKind::ResignLeader,
@@ -137,6 +154,16 @@ impl FaultKind {
         FaultKind::KillDataLeaderBroker,
         FaultKind::KillCoordinatorBroker,
         FaultKind::KillStateAndCoordinatorBrokers,
+        FaultKind::CutLeaderFromCoordinator,
+        FaultKind::CutLeaderFromStateLeader,
+        FaultKind::CutLeaderFromDataLeader,
+        FaultKind::CutLeaderFromAll,
+        FaultKind::CutLeaderOutbound,
+        FaultKind::CutLeaderInbound,
+        FaultKind::CutStandby,
+        FaultKind::CutAllStandbys,
+        FaultKind::IsolateBroker,
+        FaultKind::IsolateQuorumLeader,
     ];
 
     pub fn name(self) -> &'static str {
@@ -150,6 +177,16 @@ impl FaultKind {
             FaultKind::KillDataLeaderBroker => "kill-broker-data-leader",
             FaultKind::KillCoordinatorBroker => "kill-broker-coordinator",
             FaultKind::KillStateAndCoordinatorBrokers => "kill-brokers-state-and-coordinator",
+            FaultKind::CutLeaderFromCoordinator => "cut-leader-from-coordinator",
+            FaultKind::CutLeaderFromStateLeader => "cut-leader-from-state-leader",
+            FaultKind::CutLeaderFromDataLeader => "cut-leader-from-data-leader",
+            FaultKind::CutLeaderFromAll => "cut-leader-from-all",
+            FaultKind::CutLeaderOutbound => "cut-leader-outbound",
+            FaultKind::CutLeaderInbound => "cut-leader-inbound",
+            FaultKind::CutStandby => "cut-standby",
+            FaultKind::CutAllStandbys => "cut-all-standbys",
+            FaultKind::IsolateBroker => "isolate-broker",
+            FaultKind::IsolateQuorumLeader => "isolate-quorum-leader",
         }
     }
 
@@ -161,8 +198,21 @@ impl FaultKind {
     pub fn at_leader(self) -> bool {
         matches!(
             self,
-            FaultKind::KillLeader | FaultKind::StopLeader | FaultKind::ResignLeader
+            FaultKind::KillLeader
+                | FaultKind::StopLeader
+                | FaultKind::ResignLeader
+                | FaultKind::CutLeaderFromCoordinator
+                | FaultKind::CutLeaderFromStateLeader
+                | FaultKind::CutLeaderFromDataLeader
+                | FaultKind::CutLeaderFromAll
+                | FaultKind::CutLeaderOutbound
+                | FaultKind::CutLeaderInbound
         )
+    }
+
+    /// A network fault (a cut healed after a hold).
+    pub fn is_net(self) -> bool {
+        FaultKind::ALL[9..].contains(&self)
     }
 
     /// A fault aimed at a broker.
@@ -173,6 +223,8 @@ impl FaultKind {
                 | FaultKind::KillDataLeaderBroker
                 | FaultKind::KillCoordinatorBroker
                 | FaultKind::KillStateAndCoordinatorBrokers
+                | FaultKind::IsolateBroker
+                | FaultKind::IsolateQuorumLeader
         )
     }
 }
@@ -360,6 +412,14 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
                     .unwrap_or(f.at),
                 _ => terms[i].last_deadline,
             };
+            // A network cut need not depose the leader (one cut from its data partition's
+            // leader keeps renewing): it is a failover only if a successor began in its episode.
+            let net_kept = |first: Option<&Term>| {
+                f.kind.is_net() && first.is_none_or(|t| t.first_write > episode)
+            };
+            if net_kept(terms.get(i + 1)) {
+                continue;
+            }
             let Some(first) = terms.get(i + 1) else {
                 out.no_successor.push((f.n, role.to_owned()));
                 continue;

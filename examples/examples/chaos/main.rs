@@ -25,6 +25,7 @@ mod journal;
 mod kafka;
 mod liveness;
 mod member;
+mod netreport;
 mod report;
 mod run;
 
@@ -38,7 +39,7 @@ usage: chaos run   [--bootstrap HOST:PORT] [--brokers 1|3] [--failovers N (20)] 
                    [--dir DIR] [--members N (4)] [--roles N (2)] [--lease-ms (2000)]
                    [--renew-ms (500)] [--stagger-ms (300)] [--write-ms (50)] [--partitions (16)]
                    [--max-seconds S] [--kafka-scripts DIR] [--broker-kills N] [--self-test]
-                   [--postgres URL]
+                   [--postgres URL] [--net-faults N]
        chaos check [--bootstrap HOST:PORT] --dir DIR [--terms] [--postgres URL]
        chaos member ... (started by `run`)
 The bootstrap defaults to $KAFKA_BOOTSTRAP. With --brokers 3, broker faults use
@@ -46,7 +47,8 @@ KAFKA_RUN_DIR and scripts/kafka/{stop-node,start-node}.sh. --broker-kills N (thr
 every other fault a broker kill, until N of them, and fails the run unless N happened and no
 term ended in one with no fault aimed at its member. --postgres URL: each write is also a row
 written through the database fence (kafka_coordination::postgres), checked in the table; check
-takes the URL from --postgres or KC_POSTGRES_URL.";
+takes the URL from --postgres or KC_POSTGRES_URL. --net-faults N (three brokers in network
+namespaces, from scripts/chaos-net.sh): N network faults instead of failovers.";
 
 fn millis(p: &Parsed, name: &str, default: u64) -> Result<Duration, String> {
     Ok(Duration::from_millis(
@@ -155,6 +157,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             "--kafka-scripts",
             "--broker-kills",
             "--postgres",
+            "--net-faults",
         ],
         &["--self-test"],
         USAGE,
@@ -206,6 +209,10 @@ fn run(args: &[String]) -> Result<i32, String> {
             .map(|_| num("--max-seconds", 1))
             .transpose()?,
         postgres: p.value("--postgres").map(str::to_owned),
+        net_faults: match p.value("--net-faults") {
+            None => 0,
+            Some(_) => num("--net-faults", 1)? as usize,
+        },
         scripts: p.value("--kafka-scripts").map_or_else(
             || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka"),
             PathBuf::from,
@@ -214,6 +221,10 @@ fn run(args: &[String]) -> Result<i32, String> {
     if args.members < 2 {
         return Err("--members must be at least 2 (a leader and a standby)".to_owned());
     }
+    if args.net_faults > 0 && brokers != 3 {
+        return Err("--net-faults needs --brokers 3".to_owned());
+    }
+    let net_faults = args.net_faults;
     let bootstrap = args.bootstrap.clone();
     let outcome = run::run(args)?;
     println!(
@@ -222,7 +233,12 @@ fn run(args: &[String]) -> Result<i32, String> {
     );
     let postgres = p.value("--postgres");
     let verdict = report::check(&dir, &bootstrap, false, postgres)?;
-    let mut code = verdict_code(&verdict, Some((outcome.failovers, failovers)));
+    let progress = if net_faults > 0 {
+        (outcome.faults as usize, net_faults)
+    } else {
+        (outcome.failovers, failovers)
+    };
+    let mut code = verdict_code(&verdict, Some(progress));
     if broker_kills > 0 {
         if outcome.broker_kills < broker_kills {
             println!(
@@ -295,7 +311,10 @@ fn verdict_code(v: &report::Verdict, progress: Option<(usize, usize)>) -> i32 {
         code = 1;
     }
     if let Some((done, wanted)) = progress.filter(|(done, wanted)| done < wanted) {
-        println!("chaos: FAILED: no progress: {done} of {wanted} failovers completed");
+        println!(
+            "chaos: FAILED: no progress: {done} of {wanted} failovers (network faults with \
+             --net-faults) completed"
+        );
         code = 1;
     }
     if code == 0 {

@@ -26,6 +26,7 @@ use crate::format::{line, Pair};
 use crate::kafka;
 
 mod faults;
+mod net;
 mod procs;
 
 /// The orchestrator's settings (from its command line).
@@ -52,6 +53,8 @@ pub struct RunArgs {
     pub scripts: PathBuf,
     /// `--postgres URL`: members also write rows through the database fence.
     pub postgres: Option<String>,
+    /// Network mode: inject this many network faults (brokers and members in namespaces).
+    pub net_faults: usize,
 }
 
 /// What the run did, for the verdict.
@@ -132,6 +135,8 @@ struct Orchestrator {
     observer: KafkaTransport,
     /// When the orchestrator last acted (a fault, a resume, a restart), by the wall clock.
     last_action: i64,
+    /// Network mode: the namespaces that hold a fault's drop rules until the heal.
+    cut_ns: Vec<String>,
 }
 
 fn now_ms() -> i64 {
@@ -191,6 +196,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         started: Instant::now(),
         observer,
         last_action: now_ms(),
+        cut_ns: Vec::new(),
     };
     o.record_config()?;
     o.announce();
@@ -199,6 +205,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         o.spawn(id)?;
     }
     let result = o.chaos();
+    o.heal_all();
     o.stop_members();
     let failovers = result?;
     Ok(RunOutcome {

@@ -156,7 +156,12 @@ impl Orchestrator {
         // transaction log): the first fault waits for them to be over, as every later fault
         // waits for the elections after the one before it.
         self.quiet();
-        while failovers < self.args.failovers || self.broker_kills < self.args.broker_kills {
+        let net = self.args.net_faults;
+        while (net > 0 && (self.faults as usize) < net)
+            || (net == 0
+                && (failovers < self.args.failovers
+                    || self.broker_kills < self.args.broker_kills))
+        {
             if let Some(max) = self.args.max_seconds {
                 if self.started.elapsed() >= Duration::from_secs(max) {
                     self.say(&format!(
@@ -171,6 +176,11 @@ impl Orchestrator {
                     "not settled after 120 s ({why}); injecting anyway"
                 ));
                 self.record("STALL", &[("error", why)])?;
+            }
+            if net > 0 {
+                let kind = self.pick_net_kind();
+                failovers += self.net_fault(kind)?;
+                continue;
             }
             let kind = self.pick_kind();
             failovers += match kind {
