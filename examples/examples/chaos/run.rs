@@ -343,7 +343,7 @@ impl Orchestrator {
     fn announce(&self) {
         self.say(&format!(
             "chaos: seed {}, {} broker(s), {} member processes, roles {} (data topic {}, state topic \
-             {}); lease {:?}, renew {:?}, stagger {:?}; until {} failovers and {} broker kills; \
+             {}); lease {:?}, renew {:?}, stagger {:?}; until {}; \
              journals in {}",
             self.args.seed,
             self.args.brokers,
@@ -354,8 +354,14 @@ impl Orchestrator {
             self.args.lease,
             self.args.renew,
             self.args.stagger,
-            self.args.failovers,
-            self.args.broker_kills,
+            if self.args.net_faults > 0 {
+                format!("{} network faults", self.args.net_faults)
+            } else {
+                format!(
+                    "{} failovers and {} broker kills",
+                    self.args.failovers, self.args.broker_kills
+                )
+            },
             self.args.dir.display()
         ));
     }
