@@ -105,7 +105,8 @@ pub fn load_journals(dir: &Path) -> Result<Journals, String> {
                         })
                         .collect::<Result<_, String>>()?,
                 };
-                if let (Some(nodes), Some(peers)) = (line.fields.get("nodes"), line.fields.get("peers"))
+                if let (Some(nodes), Some(peers)) =
+                    (line.fields.get("nodes"), line.fields.get("peers"))
                 {
                     j.cuts.insert(
                         line.fields.number("n").map_err(bad)?,

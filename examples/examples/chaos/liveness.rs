@@ -141,10 +141,14 @@ pub enum FaultKind {
     /// still reach it; the same for the controller quorum's leader.
     IsolateBroker,
     IsolateQuorumLeader,
+    /// The leader's connections through the proxy: every chunk from a broker 12 s late (above
+    /// the 10 s request timeout), or held half-way through a response until the heal.
+    SlowLeader,
+    StallLeader,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 21] = [
         FaultKind::KillLeader,
         FaultKind::StopLeader,
         FaultKind::ResignLeader,
@@ -164,6 +168,8 @@ impl FaultKind {
         FaultKind::CutAllStandbys,
         FaultKind::IsolateBroker,
         FaultKind::IsolateQuorumLeader,
+        FaultKind::SlowLeader,
+        FaultKind::StallLeader,
     ];
 
     pub fn name(self) -> &'static str {
@@ -187,6 +193,8 @@ impl FaultKind {
             FaultKind::CutAllStandbys => "cut-all-standbys",
             FaultKind::IsolateBroker => "isolate-broker",
             FaultKind::IsolateQuorumLeader => "isolate-quorum-leader",
+            FaultKind::SlowLeader => "slow-leader",
+            FaultKind::StallLeader => "stall-leader",
         }
     }
 
@@ -207,6 +215,8 @@ impl FaultKind {
                 | FaultKind::CutLeaderFromAll
                 | FaultKind::CutLeaderOutbound
                 | FaultKind::CutLeaderInbound
+                | FaultKind::SlowLeader
+                | FaultKind::StallLeader
         )
     }
 

@@ -100,9 +100,7 @@ pub fn print(j: &Journals, terms: &[(String, Term)], episode_end: &[i64]) -> Net
         let acked_while_cut = f.instance.map_or(0, |inst| {
             j.ack_times
                 .iter()
-                .filter(|(at, began, _, who)| {
-                    *who as u64 == inst && *began >= f.at && *at <= heal
-                })
+                .filter(|(at, began, _, who)| *who as u64 == inst && *began >= f.at && *at <= heal)
                 .count()
         });
         let lost = terms

@@ -28,6 +28,7 @@ use crate::kafka;
 mod faults;
 mod net;
 mod procs;
+mod proxy;
 
 /// The orchestrator's settings (from its command line).
 #[derive(Clone, Debug)]
@@ -137,6 +138,10 @@ struct Orchestrator {
     last_action: i64,
     /// Network mode: the namespaces that hold a fault's drop rules until the heal.
     cut_ns: Vec<String>,
+    /// Network mode: the proxy every member reaches the brokers through, and its port for
+    /// each broker (`host:port`).
+    proxy: proxy::Proxy,
+    proxied: Vec<(String, u16)>,
 }
 
 fn now_ms() -> i64 {
@@ -197,7 +202,13 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         observer,
         last_action: now_ms(),
         cut_ns: Vec::new(),
+        proxy: proxy::Proxy::default(),
+        proxied: Vec::new(),
     };
+    if o.args.net_faults > 0 {
+        let brokers: Vec<String> = o.args.bootstrap.split(',').map(str::to_owned).collect();
+        o.proxied = o.proxy.start(net::PROXY_IP, &brokers)?;
+    }
     o.record_config()?;
     o.announce();
     for _ in 0..o.args.members {

@@ -159,8 +159,7 @@ impl Orchestrator {
         let net = self.args.net_faults;
         while (net > 0 && (self.faults as usize) < net)
             || (net == 0
-                && (failovers < self.args.failovers
-                    || self.broker_kills < self.args.broker_kills))
+                && (failovers < self.args.failovers || self.broker_kills < self.args.broker_kills))
         {
             if let Some(max) = self.args.max_seconds {
                 if self.started.elapsed() >= Duration::from_secs(max) {

@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use kafka_coordination::core::partition::role_partition;
 use kafka_coordination::core::record::Role;
@@ -18,6 +19,7 @@ use crate::format::Pair;
 use crate::kafka;
 use crate::liveness::FaultKind;
 
+use super::proxy::Slow;
 use super::Orchestrator;
 
 pub const BRIDGE: &str = "kcnbr0";
@@ -71,12 +73,15 @@ fn run_cmd(program: &str, args: &[&str], input: Option<&str>) -> Result<(), Stri
 
 /// The nftables table every namespace gets: empty input and output filter chains, where a
 /// fault adds its drop rules and a heal flushes them.
-const TABLE: &str = "table inet kcn {\n  chain input { type filter hook input priority 0; }\n  \
-                     chain output { type filter hook output priority 0; }\n}\n";
+/// The output chain runs before the proxy's DNAT (priority -100) and the input chain after
+/// the reply's source is translated back (100), so both see the broker's own address.
+const TABLE: &str = "table inet kcn {\n  chain input { type filter hook input priority 200; }\n  \
+                     chain output { type filter hook output priority -200; }\n}\n";
 
 /// Creates the namespace of a member process: a veth pair to the bridge, its address, the
-/// empty nftables table.
-pub fn add_member_ns(instance: u64) -> Result<(), String> {
+/// empty nftables table, and the DNAT rules that send its connections to each broker
+/// (`broker`, `host:port`) through the proxy's port for it.
+pub fn add_member_ns(instance: u64, proxied: &[(String, u16)]) -> Result<(), String> {
     if instance > 250 {
         return Err(format!(
             "member instance {instance}: the network mode has addresses for 250 member processes"
@@ -95,11 +100,33 @@ pub fn add_member_ns(instance: u64) -> Result<(), String> {
     )?;
     run_cmd("ip", &["link", "set", &veth, "master", BRIDGE, "up"], None)?;
     let addr = format!("{}/16", member_addr(instance));
-    run_cmd("ip", &["-n", &ns, "addr", "add", &addr, "dev", "eth0"], None)?;
+    run_cmd(
+        "ip",
+        &["-n", &ns, "addr", "add", &addr, "dev", "eth0"],
+        None,
+    )?;
     run_cmd("ip", &["-n", &ns, "link", "set", "eth0", "up"], None)?;
     run_cmd("ip", &["-n", &ns, "link", "set", "lo", "up"], None)?;
-    run_cmd("ip", &["netns", "exec", &ns, "nft", "-f", "-"], Some(TABLE))
+    let mut script = TABLE.to_owned();
+    script.push_str("table ip kcnat {\n  chain out { type nat hook output priority -100;\n");
+    for (broker, port) in proxied {
+        let (host, bport) = broker
+            .rsplit_once(':')
+            .ok_or_else(|| format!("`{broker}` is not host:port"))?;
+        script.push_str(&format!(
+            "    ip daddr {host} tcp dport {bport} dnat to {PROXY_IP}:{port}\n"
+        ));
+    }
+    script.push_str("  }\n}\n");
+    run_cmd(
+        "ip",
+        &["netns", "exec", &ns, "nft", "-f", "-"],
+        Some(&script),
+    )
 }
+
+/// The orchestrator's address on the bridge, where the proxy listens.
+pub const PROXY_IP: &str = "10.77.0.1";
 
 /// Which way a cut drops packets, seen from the namespace that holds the rules.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -147,7 +174,7 @@ impl Orchestrator {
         if self.args.net_faults == 0 {
             return Ok(Command::new(exe));
         }
-        add_member_ns(instance)?;
+        add_member_ns(instance, &self.proxied)?;
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &member_ns(instance)]).arg(exe);
         Ok(c)
@@ -163,15 +190,22 @@ impl Orchestrator {
             ));
         }
         if way != Way::Out {
-            script.push_str(&format!("add rule inet kcn input ip saddr {{ {set} }} drop\n"));
+            script.push_str(&format!(
+                "add rule inet kcn input ip saddr {{ {set} }} drop\n"
+            ));
         }
-        run_cmd("ip", &["netns", "exec", ns, "nft", "-f", "-"], Some(&script))?;
+        run_cmd(
+            "ip",
+            &["netns", "exec", ns, "nft", "-f", "-"],
+            Some(&script),
+        )?;
         self.cut_ns.push(ns.to_owned());
         Ok(())
     }
 
     /// Removes every rule a fault added.
     fn heal(&mut self) -> Result<(), String> {
+        self.proxy.clear();
         let mut result = Ok(());
         for ns in std::mem::take(&mut self.cut_ns) {
             if let Err(e) = run_cmd(
@@ -186,7 +220,9 @@ impl Orchestrator {
     }
 
     pub(super) fn pick_net_kind(&mut self) -> FaultKind {
-        const KINDS: [(FaultKind, usize); 10] = [
+        const KINDS: [(FaultKind, usize); 12] = [
+            (FaultKind::SlowLeader, 1),
+            (FaultKind::StallLeader, 1),
             (FaultKind::CutLeaderFromCoordinator, 2),
             (FaultKind::CutLeaderFromStateLeader, 2),
             (FaultKind::CutLeaderFromDataLeader, 1),
@@ -232,6 +268,7 @@ impl Orchestrator {
         let mut target = None;
         let mut led: Vec<(String, Pair)> = Vec::new();
         let mut instances: Vec<u64> = Vec::new();
+        let mut slowed: Option<(String, Slow)> = None;
         if kind.at_leader() {
             let Some((i, _, _)) = self.leader_of(&role) else {
                 return Ok(0);
@@ -251,6 +288,16 @@ impl Orchestrator {
             if peers.is_empty() {
                 self.say(&format!("{}: no broker found; skipped", kind.name()));
                 return Ok(0);
+            }
+            if matches!(kind, FaultKind::SlowLeader | FaultKind::StallLeader) {
+                // The proxy slows what every broker sends to it, above the request timeout
+                // (10 s by default), or holds it half-way through a response.
+                let slow = if kind == FaultKind::SlowLeader {
+                    Slow::Delay(Duration::from_secs(12))
+                } else {
+                    Slow::Stall
+                };
+                slowed = Some((member_addr(self.procs[i].instance), slow));
             }
             let way = match kind {
                 FaultKind::CutLeaderOutbound => Way::Out,
@@ -306,15 +353,18 @@ impl Orchestrator {
             .map(|(ns, _, _)| ns.clone())
             .collect::<Vec<_>>()
             .join("+");
-        let peers = cuts
-            .first()
-            .map(|(_, p, _)| {
-                p.iter()
-                    .map(|n| format!("b{n}"))
-                    .collect::<Vec<_>>()
-                    .join("+")
-            })
-            .unwrap_or_default();
+        let peers = if slowed.is_some() {
+            format!("the proxy ({})", kind.name())
+        } else {
+            cuts.first()
+                .map(|(_, p, _)| {
+                    p.iter()
+                        .map(|n| format!("b{n}"))
+                        .collect::<Vec<_>>()
+                        .join("+")
+                })
+                .unwrap_or_default()
+        };
         let mut extra = vec![
             ("role", role.clone()),
             ("nodes", nodes.clone()),
@@ -350,6 +400,13 @@ impl Orchestrator {
                 )
             }
         ));
+        if let Some((addr, slow)) = slowed {
+            let ip = addr
+                .parse()
+                .map_err(|e| format!("the address {addr}: {e}"))?;
+            self.proxy.set(ip, slow);
+            cuts.clear();
+        }
         for (ns, peers, way) in &cuts {
             let addrs: Vec<String> = peers.iter().map(|n| broker_addr(*n)).collect();
             if let Err(e) = self.cut(ns, &addrs, *way) {
@@ -368,7 +425,9 @@ impl Orchestrator {
             .count();
         self.quiet();
         if moved > 0 {
-            self.say(&format!("      {moved} role(s) changed leader during the cut"));
+            self.say(&format!(
+                "      {moved} role(s) changed leader during the cut"
+            ));
         }
         Ok(moved)
     }
