@@ -354,7 +354,7 @@ impl Orchestrator {
             .collect::<Vec<_>>()
             .join("+");
         let peers = if slowed.is_some() {
-            format!("the proxy ({})", kind.name())
+            "the-proxy".to_owned()
         } else {
             cuts.first()
                 .map(|(_, p, _)| {
@@ -383,10 +383,15 @@ impl Orchestrator {
         }
         self.fault_line(kind, target, &led, &extra)?;
         self.say(&format!(
-            "#{} {} (role {}): {nodes} cut from {peers} for {:.1} s{}",
+            "#{} {} (role {}): {nodes} {} for {:.1} s{}",
             self.faults,
             kind.name(),
             self.short(&role),
+            if slowed.is_some() {
+                "slowed through the proxy".to_owned()
+            } else {
+                format!("cut from {peers}")
+            },
             hold.as_secs_f64(),
             if led.is_empty() {
                 String::new()
