@@ -85,16 +85,17 @@ pub fn print(j: &Journals, terms: &[(String, Term)], episode_end: &[i64]) -> Net
                 .filter(|(at, r, p)| r == role && p == pair && *at >= f.at)
                 .map(|(at, _, _)| *at)
                 .min();
-            let deposed = terms
-                .iter()
-                .any(|(r, t)| r == role && t.pair == *pair && t.next_start.is_some());
+            // Only a term whose successor began in the fault's episode was lost to it.
+            let deposed = terms.iter().any(|(r, t)| {
+                r == role && t.pair == *pair && t.next_start.is_some_and(|s| s <= end)
+            });
             learned.push(match ended {
-                Some(at) => {
+                Some(at) if deposed => {
                     learned_ms.push(at - heal);
                     format!("{} {:+} ms", short(role), at - heal)
                 }
                 None if deposed => format!("{} never reported", short(role)),
-                None => format!("{} kept its term", short(role)),
+                _ => format!("{} kept its term", short(role)),
             });
         }
         let acked_while_cut = f.instance.map_or(0, |inst| {
