@@ -142,6 +142,8 @@ struct Orchestrator {
     /// each broker (`host:port`).
     proxy: proxy::Proxy,
     proxied: Vec<(String, u16)>,
+    /// Network mode: the seeded order of the first faults' kinds (each kind once).
+    net_order: Vec<usize>,
 }
 
 fn now_ms() -> i64 {
@@ -204,6 +206,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         cut_ns: Vec::new(),
         proxy: proxy::Proxy::default(),
         proxied: Vec::new(),
+        net_order: Vec::new(),
     };
     if o.args.net_faults > 0 {
         let brokers: Vec<String> = o.args.bootstrap.split(',').map(str::to_owned).collect();

@@ -234,6 +234,21 @@ impl Orchestrator {
             (FaultKind::IsolateBroker, 1),
             (FaultKind::IsolateQuorumLeader, 1),
         ];
+        // The first faults take every kind once, in a seeded order, so that a short run
+        // covers them all; later ones are drawn by weight.
+        let done = self.faults as usize;
+        if done < KINDS.len() {
+            if done == 0 {
+                let mut order: Vec<usize> = (0..KINDS.len()).collect();
+                for i in (1..order.len()).rev() {
+                    order.swap(i, self.rng.below(i + 1));
+                }
+                self.net_order = order;
+            }
+            if let Some(&k) = self.net_order.get(done) {
+                return KINDS[k].0;
+            }
+        }
         let total: usize = KINDS.iter().map(|(_, w)| w).sum();
         let mut x = self.rng.below(total);
         for (k, w) in KINDS {
