@@ -6,6 +6,7 @@
 #
 # Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
 #                         [--max-seconds S] [--broker-kills N] [--self-test] [--postgres]
+#                         [--supervisor] [--partitions]
 #                         [-- MORE `chaos run` ARGUMENTS]
 #
 #   --failovers N    stop after N failovers (default 200)
@@ -100,7 +101,7 @@ while [ $# -gt 0 ]; do
         break
         ;;
     -h | --help)
-        sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;

@@ -161,3 +161,75 @@ pub fn print(j: &Journals, terms: &[(String, Term)], episode_end: &[i64]) -> Net
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Pair;
+    use crate::liveness::Fault;
+
+    fn term(pair: Pair, first_write: i64, next_start: Option<i64>) -> (String, Term) {
+        (
+            "r".to_owned(),
+            Term {
+                term: first_write,
+                member: "m".to_owned(),
+                pair,
+                first_write,
+                granted_at: first_write,
+                last_deadline: first_write + 2000,
+                longest_gap: 0,
+                rank: 0,
+                next_start,
+                cleared: false,
+            },
+        )
+    }
+
+    #[test]
+    fn a_term_lost_to_a_standby_cut_counts_and_the_cut_leaders_own_does_not() {
+        let old = Pair {
+            producer_id: 1,
+            epoch: 0,
+        };
+        let new = Pair {
+            producer_id: 1,
+            epoch: 1,
+        };
+        let mut j = Journals::default();
+        j.config.insert("roles".to_owned(), "r".to_owned());
+        // Fault 1 cuts the leader of `old`, which is deposed in its episode; fault 2 cuts a
+        // standby, and the term of `new` ends in its episode.
+        j.faults = vec![
+            Fault {
+                n: 1,
+                at: 1000,
+                kind: FaultKind::CutLeaderFromAll,
+                instance: Some(1),
+                led: vec![("r".to_owned(), old)],
+            },
+            Fault {
+                n: 2,
+                at: 10_000,
+                kind: FaultKind::CutStandby,
+                instance: Some(2),
+                led: Vec::new(),
+            },
+        ];
+        j.heals.insert(1, 6000);
+        j.heals.insert(2, 15_000);
+        j.ended.push((6500, "r".to_owned(), old));
+        let third = Pair {
+            producer_id: 1,
+            epoch: 2,
+        };
+        let terms = vec![
+            term(old, 0, Some(3500)),
+            term(new, 3500, Some(12_000)),
+            term(third, 12_000, None),
+        ];
+        let figures = print(&j, &terms, &[10_000, 20_000]);
+        assert_eq!(figures.faults, 2);
+        assert_eq!(figures.lost_to_others, 1);
+    }
+}
