@@ -6,7 +6,8 @@
 #
 # Usage: scripts/chaos.sh [--failovers N] [--seed S] [--brokers 1|3] [--debug]
 #                         [--max-seconds S] [--broker-kills N] [--self-test] [--postgres]
-#                         [--clock-faults N] [-- MORE `chaos run` ARGUMENTS]
+#                         [--clock-faults N] [--supervisor] [--partitions]
+#                         [-- MORE `chaos run` ARGUMENTS]
 #
 #   --failovers N    stop after N failovers (default 200)
 #   --seed S         the fault sequence's seed (default: from the clock; printed)
@@ -31,6 +32,11 @@
 #                    the members) until N of them: a leader's clock ahead then the leader killed,
 #                    a standby's behind, a leader's jumping ahead and back by more than a lease;
 #                    the run ends with each one's outcome (term kept or lost, time to a leader)
+#   --partitions     network faults instead (scripts/chaos-net.sh): three brokers and every
+#                    member in network namespaces, nftables cuts between named nodes healed
+#                    after a seeded hold; --failovers counts its faults (default there: 30),
+#                    --clock-faults N adds N clock faults between them. Needs root; without
+#                    root it prints SKIP and exits 0.
 #   after --          e.g. --members 5 --roles 3 --lease-ms 3000 --stagger-ms 500
 #
 # Exits non-zero on any safety violation, or when fewer than N failovers completed. The
@@ -54,6 +60,8 @@ broker_kills=0
 clock_faults=0
 supervisor=0
 postgres=0
+partitions=0
+failovers_given=0
 extra=()
 extra_flags=()
 while [ $# -gt 0 ]; do
@@ -62,7 +70,10 @@ while [ $# -gt 0 ]; do
         [ $# -ge 2 ] || die "$1 needs a value"
         case "$2" in '' | *[!0-9]*) die "$1 needs a non-negative integer, got '$2'" ;; esac
         case "$1" in
-        --failovers) failovers="$2" ;;
+        --failovers)
+            failovers="$2"
+            failovers_given=1
+            ;;
         --seed) seed="$2" ;;
         --brokers) brokers="$2" ;;
         --max-seconds) max_seconds="$2" ;;
@@ -87,13 +98,17 @@ while [ $# -gt 0 ]; do
         postgres=1
         shift
         ;;
+    --partitions)
+        partitions=1
+        shift
+        ;;
     --)
         shift
         extra=("$@")
         break
         ;;
     -h | --help)
-        sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -103,6 +118,14 @@ case "$brokers" in 1 | 3) ;; *) die "--brokers is 1 or 3, got '$brokers'" ;; esa
 [ "$failovers" -gt 0 ] || die "--failovers must be positive"
 [ "$supervisor" = 0 ] || [ "$clock_faults" -eq 0 ] || die "--clock-faults is for the member suite, not --supervisor"
 [ -n "$seed" ] || seed=$(($(date +%s) % 1000000))
+if [ "$partitions" = 1 ]; then
+    [ "$failovers_given" = 1 ] || failovers=30
+    exec scripts/chaos-net.sh --faults "$failovers" --seed "$seed" \
+        $([ "$profile" = debug ] && echo --debug) -- \
+        ${max_seconds:+--max-seconds "$max_seconds"} \
+        $([ "$clock_faults" -gt 0 ] && echo --clock-faults "$clock_faults") "${extra_flags[@]+"${extra_flags[@]}"}" \
+        "${extra[@]+"${extra[@]}"}"
+fi
 if [ "$postgres" = 1 ] && [ "$supervisor" = 0 ] && [ -z "${KC_POSTGRES_URL:-}" ]; then
     # A PostgreSQL cluster of its own, around the whole run (this script again, inside it).
     exec scripts/postgres/with-postgres.sh "$0" --failovers "$failovers" --seed "$seed" \

@@ -27,6 +27,9 @@ need_cmd openssl openssl
 need_cmd python3 python3
 need_cmd java openjdk-17-jdk-headless
 need_cmd mvn maven
+# The network-fault chaos suite (scripts/chaos-net.sh): namespaces and drop rules.
+need_cmd ip iproute2
+need_cmd nft nftables
 # initdb is not on PATH on Debian (it lives in /usr/lib/postgresql/<version>/bin).
 if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)

@@ -58,7 +58,10 @@ fi
 JAVA_OPTS=(-Xms"$HEAP" -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
     -Djava.awt.headless=true -Dlog4j2.configurationFile="$RUN_DIR/log4j2.properties"
     -Dlog4j.configuration="file:$RUN_DIR/log4j.properties")
-nohup java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.Kafka "$CONFIG" >"$LOG" 2>&1 </dev/null &
+# A node that start.sh ran in a network namespace (KAFKA_NODE_NETNS) runs there again.
+in_netns=()
+[ ! -s "$RUN_DIR/node-$NODE/netns" ] || in_netns=(ip netns exec "$(cat "$RUN_DIR/node-$NODE/netns")")
+nohup "${in_netns[@]+"${in_netns[@]}"}" java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.Kafka "$CONFIG" >"$LOG" 2>&1 </dev/null &
 pid=$!
 echo "$pid" >"$pidfile"
 

@@ -39,6 +39,10 @@
 #   KAFKA_HEAP          JVM heap per node (default: 512m)
 #   KAFKA_START_TIMEOUT seconds to wait for the cluster to answer (default: 120)
 #   KAFKA_OAUTH_REAUTH_MS  the OAUTHBEARER listeners' connections.max.reauth.ms (default: 10000)
+#   KAFKA_NODE_HOSTS    space-separated IPv4 addresses, one per node: node N listens on and
+#                       advertises the Nth (default: 127.0.0.1 for every node)
+#   KAFKA_NODE_NETNS    space-separated network namespaces, one per node: node N runs under
+#                       `ip netns exec` in the Nth (start-node.sh does the same; default: none)
 #
 # The classpath is built once with Maven into .kafka/lib-<version>/ and reused. Logs go to
 # <run dir>/logs/. Stop with scripts/kafka/stop.sh (same KAFKA_RUN_DIR).
@@ -155,17 +159,21 @@ free_port() {
     die "could not find a free TCP port on 127.0.0.1"
 }
 
-declare -a BPORT CPORT SPORT TPORT OPORT
+declare -a BPORT CPORT SPORT TPORT OPORT HOST NETNS
+read -r -a node_hosts <<<"${KAFKA_NODE_HOSTS:-}"
+read -r -a node_netns <<<"${KAFKA_NODE_NETNS:-}"
 VOTERS=""
 ZK_PORT=""
 [ "$MODE" = zookeeper ] && ZK_PORT="$(free_port)"
 for n in $(seq 1 "$BROKERS"); do
+    HOST[n]="${node_hosts[n - 1]:-127.0.0.1}"
+    NETNS[n]="${node_netns[n - 1]:-}"
     BPORT[n]="$(free_port)"
     CPORT[n]="$(free_port)"
     SPORT[n]="$(free_port)"
     TPORT[n]="$(free_port)"
     OPORT[n]="$(free_port)"
-    VOTERS="${VOTERS:+$VOTERS,}$n@127.0.0.1:${CPORT[n]}"
+    VOTERS="${VOTERS:+$VOTERS,}$n@${HOST[n]}:${CPORT[n]}"
 done
 
 # ---- TLS material and SASL users ----------------------------------------------------------
@@ -192,7 +200,9 @@ leaf() { # leaf NAME SUBJECT EXTENSIONS...
         -out "$TLS/$name.pem"
     rm -f "$TLS/$name.csr" "$TLS/$name.ext"
 }
-leaf broker "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth"
+san=""
+for n in $(seq 1 "$BROKERS"); do [ "${HOST[n]}" = 127.0.0.1 ] || san="$san,IP:${HOST[n]}"; done
+leaf broker "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost$san" "extendedKeyUsage=serverAuth"
 leaf client "/CN=kc-client" "extendedKeyUsage=clientAuth"
 # The broker's PEM key store: its key, then its certificate chain. Kafka before 3.5 (or so)
 # refuses a PEM key store without a key password, so there the key is encrypted (PKCS#8,
@@ -232,14 +242,16 @@ write_log_configs "$RUN_DIR"
 
 for n in $(seq 1 "$BROKERS"); do
     mkdir -p "$RUN_DIR/node-$n/data"
-    listeners="PLAINTEXT://127.0.0.1:${BPORT[n]},SASL_SSL://127.0.0.1:${SPORT[n]},SSL://127.0.0.1:${TPORT[n]},OAUTH://127.0.0.1:${OPORT[n]}"
+    h="${HOST[n]}"
+    listeners="PLAINTEXT://$h:${BPORT[n]},SASL_SSL://$h:${SPORT[n]},SSL://$h:${TPORT[n]},OAUTH://$h:${OPORT[n]}"
+    if [ -n "${NETNS[n]}" ]; then echo "${NETNS[n]}" >"$RUN_DIR/node-$n/netns"; else rm -f "$RUN_DIR/node-$n/netns"; fi
     if [ "$MODE" = kraft ]; then
         cat >"$RUN_DIR/node-$n/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$VOTERS
 controller.listener.names=CONTROLLER
-listeners=$listeners,CONTROLLER://127.0.0.1:${CPORT[n]}
+listeners=$listeners,CONTROLLER://$h:${CPORT[n]}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,OAUTH:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 EOF
@@ -354,7 +366,9 @@ EOF
 fi
 
 for n in $(seq 1 "$BROKERS"); do
-    nohup java "${JAVA_OPTS[@]}" -cp "$CLASSPATH" kafka.Kafka "$RUN_DIR/node-$n/server.properties" \
+    in_netns=()
+    [ -z "${NETNS[n]}" ] || in_netns=(ip netns exec "${NETNS[n]}")
+    nohup "${in_netns[@]+"${in_netns[@]}"}" java "${JAVA_OPTS[@]}" -cp "$CLASSPATH" kafka.Kafka "$RUN_DIR/node-$n/server.properties" \
         >"$RUN_DIR/logs/node-$n.log" 2>&1 </dev/null &
     echo $! >"$RUN_DIR/node-$n.pid"
 done
@@ -364,10 +378,10 @@ SASL_SSL_BOOTSTRAP=""
 SSL_BOOTSTRAP=""
 OAUTH_BOOTSTRAP=""
 for n in $(seq 1 "$BROKERS"); do
-    BOOTSTRAP="${BOOTSTRAP:+$BOOTSTRAP,}127.0.0.1:${BPORT[n]}"
-    SASL_SSL_BOOTSTRAP="${SASL_SSL_BOOTSTRAP:+$SASL_SSL_BOOTSTRAP,}127.0.0.1:${SPORT[n]}"
-    SSL_BOOTSTRAP="${SSL_BOOTSTRAP:+$SSL_BOOTSTRAP,}127.0.0.1:${TPORT[n]}"
-    OAUTH_BOOTSTRAP="${OAUTH_BOOTSTRAP:+$OAUTH_BOOTSTRAP,}127.0.0.1:${OPORT[n]}"
+    BOOTSTRAP="${BOOTSTRAP:+$BOOTSTRAP,}${HOST[n]}:${BPORT[n]}"
+    SASL_SSL_BOOTSTRAP="${SASL_SSL_BOOTSTRAP:+$SASL_SSL_BOOTSTRAP,}${HOST[n]}:${SPORT[n]}"
+    SSL_BOOTSTRAP="${SSL_BOOTSTRAP:+$SSL_BOOTSTRAP,}${HOST[n]}:${TPORT[n]}"
+    OAUTH_BOOTSTRAP="${OAUTH_BOOTSTRAP:+$OAUTH_BOOTSTRAP,}${HOST[n]}:${OPORT[n]}"
 done
 say "started $BROKERS node(s) (cluster $CLUSTER_ID, Kafka $VERSION, $MODE mode); waiting up to ${START_TIMEOUT}s for $BOOTSTRAP"
 

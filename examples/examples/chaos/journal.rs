@@ -35,6 +35,14 @@ pub struct Journals {
     /// (PG_FAILED: a lost connection, a COMMIT without an answer).
     pub pg_refused: usize,
     pub pg_failed: usize,
+    /// Network faults: when each fault (by number) was healed.
+    pub heals: HashMap<u64, i64>,
+    /// Network faults: the namespaces cut and the brokers they were cut from, by fault number.
+    pub cuts: HashMap<u64, (String, String)>,
+    /// Every acknowledged write: (acknowledged at, begun at, role, instance).
+    pub ack_times: Vec<(i64, i64, String, i64)>,
+    /// Every ENDED line: (at, role, pair).
+    pub ended: Vec<(i64, String, Pair)>,
 }
 
 /// A row a member committed through the database fence.
@@ -97,6 +105,14 @@ pub fn load_journals(dir: &Path) -> Result<Journals, String> {
                         })
                         .collect::<Result<_, String>>()?,
                 };
+                if let (Some(nodes), Some(peers)) =
+                    (line.fields.get("nodes"), line.fields.get("peers"))
+                {
+                    j.cuts.insert(
+                        line.fields.number("n").map_err(bad)?,
+                        (nodes.to_owned(), peers.to_owned()),
+                    );
+                }
                 j.faults.push(Fault {
                     n: line.fields.number("n").map_err(bad)?,
                     at: line.at,
@@ -106,6 +122,10 @@ pub fn load_journals(dir: &Path) -> Result<Journals, String> {
                 });
             }
             "END" => j.run_end = Some(line.at),
+            "HEAL" => {
+                j.heals
+                    .insert(line.fields.number("n").map_err(bad)?, line.at);
+            }
             "CONT" => j
                 .resumes
                 .push((line.at, line.fields.number("instance").map_err(bad)?)),
@@ -155,12 +175,20 @@ fn journal_line(line: &Line, j: &mut Journals) -> Result<(), String> {
                 pair: f.pair("pair")?,
                 term: f.number("term")?,
             });
+            let mut began = line.at;
             if let Some(took) = f.get("took_ms") {
-                j.write_ms.push(
-                    took.parse()
-                        .map_err(|_| "took_ms= is not a number".to_owned())?,
-                );
+                let took: i64 = took
+                    .parse()
+                    .map_err(|_| "took_ms= is not a number".to_owned())?;
+                j.write_ms.push(took);
+                began -= took;
             }
+            j.ack_times.push((
+                line.at,
+                began,
+                f.text("role")?.to_owned(),
+                f.number("instance")?,
+            ));
         }
         "WRITE_FAILED" => {
             let took = f.number("took_ms").unwrap_or(0);
@@ -180,6 +208,9 @@ fn journal_line(line: &Line, j: &mut Journals) -> Result<(), String> {
         "ELECTED" => {
             j.holders.insert(f.pair("pair")?, f.number("instance")?);
         }
+        "ENDED" => j
+            .ended
+            .push((line.at, f.text("role")?.to_owned(), f.pair("pair")?)),
         "RESIGN" => {
             j.resigns
                 .insert((f.text("role")?.to_owned(), f.pair("pair")?), line.at);

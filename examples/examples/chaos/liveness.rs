@@ -130,10 +130,31 @@ pub enum FaultKind {
     ClockBehindStandby,
     /// A leader's wall clock jumps ahead, then behind, by more than a lease.
     ClockJumpLeader,
+    /// Network faults (nftables drops between namespaces, healed after a hold): the leader
+    /// cut from the role's transaction coordinator, from its state partition's leader, from
+    /// its data partition's leader, from every broker; the leader's packets to every broker
+    /// dropped (one way), every broker's packets to the leader dropped (the other way).
+    CutLeaderFromCoordinator,
+    CutLeaderFromStateLeader,
+    CutLeaderFromDataLeader,
+    CutLeaderFromAll,
+    CutLeaderOutbound,
+    CutLeaderInbound,
+    /// A standby, or every standby, cut from every broker.
+    CutStandby,
+    CutAllStandbys,
+    /// A broker cut from the other two (controller quorum and replication) while clients
+    /// still reach it; the same for the controller quorum's leader.
+    IsolateBroker,
+    IsolateQuorumLeader,
+    /// The leader's connections through the proxy: every chunk from a broker 12 s late (above
+    /// the 10 s request timeout), or held half-way through a response until the heal.
+    SlowLeader,
+    StallLeader,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 24] = [
         FaultKind::KillLeader,
         FaultKind::StopLeader,
         FaultKind::ResignLeader,
@@ -146,6 +167,18 @@ impl FaultKind {
         FaultKind::ClockAheadLeader,
         FaultKind::ClockBehindStandby,
         FaultKind::ClockJumpLeader,
+        FaultKind::CutLeaderFromCoordinator,
+        FaultKind::CutLeaderFromStateLeader,
+        FaultKind::CutLeaderFromDataLeader,
+        FaultKind::CutLeaderFromAll,
+        FaultKind::CutLeaderOutbound,
+        FaultKind::CutLeaderInbound,
+        FaultKind::CutStandby,
+        FaultKind::CutAllStandbys,
+        FaultKind::IsolateBroker,
+        FaultKind::IsolateQuorumLeader,
+        FaultKind::SlowLeader,
+        FaultKind::StallLeader,
     ];
 
     pub fn name(self) -> &'static str {
@@ -162,6 +195,18 @@ impl FaultKind {
             FaultKind::ClockAheadLeader => "clock-ahead-leader",
             FaultKind::ClockBehindStandby => "clock-behind-standby",
             FaultKind::ClockJumpLeader => "clock-jump-leader",
+            FaultKind::CutLeaderFromCoordinator => "cut-leader-from-coordinator",
+            FaultKind::CutLeaderFromStateLeader => "cut-leader-from-state-leader",
+            FaultKind::CutLeaderFromDataLeader => "cut-leader-from-data-leader",
+            FaultKind::CutLeaderFromAll => "cut-leader-from-all",
+            FaultKind::CutLeaderOutbound => "cut-leader-outbound",
+            FaultKind::CutLeaderInbound => "cut-leader-inbound",
+            FaultKind::CutStandby => "cut-standby",
+            FaultKind::CutAllStandbys => "cut-all-standbys",
+            FaultKind::IsolateBroker => "isolate-broker",
+            FaultKind::IsolateQuorumLeader => "isolate-quorum-leader",
+            FaultKind::SlowLeader => "slow-leader",
+            FaultKind::StallLeader => "stall-leader",
         }
     }
 
@@ -173,7 +218,17 @@ impl FaultKind {
     pub fn at_leader(self) -> bool {
         matches!(
             self,
-            FaultKind::KillLeader | FaultKind::StopLeader | FaultKind::ResignLeader
+            FaultKind::KillLeader
+                | FaultKind::StopLeader
+                | FaultKind::ResignLeader
+                | FaultKind::CutLeaderFromCoordinator
+                | FaultKind::CutLeaderFromStateLeader
+                | FaultKind::CutLeaderFromDataLeader
+                | FaultKind::CutLeaderFromAll
+                | FaultKind::CutLeaderOutbound
+                | FaultKind::CutLeaderInbound
+                | FaultKind::SlowLeader
+                | FaultKind::StallLeader
         )
     }
 
@@ -187,6 +242,11 @@ impl FaultKind {
         )
     }
 
+    /// A network fault (a cut healed after a hold).
+    pub fn is_net(self) -> bool {
+        FaultKind::ALL[12..].contains(&self)
+    }
+
     /// A fault aimed at a broker.
     pub fn at_broker(self) -> bool {
         matches!(
@@ -195,6 +255,8 @@ impl FaultKind {
                 | FaultKind::KillDataLeaderBroker
                 | FaultKind::KillCoordinatorBroker
                 | FaultKind::KillStateAndCoordinatorBrokers
+                | FaultKind::IsolateBroker
+                | FaultKind::IsolateQuorumLeader
         )
     }
 }
@@ -382,6 +444,14 @@ pub fn analyse_role(role: &str, terms: &[Term], run: &Run<'_>, out: &mut Livenes
                     .unwrap_or(f.at),
                 _ => terms[i].last_deadline,
             };
+            // A network cut need not depose the leader (one cut from its data partition's
+            // leader keeps renewing): it is a failover only if a successor began in its episode.
+            let net_kept = |first: Option<&Term>| {
+                f.kind.is_net() && first.is_none_or(|t| t.first_write > episode)
+            };
+            if net_kept(terms.get(i + 1)) {
+                continue;
+            }
             let Some(first) = terms.get(i + 1) else {
                 out.no_successor.push((f.n, role.to_owned()));
                 continue;

@@ -25,6 +25,7 @@ mod journal;
 mod kafka;
 mod liveness;
 mod member;
+mod netreport;
 mod report;
 mod run;
 
@@ -38,7 +39,7 @@ usage: chaos run   [--bootstrap HOST:PORT] [--brokers 1|3] [--failovers N (20)] 
                    [--dir DIR] [--members N (4)] [--roles N (2)] [--lease-ms (2000)]
                    [--renew-ms (500)] [--stagger-ms (300)] [--write-ms (50)] [--partitions (16)]
                    [--max-seconds S] [--kafka-scripts DIR] [--broker-kills N] [--self-test]
-                   [--postgres URL] [--clock-faults N]
+                   [--postgres URL] [--clock-faults N] [--net-faults N]
        chaos check [--bootstrap HOST:PORT] --dir DIR [--terms] [--postgres URL]
        chaos member ... (started by `run`)
 The bootstrap defaults to $KAFKA_BOOTSTRAP. With --brokers 3, broker faults use
@@ -48,7 +49,9 @@ term ended in one with no fault aimed at its member. --postgres URL: each write 
 written through the database fence (kafka_coordination::postgres), checked in the table; check
 takes the URL from --postgres or KC_POSTGRES_URL. --clock-faults N makes every other fault a
 clock fault (libfaketime in the members: a leader ahead then killed, a standby behind, a leader
-jumping ahead and back) until N of them; KC_LIBFAKETIME names the library if not found.";
+jumping ahead and back) until N of them; KC_LIBFAKETIME names the library if not found.
+--net-faults N (three brokers in network namespaces, from scripts/chaos-net.sh): N network
+faults instead of failovers (clock faults, when asked for, come between them).";
 
 fn millis(p: &Parsed, name: &str, default: u64) -> Result<Duration, String> {
     Ok(Duration::from_millis(
@@ -158,6 +161,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             "--broker-kills",
             "--postgres",
             "--clock-faults",
+            "--net-faults",
         ],
         &["--self-test"],
         USAGE,
@@ -213,6 +217,10 @@ fn run(args: &[String]) -> Result<i32, String> {
             None => 0,
             Some(_) => num("--clock-faults", 1)? as usize,
         },
+        net_faults: match p.value("--net-faults") {
+            None => 0,
+            Some(_) => num("--net-faults", 1)? as usize,
+        },
         scripts: p.value("--kafka-scripts").map_or_else(
             || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka"),
             PathBuf::from,
@@ -221,6 +229,11 @@ fn run(args: &[String]) -> Result<i32, String> {
     if args.members < 2 {
         return Err("--members must be at least 2 (a leader and a standby)".to_owned());
     }
+    if args.net_faults > 0 && brokers != 3 {
+        return Err("--net-faults needs --brokers 3".to_owned());
+    }
+    let net_faults = args.net_faults;
+    let clock_faults = args.clock_faults;
     let bootstrap = args.bootstrap.clone();
     let outcome = run::run(args)?;
     println!(
@@ -229,7 +242,16 @@ fn run(args: &[String]) -> Result<i32, String> {
     );
     let postgres = p.value("--postgres");
     let verdict = report::check(&dir, &bootstrap, false, postgres)?;
-    let mut code = verdict_code(&verdict, Some((outcome.failovers, failovers)));
+    let progress = if net_faults > 0 {
+        // The network faults alone: the clock faults between them do not count.
+        (
+            (outcome.faults as usize).saturating_sub(clock_faults),
+            net_faults,
+        )
+    } else {
+        (outcome.failovers, failovers)
+    };
+    let mut code = verdict_code(&verdict, Some(progress));
     if broker_kills > 0 {
         if outcome.broker_kills < broker_kills {
             println!(
@@ -302,7 +324,10 @@ fn verdict_code(v: &report::Verdict, progress: Option<(usize, usize)>) -> i32 {
         code = 1;
     }
     if let Some((done, wanted)) = progress.filter(|(done, wanted)| done < wanted) {
-        println!("chaos: FAILED: no progress: {done} of {wanted} failovers completed");
+        println!(
+            "chaos: FAILED: no progress: {done} of {wanted} failovers (network faults with \
+             --net-faults) completed"
+        );
         code = 1;
     }
     if code == 0 {

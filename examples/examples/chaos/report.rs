@@ -74,6 +74,7 @@ pub fn check(
     let mut gaps: Vec<i64> = Vec::new();
     let mut lapsed = 0;
     let mut tables: Vec<String> = Vec::new();
+    let mut all_terms: Vec<(String, crate::liveness::Term)> = Vec::new();
     for (index, role) in roles.iter().enumerate() {
         let r = Role::new(role.clone()).map_err(|e| e.to_string())?;
         let p = role_partition(&r, partitions).map_err(|e| e.to_string())?;
@@ -161,6 +162,7 @@ pub fn check(
             run_end,
         };
         analyse_role(role, &terms, &run, &mut liveness);
+        all_terms.extend(terms.into_iter().map(|t| (role.clone(), t)));
     }
 
     println!("\nchaos check: {}", dir.display());
@@ -399,6 +401,7 @@ pub fn check(
             }
         );
     }
+    crate::netreport::print(&j, &all_terms, &episode_end);
     for (fault, role) in &liveness.no_successor {
         println!("  NO SUCCESSOR after fault #{fault} on role {role}");
     }

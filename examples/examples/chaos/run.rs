@@ -28,7 +28,9 @@ use crate::kafka;
 
 mod clock;
 mod faults;
+mod net;
 mod procs;
+mod proxy;
 
 /// The orchestrator's settings (from its command line).
 #[derive(Clone, Debug)]
@@ -56,6 +58,8 @@ pub struct RunArgs {
     pub postgres: Option<String>,
     /// `--clock-faults N`: every other fault is a clock fault until N of them (run/clock.rs).
     pub clock_faults: usize,
+    /// Network mode: inject this many network faults (brokers and members in namespaces).
+    pub net_faults: usize,
 }
 
 /// What the run did, for the verdict.
@@ -138,6 +142,14 @@ struct Orchestrator {
     last_action: i64,
     /// The clock faults' library and outcomes.
     clocks: clock::Clocks,
+    /// Network mode: the namespaces that hold a fault's drop rules until the heal.
+    cut_ns: Vec<String>,
+    /// Network mode: the proxy every member reaches the brokers through, and its port for
+    /// each broker (`host:port`).
+    proxy: proxy::Proxy,
+    proxied: Vec<(String, u16)>,
+    /// Network mode: the seeded order of the first faults' kinds (each kind once).
+    net_order: Vec<usize>,
 }
 
 fn now_ms() -> i64 {
@@ -199,7 +211,15 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         observer,
         last_action: now_ms(),
         clocks,
+        cut_ns: Vec::new(),
+        proxy: proxy::Proxy::default(),
+        proxied: Vec::new(),
+        net_order: Vec::new(),
     };
+    if o.args.net_faults > 0 {
+        let brokers: Vec<String> = o.args.bootstrap.split(',').map(str::to_owned).collect();
+        o.proxied = o.proxy.start(net::PROXY_IP, &brokers)?;
+    }
     o.record_config()?;
     o.announce();
     for _ in 0..o.args.members {
@@ -207,6 +227,7 @@ pub fn run(args: RunArgs) -> Result<RunOutcome, String> {
         o.spawn(id)?;
     }
     let result = o.chaos();
+    o.heal_all();
     o.stop_members();
     let failovers = result?;
     Ok(RunOutcome {
@@ -344,7 +365,7 @@ impl Orchestrator {
     fn announce(&self) {
         self.say(&format!(
             "chaos: seed {}, {} broker(s), {} member processes, roles {} (data topic {}, state topic \
-             {}); lease {:?}, renew {:?}, stagger {:?}; until {} failovers and {} broker kills; \
+             {}); lease {:?}, renew {:?}, stagger {:?}; until {}; \
              journals in {}",
             self.args.seed,
             self.args.brokers,
@@ -355,8 +376,14 @@ impl Orchestrator {
             self.args.lease,
             self.args.renew,
             self.args.stagger,
-            self.args.failovers,
-            self.args.broker_kills,
+            if self.args.net_faults > 0 {
+                format!("{} network faults", self.args.net_faults)
+            } else {
+                format!(
+                    "{} failovers and {} broker kills",
+                    self.args.failovers, self.args.broker_kills
+                )
+            },
             self.args.dir.display()
         ));
     }

@@ -159,8 +159,12 @@ impl Orchestrator {
         // transaction log): the first fault waits for them to be over, as every later fault
         // waits for the elections after the one before it.
         self.quiet();
-        while failovers < self.args.failovers
-            || self.broker_kills < self.args.broker_kills
+        // Network mode counts network faults (clock faults, when asked for, come between them);
+        // otherwise failovers and broker kills.
+        let net = self.args.net_faults;
+        while (net > 0 && (self.faults as usize).saturating_sub(self.clocks.done) < net)
+            || (net == 0
+                && (failovers < self.args.failovers || self.broker_kills < self.args.broker_kills))
             || self.clocks.done < self.args.clock_faults
         {
             if let Some(max) = self.args.max_seconds {
@@ -177,6 +181,15 @@ impl Orchestrator {
                     "not settled after 120 s ({why}); injecting anyway"
                 ));
                 self.record("STALL", &[("error", why)])?;
+            }
+            if let Some(kind) = self.clock_kind() {
+                failovers += self.clock_fault(kind)?;
+                continue;
+            }
+            if net > 0 {
+                let kind = self.pick_net_kind();
+                failovers += self.net_fault(kind)?;
+                continue;
             }
             let kind = self.pick_kind();
             failovers += match kind {

@@ -23,7 +23,7 @@ impl Orchestrator {
         let stderr = File::create(self.args.dir.join(format!("member-{instance}.stderr")))
             .map_err(|e| format!("cannot create a member's stderr file: {e}"))?;
         let ms = |d: Duration| d.as_millis().to_string();
-        let mut command = Command::new(exe);
+        let mut command = self.member_command(exe, instance)?;
         command.arg("member");
         self.clock_env(&mut command, instance)?;
         if let (Some(url), Some(tables)) = (&self.args.postgres, &self.pg_tables) {
