@@ -7,8 +7,10 @@
 # (model/), starts a real Apache Kafka broker (KRaft, from Maven Central) and a throwaway
 # PostgreSQL cluster (scripts/postgres/, for the database fence), runs every test, runs the
 # README's first run (scripts/first-run.sh), the three-broker fault test and short seeded runs
-# of the chaos suite (scripts/chaos.sh), then the quick version matrix on the oldest and the
-# newest supported Kafka (scripts/kafka-versions.sh), and stops the brokers and the database, also when a test fails.
+# of the chaos suite (scripts/chaos.sh: crashes, the supervisor, broker kills, and as root
+# network and clock faults in namespaces), then the quick version matrix on the oldest and the
+# newest supported Kafka (scripts/kafka-versions.sh), and stops the brokers and the database,
+# also when a test fails.
 #
 #   scripts/test.sh            everything
 #   SKIP_KAFKA=1 scripts/test.sh   everything but the real-broker suites (they then skip loudly)
@@ -96,6 +98,12 @@ fi
 
 step "chaos suite: 4 failovers on three brokers, with broker kills (seed 2)"
 scripts/chaos.sh --debug --brokers 3 --failovers 4 --seed 2 --max-seconds 900
+
+# Partial faults: three brokers and every member in network namespaces of their own, paths
+# between named nodes cut with nftables (and slowed or stalled through a proxy), members' wall
+# clocks moved with libfaketime. Needs root (CI runs as root); without it, it says SKIP loudly.
+step "chaos suite: 8 network faults and 2 clock faults on three brokers in namespaces (seed 5)"
+scripts/chaos.sh --partitions --debug --failovers 8 --clock-faults 2 --seed 5 --max-seconds 900
 
 # The supported range's ends beside the pinned version: the oldest (3.0, ZooKeeper mode) and
 # the newest 4.x served, one broker each, with the transport, leadership, CLI and interop suites
