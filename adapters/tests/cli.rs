@@ -1652,13 +1652,10 @@ fn a_password_file_authenticates_and_a_missing_acl_exits_2() {
     );
 }
 
-/// `--stop-at-deadline`: a leader cut off from the cluster (every connection through a proxy
-/// that stops answering) sees no fence, and stops its child once the lease it holds ran out
-/// without a renewal; it then exits 75 (term lost).
-#[test]
-fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_out() {
-    let Some(bootstrap) = bootstrap() else { return };
-    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
+/// A proxy in front of the first broker, and a config file whose every connection goes
+/// through it (short request timeout), for tests that cut a supervisor off the cluster.
+fn through_a_proxy(bootstrap: &str) -> (proxy::Proxy, PathBuf) {
+    drop(transport_with(KafkaConfig::new(bootstrap, PARTITIONS)));
     let broker = bootstrap
         .split(',')
         .next()
@@ -1675,6 +1672,16 @@ fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_ou
             proxy.addr
         ),
     );
+    (proxy, config)
+}
+
+/// `--stop-at-deadline`: a leader cut off from the cluster (every connection through a proxy
+/// that stops answering) sees no fence, and stops its child once the lease it holds ran out
+/// without a renewal; it then exits 75 (term lost).
+#[test]
+fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_out() {
+    let Some(bootstrap) = bootstrap() else { return };
+    let (proxy, config) = through_a_proxy(&bootstrap);
     let role = unique("kc-cli-deadline");
     let mut sup = {
         let mut c = kc();
@@ -1728,23 +1735,7 @@ fn with_stop_at_deadline_a_leader_cut_off_stops_its_child_when_its_lease_runs_ou
 #[test]
 fn without_stop_at_deadline_a_cut_off_leaders_child_runs_until_the_fence_is_seen() {
     let Some(bootstrap) = bootstrap() else { return };
-    drop(transport_with(KafkaConfig::new(&bootstrap, PARTITIONS)));
-    let broker = bootstrap
-        .split(',')
-        .next()
-        .expect("a broker")
-        .trim()
-        .to_owned();
-    let proxy = proxy::Proxy::start(&broker);
-    let config = scratch("through-proxy.toml");
-    write(
-        &config,
-        &format!(
-            "[kafka]\nbootstrap_servers = \"{0}\"\nrequest_timeout = \"700ms\"\n\
-             [kafka.address_overrides]\n\"{broker}\" = \"{0}\"\n",
-            proxy.addr
-        ),
-    );
+    let (proxy, config) = through_a_proxy(&bootstrap);
     let role = unique("kc-cli-cut-off");
     let file = scratch("cut-off-child.log");
     let mut a = {

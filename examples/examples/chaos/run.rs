@@ -84,6 +84,18 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
+    /// One of `items`, drawn by its weight; `fallback` when the weights are all zero.
+    fn weighted<T: Copy>(&mut self, items: &[(T, usize)], fallback: T) -> T {
+        let total: usize = items.iter().map(|(_, w)| w).sum();
+        let mut x = self.below(total);
+        for &(item, w) in items {
+            if x < w {
+                return item;
+            }
+            x -= w;
+        }
+        fallback
+    }
     fn millis(&mut self, lo: Duration, hi: Duration) -> Duration {
         let (lo, hi) = (lo.as_millis() as u64, hi.as_millis() as u64);
         Duration::from_millis(lo + self.next() % (hi.saturating_sub(lo) + 1))

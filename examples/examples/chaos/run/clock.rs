@@ -157,7 +157,7 @@ impl Orchestrator {
     }
 
     /// The roles process `target` leads: (role, pair, term).
-    fn led_by(&self, target: usize) -> Vec<(String, Pair, i64)> {
+    pub(super) fn led_by(&self, target: usize) -> Vec<(String, Pair, i64)> {
         self.roles
             .iter()
             .filter_map(|r| match self.leader_of(r) {

@@ -140,15 +140,7 @@ impl Orchestrator {
                 (FaultKind::KillCoordinatorBroker, 1),
             ]);
         }
-        let total: usize = weights.iter().map(|(_, w)| w).sum();
-        let mut x = self.rng.below(total);
-        for (k, w) in weights {
-            if x < w {
-                return k;
-            }
-            x -= w;
-        }
-        FaultKind::KillLeader
+        self.rng.weighted(&weights, FaultKind::KillLeader)
     }
 
     /// Injects faults until enough failovers happened; returns their count.
@@ -212,13 +204,7 @@ impl Orchestrator {
         let led: Vec<(String, Pair, i64)> = if kind == FaultKind::ResignLeader {
             vec![(role.clone(), pair, term)]
         } else {
-            self.roles
-                .iter()
-                .filter_map(|r| match self.leader_of(r) {
-                    Some((i, p, t)) if i == target => Some((r.clone(), p, t)),
-                    _ => None,
-                })
-                .collect()
+            self.led_by(target)
         };
         let pairs: Vec<(String, Pair)> = led.iter().map(|(r, p, _)| (r.clone(), *p)).collect();
         let old: Vec<(String, i64)> = led.iter().map(|(r, _, t)| (r.clone(), *t)).collect();

@@ -236,7 +236,8 @@ impl Orchestrator {
         ];
         // The first faults take every kind once, in a seeded order, so that a short run
         // covers them all; later ones are drawn by weight.
-        let done = self.faults as usize;
+        // Network faults only: clock faults, when asked for, come between them.
+        let done = (self.faults as usize).saturating_sub(self.clocks.done);
         if done < KINDS.len() {
             if done == 0 {
                 let mut order: Vec<usize> = (0..KINDS.len()).collect();
@@ -249,15 +250,7 @@ impl Orchestrator {
                 return KINDS[k].0;
             }
         }
-        let total: usize = KINDS.iter().map(|(_, w)| w).sum();
-        let mut x = self.rng.below(total);
-        for (k, w) in KINDS {
-            if x < w {
-                return k;
-            }
-            x -= w;
-        }
-        FaultKind::CutLeaderFromAll
+        self.rng.weighted(&KINDS, FaultKind::CutLeaderFromAll)
     }
 
     /// One network fault: the cut, a seeded hold, the heal, and the wait for the roles to
