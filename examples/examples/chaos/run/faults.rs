@@ -261,8 +261,9 @@ impl Orchestrator {
         }
     }
 
-    pub(super) fn standby_fault(&mut self, kind: FaultKind) -> Result<usize, String> {
-        let standbys: Vec<usize> = (0..self.procs.len())
+    /// The processes that run (alive, not stopped) and lead no role.
+    pub(super) fn standbys(&self) -> Vec<usize> {
+        (0..self.procs.len())
             .filter(|&i| {
                 let p = &self.procs[i];
                 p.alive
@@ -272,7 +273,11 @@ impl Orchestrator {
                         .iter()
                         .all(|r| self.leader_of(r).is_none_or(|(l, _, _)| l != i))
             })
-            .collect();
+            .collect()
+    }
+
+    pub(super) fn standby_fault(&mut self, kind: FaultKind) -> Result<usize, String> {
+        let standbys = self.standbys();
         if standbys.is_empty() {
             return self.leader_fault(FaultKind::KillLeader);
         }

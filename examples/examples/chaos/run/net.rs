@@ -314,24 +314,9 @@ impl Orchestrator {
             };
             cuts.push((member_ns(self.procs[i].instance), peers, way));
             target = Some(i);
-            led = self
-                .roles
-                .iter()
-                .filter_map(|r| match self.leader_of(r) {
-                    Some((l, p, _)) if l == i => Some((r.clone(), p)),
-                    _ => None,
-                })
-                .collect();
+            led = self.led_by(i).into_iter().map(|(r, p, _)| (r, p)).collect();
         } else if matches!(kind, FaultKind::CutStandby | FaultKind::CutAllStandbys) {
-            let standbys: Vec<usize> = (0..self.procs.len())
-                .filter(|&i| {
-                    self.procs[i].alive
-                        && self
-                            .roles
-                            .iter()
-                            .all(|r| self.leader_of(r).is_none_or(|(l, _, _)| l != i))
-                })
-                .collect();
+            let standbys = self.standbys();
             if standbys.is_empty() {
                 return Ok(0);
             }
