@@ -59,6 +59,7 @@ BROKERS=1
 MODE=kraft
 [ "${KAFKA_ZOOKEEPER:-0}" = 1 ] && MODE=zookeeper
 
+START_ARGS=("$@")
 say() { echo "kafka: $*" >&2; }
 die() {
     echo "kafka: error: $*" >&2
@@ -143,36 +144,23 @@ rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR/logs"
 
 # ---- free ports ---------------------------------------------------------------------------
-TAKEN=" "
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-    local p i
-    for i in $(seq 1 200); do
-        p=$((20000 + RANDOM % 40000))
-        case "$TAKEN" in *" $p "*) continue ;; esac
-        if ! port_in_use "$p"; then
-            TAKEN="$TAKEN$p "
-            echo "$p"
-            return 0
-        fi
-    done
-    die "could not find a free TCP port on 127.0.0.1"
-}
+# shellcheck source=../free-port.sh
+. "$SCRIPT_DIR/../free-port.sh"
 
 declare -a BPORT CPORT SPORT TPORT OPORT HOST NETNS
 read -r -a node_hosts <<<"${KAFKA_NODE_HOSTS:-}"
 read -r -a node_netns <<<"${KAFKA_NODE_NETNS:-}"
 VOTERS=""
 ZK_PORT=""
-[ "$MODE" = zookeeper ] && ZK_PORT="$(free_port)"
+[ "$MODE" = zookeeper ] && free_port_pick ZK_PORT
 for n in $(seq 1 "$BROKERS"); do
     HOST[n]="${node_hosts[n - 1]:-127.0.0.1}"
     NETNS[n]="${node_netns[n - 1]:-}"
-    BPORT[n]="$(free_port)"
-    CPORT[n]="$(free_port)"
-    SPORT[n]="$(free_port)"
-    TPORT[n]="$(free_port)"
-    OPORT[n]="$(free_port)"
+    free_port_pick "BPORT[$n]"
+    free_port_pick "CPORT[$n]"
+    free_port_pick "SPORT[$n]"
+    free_port_pick "TPORT[$n]"
+    free_port_pick "OPORT[$n]"
     VOTERS="${VOTERS:+$VOTERS,}$n@${HOST[n]}:${CPORT[n]}"
 done
 
@@ -394,9 +382,19 @@ while :; do
     for n in $(seq 1 "$BROKERS"); do
         pid="$(cat "$RUN_DIR/node-$n.pid")"
         if ! kill -0 "$pid" 2>/dev/null; then
-            tail -30 "$RUN_DIR/logs/node-$n.log" >&2
+            log="$RUN_DIR/logs/node-$n.log"
             stop_all
-            die "node $n (pid $pid) exited during start-up; log: $RUN_DIR/logs/node-$n.log"
+            # A port taken between the check and the bind (by a listener that came up
+            # meanwhile): start again on fresh ports, twice at most.
+            attempt="${KAFKA_START_ATTEMPT:-1}"
+            if grep -q "Address already in use" "$log" && [ "$attempt" -lt 3 ]; then
+                say "node $n could not bind a port ($(grep -m1 -o 'failed to bind to [^ ]*' "$log" | sed 's/:$//')); starting again on other ports (attempt $((attempt + 1)) of 3)"
+                cp "$log" "$CACHE/bind-failure-node-$n.log" 2>/dev/null || true
+                KAFKA_START_ATTEMPT=$((attempt + 1)) exec "$0" "${START_ARGS[@]+"${START_ARGS[@]}"}"
+            fi
+            # The first errors say why; the tail is the shutdown that followed.
+            grep -m10 -E "ERROR|FATAL|Exception" "$log" >&2 || tail -30 "$log" >&2
+            die "node $n (pid $pid) exited during start-up; log: $log"
         fi
     done
     seen="$(live_brokers "$LIB" "$RUN_DIR" "$BOOTSTRAP")"

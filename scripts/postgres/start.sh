@@ -68,16 +68,10 @@ fi
 chmod 700 "$dir"
 [ "$owner" = "$(id -un)" ] || chown "$owner" "$dir"
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# shellcheck source=../free-port.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../free-port.sh"
 port=""
-for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 40000))
-    if ! port_in_use "$p"; then
-        port="$p"
-        break
-    fi
-done
-[ -n "$port" ] || die "could not find a free TCP port on 127.0.0.1"
+free_port_pick port
 
 # ---- initdb and start ---------------------------------------------------------------------
 if ! as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync \
