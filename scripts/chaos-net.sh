@@ -91,10 +91,19 @@ teardown
 
 features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres"
 target="${CARGO_TARGET_DIR:-$root/target}"
+# Under sudo, build as the user who ran it, with their PATH's cargo (sudo's reset PATH rarely
+# has a rustup cargo), so that target/ keeps its owner.
+build=(cargo build)
+if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ] && ! command -v cargo >/dev/null 2>&1; then
+    user_path="$(sudo -u "$SUDO_USER" -i sh -c 'echo "$PATH"' 2>/dev/null || true)"
+    build=(sudo -u "$SUDO_USER" env "PATH=$user_path" cargo build)
+elif [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+    build=(sudo -u "$SUDO_USER" env "PATH=$PATH" cargo build)
+fi
 if [ "$profile" = release ]; then
-    cargo build --release --workspace --features "$features" --example chaos
+    "${build[@]}" --release --workspace --features "$features" --example chaos
 else
-    cargo build --workspace --features "$features" --example chaos
+    "${build[@]}" --workspace --features "$features" --example chaos
 fi
 bin="$target/$profile/examples/chaos"
 [ -x "$bin" ] || die "the build did not produce $bin"

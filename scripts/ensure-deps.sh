@@ -11,7 +11,8 @@
 #  - PostgreSQL's server binaries, initdb and pg_ctl (Debian's `postgresql`): the database
 #    fence's tests start a throwaway cluster of their own (scripts/postgres/),
 #  - libfaketime (Debian's `faketime`): the chaos suite's clock faults preload it into member
-#    processes; nft (Debian's `nftables`): its network faults.
+#    processes; nft (Debian's `nftables`): its network faults. These two and iproute2 only as
+#    root: the suite that uses them needs root and says SKIP without it.
 # Uses apt-get when something is missing and we are root; otherwise says what to install.
 set -euo pipefail
 
@@ -27,15 +28,22 @@ need_cmd openssl openssl
 need_cmd python3 python3
 need_cmd java openjdk-17-jdk-headless
 need_cmd mvn maven
-# The network-fault chaos suite (scripts/chaos-net.sh): namespaces and drop rules.
-need_cmd ip iproute2
-need_cmd nft nftables
+# The network and clock fault suite (scripts/chaos-net.sh), which runs only as root: namespaces,
+# drop rules and libfaketime. Without root that step says SKIP, so they are not needed.
+as_root=0
+[ "$(id -u)" = 0 ] && as_root=1
+if [ "$as_root" = 1 ]; then
+    need_cmd ip iproute2
+    need_cmd nft nftables
+fi
 # initdb is not on PATH on Debian (it lives in /usr/lib/postgresql/<version>/bin).
 if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)
 fi
 if command -v dpkg >/dev/null 2>&1; then
-    for pkg in libssl-dev zlib1g-dev faketime nftables; do
+    pkgs=(libssl-dev zlib1g-dev)
+    [ "$as_root" = 1 ] && pkgs+=(faketime nftables)
+    for pkg in "${pkgs[@]}"; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
 fi

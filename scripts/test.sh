@@ -72,8 +72,8 @@ step "tests, with a single-node Kafka broker and a PostgreSQL cluster"
 scripts/kafka/with-broker.sh scripts/postgres/with-postgres.sh \
     cargo test --workspace --exclude kafka-coordination-model --features "$features"
 
-# The README's first run, line by line, on a broker of its own: two members of the README's
-# programs, the leader SIGKILLed, the other taking over and resigning on SIGTERM.
+# The README's first run, line by line, on a broker of its own: three members of the README's
+# programs (two at a time), the leader SIGKILLed, a standby taking over and resigning on SIGTERM.
 step "the README's first run (scripts/first-run.sh)"
 scripts/first-run.sh
 

@@ -21,6 +21,10 @@
 //! | `kafka_coordination_acquire_seconds` | histogram | seconds | from the start of the winning challenge (the epoch mint, which fences the old leader) to its first lease write committed; retries in between included |
 //! | `kafka_coordination_candidacy_ends_total` | counter | candidacies | candidacies that ended, with a third label `reason`: `resigned` (resigned or cancelled), `fenced`, `unavailable` (the transport kept failing longer than the give-up time while not leading), `failed` (a failure that will not pass) |
 //!
+//! Every counter series of a member, one per `reason` for `candidacy_ends_total`, is there at 0
+//! from the moment its candidacy starts, as `is_leader` is: `increase()` counts a member's first
+//! election, failure or end as a rise from 0.
+//!
 //! Durations are measured on the monotonic clock, except on a
 //! [`ManualClock`](crate::ManualClock), where they are the manual clock's time, so that tests
 //! see exact values.
@@ -65,6 +69,9 @@ pub const ROLE_LABEL: &str = "role";
 pub const MEMBER_LABEL: &str = "member";
 /// The label of [`CANDIDACY_ENDS`] naming why the candidacy ended.
 pub const REASON_LABEL: &str = "reason";
+/// The values of [`REASON_LABEL`] on [`CANDIDACY_ENDS`]: `resigned`, `fenced`, `unavailable`,
+/// `failed`.
+pub const END_REASONS: [&str; 4] = ["resigned", "fenced", "unavailable", "failed"];
 
 #[cfg(feature = "metrics")]
 mod recording {
@@ -154,6 +161,17 @@ mod recording {
                 Label::new(MEMBER_LABEL, shared(member.as_str())),
             ];
             metrics::gauge!(IS_LEADER, labels.iter()).set(0.0);
+            // Every counter of the member's series exists from the start, at 0 (an increment of
+            // 0 registers it and leaves a value already there as it is), so that `increase()`
+            // sees the first event as a rise from 0 rather than a series that starts at 1.
+            for name in [ELECTIONS, FENCED, RESIGNS, RENEW_FAILURES] {
+                metrics::counter!(name, labels.iter()).increment(0);
+            }
+            for reason in END_REASONS {
+                let mut with_reason = labels.clone();
+                with_reason.push(Label::new(REASON_LABEL, reason));
+                metrics::counter!(CANDIDACY_ENDS, with_reason).increment(0);
+            }
             Meter {
                 labels,
                 clock: Arc::clone(clock),
@@ -247,10 +265,10 @@ mod recording {
                 self.set_leader(false);
             }
             let reason = match reason {
-                EndReason::Resigned => "resigned",
-                EndReason::Fenced { .. } => "fenced",
-                EndReason::Unavailable => "unavailable",
-                EndReason::Failed => "failed",
+                EndReason::Resigned => END_REASONS[0],
+                EndReason::Fenced { .. } => END_REASONS[1],
+                EndReason::Unavailable => END_REASONS[2],
+                EndReason::Failed => END_REASONS[3],
             };
             let mut labels = self.labels.clone();
             labels.push(Label::new(REASON_LABEL, reason));

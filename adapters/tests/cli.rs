@@ -424,7 +424,7 @@ fn topic_create_and_check_report_a_correct_and_a_wrong_topic() {
     let out = text(&o.stdout);
     assert!(
         out.contains("cleanup.policy=delete but it needs cleanup.policy=compact")
-            && out.contains("kafka-configs.sh --alter"),
+            && out.contains("kafka-configs.sh --bootstrap-server BOOTSTRAP --alter"),
         "{out}"
     );
     // A missing topic: the command that creates it.

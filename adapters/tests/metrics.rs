@@ -21,8 +21,8 @@ use std::time::Duration;
 use kafka_coordination::core::machine::{backoff, BACKOFF_CAP};
 use kafka_coordination::error::ErrorKind;
 use kafka_coordination::metrics::{
-    ACQUIRE_SECONDS, CANDIDACY_ENDS, ELECTIONS, FENCED, IS_LEADER, RENEW_FAILURES, RENEW_SECONDS,
-    RESIGNS,
+    ACQUIRE_SECONDS, CANDIDACY_ENDS, ELECTIONS, END_REASONS, FENCED, IS_LEADER, RENEW_FAILURES,
+    RENEW_SECONDS, RESIGNS,
 };
 use kafka_coordination::testkit::{Flavour, TestCluster, RENEW};
 use metrics::{
@@ -122,6 +122,12 @@ impl Series<'_> {
     fn ends(&self, reason: &str) -> u64 {
         let [r, m] = self.labels();
         self.counter_with(CANDIDACY_ENDS, &[r, m, ("reason", reason)])
+    }
+
+    /// Whether the counter series exists (registered), whatever its value.
+    fn has_counter(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+        let map = store().counters.lock().unwrap();
+        map.keys().any(|k| matches(k, name, labels))
     }
 
     fn counter_with(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
@@ -293,6 +299,59 @@ fn resigns_cancels_and_acquire_latency(flavour: Flavour) {
     assert_eq!(a_s.counter(RESIGNS), 1);
     assert_eq!(a_s.ends("resigned"), 1);
     assert_eq!(a_s.is_leader(), Some(0.0));
+}
+
+/// A standby that has done nothing but register already has every counter series, at 0, so
+/// that `increase()` sees its first event as a rise.
+fn every_counter_series_starts_at_0(flavour: Flavour) {
+    let role = format!("zero-{flavour:?}").to_lowercase();
+    let (a_s, b_s) = (
+        Series {
+            role: &role,
+            member: "a",
+        },
+        Series {
+            role: &role,
+            member: "b",
+        },
+    );
+    store();
+    let w = TestCluster::new().flavour(flavour);
+    let a = w.join(&role, "a");
+    assert!(a.is_leader());
+    let b = w.join(&role, "b");
+    w.settle();
+    assert!(!b.is_leader());
+    let [r, m] = b_s.labels();
+    for name in [ELECTIONS, FENCED, RESIGNS, RENEW_FAILURES] {
+        assert!(
+            b_s.has_counter(name, &[r, m]),
+            "{name} of the standby exists"
+        );
+        assert_eq!(b_s.counter(name), 0, "{name} of the standby");
+    }
+    for reason in END_REASONS {
+        assert!(
+            b_s.has_counter(CANDIDACY_ENDS, &[r, m, ("reason", reason)]),
+            "{CANDIDACY_ENDS} with reason {reason} of the standby exists"
+        );
+        assert_eq!(b_s.ends(reason), 0);
+    }
+    assert_eq!(b_s.is_leader(), Some(0.0));
+    // The leader's election counted from 0; its other series are there at 0.
+    assert_eq!(a_s.counter(ELECTIONS), 1);
+    assert!(a_s.has_counter(FENCED, &a_s.labels()));
+    assert_eq!(a_s.counter(FENCED), 0);
+    // An end leaves the other reasons at 0.
+    assert!(b.resign().is_ok());
+    assert_eq!((b_s.ends("resigned"), b_s.ends("fenced")), (1, 0));
+}
+
+#[test]
+fn every_counter_series_starts_at_0_with_the_candidacy() {
+    for flavour in Flavour::all() {
+        every_counter_series_starts_at_0(flavour);
+    }
 }
 
 /// Every series is described with its unit.

@@ -76,8 +76,8 @@ enum Command {
         all: bool,
     },
     /// Campaign for ROLE as MEMBER and run CMD while leading: the child gets KC_ROLE,
-    /// KC_MEMBER, KC_TOKEN (producer id/epoch), KC_PRODUCER_ID, KC_PRODUCER_EPOCH and
-    /// KC_TERM; when the term ends (lost, a signal, or the child's exit) every process of the
+    /// KC_MEMBER, KC_TOKEN (producer id/epoch), KC_PRODUCER_ID, KC_PRODUCER_EPOCH, KC_TERM
+    /// and KC_SUPERVISOR_PID; when the term ends (lost, a signal, or the child's exit) every process of the
     /// term is stopped (SIGTERM, SIGKILL after --grace) before the supervisor resigns or exits.
     /// Exit codes: the child's own when it exited by itself while leading, 75 after a lost
     /// term, 128 + N after signal N; 1 a failure, 2 a configuration or authorization error.

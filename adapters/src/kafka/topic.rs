@@ -223,8 +223,8 @@ fn check(config: &KafkaConfig, cluster: &Cluster) -> Result<(), CheckError> {
     let error = TransportError::config(format!(
         "topic {topic} has cleanup.policy={} but it needs cleanup.policy=compact (without \
          delete, which would drop registrations and leases by age); fix it with: \
-         kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
-         --add-config cleanup.policy=compact",
+         kafka-configs.sh --bootstrap-server BOOTSTRAP --alter --entity-type topics \
+         --entity-name {topic} --add-config cleanup.policy=compact",
         policy.as_deref().unwrap_or("<unknown>")
     ))
     .in_section(STATE_TOPIC_SECTION);
@@ -526,8 +526,8 @@ impl TopicReport {
             error(format!(
                 "topic {topic} has cleanup.policy={} but it needs cleanup.policy=compact \
                  (delete drops registrations and leases by age); fix it with: kafka-configs.sh \
-                 --alter --entity-type topics --entity-name {topic} --add-config \
-                 cleanup.policy=compact",
+                 --bootstrap-server BOOTSTRAP --alter --entity-type topics --entity-name {topic} \
+                 --add-config cleanup.policy=compact",
                 policy.unwrap_or("<unknown>")
             ));
         }
@@ -536,8 +536,8 @@ impl TopicReport {
                 error(format!(
                     "topic {topic} has min.insync.replicas={min} above its replication factor \
                      {rf}: every write fails with NOT_ENOUGH_REPLICAS; lower it with \
-                     kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
-                     --add-config min.insync.replicas={rf}"
+                     kafka-configs.sh --bootstrap-server BOOTSTRAP --alter --entity-type topics \
+                     --entity-name {topic} --add-config min.insync.replicas={rf}"
                 ));
             }
         }
@@ -559,8 +559,9 @@ impl TopicReport {
             if self.replication_factor.is_some_and(|rf| rf >= 2) {
                 warn(format!(
                     "topic {topic} has min.insync.replicas={min}: a write acknowledged by one \
-                     replica can be lost with it; set it to 2 with kafka-configs.sh --alter \
-                     --entity-type topics --entity-name {topic} --add-config min.insync.replicas=2"
+                     replica can be lost with it; set it to 2 with kafka-configs.sh \
+                     --bootstrap-server BOOTSTRAP --alter --entity-type topics --entity-name \
+                     {topic} --add-config min.insync.replicas=2"
                 ));
             }
         }
