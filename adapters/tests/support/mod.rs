@@ -75,8 +75,18 @@ pub fn transport_with(config: KafkaConfig) -> KafkaTransport {
     static READY: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let t = KafkaTransport::new(config).expect("transport");
     let min_isr = (replication() > 1).then_some(2);
-    t.create_topic(replication(), min_isr)
-        .expect("the state topic exists or was created");
+    // Creating a topic can take longer than a request's timeout on a loaded machine (ZooKeeper
+    // mode on 3.x, for one): a retriable failure is asked again, for a minute at most.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match t.create_topic(replication(), min_isr) {
+            Ok(_) => break,
+            Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            Err(e) => panic!("the state topic exists or was created: {e}"),
+        }
+    }
     let topic = t.config().topic().to_owned();
     let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
     if !ready.contains(&topic) {
