@@ -109,6 +109,9 @@ pub(crate) struct State {
     /// The driver is being dropped with the candidate still running (its runtime went away):
     /// it exits on the spot, and the end is reported as [`Error::Stopped`].
     pub(crate) stopping: bool,
+    /// The registered members in join order, with their join offsets, as the candidate last
+    /// read them (the fleet's balancer reads it).
+    pub(crate) roster: Vec<(MemberId, i64)>,
 }
 
 /// State shared by a driver and the handles.
@@ -238,6 +241,7 @@ impl Shared {
                 idle_seen: None,
                 cleanup: None,
                 stopping: false,
+                roster: Vec::new(),
             }),
             changed: Event::new(),
             doorbell,

@@ -1,0 +1,980 @@
+//! The fleet's loop: reads the heartbeats, keeps a candidacy per role, and moves roles.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use event_listener::{Event, Listener};
+use kafka_coordination_core::machine::Status;
+use kafka_coordination_core::partition::role_partition;
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::time::UnixMillis;
+
+use super::announce::Announcement;
+use super::preference::{self, Candidate, Policy, Version};
+use super::FleetError;
+use crate::clock::{Clock, Participant};
+use crate::host::Host;
+use crate::leadership::{Candidacy, Error, Leadership, Shared, Snapshot};
+use crate::options::Options;
+use crate::sync::lock;
+use crate::transport::Transport;
+use crate::watch::LeaseTracker;
+
+/// How a member joins a fleet. `FleetOptions::new(fleet, member)` and the builder methods.
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    fleet: String,
+    member: String,
+    weight: f64,
+    version: Option<String>,
+    ready: bool,
+    policy: Policy,
+    max_in_motion: usize,
+    options: Options,
+}
+
+impl FleetOptions {
+    /// Member `member` of fleet `fleet`: weight 1, no version, ready, [`Policy::Balance`], at
+    /// most 8 roles in hand-over at once, the default [`Options`]. The member id is the one
+    /// its role candidacies use: unique per process, as for any candidacy.
+    pub fn new(fleet: &str, member: &str) -> FleetOptions {
+        FleetOptions {
+            fleet: fleet.to_owned(),
+            member: member.to_owned(),
+            weight: 1.0,
+            version: None,
+            ready: true,
+            policy: Policy::Balance,
+            max_in_motion: 8,
+            options: Options::new(),
+        }
+    }
+
+    /// Its weight: its share of the roles is `weight / sum of the live members' weights`.
+    /// A finite number above 0.
+    pub fn weight(mut self, weight: f64) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// Its version (dot-separated numbers), for [`Policy::PreferNewest`] and
+    /// [`Policy::PreferOldest`].
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = Some(version.to_owned());
+        self
+    }
+
+    /// Whether it starts ready to lead (default true). A member that warms a cache first
+    /// starts with `false` and calls [`Fleet::set_ready`]; until then it is preferred for no
+    /// role (it still takes a role when it is next in rank and the leader is gone).
+    pub fn ready(mut self, ready: bool) -> Self {
+        self.ready = ready;
+        self
+    }
+
+    /// The fleet's policy. Every member of a fleet must give the same one.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// How many of its roles it hands over at once, at most (at least 1). Standbys that move
+    /// behind a preferred member count separately, with the same limit.
+    pub fn max_in_motion(mut self, n: usize) -> Self {
+        self.max_in_motion = n;
+        self
+    }
+
+    /// The options of its candidacies: its heartbeat's and every role's (the timing, the
+    /// clock). The heartbeat's lease is the liveness bound of the member.
+    pub fn options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+/// A member of the fleet as the last read of the heartbeats showed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetMember {
+    /// What it announced.
+    pub announcement: Announcement,
+    /// Until when its heartbeat lease runs.
+    pub live_until: UnixMillis,
+}
+
+/// What a member's fleet is doing, as of its last pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetStats {
+    /// Roles this member hosts.
+    pub roles: usize,
+    /// Roles it leads now.
+    pub leading: usize,
+    /// Roles for which it is the preferred owner.
+    pub preferred: usize,
+    /// Roles it is handing over now.
+    pub in_motion: usize,
+    /// Standby registrations it is moving behind a preferred member now.
+    pub requeues_in_motion: usize,
+    /// Live members, itself included.
+    pub live_members: usize,
+    /// Hand-overs it started since it joined.
+    pub handovers: u64,
+    /// Standby moves it started since it joined.
+    pub requeues: u64,
+    /// Passes in which live members announced different policies (no move for preference).
+    pub policy_conflicts: u64,
+    /// Heartbeats in the fleet topic that were not announcements (ignored).
+    pub bad_announcements: u64,
+    /// Whether it drains (or has drained).
+    pub draining: bool,
+}
+
+/// What [`Fleet::drain_blocking`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DrainReport {
+    /// Roles it handed over.
+    pub handed_over: usize,
+    /// Standby registrations it withdrew.
+    pub withdrawn: usize,
+    /// Roles it still leads: no live member was registered behind it to take them when the
+    /// wait ended. Empty when the drain is complete.
+    pub kept: Vec<String>,
+}
+
+impl DrainReport {
+    /// Whether the member leads nothing and hosts nothing now.
+    pub fn is_complete(&self) -> bool {
+        self.kept.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Move {
+    /// A leader resigning for the preferred member; registers again once ended.
+    Handover,
+    /// A standby withdrawing to register again behind a preferred member.
+    Requeue,
+    /// Draining: withdraws or resigns for good.
+    Leave,
+}
+
+struct Slot {
+    /// The running candidacy's shared state.
+    shared: Option<Arc<Shared>>,
+    /// The candidacy, until the application takes it with `next_term`.
+    pending: Option<Candidacy>,
+    moving: Option<Move>,
+    /// When its current candidacy started (moves wait a settle time after it).
+    started: UnixMillis,
+    /// A start that failed, to try again.
+    failed_start: Option<Error>,
+}
+
+/// Incremental reads of the fleet topic: one tracker per heartbeat role of the fleet.
+struct Heartbeats {
+    next: Vec<i64>,
+    trackers: BTreeMap<String, LeaseTracker>,
+}
+
+struct St {
+    roles: BTreeMap<String, Slot>,
+    draining: bool,
+    ready: bool,
+    /// The heartbeat candidacy and the id it announced with.
+    heartbeat: Option<(String, Candidacy)>,
+    beats: Heartbeats,
+    live: Vec<FleetMember>,
+    /// When each member was first seen live in its current run of liveness.
+    live_since: HashMap<String, UnixMillis>,
+    stats: FleetStats,
+    drain: DrainReport,
+    read_error: Option<String>,
+}
+
+pub(super) struct Inner {
+    fleet: String,
+    me: String,
+    weight: f64,
+    version: Option<Version>,
+    policy: Policy,
+    max_in_motion: usize,
+    options: Options,
+    clock: Arc<dyn Clock>,
+    host: Host,
+    start_heartbeat: Box<dyn Fn(&str, &str, Options) -> Result<Candidacy, Error> + Send + Sync>,
+    read: Box<dyn Fn(i32, i64) -> Result<crate::transport::ReadBatch, String> + Send + Sync>,
+    partitions: i32,
+    state: Mutex<St>,
+    /// Rung when a role's slot changed (a new candidacy, a drain): `next_term` waits on it.
+    changed: Event,
+    /// Wakes the loop (a drain, a readiness change, the last handle gone).
+    wake: Event,
+    closed: AtomicBool,
+    idle: Arc<Idle>,
+}
+
+/// The loop as a participant of a manual clock's `settle`.
+struct Idle {
+    seen: Mutex<Option<u64>>,
+    ended: AtomicBool,
+    name: String,
+}
+
+impl Participant for Idle {
+    fn unsettled(&self, changes: u64) -> Option<String> {
+        if self.ended.load(Ordering::SeqCst) {
+            return None;
+        }
+        match *lock(&self.seen) {
+            Some(seen) if seen >= changes => None,
+            _ => Some(format!("{}: balancing", self.name)),
+        }
+    }
+}
+
+/// A member's place in a fleet: starts the roles it hosts and moves them (see the
+/// [module](super) docs). Clone it freely; the loop runs on a thread of its own while a handle
+/// (a `Fleet` or a [`FleetRole`]) lives.
+#[derive(Clone)]
+pub struct Fleet {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("fleet", &self.inner.fleet)
+            .field("member", &self.inner.me)
+            .finish()
+    }
+}
+
+/// One role a fleet member hosts: wait for its terms with [`next_term_blocking`] or
+/// [`next_term`].
+///
+/// [`next_term_blocking`]: Self::next_term_blocking
+/// [`next_term`]: Self::next_term
+pub struct FleetRole {
+    inner: Arc<Inner>,
+    role: String,
+}
+
+impl std::fmt::Debug for FleetRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetRole")
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+fn check_name(what: &'static str, name: &str) -> Result<(), FleetError> {
+    if name.is_empty() || name.contains('/') {
+        return Err(FleetError::InvalidName {
+            what,
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+impl Fleet {
+    /// Joins fleet `options`' fleet as its member: starts its heartbeat in the fleet topic
+    /// (`fleet_transport`, a transport on a topic of the fleet's own, one partition is enough)
+    /// and the loop that moves roles; roles are started on `host` with [`start`](Self::start).
+    ///
+    /// Refuses a weight that is not above 0, a version that does not parse, an empty member
+    /// or fleet name (or one with `/`), and `max_in_motion` 0, with an error naming the value.
+    pub fn join<T: Transport + Send + Sync + ?Sized + 'static>(
+        host: &Host,
+        fleet_transport: Arc<T>,
+        options: FleetOptions,
+    ) -> Result<Fleet, FleetError> {
+        check_name("name", &options.fleet)?;
+        check_name("member", &options.member)?;
+        if !(options.weight.is_finite() && options.weight > 0.0) {
+            return Err(FleetError::InvalidWeight {
+                weight: options.weight,
+            });
+        }
+        if options.max_in_motion == 0 {
+            return Err(FleetError::NoMotion);
+        }
+        let version = options.version.as_deref().map(Version::parse).transpose()?;
+        let partitions = fleet_transport.partitions();
+        if partitions <= 0 {
+            return Err(FleetError::Start(Error::InvalidOptions(
+                kafka_coordination_core::TimingError::Partitions { partitions },
+            )));
+        }
+        let clock = options.options.clock.clone();
+        let starter = fleet_transport.clone();
+        let reader = fleet_transport;
+        let inner = Arc::new(Inner {
+            fleet: options.fleet.clone(),
+            me: options.member.clone(),
+            weight: options.weight,
+            version,
+            policy: options.policy,
+            max_in_motion: options.max_in_motion,
+            options: options.options.clone(),
+            clock: clock.clone(),
+            host: host.clone(),
+            start_heartbeat: Box::new(move |role, member, opts| {
+                crate::blocking::start_shared(starter.clone(), role, member, opts)
+            }),
+            read: Box::new(move |partition, from| {
+                crate::transport::read(&*reader, partition, from, Duration::ZERO)
+                    .map_err(|e| e.to_string())
+            }),
+            partitions,
+            state: Mutex::new(St {
+                roles: BTreeMap::new(),
+                draining: false,
+                ready: options.ready,
+                heartbeat: None,
+                beats: Heartbeats {
+                    next: vec![0; usize::try_from(partitions).unwrap_or(0)],
+                    trackers: BTreeMap::new(),
+                },
+                live: Vec::new(),
+                live_since: HashMap::new(),
+                stats: FleetStats::default(),
+                drain: DrainReport::default(),
+                read_error: None,
+            }),
+            changed: Event::new(),
+            wake: Event::new(),
+            closed: AtomicBool::new(false),
+            idle: Arc::new(Idle {
+                seen: Mutex::new(None),
+                ended: AtomicBool::new(false),
+                name: format!("fleet {} member {}", options.fleet, options.member),
+            }),
+        });
+        // The heartbeat goes first: the member is announced before it takes part.
+        inner.ensure_heartbeat(&mut lock(&inner.state))?;
+        if let Some(manual) = clock.as_manual() {
+            let idle: Arc<dyn Participant> = inner.idle.clone();
+            manual.register(Arc::downgrade(&idle));
+        }
+        let weak = Arc::downgrade(&inner);
+        let idle = inner.idle.clone();
+        std::thread::Builder::new()
+            .name(format!("kc-fleet-{}", options.member.replace('\0', "?")))
+            .spawn(move || run(weak, idle, clock))
+            .map_err(|e| {
+                FleetError::Start(Error::Transport(crate::error::TransportError::fatal(
+                    format!("could not start the fleet's thread: {e}"),
+                )))
+            })?;
+        Ok(Fleet { inner })
+    }
+
+    /// Starts hosting `role`: a candidacy on the host, moved by the fleet from then on. Every
+    /// member of the fleet should host the same roles: a role is moved only to a member
+    /// registered for it.
+    pub fn start(&self, role: &str) -> Result<FleetRole, Error> {
+        Role::new(role)?;
+        let mut st = lock(&self.inner.state);
+        if st.draining {
+            return Err(Error::Cancelled);
+        }
+        if !st.roles.contains_key(role) {
+            let slot = self.inner.start_slot(role)?;
+            st.roles.insert(role.to_owned(), slot);
+            st.stats.roles = st.roles.len();
+        }
+        drop(st);
+        self.inner.changed.notify(usize::MAX);
+        self.inner.wake.notify(usize::MAX);
+        Ok(FleetRole {
+            inner: self.inner.clone(),
+            role: role.to_owned(),
+        })
+    }
+
+    /// Says whether this member is ready to lead. A member that is not is preferred for no
+    /// role; the others move its roles away (and it takes a role only when it is next in rank
+    /// and the leader is gone).
+    pub fn set_ready(&self, ready: bool) {
+        lock(&self.inner.state).ready = ready;
+        self.inner.poke();
+    }
+
+    /// The live members as of the last pass, sorted by member id.
+    pub fn members(&self) -> Vec<FleetMember> {
+        lock(&self.inner.state).live.clone()
+    }
+
+    /// What the fleet is doing, as of the last pass.
+    pub fn stats(&self) -> FleetStats {
+        lock(&self.inner.state).stats.clone()
+    }
+
+    /// The roles this member leads now, sorted.
+    pub fn leading(&self) -> Vec<String> {
+        let st = lock(&self.inner.state);
+        st.roles
+            .iter()
+            .filter(|(_, slot)| slot.shared.as_ref().is_some_and(|s| is_leading(s)))
+            .map(|(role, _)| role.clone())
+            .collect()
+    }
+
+    /// The last failure to read the fleet topic, if the last read failed.
+    pub fn read_error(&self) -> Option<String> {
+        lock(&self.inner.state).read_error.clone()
+    }
+
+    /// Starts draining and returns at once: the member announces that it drains (so nobody
+    /// prefers it), withdraws every standby registration, and hands every role it leads to a
+    /// live member registered behind it, at most `max_in_motion` at a time. A role with no
+    /// live member behind it stays led until one registers. Cannot be undone: a drained member
+    /// is meant to exit. [`Fleet::drain_report`] says how far it is.
+    pub fn start_drain(&self) {
+        lock(&self.inner.state).draining = true;
+        self.inner.poke();
+    }
+
+    /// How far the drain is (empty before it starts).
+    pub fn drain_report(&self) -> DrainReport {
+        let st = lock(&self.inner.state);
+        let mut report = st.drain.clone();
+        report.kept = st
+            .roles
+            .iter()
+            .filter(|(_, s)| s.shared.is_some())
+            .map(|(r, _)| r.clone())
+            .collect();
+        report
+    }
+
+    /// [`start_drain`](Self::start_drain), then waits until the member hosts no role or
+    /// `timeout` passed (real time), and says what was done: [`DrainReport::kept`] lists the
+    /// roles it could not hand over in time.
+    pub fn drain_blocking(&self, timeout: Duration) -> DrainReport {
+        self.start_drain();
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let listener = self.inner.changed.listen();
+            let report = self.drain_report();
+            if report.is_complete() || std::time::Instant::now() >= deadline {
+                return report;
+            }
+            listener.wait_deadline(deadline);
+        }
+    }
+
+    /// [`drain_blocking`](Self::drain_blocking) for async code: waits on the fleet's events,
+    /// without a timeout (wrap it in the runtime's own).
+    pub async fn drain(&self) -> DrainReport {
+        self.start_drain();
+        loop {
+            let listener = self.inner.changed.listen();
+            let report = self.drain_report();
+            if report.is_complete() {
+                return report;
+            }
+            listener.await;
+        }
+    }
+}
+
+impl FleetRole {
+    /// The role's name.
+    pub fn role(&self) -> &str {
+        &self.role
+    }
+
+    /// What the role's current candidacy last reported (`None` after a drain).
+    pub fn snapshot(&self) -> Option<Snapshot> {
+        let st = lock(&self.inner.state);
+        let shared = st.roles.get(&self.role)?.shared.clone()?;
+        drop(st);
+        let snapshot = shared.lock().snapshot.clone();
+        Some(snapshot)
+    }
+
+    /// Takes the role's candidacy to wait for its election, or `None` with a listener to wait
+    /// for the next one; `Err` once the member drained.
+    fn take(&self) -> Result<Option<Candidacy>, Error> {
+        let mut st = lock(&self.inner.state);
+        let draining = st.draining;
+        let Some(slot) = st.roles.get_mut(&self.role) else {
+            return Err(Error::Cancelled);
+        };
+        if let Some(c) = slot.pending.take() {
+            return Ok(Some(c));
+        }
+        if draining && slot.shared.is_none() {
+            return Err(Error::Cancelled);
+        }
+        Ok(None)
+    }
+
+    /// Blocks until this member is elected for the role and returns the term, as
+    /// `Candidacy::elected_blocking` does. The fleet may end the term at any time by resigning
+    /// it (a hand-over): watch [`Leadership::is_done`] as for any term. Call it again for the
+    /// next term. Returns [`Error::Cancelled`] once the member drained, and the candidacy's
+    /// error when it failed (the fleet starts a new one: call again).
+    pub fn next_term_blocking(&self) -> Result<Leadership, Error> {
+        loop {
+            let listener = self.inner.changed.listen();
+            match self.take()? {
+                Some(candidacy) => match candidacy.elected_blocking() {
+                    Ok(l) if !l.is_done() => return Ok(l),
+                    Ok(_) | Err(Error::Cancelled) => continue,
+                    Err(e) => return Err(e),
+                },
+                None => listener.wait(),
+            }
+        }
+    }
+
+    /// [`next_term_blocking`](Self::next_term_blocking) for async code.
+    pub async fn next_term(&self) -> Result<Leadership, Error> {
+        loop {
+            let listener = self.inner.changed.listen();
+            match self.take()? {
+                Some(candidacy) => match candidacy.elected().await {
+                    Ok(l) if !l.is_done() => return Ok(l),
+                    Ok(_) | Err(Error::Cancelled) => continue,
+                    Err(e) => return Err(e),
+                },
+                None => listener.await,
+            }
+        }
+    }
+}
+
+fn is_leading(shared: &Shared) -> bool {
+    let s = shared.lock();
+    s.snapshot.status == Status::Leading && s.outcome.is_none() && !s.cancel
+}
+
+/// What the loop needs of a role's candidacy, read once per pass.
+struct Seen {
+    leading: bool,
+    ended: bool,
+    join: Option<i64>,
+    roster: Vec<(String, i64)>,
+}
+
+fn see(shared: &Shared) -> Seen {
+    let s = shared.lock();
+    Seen {
+        leading: s.snapshot.status == Status::Leading && s.outcome.is_none() && !s.cancel,
+        ended: s.outcome.is_some(),
+        join: s.snapshot.join_offset,
+        roster: s
+            .roster
+            .iter()
+            .map(|(m, o)| (m.as_str().to_owned(), *o))
+            .collect(),
+    }
+}
+
+impl Inner {
+    fn poke(&self) {
+        self.wake.notify(usize::MAX);
+        if let Some(manual) = self.clock.as_manual() {
+            manual.ring();
+        }
+    }
+
+    fn start_slot(&self, role: &str) -> Result<Slot, Error> {
+        let candidacy = self.host.start(role, &self.me, self.options.clone())?;
+        Ok(Slot {
+            shared: Some(candidacy.shared().clone()),
+            pending: Some(candidacy),
+            moving: None,
+            started: self.clock.now(),
+            failed_start: None,
+        })
+    }
+
+    fn announcement(&self, st: &St) -> Announcement {
+        Announcement {
+            member: self.me.clone(),
+            weight: self.weight,
+            version: self.version.clone(),
+            ready: st.ready && !st.draining,
+            draining: st.draining,
+            policy: self.policy,
+        }
+    }
+
+    /// Keeps the heartbeat running with the current announcement: starts it, or starts it
+    /// again when it ended or the announcement changed.
+    fn ensure_heartbeat(&self, st: &mut St) -> Result<(), FleetError> {
+        let id = self.announcement(st).encode();
+        let role = format!("{}/{}", self.fleet, self.me);
+        let current = match &st.heartbeat {
+            Some((announced, c)) => {
+                let ended = c.shared().lock().outcome.is_some();
+                if announced == &id && !ended {
+                    return Ok(());
+                }
+                ended
+            }
+            None => true,
+        };
+        if !current {
+            // The announcement changed: end the old heartbeat; the next pass starts the new
+            // one once the old one's exit is done.
+            if let Some((_, c)) = &st.heartbeat {
+                c.shared().request_cancel();
+            }
+            return Ok(());
+        }
+        let candidacy = (self.start_heartbeat)(&role, &id, self.options.clone())?;
+        st.heartbeat = Some((id, candidacy));
+        Ok(())
+    }
+
+    /// Reads what is new in the fleet topic into the trackers.
+    fn read_heartbeats(&self, st: &mut St) {
+        let prefix = format!("{}/", self.fleet);
+        for partition in 0..self.partitions {
+            let index = usize::try_from(partition).unwrap_or(0);
+            loop {
+                let from = st.beats.next[index];
+                let batch = match (self.read)(partition, from) {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        st.read_error = Some(e);
+                        return;
+                    }
+                };
+                let mut sink = Vec::new();
+                for r in &batch.records {
+                    let Ok(key) = kafka_coordination_core::record::KeyRef::decode(&r.key) else {
+                        continue;
+                    };
+                    let name = key.role();
+                    if !name.starts_with(&prefix) {
+                        continue;
+                    }
+                    if !st.beats.trackers.contains_key(name) {
+                        let Ok(role) = Role::new(name) else { continue };
+                        // Only the roles of this topic's partition rule land here.
+                        if role_partition(&role, self.partitions).ok() != Some(partition) {
+                            continue;
+                        }
+                        st.beats
+                            .trackers
+                            .insert(name.to_owned(), LeaseTracker::new(role));
+                    }
+                    if let Some(t) = st.beats.trackers.get_mut(name) {
+                        t.apply(r, &mut sink);
+                        sink.clear();
+                    }
+                }
+                let read_any = !batch.records.is_empty();
+                let next = batch
+                    .records
+                    .last()
+                    .map_or(from, |r| r.offset.saturating_add(1))
+                    .max(batch.end_offset);
+                st.beats.next[index] = next;
+                for t in st.beats.trackers.values_mut() {
+                    if role_partition(t.state().role(), self.partitions).ok() == Some(partition) {
+                        t.advance_to(next);
+                    }
+                }
+                if !read_any || next >= batch.end_offset {
+                    break;
+                }
+            }
+        }
+        st.read_error = None;
+    }
+
+    /// The live members from the trackers, by the clock.
+    fn live_members(&self, st: &mut St, now: UnixMillis) {
+        let mut live: BTreeMap<String, FleetMember> = BTreeMap::new();
+        let mut bad = 0;
+        for t in st.beats.trackers.values() {
+            let Some(holder) = t.lease_holder() else {
+                continue;
+            };
+            if holder.deadline <= now {
+                continue;
+            }
+            match Announcement::decode(holder.member.as_str()) {
+                Ok(a) => {
+                    let member = FleetMember {
+                        announcement: a,
+                        live_until: holder.deadline,
+                    };
+                    let key = member.announcement.member.clone();
+                    let newer = live
+                        .get(&key)
+                        .is_none_or(|m| m.live_until < member.live_until);
+                    if newer {
+                        live.insert(key, member);
+                    }
+                }
+                Err(_) => bad += 1,
+            }
+        }
+        for name in live.keys() {
+            st.live_since.entry(name.clone()).or_insert(now);
+        }
+        st.live_since.retain(|name, _| live.contains_key(name));
+        st.stats.bad_announcements = bad;
+        st.live = live.into_values().collect();
+    }
+
+    /// One pass: heartbeats, ended candidacies, moves.
+    fn pass(&self) {
+        let now = self.clock.now();
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        let mut changed = false;
+        if let Err(e) = self.ensure_heartbeat(st) {
+            st.read_error = Some(format!("the heartbeat could not start: {e}"));
+        }
+        self.read_heartbeats(st);
+        self.live_members(st, now);
+
+        // Candidacies that ended: registered again, unless the member drains.
+        let draining = st.draining;
+        let mut in_motion = 0;
+        let mut requeues = 0;
+        for (role, slot) in st.roles.iter_mut() {
+            let ended = slot
+                .shared
+                .as_ref()
+                .is_none_or(|s| s.lock().outcome.is_some());
+            if ended && (slot.shared.is_some() || slot.failed_start.is_some()) {
+                if draining && slot.moving == Some(Move::Handover) {
+                    st.drain.handed_over += 1;
+                }
+                slot.moving = None;
+                if draining {
+                    slot.shared = None;
+                    slot.pending = None;
+                    slot.failed_start = None;
+                } else {
+                    match self.host.start(role, &self.me, self.options.clone()) {
+                        Ok(c) => {
+                            slot.shared = Some(c.shared().clone());
+                            slot.pending = Some(c);
+                            slot.started = now;
+                            slot.failed_start = None;
+                        }
+                        Err(e) => {
+                            slot.shared = None;
+                            slot.pending = None;
+                            slot.failed_start = Some(e);
+                        }
+                    }
+                }
+                changed = true;
+            }
+            match slot.moving {
+                Some(Move::Handover) => in_motion += 1,
+                Some(Move::Requeue | Move::Leave) => requeues += 1,
+                None => {}
+            }
+        }
+
+        let mut leading = 0;
+        let mut preferred_count = 0;
+        let live_names: HashMap<&str, &FleetMember> = st
+            .live
+            .iter()
+            .map(|m| (m.announcement.member.as_str(), m))
+            .collect();
+        let me_live = live_names.contains_key(self.me.as_str());
+        let conflict = st.live.iter().any(|m| m.announcement.policy != self.policy);
+        if conflict {
+            st.stats.policy_conflicts += 1;
+        }
+        let eligible: Vec<Candidate<'_>> = st
+            .live
+            .iter()
+            .filter(|m| m.announcement.ready && !m.announcement.draining)
+            .map(|m| Candidate {
+                member: m.announcement.member.as_str(),
+                weight: m.announcement.weight,
+                version: m.announcement.version.as_ref(),
+            })
+            .collect();
+        let kept = preference::kept(self.policy, &eligible);
+        let settle = self.options.timing.renew_interval;
+        let live_since = &st.live_since;
+        let settled_for = |member: &str, d: Duration| {
+            live_since
+                .get(member)
+                .is_some_and(|since| now.since(*since) >= d)
+        };
+        // Draining: a role is handed over only while another live member that does not
+        // drain is there to take it (every member of a fleet hosts the same roles).
+        let has_taker = st
+            .live
+            .iter()
+            .any(|m| m.announcement.member != self.me && !m.announcement.draining);
+        let mut handovers = 0u64;
+        let mut requeued = 0u64;
+        let mut withdrawn = 0usize;
+        for (role, slot) in st.roles.iter_mut() {
+            let Some(shared) = slot.shared.clone() else {
+                continue;
+            };
+            let seen = see(&shared);
+            if seen.ended {
+                continue;
+            }
+            if seen.leading {
+                leading += 1;
+            }
+            // A leader does not read its partition, so its roster stops at its election: it
+            // ranks every kept member (every member of a fleet hosts the same roles). A standby
+            // reads on, and ranks the kept members registered for the role.
+            let all_kept: Vec<&Candidate<'_>> = kept.to_vec();
+            let pref = preference::ranking(role, &all_kept)
+                .first()
+                .map(|c| c.member.to_owned());
+            if pref.as_deref() == Some(self.me.as_str()) {
+                preferred_count += 1;
+            }
+            if slot.moving.is_some() {
+                continue;
+            }
+            if draining {
+                if !seen.leading {
+                    shared.request_cancel();
+                    slot.moving = Some(Move::Leave);
+                    withdrawn += 1;
+                    changed = true;
+                } else if in_motion < self.max_in_motion && has_taker {
+                    shared.request_cancel();
+                    slot.moving = Some(Move::Handover);
+                    in_motion += 1;
+                    changed = true;
+                }
+                continue;
+            }
+            if conflict || !me_live || now.since(slot.started) < settle {
+                continue;
+            }
+            let Some(my_join) = seen.join else { continue };
+            if seen.leading {
+                let Some(p) = pref.filter(|p| *p != self.me) else {
+                    continue;
+                };
+                // Two settle times: the standbys ahead of the preferred member move behind it
+                // after one, so that the hand-over lands on it.
+                if in_motion < self.max_in_motion && settled_for(&p, settle * 2) {
+                    shared.request_cancel();
+                    slot.moving = Some(Move::Handover);
+                    in_motion += 1;
+                    handovers += 1;
+                    changed = true;
+                }
+            } else if requeues < self.max_in_motion {
+                // A standby moves behind a member registered after it that ranks above it for
+                // the role (or behind any kept member, when the policy does not keep it).
+                let registered: Vec<&str> = seen.roster.iter().map(|(m, _)| m.as_str()).collect();
+                let role_kept: Vec<&Candidate<'_>> = kept
+                    .iter()
+                    .copied()
+                    .filter(|c| registered.contains(&c.member))
+                    .collect();
+                let ranking = preference::ranking(role, &role_kept);
+                let my_place = ranking.iter().position(|c| c.member == self.me);
+                let behind_me_better = seen.roster.iter().any(|(m, joined)| {
+                    *joined > my_join
+                        && m != &self.me
+                        && settled_for(m, settle)
+                        && ranking
+                            .iter()
+                            .position(|c| c.member == m.as_str())
+                            .is_some_and(|theirs| my_place.is_none_or(|mine| theirs < mine))
+                });
+                if behind_me_better {
+                    shared.request_cancel();
+                    slot.moving = Some(Move::Requeue);
+                    requeues += 1;
+                    requeued += 1;
+                    changed = true;
+                }
+            }
+        }
+        st.drain.withdrawn += withdrawn;
+        st.stats.leading = leading;
+        st.stats.preferred = preferred_count;
+        st.stats.in_motion = in_motion;
+        st.stats.requeues_in_motion = requeues;
+        st.stats.live_members = st.live.len();
+        st.stats.handovers += handovers;
+        st.stats.requeues += requeued;
+        st.stats.draining = draining;
+        st.stats.roles = st.roles.len();
+        if changed {
+            self.changed.notify(usize::MAX);
+        }
+    }
+}
+
+/// The loop: a pass after every change of a manual clock, else every quarter of a renew
+/// interval (at least 20 ms, at most a second) or when poked.
+fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
+    let interval = {
+        let Some(inner) = weak.upgrade() else {
+            idle.ended.store(true, Ordering::SeqCst);
+            return;
+        };
+        (inner.options.timing.renew_interval / 4)
+            .clamp(Duration::from_millis(20), Duration::from_secs(1))
+    };
+    loop {
+        let manual = clock.as_manual();
+        let listener = manual.map(|m| m.listen());
+        let seen = manual.map(|m| m.changes());
+        let wake = {
+            let Some(inner) = weak.upgrade() else { break };
+            if inner.closed.load(Ordering::SeqCst) {
+                break;
+            }
+            let wake = inner.wake.listen();
+            inner.pass();
+            wake
+        };
+        match (manual, listener, seen) {
+            (Some(m), Some(listener), Some(seen)) => {
+                *lock(&idle.seen) = Some(seen);
+                m.note_progress();
+                // Also wake when the last handle goes: its drop pokes the clock.
+                listener.wait();
+                *lock(&idle.seen) = None;
+                drop(wake);
+            }
+            _ => {
+                let _ = wake.wait_timeout(interval);
+            }
+        }
+    }
+    idle.ended.store(true, Ordering::SeqCst);
+    if let Some(m) = clock.as_manual() {
+        m.note_progress();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::SeqCst);
+        // The candidacies and the heartbeat are dropped with the state: each cancels (a
+        // leader resigns). Wake the loop so that it sees the handles gone.
+        self.wake.notify(usize::MAX);
+        if let Some(manual) = self.clock.as_manual() {
+            manual.ring();
+        }
+    }
+}
