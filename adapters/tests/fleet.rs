@@ -352,3 +352,29 @@ fn a_fleet_of_one_leads_everything_and_drains_to_nothing_when_alone() {
     drop(other);
 }
 
+
+#[test]
+fn a_drain_asked_for_from_another_process_moves_every_role_away() {
+    let w = World::new(30);
+    let a = w.member("a", |o| o);
+    w.run_for(Duration::from_secs(1));
+    let b = w.member("b", |o| o);
+    w.settle_on(&["a", "b"], Duration::from_secs(30));
+    assert!(!b.fleet.leading().is_empty());
+    // An operator's process asks b to drain through the fleet topic.
+    kafka_coordination::fleet::request_drain(
+        Arc::new(w.beats.transport("ops")),
+        "svc",
+        "b",
+        "ops-1",
+        w.options(),
+    )
+    .unwrap();
+    w.settle_on(&["a"], Duration::from_secs(30));
+    let stats = b.fleet.stats();
+    assert!(stats.drain_requested && stats.draining, "{stats:?}");
+    assert!(b.fleet.drain_report().is_complete());
+    // a was not asked: it did not drain.
+    assert!(!a.fleet.stats().draining);
+    w.check_fencing();
+}

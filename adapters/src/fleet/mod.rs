@@ -66,7 +66,9 @@ mod run;
 
 pub use announce::Announcement;
 pub use preference::{Policy, Version};
-pub use run::{DrainReport, Fleet, FleetMember, FleetOptions, FleetRole, FleetStats};
+pub use run::{
+    drain_role, request_drain, DrainReport, Fleet, FleetMember, FleetOptions, FleetRole, FleetStats,
+};
 
 /// A fleet's settings or a member's announcement that cannot be used.
 #[derive(Clone, Debug, thiserror::Error)]

@@ -20,7 +20,7 @@ use crate::leadership::{Candidacy, Error, Leadership, Shared, Snapshot};
 use crate::options::Options;
 use crate::sync::lock;
 use crate::transport::Transport;
-use crate::watch::LeaseTracker;
+use crate::watch::{LeaseTracker, WatchEvent};
 
 /// How a member joins a fleet. `FleetOptions::new(fleet, member)` and the builder methods.
 #[derive(Clone, Debug)]
@@ -130,6 +130,8 @@ pub struct FleetStats {
     pub bad_announcements: u64,
     /// Whether it drains (or has drained).
     pub draining: bool,
+    /// Whether the drain was asked for through the fleet topic ([`request_drain`]).
+    pub drain_requested: bool,
 }
 
 /// What [`Fleet::drain_blocking`] did.
@@ -182,6 +184,8 @@ struct Heartbeats {
 
 struct St {
     roles: BTreeMap<String, Slot>,
+    /// This member's drain-request role in the fleet topic (see [`drain_role`]).
+    drain_requests: LeaseTracker,
     draining: bool,
     ready: bool,
     /// The heartbeat candidacy and the id it announced with.
@@ -192,12 +196,16 @@ struct St {
     live_since: HashMap<String, UnixMillis>,
     stats: FleetStats,
     drain: DrainReport,
+    /// A drain request came through the fleet topic.
+    drain_requested: bool,
     read_error: Option<String>,
 }
 
 pub(super) struct Inner {
     fleet: String,
     me: String,
+    /// The clock when the member joined: drain requests granted before it are old news.
+    joined_at: UnixMillis,
     weight: f64,
     version: Option<Version>,
     policy: Policy,
@@ -311,11 +319,14 @@ impl Fleet {
             )));
         }
         let clock = options.options.clock.clone();
+        let drain_requests = Role::new(drain_role(&options.fleet, &options.member))
+            .map_err(|e| FleetError::Start(e.into()))?;
         let starter = fleet_transport.clone();
         let reader = fleet_transport;
         let inner = Arc::new(Inner {
             fleet: options.fleet.clone(),
             me: options.member.clone(),
+            joined_at: clock.now(),
             weight: options.weight,
             version,
             policy: options.policy,
@@ -333,6 +344,7 @@ impl Fleet {
             partitions,
             state: Mutex::new(St {
                 roles: BTreeMap::new(),
+                drain_requests: LeaseTracker::new(drain_requests),
                 draining: false,
                 ready: options.ready,
                 heartbeat: None,
@@ -344,6 +356,7 @@ impl Fleet {
                 live_since: HashMap::new(),
                 stats: FleetStats::default(),
                 drain: DrainReport::default(),
+                drain_requested: false,
                 read_error: None,
             }),
             changed: Event::new(),
@@ -656,7 +669,23 @@ impl Inner {
                         continue;
                     };
                     let name = key.role();
-                    if !name.starts_with(&prefix) {
+                    if name == st.drain_requests.state().role().as_str() {
+                        st.drain_requests.apply(r, &mut sink);
+                        let asked = sink.iter().any(|e| {
+                            matches!(e, WatchEvent::Leading(l) if l.granted_at >= self.joined_at)
+                        });
+                        sink.clear();
+                        if asked && !st.draining {
+                            st.draining = true;
+                            st.drain_requested = true;
+                        }
+                        continue;
+                    }
+                    // Heartbeats are `<fleet>/<member>`, the member without a `/`.
+                    let is_beat = name
+                        .strip_prefix(&prefix)
+                        .is_some_and(|member| !member.is_empty() && !member.contains('/'));
+                    if !is_beat {
                         continue;
                     }
                     if !st.beats.trackers.contains_key(name) {
@@ -916,6 +945,7 @@ impl Inner {
         st.stats.handovers += handovers;
         st.stats.requeues += requeued;
         st.stats.draining = draining;
+        st.stats.drain_requested = st.drain_requested;
         st.stats.roles = st.roles.len();
         if changed {
             self.changed.notify(usize::MAX);
@@ -977,4 +1007,32 @@ impl Drop for Inner {
             manual.ring();
         }
     }
+}
+
+/// The role in the fleet topic through which [`request_drain`] asks `member` of `fleet` to
+/// drain: `<fleet>//drain/<member>` (no heartbeat can have this name: a member name holds no
+/// `/`).
+pub fn drain_role(fleet: &str, member: &str) -> String {
+    format!("{fleet}//drain/{member}")
+}
+
+/// Asks `member` of `fleet` to drain, from any process (the `kafka-coordination fleet drain`
+/// command does this): leads the member's drain-request role in the fleet topic for a moment,
+/// as `requester`, and resigns. The member, if it is live, starts draining when it reads the
+/// lease (a request from before it joined is ignored); [`FleetStats::drain_requested`] shows
+/// it. Returns once the request is written; it does not wait for the drain.
+pub fn request_drain<T: Transport + Send + Sync + ?Sized + 'static>(
+    fleet_transport: Arc<T>,
+    fleet: &str,
+    member: &str,
+    requester: &str,
+    options: Options,
+) -> Result<(), FleetError> {
+    check_name("name", fleet)?;
+    check_name("member", member)?;
+    let candidacy =
+        crate::blocking::start_shared(fleet_transport, &drain_role(fleet, member), requester, options)?;
+    let leadership = candidacy.elected_blocking()?;
+    leadership.resign_blocking()?;
+    Ok(())
 }
