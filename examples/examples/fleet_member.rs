@@ -199,6 +199,9 @@ async fn run() -> Result<(), Box<dyn Error>> {
                     "STATS {} leading={} preferred={} in_motion={}",
                     now_ms(), s.leading, s.preferred, s.in_motion
                 ));
+                if std::env::var_os("FLEET_DEBUG").is_some() {
+                    eprintln!("{s:?} {:?}", host.stats());
+                }
             }
         }
     }

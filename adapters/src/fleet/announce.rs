@@ -23,6 +23,22 @@ pub struct Announcement {
     pub draining: bool,
     /// The fleet policy it balances with.
     pub policy: Policy,
+    /// A digest of the roles it hosts and their count (see [`roles_digest`]): members that
+    /// announce the same one balance with bounded loads, the others by rendezvous alone.
+    pub roles: Option<(u64, usize)>,
+}
+
+/// A digest of a set of role names, given in sorted order: FNV-1a over the names, each
+/// followed by a zero byte. Fixed, as the preference hash is.
+pub fn roles_digest<'a>(sorted: impl IntoIterator<Item = &'a str>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for name in sorted {
+        for b in name.bytes().chain(std::iter::once(0)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
 }
 
 impl Announcement {
@@ -37,6 +53,9 @@ impl Announcement {
         field(&mut out, "r", if self.ready { "1" } else { "0" });
         field(&mut out, "d", if self.draining { "1" } else { "0" });
         field(&mut out, "p", self.policy.as_str());
+        if let Some((digest, count)) = self.roles {
+            field(&mut out, "h", &format!("{digest:016x}-{count}"));
+        }
         out
     }
 
@@ -50,6 +69,7 @@ impl Announcement {
         let rest = id.strip_prefix(PREFIX).ok_or_else(|| bad("no kc-fleet/1 prefix"))?;
         let (mut member, mut weight, mut version, mut ready, mut draining, mut policy) =
             (None, None, None, None, None, None);
+        let mut roles = None;
         for part in rest.split(';').skip(1) {
             let (key, value) = part.split_once('=').ok_or_else(|| bad("a field without ="))?;
             let value = unescape(value).ok_or_else(|| bad("a bad %-escape"))?;
@@ -63,6 +83,12 @@ impl Announcement {
                 "r" => ready = Some(value == "1"),
                 "d" => draining = Some(value == "1"),
                 "p" => policy = Some(value.parse::<Policy>().map_err(|_| bad("an unknown policy"))?),
+                "h" => {
+                    let (digest, count) = value.split_once('-').ok_or_else(|| bad("a bad h"))?;
+                    let digest = u64::from_str_radix(digest, 16).map_err(|_| bad("a bad h"))?;
+                    let count = count.parse::<usize>().map_err(|_| bad("a bad h"))?;
+                    roles = Some((digest, count));
+                }
                 _ => {}
             }
         }
@@ -78,6 +104,7 @@ impl Announcement {
             ready: ready.unwrap_or(true),
             draining: draining.unwrap_or(false),
             policy: policy.unwrap_or_default(),
+            roles,
         })
     }
 }
@@ -128,6 +155,7 @@ mod tests {
             ready: false,
             draining: true,
             policy: Policy::PreferNewest,
+            roles: Some((0xdead_beef, 3000)),
         };
         let id = a.encode();
         assert!(id.starts_with("kc-fleet/1;m=host%3Ba%3Db%25c%0A;"), "{id}");
@@ -148,6 +176,7 @@ mod tests {
             ("kc-fleet/1;m=a;w=1;p=fastest", "unknown policy"),
             ("kc-fleet/1;m=a%zz;w=1", "%-escape"),
             ("kc-fleet/1;m", "without ="),
+            ("kc-fleet/1;m=a;w=1;h=zz-1", "bad h"),
         ] {
             let e = Announcement::decode(id).unwrap_err().to_string();
             assert!(e.contains(id) && e.contains(why), "{id}: {e}");
@@ -155,5 +184,6 @@ mod tests {
         // Unknown keys are ignored; missing flags take their defaults.
         let a = Announcement::decode("kc-fleet/1;m=a;w=1;future=x").unwrap();
         assert!(a.ready && !a.draining && a.policy == Policy::Balance && a.version.is_none());
+        assert!(a.roles.is_none());
     }
 }

@@ -64,7 +64,7 @@ mod announce;
 pub mod preference;
 mod run;
 
-pub use announce::Announcement;
+pub use announce::{roles_digest, Announcement};
 pub use preference::{Policy, Version};
 pub use run::{
     drain_role, request_drain, DrainReport, Fleet, FleetMember, FleetOptions, FleetRole, FleetStats,

@@ -132,6 +132,9 @@ pub struct FleetStats {
     pub draining: bool,
     /// Whether the drain was asked for through the fleet topic ([`request_drain`]).
     pub drain_requested: bool,
+    /// Whether the last pass shared the roles with bounded loads (every kept member announced
+    /// the same roles) rather than by rendezvous alone.
+    pub bounded: bool,
 }
 
 /// What [`Fleet::drain_blocking`] did.
@@ -176,10 +179,22 @@ struct Slot {
     failed_start: Option<Error>,
 }
 
-/// Incremental reads of the fleet topic: one tracker per heartbeat role of the fleet.
+/// Incremental reads of the fleet topic: one tracker per heartbeat and announcement role of
+/// the fleet.
 struct Heartbeats {
     next: Vec<i64>,
     trackers: BTreeMap<String, LeaseTracker>,
+}
+
+/// The fleet's roles in the fleet topic: `<fleet>/<member>` (heartbeat, led by `<member>`),
+/// `<fleet>//a/<member>` (announcement, led by the encoded announcement) and
+/// `<fleet>//drain/<member>` (drain requests).
+fn heartbeat_role(fleet: &str, member: &str) -> String {
+    format!("{fleet}/{member}")
+}
+
+fn announce_role(fleet: &str, member: &str) -> String {
+    format!("{fleet}//a/{member}")
 }
 
 struct St {
@@ -188,8 +203,15 @@ struct St {
     drain_requests: LeaseTracker,
     draining: bool,
     ready: bool,
-    /// The heartbeat candidacy and the id it announced with.
-    heartbeat: Option<(String, Candidacy)>,
+    /// The heartbeat candidacy (liveness).
+    heartbeat: Option<Candidacy>,
+    /// The announcement candidacy and the id it announces with.
+    announcing: Option<(String, Candidacy)>,
+    /// The last announcement read of each member, kept while its announcement moves.
+    announced: HashMap<String, Announcement>,
+    /// The digest of the hosted roles as last announced, and when the role set last changed.
+    roles_digest: Option<(u64, usize)>,
+    roles_changed_at: Option<UnixMillis>,
     beats: Heartbeats,
     live: Vec<FleetMember>,
     /// When each member was first seen live in its current run of liveness.
@@ -230,6 +252,7 @@ struct Idle {
     seen: Mutex<Option<u64>>,
     ended: AtomicBool,
     name: String,
+    inner: Mutex<Weak<Inner>>,
 }
 
 impl Participant for Idle {
@@ -237,8 +260,12 @@ impl Participant for Idle {
         if self.ended.load(Ordering::SeqCst) {
             return None;
         }
+        let ended_unseen = || {
+            let inner = lock(&self.inner).upgrade();
+            inner.is_some_and(|i| i.ended_unseen())
+        };
         match *lock(&self.seen) {
-            Some(seen) if seen >= changes => None,
+            Some(seen) if seen >= changes && !ended_unseen() => None,
             _ => Some(format!("{}: balancing", self.name)),
         }
     }
@@ -348,6 +375,10 @@ impl Fleet {
                 draining: false,
                 ready: options.ready,
                 heartbeat: None,
+                announcing: None,
+                announced: HashMap::new(),
+                roles_digest: None,
+                roles_changed_at: None,
                 beats: Heartbeats {
                     next: vec![0; usize::try_from(partitions).unwrap_or(0)],
                     trackers: BTreeMap::new(),
@@ -366,10 +397,12 @@ impl Fleet {
                 seen: Mutex::new(None),
                 ended: AtomicBool::new(false),
                 name: format!("fleet {} member {}", options.fleet, options.member),
+                inner: Mutex::new(Weak::new()),
             }),
         });
         // The heartbeat goes first: the member is announced before it takes part.
         inner.ensure_heartbeat(&mut lock(&inner.state))?;
+        *lock(&inner.idle.inner) = Arc::downgrade(&inner);
         if let Some(manual) = clock.as_manual() {
             let idle: Arc<dyn Participant> = inner.idle.clone();
             manual.register(Arc::downgrade(&idle));
@@ -400,6 +433,7 @@ impl Fleet {
             let slot = self.inner.start_slot(role)?;
             st.roles.insert(role.to_owned(), slot);
             st.stats.roles = st.roles.len();
+            st.roles_changed_at = Some(self.inner.clock.now());
         }
         drop(st);
         self.inner.changed.notify(usize::MAX);
@@ -618,40 +652,48 @@ impl Inner {
             ready: st.ready && !st.draining,
             draining: st.draining,
             policy: self.policy,
+            roles: st.roles_digest,
         }
     }
 
-    /// Keeps the heartbeat running with the current announcement: starts it, or starts it
-    /// again when it ended or the announcement changed.
+    /// Keeps the heartbeat running (started again if it ended), and the announcement current:
+    /// started again, once the old one's exit is done, when what it says changed. The digest
+    /// of the hosted roles is announced once the role set has not changed for a settle time
+    /// (a member starting its roles one by one announces once).
     fn ensure_heartbeat(&self, st: &mut St) -> Result<(), FleetError> {
-        let id = self.announcement(st).encode();
-        let role = format!("{}/{}", self.fleet, self.me);
-        let current = match &st.heartbeat {
-            Some((announced, c)) => {
-                let ended = c.shared().lock().outcome.is_some();
-                if announced == &id && !ended {
-                    return Ok(());
-                }
-                ended
-            }
-            None => true,
-        };
-        if !current {
-            // The announcement changed: end the old heartbeat; the next pass starts the new
-            // one once the old one's exit is done.
-            if let Some((_, c)) = &st.heartbeat {
-                c.shared().request_cancel();
-            }
-            return Ok(());
+        let ended = |c: &Candidacy| c.shared().lock().outcome.is_some();
+        if st.heartbeat.as_ref().is_none_or(ended) {
+            let role = heartbeat_role(&self.fleet, &self.me);
+            st.heartbeat = Some((self.start_heartbeat)(&role, &self.me, self.options.clone())?);
         }
+        let now = self.clock.now();
+        let quiet = st
+            .roles_changed_at
+            .is_none_or(|at| now.since(at) >= self.options.timing.renew_interval);
+        if quiet {
+            let digest = super::announce::roles_digest(st.roles.keys().map(String::as_str));
+            st.roles_digest = Some((digest, st.roles.len()));
+        }
+        let id = self.announcement(st).encode();
+        match &st.announcing {
+            Some((announced, c)) if announced == &id && !ended(c) => return Ok(()),
+            Some((_, c)) if !ended(c) => {
+                c.shared().request_cancel();
+                return Ok(());
+            }
+            _ => {}
+        }
+        let role = announce_role(&self.fleet, &self.me);
         let candidacy = (self.start_heartbeat)(&role, &id, self.options.clone())?;
-        st.heartbeat = Some((id, candidacy));
+        st.announcing = Some((id, candidacy));
         Ok(())
     }
 
     /// Reads what is new in the fleet topic into the trackers.
     fn read_heartbeats(&self, st: &mut St) {
         let prefix = format!("{}/", self.fleet);
+        let announce_prefix = format!("{}//a/", self.fleet);
+        let mut bad = 0;
         for partition in 0..self.partitions {
             let index = usize::try_from(partition).unwrap_or(0);
             loop {
@@ -681,11 +723,15 @@ impl Inner {
                         }
                         continue;
                     }
-                    // Heartbeats are `<fleet>/<member>`, the member without a `/`.
-                    let is_beat = name
-                        .strip_prefix(&prefix)
-                        .is_some_and(|member| !member.is_empty() && !member.contains('/'));
-                    if !is_beat {
+                    // Heartbeats are `<fleet>/<member>`, announcements `<fleet>//a/<member>`,
+                    // the member without a `/`.
+                    let member_of = |rest: Option<&str>| {
+                        rest.filter(|m| !m.is_empty() && !m.contains('/'))
+                            .map(str::to_owned)
+                    };
+                    let announced_by = member_of(name.strip_prefix(&announce_prefix));
+                    let is_beat = member_of(name.strip_prefix(&prefix)).is_some();
+                    if !is_beat && announced_by.is_none() {
                         continue;
                     }
                     if !st.beats.trackers.contains_key(name) {
@@ -700,6 +746,17 @@ impl Inner {
                     }
                     if let Some(t) = st.beats.trackers.get_mut(name) {
                         t.apply(r, &mut sink);
+                        if let Some(member) = announced_by {
+                            for e in &sink {
+                                let WatchEvent::Leading(l) = e else { continue };
+                                match Announcement::decode(l.member.as_str()) {
+                                    Ok(a) if a.member == member => {
+                                        st.announced.insert(member.clone(), a);
+                                    }
+                                    _ => bad += 1,
+                                }
+                            }
+                        }
                         sink.clear();
                     }
                 }
@@ -721,41 +778,39 @@ impl Inner {
             }
         }
         st.read_error = None;
+        st.stats.bad_announcements += bad;
     }
 
-    /// The live members from the trackers, by the clock.
+    /// The live members, by the clock: a heartbeat lease that runs, led by the member it is
+    /// named after, and an announcement read.
     fn live_members(&self, st: &mut St, now: UnixMillis) {
+        let prefix = format!("{}/", self.fleet);
         let mut live: BTreeMap<String, FleetMember> = BTreeMap::new();
-        let mut bad = 0;
-        for t in st.beats.trackers.values() {
+        for (name, t) in &st.beats.trackers {
+            let Some(member) = name.strip_prefix(&prefix).filter(|m| !m.contains('/')) else {
+                continue;
+            };
             let Some(holder) = t.lease_holder() else {
                 continue;
             };
-            if holder.deadline <= now {
+            if holder.deadline <= now || holder.member.as_str() != member {
                 continue;
             }
-            match Announcement::decode(holder.member.as_str()) {
-                Ok(a) => {
-                    let member = FleetMember {
-                        announcement: a,
-                        live_until: holder.deadline,
-                    };
-                    let key = member.announcement.member.clone();
-                    let newer = live
-                        .get(&key)
-                        .is_none_or(|m| m.live_until < member.live_until);
-                    if newer {
-                        live.insert(key, member);
-                    }
-                }
-                Err(_) => bad += 1,
-            }
+            let Some(a) = st.announced.get(member) else {
+                continue;
+            };
+            live.insert(
+                member.to_owned(),
+                FleetMember {
+                    announcement: a.clone(),
+                    live_until: holder.deadline,
+                },
+            );
         }
         for name in live.keys() {
             st.live_since.entry(name.clone()).or_insert(now);
         }
         st.live_since.retain(|name, _| live.contains_key(name));
-        st.stats.bad_announcements = bad;
         st.live = live.into_values().collect();
     }
 
@@ -836,6 +891,25 @@ impl Inner {
             })
             .collect();
         let kept = preference::kept(self.policy, &eligible);
+        // Members that host the same roles (the same digest) share them with bounded loads;
+        // otherwise each role goes by rendezvous alone, which needs no agreement on the set.
+        let mine = st.roles_digest;
+        let bounded = mine.is_some()
+            && !kept.is_empty()
+            && kept.iter().all(|c| {
+                st.live
+                    .iter()
+                    .find(|m| m.announcement.member == c.member)
+                    .is_some_and(|m| m.announcement.roles == mine)
+            });
+        let role_names: Vec<String> = st.roles.keys().cloned().collect();
+        let assignment: HashMap<&str, &str> = if bounded {
+            let names: Vec<&str> = role_names.iter().map(String::as_str).collect();
+            preference::assign(&names, &kept, preference::BALANCE_SLACK)
+        } else {
+            HashMap::new()
+        };
+        st.stats.bounded = bounded;
         let settle = self.options.timing.renew_interval;
         let live_since = &st.live_since;
         let settled_for = |member: &str, d: Duration| {
@@ -866,10 +940,12 @@ impl Inner {
             // A leader does not read its partition, so its roster stops at its election: it
             // ranks every kept member (every member of a fleet hosts the same roles). A standby
             // reads on, and ranks the kept members registered for the role.
-            let all_kept: Vec<&Candidate<'_>> = kept.to_vec();
-            let pref = preference::ranking(role, &all_kept)
-                .first()
-                .map(|c| c.member.to_owned());
+            let pref = match assignment.get(role.as_str()) {
+                Some(owner) => Some((*owner).to_owned()),
+                None => preference::ranking(role, &kept)
+                    .first()
+                    .map(|c| c.member.to_owned()),
+            };
             if pref.as_deref() == Some(self.me.as_str()) {
                 preferred_count += 1;
             }
@@ -916,7 +992,14 @@ impl Inner {
                     .copied()
                     .filter(|c| registered.contains(&c.member))
                     .collect();
-                let ranking = preference::ranking(role, &role_kept);
+                let mut ranking = preference::ranking(role, &role_kept);
+                // The owner the bounds gave the role stands first.
+                if let Some(owner) = assignment.get(role.as_str()) {
+                    if let Some(at) = ranking.iter().position(|c| c.member == *owner) {
+                        let first = ranking.remove(at);
+                        ranking.insert(0, first);
+                    }
+                }
                 let my_place = ranking.iter().position(|c| c.member == self.me);
                 let behind_me_better = seen.roster.iter().any(|(m, joined)| {
                     *joined > my_join
@@ -951,10 +1034,23 @@ impl Inner {
             self.changed.notify(usize::MAX);
         }
     }
+
+    /// Whether a pass has work the clock will not announce: a moving candidacy, the heartbeat
+    /// or an announcement being replaced has ended (an end is no clock change).
+    fn ended_unseen(&self) -> bool {
+        let st = lock(&self.state);
+        let ended = |shared: &Shared| shared.lock().outcome.is_some();
+        st.roles
+            .values()
+            .any(|slot| slot.shared.as_deref().is_some_and(ended))
+            || st.heartbeat.as_ref().is_some_and(|c| ended(c.shared()))
+            || st.announcing.as_ref().is_some_and(|(_, c)| ended(c.shared()))
+    }
 }
 
-/// The loop: a pass after every change of a manual clock, else every quarter of a renew
-/// interval (at least 20 ms, at most a second) or when poked.
+/// The loop: a pass after every change of a manual clock (and after a candidacy it moves
+/// ended, which is no change: looked for every millisecond of real time), else every quarter
+/// of a renew interval (at least 20 ms, at most a second) or when poked.
 fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
     let interval = {
         let Some(inner) = weak.upgrade() else {
@@ -964,9 +1060,8 @@ fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
         (inner.options.timing.renew_interval / 4)
             .clamp(Duration::from_millis(20), Duration::from_secs(1))
     };
-    loop {
+    'outer: loop {
         let manual = clock.as_manual();
-        let listener = manual.map(|m| m.listen());
         let seen = manual.map(|m| m.changes());
         let wake = {
             let Some(inner) = weak.upgrade() else { break };
@@ -977,14 +1072,22 @@ fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
             inner.pass();
             wake
         };
-        match (manual, listener, seen) {
-            (Some(m), Some(listener), Some(seen)) => {
+        match (manual, seen) {
+            (Some(m), Some(seen)) => {
+                drop(wake);
                 *lock(&idle.seen) = Some(seen);
                 m.note_progress();
-                // Also wake when the last handle goes: its drop pokes the clock.
-                listener.wait();
+                loop {
+                    std::thread::sleep(Duration::from_millis(1));
+                    let Some(inner) = weak.upgrade() else { break 'outer };
+                    if inner.closed.load(Ordering::SeqCst) {
+                        break 'outer;
+                    }
+                    if m.changes() != seen || inner.ended_unseen() {
+                        break;
+                    }
+                }
                 *lock(&idle.seen) = None;
-                drop(wake);
             }
             _ => {
                 let _ = wake.wait_timeout(interval);
