@@ -130,7 +130,7 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let beats = Arc::new(KafkaTransport::connect(
         KafkaConfig::new(a.bootstrap.clone(), 1).with_topic(&a.fleet_topic),
     )?);
-    let host = tokio_driver::host(state, HostOptions::new())?;
+    let host = tokio_driver::host(state.clone(), HostOptions::new())?;
     let mut fleet_options = FleetOptions::new(&a.fleet, &a.member)
         .weight(a.weight)
         .policy(a.policy)
@@ -196,8 +196,8 @@ async fn run() -> Result<(), Box<dyn Error>> {
             _ = tick.tick() => {
                 let s = fleet.stats();
                 say(format!(
-                    "STATS {} leading={} preferred={} in_motion={}",
-                    now_ms(), s.leading, s.preferred, s.in_motion
+                    "STATS {} leading={} preferred={} in_motion={} requests={}",
+                    now_ms(), s.leading, s.preferred, s.in_motion, state.requests_sent()
                 ));
                 if std::env::var_os("FLEET_DEBUG").is_some() {
                     eprintln!("{s:?} {:?}", host.stats());

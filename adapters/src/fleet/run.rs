@@ -80,8 +80,9 @@ impl FleetOptions {
         self
     }
 
-    /// How many of its roles it hands over at once, at most (at least 1). Standbys that move
-    /// behind a preferred member count separately, with the same limit.
+    /// How many of its roles it hands over at once, at most (at least 1). Standby
+    /// registrations that move behind a preferred member (no term changes hands) count
+    /// separately: at most eight times as many, and at least 64.
     pub fn max_in_motion(mut self, n: usize) -> Self {
         self.max_in_motion = n;
         self
@@ -793,7 +794,14 @@ impl Inner {
             let Some(holder) = t.lease_holder() else {
                 continue;
             };
-            if holder.deadline <= now || holder.member.as_str() != member {
+            // Live: the heartbeat renewed within one and a half renew intervals (a member that
+            // misses renewals is not handed roles, though its leases may still run).
+            // (A renewal keeps the term's granted_at; its deadline is the write's time plus
+            // the lease.)
+            let timing = &self.options.timing;
+            let fresh = holder.deadline.since(now) + timing.renew_interval * 3 / 2
+                >= timing.lease_duration;
+            if holder.deadline <= now || !fresh || holder.member.as_str() != member {
                 continue;
             }
             let Some(a) = st.announced.get(member) else {
@@ -910,7 +918,10 @@ impl Inner {
             HashMap::new()
         };
         st.stats.bounded = bounded;
-        let settle = self.options.timing.renew_interval;
+        // A member counts once it has been live for half a renew interval (it is not flickering)
+        // and a role once its candidacy is that old.
+        let settle = self.options.timing.renew_interval / 2;
+        let requeue_limit = self.max_in_motion.saturating_mul(8).max(64);
         let live_since = &st.live_since;
         let settled_for = |member: &str, d: Duration| {
             live_since
@@ -959,7 +970,7 @@ impl Inner {
                     withdrawn += 1;
                     changed = true;
                 } else if in_motion < self.max_in_motion && has_taker {
-                    shared.request_cancel();
+                    shared.hand_over();
                     slot.moving = Some(Move::Handover);
                     in_motion += 1;
                     changed = true;
@@ -977,13 +988,13 @@ impl Inner {
                 // Two settle times: the standbys ahead of the preferred member move behind it
                 // after one, so that the hand-over lands on it.
                 if in_motion < self.max_in_motion && settled_for(&p, settle * 2) {
-                    shared.request_cancel();
+                    shared.hand_over();
                     slot.moving = Some(Move::Handover);
                     in_motion += 1;
                     handovers += 1;
                     changed = true;
                 }
-            } else if requeues < self.max_in_motion {
+            } else if requeues < requeue_limit {
                 // A standby moves behind a member registered after it that ranks above it for
                 // the role (or behind any kept member, when the policy does not keep it).
                 let registered: Vec<&str> = seen.roster.iter().map(|(m, _)| m.as_str()).collect();
@@ -1035,6 +1046,11 @@ impl Inner {
         }
     }
 
+    /// Whether a move is under way.
+    fn moving(&self) -> bool {
+        lock(&self.state).roles.values().any(|slot| slot.moving.is_some())
+    }
+
     /// Whether a pass has work the clock will not announce: a moving candidacy, the heartbeat
     /// or an announcement being replaced has ended (an end is no clock change).
     fn ended_unseen(&self) -> bool {
@@ -1070,8 +1086,10 @@ fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
             }
             let wake = inner.wake.listen();
             inner.pass();
-            wake
+            let moving = inner.moving();
+            (wake, moving)
         };
+        let (wake, moving) = wake;
         match (manual, seen) {
             (Some(m), Some(seen)) => {
                 drop(wake);
@@ -1090,7 +1108,10 @@ fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
                 *lock(&idle.seen) = None;
             }
             _ => {
-                let _ = wake.wait_timeout(interval);
+                // While moves are under way, look every 20 ms: a hand-over's end lets the next
+                // one start.
+                let wait = if moving { interval.min(Duration::from_millis(20)) } else { interval };
+                let _ = wake.wait_timeout(wait);
             }
         }
     }
