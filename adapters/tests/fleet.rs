@@ -191,8 +191,7 @@ impl Member {
 }
 
 #[test]
-fn three_members_share_the_roles_a_dead_ones_spread_and_come_back_and_a_drained_one_leads_none()
-{
+fn three_members_share_the_roles_a_dead_ones_spread_and_come_back_and_a_drained_one_leads_none() {
     let w = World::new(120);
     let a = w.member("a", |o| o);
     w.run_for(Duration::from_secs(1));
@@ -208,7 +207,10 @@ fn three_members_share_the_roles_a_dead_ones_spread_and_come_back_and_a_drained_
     eprintln!("settled in {took:?}: {s:?}; hand-overs {moves}, standby moves {requeues}");
     // Each role a left moved once: the standbys stood in order before the hand-over.
     let moved = (120 - s["a"]) as u64;
-    assert_eq!(moves, moved, "{moves} hand-overs for {moved} roles that moved");
+    assert_eq!(
+        moves, moved,
+        "{moves} hand-overs for {moved} roles that moved"
+    );
     assert_eq!(a.fleet.stats().live_members, 3);
     // Each member's own count agrees with the records.
     for m in [&a, &b, &c] {
@@ -283,7 +285,10 @@ fn weights_set_the_shares_and_members_that_disagree_on_the_policy_move_nothing()
     assert_eq!(w.leaders(), want);
     let want_big = want.values().filter(|m| *m == "big").count();
     assert_eq!(s["big"], want_big, "{s:?}");
-    assert!((148..=152).contains(&want_big), "weight 3 of 4 gets three quarters: {want_big}");
+    assert!(
+        (148..=152).contains(&want_big),
+        "weight 3 of 4 gets three quarters: {want_big}"
+    );
     assert!(big.fleet.stats().bounded);
     drop((big, small));
 
@@ -308,9 +313,13 @@ fn bad_settings_are_refused_with_what_was_wrong() {
     )
     .unwrap();
     let join = |o: FleetOptions| {
-        Fleet::join(&host, Arc::new(w.beats.transport("h")), o.options(w.options()))
-            .unwrap_err()
-            .to_string()
+        Fleet::join(
+            &host,
+            Arc::new(w.beats.transport("h")),
+            o.options(w.options()),
+        )
+        .unwrap_err()
+        .to_string()
     };
     assert!(join(FleetOptions::new("svc", "h").weight(0.0)).contains("weight 0"));
     assert!(join(FleetOptions::new("svc", "h").weight(-2.0)).contains("weight -2"));
@@ -319,7 +328,11 @@ fn bad_settings_are_refused_with_what_was_wrong() {
     assert!(join(FleetOptions::new("svc", "")).contains("member ''"));
     assert!(join(FleetOptions::new("a/b", "h")).contains("name 'a/b'"));
     assert!(join(FleetOptions::new("svc", "h").max_in_motion(0)).contains("max_in_motion"));
-    assert!("fastest".parse::<Policy>().unwrap_err().to_string().contains("'fastest'"));
+    assert!("fastest"
+        .parse::<Policy>()
+        .unwrap_err()
+        .to_string()
+        .contains("'fastest'"));
     assert!(Version::parse("1..2").is_err());
 }
 
@@ -342,7 +355,6 @@ fn a_fleet_of_one_leads_everything_and_drains_to_nothing_when_alone() {
     assert!(solo.fleet.drain_report().is_complete());
     drop(other);
 }
-
 
 #[test]
 fn a_drain_asked_for_from_another_process_moves_every_role_away() {

@@ -78,7 +78,9 @@ fn parse() -> Result<Args, Box<dyn Error>> {
             "--version" => a.version = Some(value()?),
             "--policy" => a.policy = value()?.parse()?,
             "--max-in-motion" => {
-                a.max_in_motion = value()?.parse().map_err(|e| format!("--max-in-motion: {e}"))?
+                a.max_in_motion = value()?
+                    .parse()
+                    .map_err(|e| format!("--max-in-motion: {e}"))?
             }
             "--lease" => a.lease = value()?.parse().map_err(|e| format!("--lease: {e}"))?,
             "--renew" => a.renew = value()?.parse().map_err(|e| format!("--renew: {e}"))?,

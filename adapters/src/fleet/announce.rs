@@ -66,23 +66,35 @@ impl Announcement {
             id: id.to_owned(),
             why: why.to_owned(),
         };
-        let rest = id.strip_prefix(PREFIX).ok_or_else(|| bad("no kc-fleet/1 prefix"))?;
+        let rest = id
+            .strip_prefix(PREFIX)
+            .ok_or_else(|| bad("no kc-fleet/1 prefix"))?;
         let (mut member, mut weight, mut version, mut ready, mut draining, mut policy) =
             (None, None, None, None, None, None);
         let mut roles = None;
         for part in rest.split(';').skip(1) {
-            let (key, value) = part.split_once('=').ok_or_else(|| bad("a field without ="))?;
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| bad("a field without ="))?;
             let value = unescape(value).ok_or_else(|| bad("a bad %-escape"))?;
             match key {
                 "m" => member = Some(value),
                 "w" => {
-                    let w: f64 = value.parse().map_err(|_| bad("a weight that is not a number"))?;
+                    let w: f64 = value
+                        .parse()
+                        .map_err(|_| bad("a weight that is not a number"))?;
                     weight = Some(w);
                 }
                 "v" => version = Some(Version::parse(&value).map_err(|_| bad("a bad version"))?),
                 "r" => ready = Some(value == "1"),
                 "d" => draining = Some(value == "1"),
-                "p" => policy = Some(value.parse::<Policy>().map_err(|_| bad("an unknown policy"))?),
+                "p" => {
+                    policy = Some(
+                        value
+                            .parse::<Policy>()
+                            .map_err(|_| bad("an unknown policy"))?,
+                    )
+                }
                 "h" => {
                     let (digest, count) = value.split_once('-').ok_or_else(|| bad("a bad h"))?;
                     let digest = u64::from_str_radix(digest, 16).map_err(|_| bad("a bad h"))?;
@@ -92,7 +104,9 @@ impl Announcement {
                 _ => {}
             }
         }
-        let member = member.filter(|m| !m.is_empty()).ok_or_else(|| bad("no member"))?;
+        let member = member
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| bad("no member"))?;
         let weight = weight.ok_or_else(|| bad("no weight"))?;
         if !(weight.is_finite() && weight > 0.0) {
             return Err(bad("a weight that is not above 0"));

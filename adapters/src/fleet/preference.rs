@@ -136,14 +136,8 @@ pub fn kept<'a, 'b>(policy: Policy, members: &'b [Candidate<'a>]) -> Vec<&'b Can
     };
     let target = match policy {
         Policy::Balance => return members.iter().collect(),
-        Policy::PreferNewest => members
-            .iter()
-            .map(|m| m.version)
-            .max_by(|a, b| cmp(*a, *b)),
-        Policy::PreferOldest => members
-            .iter()
-            .map(|m| m.version)
-            .min_by(|a, b| cmp(*a, *b)),
+        Policy::PreferNewest => members.iter().map(|m| m.version).max_by(|a, b| cmp(*a, *b)),
+        Policy::PreferOldest => members.iter().map(|m| m.version).min_by(|a, b| cmp(*a, *b)),
     };
     let Some(target) = target else {
         return Vec::new();
@@ -288,7 +282,10 @@ mod tests {
         let m = members(&["host-a", "host-b", "host-c"]);
         let s = shares(3000, &m);
         for (member, n) in &s {
-            assert!((950..=1050).contains(n), "{member} is preferred for {n} roles");
+            assert!(
+                (950..=1050).contains(n),
+                "{member} is preferred for {n} roles"
+            );
         }
     }
 
@@ -335,7 +332,10 @@ mod tests {
         m[0].weight = 3.0;
         let s = shares(4000, &m);
         let big = s["big"] as f64 / 4000.0;
-        assert!((0.72..=0.78).contains(&big), "the weight-3 member has {big}");
+        assert!(
+            (0.72..=0.78).contains(&big),
+            "the weight-3 member has {big}"
+        );
     }
 
     #[test]
@@ -379,7 +379,16 @@ mod tests {
         assert_eq!(v("1.4").compare(&v("1.4.0")), Ordering::Equal);
         assert_eq!(v("1.10").compare(&v("1.9")), Ordering::Greater);
         assert_eq!(v("2").compare(&v("10")), Ordering::Less);
-        for bad in ["", "1..2", "v2", "1.x", "-1", "1.2.", " 1", "1.2.3.4.5.6.7.8.9"] {
+        for bad in [
+            "",
+            "1..2",
+            "v2",
+            "1.x",
+            "-1",
+            "1.2.",
+            " 1",
+            "1.2.3.4.5.6.7.8.9",
+        ] {
             let e = Version::parse(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("'{bad}'")), "{e}");
         }
@@ -411,7 +420,10 @@ mod tests {
             *count.entry(m).or_default() += 1;
         }
         for (m, n) in &count {
-            assert!((1470..=1530).contains(n), "{m} owns {n} of 3000 after c left");
+            assert!(
+                (1470..=1530).contains(n),
+                "{m} owns {n} of 3000 after c left"
+            );
         }
         eprintln!("after c left, {moved_between_survivors} roles moved between a and b");
         assert!(moved_between_survivors < 150, "{moved_between_survivors}");

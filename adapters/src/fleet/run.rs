@@ -224,6 +224,11 @@ struct St {
     read_error: Option<String>,
 }
 
+/// Starts a candidacy in the fleet topic: (role, member id, options).
+type StartFn = dyn Fn(&str, &str, Options) -> Result<Candidacy, Error> + Send + Sync;
+/// Reads a partition of the fleet topic from an offset.
+type ReadFn = dyn Fn(i32, i64) -> Result<crate::transport::ReadBatch, String> + Send + Sync;
+
 pub(super) struct Inner {
     fleet: String,
     me: String,
@@ -236,8 +241,8 @@ pub(super) struct Inner {
     options: Options,
     clock: Arc<dyn Clock>,
     host: Host,
-    start_heartbeat: Box<dyn Fn(&str, &str, Options) -> Result<Candidacy, Error> + Send + Sync>,
-    read: Box<dyn Fn(i32, i64) -> Result<crate::transport::ReadBatch, String> + Send + Sync>,
+    start_heartbeat: Box<StartFn>,
+    read: Box<ReadFn>,
     partitions: i32,
     state: Mutex<St>,
     /// Rung when a role's slot changed (a new candidacy, a drain): `next_term` waits on it.
@@ -665,7 +670,11 @@ impl Inner {
         let ended = |c: &Candidacy| c.shared().lock().outcome.is_some();
         if st.heartbeat.as_ref().is_none_or(ended) {
             let role = heartbeat_role(&self.fleet, &self.me);
-            st.heartbeat = Some((self.start_heartbeat)(&role, &self.me, self.options.clone())?);
+            st.heartbeat = Some((self.start_heartbeat)(
+                &role,
+                &self.me,
+                self.options.clone(),
+            )?);
         }
         let now = self.clock.now();
         let quiet = st
@@ -799,8 +808,8 @@ impl Inner {
             // (A renewal keeps the term's granted_at; its deadline is the write's time plus
             // the lease.)
             let timing = &self.options.timing;
-            let fresh = holder.deadline.since(now) + timing.renew_interval * 3 / 2
-                >= timing.lease_duration;
+            let fresh =
+                holder.deadline.since(now) + timing.renew_interval * 3 / 2 >= timing.lease_duration;
             if holder.deadline <= now || !fresh || holder.member.as_str() != member {
                 continue;
             }
@@ -1038,6 +1047,8 @@ impl Inner {
         st.stats.live_members = st.live.len();
         st.stats.handovers += handovers;
         st.stats.requeues += requeued;
+        #[cfg(feature = "metrics")]
+        crate::metrics::record_fleet(&self.fleet, &self.me, &st.stats, handovers);
         st.stats.draining = draining;
         st.stats.drain_requested = st.drain_requested;
         st.stats.roles = st.roles.len();
@@ -1048,7 +1059,10 @@ impl Inner {
 
     /// Whether a move is under way.
     fn moving(&self) -> bool {
-        lock(&self.state).roles.values().any(|slot| slot.moving.is_some())
+        lock(&self.state)
+            .roles
+            .values()
+            .any(|slot| slot.moving.is_some())
     }
 
     /// Whether a pass has work the clock will not announce: a moving candidacy, the heartbeat
@@ -1060,7 +1074,10 @@ impl Inner {
             .values()
             .any(|slot| slot.shared.as_deref().is_some_and(ended))
             || st.heartbeat.as_ref().is_some_and(|c| ended(c.shared()))
-            || st.announcing.as_ref().is_some_and(|(_, c)| ended(c.shared()))
+            || st
+                .announcing
+                .as_ref()
+                .is_some_and(|(_, c)| ended(c.shared()))
     }
 }
 
@@ -1097,7 +1114,9 @@ fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
                 m.note_progress();
                 loop {
                     std::thread::sleep(Duration::from_millis(1));
-                    let Some(inner) = weak.upgrade() else { break 'outer };
+                    let Some(inner) = weak.upgrade() else {
+                        break 'outer;
+                    };
                     if inner.closed.load(Ordering::SeqCst) {
                         break 'outer;
                     }
@@ -1110,7 +1129,11 @@ fn run(weak: Weak<Inner>, idle: Arc<Idle>, clock: Arc<dyn Clock>) {
             _ => {
                 // While moves are under way, look every 20 ms: a hand-over's end lets the next
                 // one start.
-                let wait = if moving { interval.min(Duration::from_millis(20)) } else { interval };
+                let wait = if moving {
+                    interval.min(Duration::from_millis(20))
+                } else {
+                    interval
+                };
                 let _ = wake.wait_timeout(wait);
             }
         }
@@ -1154,8 +1177,12 @@ pub fn request_drain<T: Transport + Send + Sync + ?Sized + 'static>(
 ) -> Result<(), FleetError> {
     check_name("name", fleet)?;
     check_name("member", member)?;
-    let candidacy =
-        crate::blocking::start_shared(fleet_transport, &drain_role(fleet, member), requester, options)?;
+    let candidacy = crate::blocking::start_shared(
+        fleet_transport,
+        &drain_role(fleet, member),
+        requester,
+        options,
+    )?;
     let leadership = candidacy.elected_blocking()?;
     leadership.resign_blocking()?;
     Ok(())
