@@ -673,7 +673,7 @@ impl Leadership {
     }
 
     /// Whether the term is over: fenced, resigned or failed, or handed over by a
-    /// [`Fleet`](crate::fleet) (over from the moment the hand-over begins, before the resign's
+    /// fleet (the `fleet` module; over from the moment the hand-over begins, before the resign's
     /// first step, so that the work stops before a successor can start). Does not block.
     pub fn is_done(&self) -> bool {
         term_over(&self.shared.lock()).is_some()
