@@ -463,9 +463,17 @@ impl Fleet {
         lock(&self.inner.state).live.clone()
     }
 
-    /// What the fleet is doing, as of the last pass.
+    /// What the fleet is doing: [`FleetStats::leading`] as of now, the rest as of the last
+    /// pass.
     pub fn stats(&self) -> FleetStats {
-        lock(&self.inner.state).stats.clone()
+        let st = lock(&self.inner.state);
+        let mut stats = st.stats.clone();
+        stats.leading = st
+            .roles
+            .values()
+            .filter(|slot| slot.shared.as_deref().is_some_and(is_leading))
+            .count();
+        stats
     }
 
     /// The roles this member leads now, sorted.
