@@ -61,10 +61,14 @@
 //! ```
 
 mod announce;
+mod observe;
 pub mod preference;
 mod run;
 
 pub use announce::{roles_digest, Announcement};
+pub use observe::{
+    heartbeat_is_live, members, status, FleetStatus, MemberStatus, ObservedMember, RoleStatus,
+};
 pub use preference::{Policy, Version};
 pub use run::{
     drain_role, request_drain, DrainReport, Fleet, FleetMember, FleetOptions, FleetRole, FleetStats,
