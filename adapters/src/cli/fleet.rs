@@ -183,7 +183,7 @@ fn status(c: &Connection, args: &StatusArgs) -> Result<ExitCode, Failure> {
     if c.json {
         print_json(args, &timing, &s, now);
     } else {
-        print_text(args, &timing, &s, now);
+        print_text(args, &s, now);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -248,7 +248,7 @@ fn table(header: &[&str], rows: &[Vec<String>], right: &[bool]) {
     }
 }
 
-fn print_text(args: &StatusArgs, timing: &Timing, s: &FleetStatus, now: UnixMillis) {
+fn print_text(args: &StatusArgs, s: &FleetStatus, now: UnixMillis) {
     let which = &args.which;
     let how = match (s.policy, s.policy_conflict) {
         (_, true) => "the live members announce different policies: no role moves for \
@@ -322,9 +322,8 @@ fn print_text(args: &StatusArgs, timing: &Timing, s: &FleetStatus, now: UnixMill
         if s.members.iter().any(|m| state(&m.member, now) == "stale") {
             println!(
                 "stale: the heartbeat lease runs, but was not renewed within 1.5 renew \
-                 intervals ({:?}); if every member shows it, pass the members' \
-                 --lease-duration and --renew-interval",
-                timing.renew_interval
+                 intervals (by the member's announced timing; for a member that announces none, \
+                 pass its --lease-duration and --renew-interval)"
             );
         }
         let stale_leaders: Vec<String> = s

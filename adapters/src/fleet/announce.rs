@@ -26,6 +26,9 @@ pub struct Announcement {
     /// A digest of the roles it hosts and their count (see [`roles_digest`]): members that
     /// announce the same one balance with bounded loads, the others by rendezvous alone.
     pub roles: Option<(u64, usize)>,
+    /// Its candidacies' lease duration and renew interval, in milliseconds: what an observer
+    /// needs to judge its heartbeat (see `observe::heartbeat_is_live`).
+    pub timing: Option<(u64, u64)>,
 }
 
 /// A digest of a set of role names, given in sorted order: FNV-1a over the names, each
@@ -56,6 +59,9 @@ impl Announcement {
         if let Some((digest, count)) = self.roles {
             field(&mut out, "h", &format!("{digest:016x}-{count}"));
         }
+        if let Some((lease, renew)) = self.timing {
+            field(&mut out, "t", &format!("{lease}-{renew}"));
+        }
         out
     }
 
@@ -72,6 +78,7 @@ impl Announcement {
         let (mut member, mut weight, mut version, mut ready, mut draining, mut policy) =
             (None, None, None, None, None, None);
         let mut roles = None;
+        let mut timing = None;
         for part in rest.split(';').skip(1) {
             let (key, value) = part
                 .split_once('=')
@@ -101,6 +108,12 @@ impl Announcement {
                     let count = count.parse::<usize>().map_err(|_| bad("a bad h"))?;
                     roles = Some((digest, count));
                 }
+                "t" => {
+                    let (lease, renew) = value.split_once('-').ok_or_else(|| bad("a bad t"))?;
+                    let lease = lease.parse::<u64>().map_err(|_| bad("a bad t"))?;
+                    let renew = renew.parse::<u64>().map_err(|_| bad("a bad t"))?;
+                    timing = Some((lease, renew));
+                }
                 _ => {}
             }
         }
@@ -119,6 +132,7 @@ impl Announcement {
             draining: draining.unwrap_or(false),
             policy: policy.unwrap_or_default(),
             roles,
+            timing,
         })
     }
 }
@@ -170,6 +184,7 @@ mod tests {
             draining: true,
             policy: Policy::PreferNewest,
             roles: Some((0xdead_beef, 3000)),
+            timing: Some((30_000, 10_000)),
         };
         let id = a.encode();
         assert!(id.starts_with("kc-fleet/1;m=host%3Ba%3Db%25c%0A;"), "{id}");
@@ -191,6 +206,7 @@ mod tests {
             ("kc-fleet/1;m=a%zz;w=1", "%-escape"),
             ("kc-fleet/1;m", "without ="),
             ("kc-fleet/1;m=a;w=1;h=zz-1", "bad h"),
+            ("kc-fleet/1;m=a;w=1;t=30000", "bad t"),
         ] {
             let e = Announcement::decode(id).unwrap_err().to_string();
             assert!(e.contains(id) && e.contains(why), "{id}: {e}");

@@ -2,7 +2,8 @@
 //! its share of them, moved with fenced hand-overs as members come, go, upgrade or drain.
 //!
 //! Ranks follow join order and a role never fails back, so without a fleet the first process
-//! to start leads every role it hosts. A [`Fleet`] runs beside a [`Host`] and adds three things:
+//! to start leads every role it hosts. A [`Fleet`] runs beside a [`Host`](crate::host::Host)
+//! and adds three things:
 //!
 //! * **Who is there.** Every member leads a heartbeat role of its own,
 //!   `<fleet>/<member>`, in a topic of the fleet's own (not `__coordination_state`, so members

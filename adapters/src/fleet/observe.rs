@@ -65,7 +65,7 @@ pub fn heartbeat_is_live(member: &str, holder: &Leader, timing: &Timing, now: Un
 /// What a role name of the fleet topic is to fleet `fleet`: `<fleet>/<member>` a heartbeat,
 /// `<fleet>//a/<member>` an announcement (a member name is not empty and holds no `/`). The
 /// fleet's loop (`read_heartbeats` in `run.rs`) reads the names the same way.
-fn fleet_role<'a>(fleet: &str, name: &'a str) -> Option<(&'a str, bool)> {
+pub(super) fn fleet_role<'a>(fleet: &str, name: &'a str) -> Option<(&'a str, bool)> {
     let rest = name.strip_prefix(fleet)?.strip_prefix('/')?;
     let member = |m: &'a str| (!m.is_empty() && !m.contains('/')).then_some(m);
     match rest.strip_prefix("/a/") {
@@ -77,7 +77,8 @@ fn fleet_role<'a>(fleet: &str, name: &'a str) -> Option<(&'a str, bool)> {
 /// Every member of fleet `fleet` that the fleet topic (`fleet_reader`, read once from the start
 /// of each partition) holds a heartbeat or an announcement of, sorted by member id, with its
 /// last announcement and whether it is live at `now` for members whose candidacies use
-/// `timing` (their lease duration and renew interval: [`heartbeat_is_live`]). A member that left
+/// `timing` (their lease duration and renew interval: [`heartbeat_is_live`]), unless a member
+/// announced its own, which then counts. A member that left
 /// stays listed, not live, until compaction removes its records.
 ///
 /// The fleet name is not checked: a name no member could join with (empty, or holding a `/`)
@@ -158,10 +159,19 @@ pub fn members<R: StateReader + ?Sized>(
         .map(|name| {
             let heartbeat = beats.get(name).and_then(LeaseTracker::lease_holder);
             let announcement = announced.get(name).cloned();
+            // The member's own timing when it announced it, else the caller's.
+            let own = announcement
+                .as_ref()
+                .and_then(|a| a.timing)
+                .map(|(lease, renew)| Timing {
+                    lease_duration: Duration::from_millis(lease),
+                    renew_interval: Duration::from_millis(renew),
+                    ..*timing
+                });
             let live = announcement.is_some()
-                && heartbeat
-                    .as_ref()
-                    .is_some_and(|h| heartbeat_is_live(name, h, timing, now));
+                && heartbeat.as_ref().is_some_and(|h| {
+                    heartbeat_is_live(name, h, own.as_ref().unwrap_or(timing), now)
+                });
             ObservedMember {
                 member: name.clone(),
                 announcement,

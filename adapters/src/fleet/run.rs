@@ -667,6 +667,10 @@ impl Inner {
             draining: st.draining,
             policy: self.policy,
             roles: st.roles_digest,
+            timing: Some((
+                u64::try_from(self.options.timing.lease_duration.as_millis()).unwrap_or(u64::MAX),
+                u64::try_from(self.options.timing.renew_interval.as_millis()).unwrap_or(u64::MAX),
+            )),
         }
     }
 
@@ -709,8 +713,6 @@ impl Inner {
 
     /// Reads what is new in the fleet topic into the trackers.
     fn read_heartbeats(&self, st: &mut St) {
-        let prefix = format!("{}/", self.fleet);
-        let announce_prefix = format!("{}//a/", self.fleet);
         let mut bad = 0;
         for partition in 0..self.partitions {
             let index = usize::try_from(partition).unwrap_or(0);
@@ -741,17 +743,13 @@ impl Inner {
                         }
                         continue;
                     }
-                    // Heartbeats are `<fleet>/<member>`, announcements `<fleet>//a/<member>`,
-                    // the member without a `/`.
-                    let member_of = |rest: Option<&str>| {
-                        rest.filter(|m| !m.is_empty() && !m.contains('/'))
-                            .map(str::to_owned)
-                    };
-                    let announced_by = member_of(name.strip_prefix(&announce_prefix));
-                    let is_beat = member_of(name.strip_prefix(&prefix)).is_some();
-                    if !is_beat && announced_by.is_none() {
+                    // Heartbeats and announcements, named as `observe::fleet_role` reads them.
+                    let Some((member, is_announcement)) =
+                        super::observe::fleet_role(&self.fleet, name)
+                    else {
                         continue;
-                    }
+                    };
+                    let announced_by = is_announcement.then(|| member.to_owned());
                     if !st.beats.trackers.contains_key(name) {
                         let Ok(role) = Role::new(name) else { continue };
                         // Only the roles of this topic's partition rule land here.
@@ -802,23 +800,15 @@ impl Inner {
     /// The live members, by the clock: a heartbeat lease that runs, led by the member it is
     /// named after, and an announcement read.
     fn live_members(&self, st: &mut St, now: UnixMillis) {
-        let prefix = format!("{}/", self.fleet);
         let mut live: BTreeMap<String, FleetMember> = BTreeMap::new();
         for (name, t) in &st.beats.trackers {
-            let Some(member) = name.strip_prefix(&prefix).filter(|m| !m.contains('/')) else {
+            let Some((member, false)) = super::observe::fleet_role(&self.fleet, name) else {
                 continue;
             };
             let Some(holder) = t.lease_holder() else {
                 continue;
             };
-            // Live: the heartbeat renewed within one and a half renew intervals (a member that
-            // misses renewals is not handed roles, though its leases may still run).
-            // (A renewal keeps the term's granted_at; its deadline is the write's time plus
-            // the lease.)
-            let timing = &self.options.timing;
-            let fresh =
-                holder.deadline.since(now) + timing.renew_interval * 3 / 2 >= timing.lease_duration;
-            if holder.deadline <= now || !fresh || holder.member.as_str() != member {
+            if !super::observe::heartbeat_is_live(member, &holder, &self.options.timing, now) {
                 continue;
             }
             let Some(a) = st.announced.get(member) else {
