@@ -16,7 +16,7 @@
 //!
 //! Flags: `--bootstrap HOST:PORT,...` (or `KAFKA_BOOTSTRAP`), `--member M`, `--roles N`,
 //! `--prefix P`, `--weight W`, `--version V`, `--policy balance|prefer-newest|prefer-oldest`,
-//! `--max-in-motion K`, `--lease MS`, `--renew MS`, `--stagger MS`, `--state-topic T`
+//! `--max-in-motion K`, `--max-in-flight N` (the host's calls in flight), `--lease MS`, `--renew MS`, `--stagger MS`, `--state-topic T`
 //! (default `__coordination_state`), `--partitions N` (of the state topic, default 16),
 //! `--fleet-topic T` (default `__coordination_fleet`), `--fleet NAME` (default `fleet`).
 use std::error::Error;
@@ -39,6 +39,7 @@ struct Args {
     version: Option<String>,
     policy: Policy,
     max_in_motion: usize,
+    max_in_flight: usize,
     lease: u64,
     renew: u64,
     stagger: u64,
@@ -58,6 +59,7 @@ fn parse() -> Result<Args, Box<dyn Error>> {
         version: None,
         policy: Policy::Balance,
         max_in_motion: 8,
+        max_in_flight: kafka_coordination::host::DEFAULT_MAX_IN_FLIGHT,
         lease: 30_000,
         renew: 10_000,
         stagger: 5_000,
@@ -81,6 +83,9 @@ fn parse() -> Result<Args, Box<dyn Error>> {
                 a.max_in_motion = value()?
                     .parse()
                     .map_err(|e| format!("--max-in-motion: {e}"))?
+            }
+            "--max-in-flight" => {
+                a.max_in_flight = value()?.parse().map_err(|e| format!("--max-in-flight: {e}"))?
             }
             "--lease" => a.lease = value()?.parse().map_err(|e| format!("--lease: {e}"))?,
             "--renew" => a.renew = value()?.parse().map_err(|e| format!("--renew: {e}"))?,
@@ -132,7 +137,10 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let beats = Arc::new(KafkaTransport::connect(
         KafkaConfig::new(a.bootstrap.clone(), 1).with_topic(&a.fleet_topic),
     )?);
-    let host = tokio_driver::host(state.clone(), HostOptions::new())?;
+    let host = tokio_driver::host(
+        state.clone(),
+        HostOptions::new().max_in_flight(a.max_in_flight),
+    )?;
     let mut fleet_options = FleetOptions::new(&a.fleet, &a.member)
         .weight(a.weight)
         .policy(a.policy)
