@@ -15,7 +15,7 @@ export CARGO_TERM_COLOR=never
 rounds="${1:-20}"
 busy="${STRESS_BUSY:-$(( $(nproc) * 2 ))}"
 features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std"
-tests=(-p kafka-coordination --test drivers --test lifecycle --test watch --test simulation -p kafka-coordination-examples)
+tests=(-p kafka-coordination --test drivers --test lifecycle --test watch --test simulation --test fleet -p kafka-coordination-examples)
 
 cargo test --release --features "$features" "${tests[@]}" --no-run
 

@@ -21,6 +21,17 @@
 //! | `kafka_coordination_acquire_seconds` | histogram | seconds | from the start of the winning challenge (the epoch mint, which fences the old leader) to its first lease write committed; retries in between included |
 //! | `kafka_coordination_candidacy_ends_total` | counter | candidacies | candidacies that ended, with a third label `reason`: `resigned` (resigned or cancelled), `fenced`, `unavailable` (the transport kept failing longer than the give-up time while not leading), `failed` (a failure that will not pass) |
 //!
+//! A [`Fleet`](crate::fleet::Fleet) member (feature `blocking`) also records, with the labels
+//! `fleet` and `member`:
+//!
+//! | name | kind | what |
+//! |---|---|---|
+//! | `kafka_coordination_fleet_leading` | gauge | roles it leads |
+//! | `kafka_coordination_fleet_preferred` | gauge | roles for which it is the preferred owner; `leading - preferred` summed over the fleet is what is still to move |
+//! | `kafka_coordination_fleet_in_motion` | gauge | roles it is handing over now |
+//! | `kafka_coordination_fleet_live_members` | gauge | live members as it sees them |
+//! | `kafka_coordination_fleet_handovers_total` | counter | hand-overs it started |
+//!
 //! Every counter series of a member, one per `reason` for `candidacy_ends_total`, is there at 0
 //! from the moment its candidacy starts, as `is_leader` is: `increase()` counts a member's first
 //! election, failure or end as a rise from 0.
@@ -38,6 +49,8 @@
 
 #[cfg(feature = "metrics")]
 pub use recording::describe;
+#[cfg(all(feature = "metrics", feature = "blocking"))]
+pub(crate) use recording::record_fleet;
 #[cfg(feature = "metrics")]
 pub(crate) use recording::Meter;
 
@@ -69,6 +82,20 @@ pub const ROLE_LABEL: &str = "role";
 pub const MEMBER_LABEL: &str = "member";
 /// The label of [`CANDIDACY_ENDS`] naming why the candidacy ended.
 pub const REASON_LABEL: &str = "reason";
+/// Gauge `kafka_coordination_fleet_leading{fleet, member}`: roles a fleet member leads.
+pub const FLEET_LEADING: &str = "kafka_coordination_fleet_leading";
+/// Gauge `kafka_coordination_fleet_preferred{fleet, member}`: roles for which it is the
+/// preferred owner.
+pub const FLEET_PREFERRED: &str = "kafka_coordination_fleet_preferred";
+/// Gauge `kafka_coordination_fleet_in_motion{fleet, member}`: roles it is handing over now.
+pub const FLEET_IN_MOTION: &str = "kafka_coordination_fleet_in_motion";
+/// Gauge `kafka_coordination_fleet_live_members{fleet, member}`: live members as it sees them.
+pub const FLEET_LIVE_MEMBERS: &str = "kafka_coordination_fleet_live_members";
+/// Counter `kafka_coordination_fleet_handovers_total{fleet, member}`: hand-overs it started.
+pub const FLEET_HANDOVERS: &str = "kafka_coordination_fleet_handovers_total";
+/// The fleet's label on the `fleet_*` series.
+pub const FLEET_LABEL: &str = "fleet";
+
 /// The values of [`REASON_LABEL`] on [`CANDIDACY_ENDS`]: `resigned`, `fenced`, `unavailable`,
 /// `failed`.
 pub const END_REASONS: [&str; 4] = ["resigned", "fenced", "unavailable", "failed"];
@@ -113,6 +140,28 @@ mod recording {
         for (name, help) in counters {
             metrics::describe_counter!(name, Unit::Count, help);
         }
+        metrics::describe_counter!(
+            FLEET_HANDOVERS,
+            Unit::Count,
+            "Roles this fleet member handed over to their preferred owner."
+        );
+        for (name, help) in [
+            (FLEET_LEADING, "Roles this fleet member leads."),
+            (
+                FLEET_PREFERRED,
+                "Roles for which this fleet member is the preferred owner.",
+            ),
+            (
+                FLEET_IN_MOTION,
+                "Roles this fleet member is handing over now.",
+            ),
+            (
+                FLEET_LIVE_MEMBERS,
+                "Live members of the fleet, as this member sees them.",
+            ),
+        ] {
+            metrics::describe_gauge!(name, help);
+        }
         metrics::describe_gauge!(
             IS_LEADER,
             "1 while this member leads the role (from its election until the term is over), else 0."
@@ -127,6 +176,28 @@ mod recording {
             Unit::Seconds,
             "From the winning challenge's epoch mint to its first lease write committed."
         );
+    }
+
+    /// A fleet member's figures after a pass.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn record_fleet(
+        fleet: &str,
+        member: &str,
+        stats: &crate::fleet::FleetStats,
+        new_handovers: u64,
+    ) {
+        let labels = [
+            Label::new(FLEET_LABEL, fleet.to_owned()),
+            Label::new(MEMBER_LABEL, member.to_owned()),
+        ];
+        let gauge = |name: &'static str, v: usize| {
+            metrics::gauge!(name, labels.iter()).set(v as f64);
+        };
+        gauge(FLEET_LEADING, stats.leading);
+        gauge(FLEET_PREFERRED, stats.preferred);
+        gauge(FLEET_IN_MOTION, stats.in_motion);
+        gauge(FLEET_LIVE_MEMBERS, stats.live_members);
+        metrics::counter!(FLEET_HANDOVERS, labels.iter()).increment(new_handovers);
     }
 
     /// When something started, on both clocks (see [`Meter::since`]).

@@ -388,3 +388,81 @@ fn resigns_cancels_and_acquire_latency_on_every_driver() {
         resigns_cancels_and_acquire_latency(flavour);
     }
 }
+
+#[cfg(feature = "blocking")]
+fn gauge(name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let map = store().gauges.lock().unwrap();
+    map.iter()
+        .find(|(k, _)| matches(k, name, labels))
+        .map(|(_, v)| f64::from_bits(v.load(Ordering::SeqCst)))
+}
+
+/// A fleet member records its leading, preferred and in-motion counts, the live members and
+/// its hand-overs.
+#[cfg(feature = "blocking")]
+#[test]
+fn a_fleet_member_records_its_shares_and_hand_overs() {
+    use kafka_coordination::fleet::{Fleet, FleetOptions};
+    use kafka_coordination::host::HostOptions;
+    use kafka_coordination::memory::MemoryBroker;
+    use kafka_coordination::metrics::{
+        FLEET_HANDOVERS, FLEET_IN_MOTION, FLEET_LEADING, FLEET_LIVE_MEMBERS, FLEET_PREFERRED,
+    };
+    use kafka_coordination::{blocking, ManualClock, Options};
+    store();
+    let clock = ManualClock::default();
+    let state = MemoryBroker::new(4, Arc::new(clock.clone()));
+    let beats = MemoryBroker::new(1, Arc::new(clock.clone()));
+    let options = Options::new()
+        .clock(clock.clone())
+        .lease_duration(Duration::from_secs(2))
+        .renew_interval(Duration::from_millis(500))
+        .challenge_stagger(Duration::from_millis(300));
+    let join = |name: &str| {
+        let host = blocking::host(
+            Arc::new(state.transport(name)),
+            HostOptions::new().clock(clock.clone()),
+        )
+        .unwrap();
+        let fleet = Fleet::join(
+            &host,
+            Arc::new(beats.transport(name)),
+            FleetOptions::new("metered", name).options(options.clone()),
+        )
+        .unwrap();
+        let roles: Vec<_> = (0..20)
+            .map(|i| fleet.start(&format!("metered-{i}")).unwrap())
+            .collect();
+        (host, fleet, roles)
+    };
+    let a = join("fm-a");
+    for _ in 0..10 {
+        clock
+            .advance_and_settle(Duration::from_millis(100))
+            .unwrap();
+    }
+    let labels = [("fleet", "metered"), ("member", "fm-a")];
+    assert_eq!(gauge(FLEET_LEADING, &labels), Some(20.0));
+    assert_eq!(gauge(FLEET_LIVE_MEMBERS, &labels), Some(1.0));
+    let b = join("fm-b");
+    for _ in 0..100 {
+        clock
+            .advance_and_settle(Duration::from_millis(100))
+            .unwrap();
+    }
+    let led_by_a = a.1.leading().len();
+    assert!(led_by_a < 20, "a handed roles to b");
+    assert_eq!(gauge(FLEET_LEADING, &labels), Some(led_by_a as f64));
+    assert_eq!(gauge(FLEET_PREFERRED, &labels), Some(led_by_a as f64));
+    assert_eq!(gauge(FLEET_IN_MOTION, &labels), Some(0.0));
+    assert_eq!(gauge(FLEET_LIVE_MEMBERS, &labels), Some(2.0));
+    let series = Series {
+        role: "",
+        member: "fm-a",
+    };
+    assert_eq!(
+        series.counter_with(FLEET_HANDOVERS, &labels),
+        (20 - led_by_a) as u64
+    );
+    drop(b);
+}

@@ -63,6 +63,8 @@ mod guide {
     mod operating {}
     #[doc = include_str!("../../docs/guide/many-roles.md")]
     mod many_roles {}
+    #[doc = include_str!("../../docs/guide/fleet.md")]
+    mod fleet {}
     #[doc = include_str!("../../docs/guide/testing.md")]
     mod testing {}
     #[doc = include_str!("../../docs/guide/performance.md")]

@@ -8,6 +8,7 @@
 compile_error!("the kafka-coordination command-line tool supports Unix only");
 
 mod failure;
+mod fleet;
 mod output;
 mod processes;
 mod run;
@@ -37,7 +38,8 @@ use self::output::{
 use self::settings::Connection;
 
 /// Leader election on Apache Kafka, operated from the shell: look at roles, follow their
-/// leaders, run a program only while it leads, remove ghost members, check the state topic.
+/// leaders, run a program only while it leads, remove ghost members, check the state topic,
+/// look at a fleet and drain its members.
 #[derive(Parser, Debug)]
 #[command(name = "kafka-coordination", version)]
 struct Cli {
@@ -97,6 +99,12 @@ enum Command {
     Topic {
         #[command(subcommand)]
         action: TopicAction,
+    },
+    /// A fleet of members that share their roles: its members and who leads what (`status`),
+    /// or ask a member to drain (`drain`).
+    Fleet {
+        #[command(subcommand)]
+        action: fleet::FleetAction,
     },
 }
 
@@ -209,6 +217,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
             force,
         } => deregister(c, &role, &member, force),
         Command::Topic { action } => topic(c, action),
+        Command::Fleet { action } => fleet::fleet(c, action),
     }
 }
 

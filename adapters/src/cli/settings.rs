@@ -405,6 +405,32 @@ impl Connection {
     /// count is read from the cluster (the topic must then exist).
     pub fn kafka_config(&self) -> Result<KafkaConfig, Failure> {
         let (settings, _) = self.settings()?;
+        let create = "kafka-coordination topic create --partitions N";
+        self.config_with_count(settings, create, true, true)
+    }
+
+    /// The Kafka configuration on `topic` (a fleet's topic) instead of the state topic, with
+    /// that topic's own partition count read from the cluster (`--partitions` and the file's
+    /// count are the state topic's). The topic must exist. `warn`: print the warnings about
+    /// the settings (once per command: they are the state topic's too).
+    pub fn kafka_config_on(&self, topic: &str, warn: bool) -> Result<KafkaConfig, Failure> {
+        let (mut settings, _) = self.settings()?;
+        settings.topic = Some(topic.to_owned());
+        settings.partitions = None;
+        let create = format!("kafka-coordination topic create --topic {topic} --partitions 1");
+        self.config_with_count(settings, &create, false, warn)
+    }
+
+    /// `settings` as a configuration; without a partition count, the topic's own, read from
+    /// the cluster (`create` says how to create a missing topic; `or_flag`: the message also
+    /// offers --partitions; `warn`: print the warnings about the settings).
+    fn config_with_count(
+        &self,
+        settings: KafkaSettings,
+        create: &str,
+        or_flag: bool,
+        warn: bool,
+    ) -> Result<KafkaConfig, Failure> {
         if settings.bootstrap_servers.is_none() {
             return Err(Failure::usage(
                 "no bootstrap servers: pass --bootstrap-servers HOST:PORT, set \
@@ -414,14 +440,18 @@ impl Connection {
         }
         if settings.partitions.is_some() {
             let config = settings.into_config().map_err(Failure::config)?;
-            warn_about(&config, self.json);
+            if warn {
+                warn_about(&config, self.json);
+            }
             return Ok(config);
         }
         let probe = settings
             .clone()
             .into_config_with(Some(1))
             .map_err(Failure::config)?;
-        warn_about(&probe, self.json);
+        if warn {
+            warn_about(&probe, self.json);
+        }
         let report = KafkaTransport::new(probe)
             .and_then(|t| t.describe_topic())
             .map_err(Failure::transport)?;
@@ -429,8 +459,13 @@ impl Connection {
             Some(p) if report.exists => settings.into_config_with(Some(p)).map_err(Failure::config),
             _ => Err(Failure::usage(format!(
                 "topic {} does not exist, so its partition count cannot be read; create it \
-                 with `kafka-coordination topic create --partitions N`, or pass --partitions",
-                report.topic
+                 with `{create}`{}",
+                report.topic,
+                if or_flag {
+                    ", or pass --partitions"
+                } else {
+                    ""
+                }
             ))),
         }
     }
