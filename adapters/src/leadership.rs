@@ -109,6 +109,12 @@ pub(crate) struct State {
     /// The driver is being dropped with the candidate still running (its runtime went away):
     /// it exits on the spot, and the end is reported as [`Error::Stopped`].
     pub(crate) stopping: bool,
+    /// The registered members in join order, with their join offsets, as the candidate last
+    /// read them (the fleet's balancer reads it).
+    pub(crate) roster: Vec<(MemberId, i64)>,
+    /// A fleet is handing the term over: it is over for the application from that moment,
+    /// before the resign's first step, so that the work stops before a successor can start.
+    pub(crate) handed_over: bool,
 }
 
 /// State shared by a driver and the handles.
@@ -238,6 +244,8 @@ impl Shared {
                 idle_seen: None,
                 cleanup: None,
                 stopping: false,
+                roster: Vec::new(),
+                handed_over: false,
             }),
             changed: Event::new(),
             doorbell,
@@ -274,6 +282,17 @@ impl Shared {
 
     pub(crate) fn request_cancel(&self) {
         self.update(|s| s.cancel = true);
+        self.doorbell.ring();
+    }
+
+    /// Ends the term for the application at once (`done` fires, `is_done` turns true), then
+    /// resigns as [`request_cancel`](Self::request_cancel) does: a fleet's hand-over.
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
+    pub(crate) fn hand_over(&self) {
+        self.update(|s| {
+            s.handed_over = s.snapshot.token.is_some();
+            s.cancel = true;
+        });
         self.doorbell.ring();
     }
 
@@ -426,7 +445,7 @@ impl crate::clock::Participant for Shared {
 
 /// `Some` once the term is over: fenced, resigned or failed.
 fn term_over(s: &State) -> Option<()> {
-    (s.deposed.is_some() || s.outcome.is_some()).then_some(())
+    (s.deposed.is_some() || s.outcome.is_some() || s.handed_over).then_some(())
 }
 
 /// `Some` once the driver ended: `Ok` when its exit left nothing behind, else what is left.

@@ -322,6 +322,9 @@ pub(crate) struct Driver<T: Transport + Send + Sync + ?Sized + 'static> {
     gate: Option<Arc<claims::Claim>>,
     /// What a candidate is made of, to make it afresh when the gate opens.
     fresh: Fresh,
+    /// The candidate's read position when the roster was last published (see
+    /// [`State::roster`](crate::leadership::State)); -1 before the first.
+    roster_at: i64,
 }
 
 /// The settings of a driver's candidate, kept to build it again once the driver may start.
@@ -469,6 +472,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             shared: shared.clone(),
             long_poll: options.long_poll,
             resign_sent: false,
+            roster_at: -1,
             in_flight: None,
             meter,
             release: None,
@@ -662,7 +666,20 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         );
         let last_lease = self.candidate.last_lease();
         let wake = self.candidate.poll_timeout();
+        // The roster changes only with what the candidate read: rebuilt when its read moved.
+        let read_to = self.candidate.state().next_offset();
+        let roster = (read_to != self.roster_at).then(|| {
+            self.roster_at = read_to;
+            self.candidate
+                .state()
+                .roster()
+                .map(|(member, joined)| (member.clone(), joined))
+                .collect::<Vec<_>>()
+        });
         self.shared.update(|s| {
+            if let Some(roster) = roster {
+                s.roster = roster;
+            }
             if s.snapshot.join_offset.is_none() && join_offset.is_some() {
                 log_info!(role = %self.shared.role, member = %self.shared.member, offset = ?join_offset, "registered");
             }
