@@ -85,7 +85,9 @@ fn parse() -> Result<Args, Box<dyn Error>> {
                     .map_err(|e| format!("--max-in-motion: {e}"))?
             }
             "--max-in-flight" => {
-                a.max_in_flight = value()?.parse().map_err(|e| format!("--max-in-flight: {e}"))?
+                a.max_in_flight = value()?
+                    .parse()
+                    .map_err(|e| format!("--max-in-flight: {e}"))?
             }
             "--lease" => a.lease = value()?.parse().map_err(|e| format!("--lease: {e}"))?,
             "--renew" => a.renew = value()?.parse().map_err(|e| format!("--renew: {e}"))?,
