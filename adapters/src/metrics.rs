@@ -178,25 +178,23 @@ mod recording {
         );
     }
 
-    /// A fleet member's figures after a pass.
+    /// A fleet member's figures after a pass: roles led, preferred, in hand-over, live
+    /// members, and hand-overs started in the pass.
     #[cfg(feature = "blocking")]
-    pub(crate) fn record_fleet(
-        fleet: &str,
-        member: &str,
-        stats: &crate::fleet::FleetStats,
-        new_handovers: u64,
-    ) {
+    pub(crate) fn record_fleet(fleet: &str, member: &str, figures: [usize; 4], new_handovers: u64) {
         let labels = [
             Label::new(FLEET_LABEL, fleet.to_owned()),
             Label::new(MEMBER_LABEL, member.to_owned()),
         ];
-        let gauge = |name: &'static str, v: usize| {
+        let [leading, preferred, in_motion, live] = figures;
+        for (name, v) in [
+            (FLEET_LEADING, leading),
+            (FLEET_PREFERRED, preferred),
+            (FLEET_IN_MOTION, in_motion),
+            (FLEET_LIVE_MEMBERS, live),
+        ] {
             metrics::gauge!(name, labels.iter()).set(v as f64);
-        };
-        gauge(FLEET_LEADING, stats.leading);
-        gauge(FLEET_PREFERRED, stats.preferred);
-        gauge(FLEET_IN_MOTION, stats.in_motion);
-        gauge(FLEET_LIVE_MEMBERS, stats.live_members);
+        }
         metrics::counter!(FLEET_HANDOVERS, labels.iter()).increment(new_handovers);
     }
 

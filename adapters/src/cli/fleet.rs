@@ -175,7 +175,7 @@ fn status(c: &Connection, args: &StatusArgs) -> Result<ExitCode, Failure> {
         .map_err(Failure::usage)?;
     let state_client = c.connect()?;
     let fleet_client = fleet_client(c, which, false)?;
-    let now = super::now();
+    let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
     let members = lib::members(&fleet_client, &which.fleet, &timing, now)
         .map_err(|e| Failure::from_error(e).context(format!("reading {}", which.fleet_topic)))?;
     let found = roles(&state_client).map_err(Failure::from_error)?;
@@ -382,7 +382,7 @@ fn drain(c: &Connection, args: &DrainArgs) -> Result<ExitCode, Failure> {
     let (_, file_timing) = c.settings()?;
     let options = file_timing.apply(Options::new());
     let client = Arc::new(fleet_client(c, which, true)?);
-    let now = super::now();
+    let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
     let members = lib::members(&*client, &which.fleet, &options.timing_value(), now)
         .map_err(|e| Failure::from_error(e).context(format!("reading {}", which.fleet_topic)))?;
     // A member honours only requests made after it joined: one for a member that is not

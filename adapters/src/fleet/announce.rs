@@ -3,8 +3,8 @@
 //! by `;key=value` fields, values percent-encoded where they hold `;`, `=`, `%` or a control
 //! character. Unknown keys are ignored, so later versions can add fields.
 
+use super::error::FleetError;
 use super::preference::{Policy, Version};
-use super::FleetError;
 
 const PREFIX: &str = "kc-fleet/1";
 

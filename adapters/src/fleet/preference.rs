@@ -40,13 +40,13 @@ impl fmt::Display for Policy {
 }
 
 impl FromStr for Policy {
-    type Err = super::FleetError;
-    fn from_str(s: &str) -> Result<Policy, super::FleetError> {
+    type Err = super::error::FleetError;
+    fn from_str(s: &str) -> Result<Policy, super::error::FleetError> {
         match s {
             "balance" => Ok(Policy::Balance),
             "prefer-newest" => Ok(Policy::PreferNewest),
             "prefer-oldest" => Ok(Policy::PreferOldest),
-            other => Err(super::FleetError::InvalidPolicy {
+            other => Err(super::error::FleetError::InvalidPolicy {
                 policy: other.to_owned(),
             }),
         }
@@ -64,8 +64,8 @@ pub struct Version {
 impl Version {
     /// Parses `text`; an empty part, a sign, letters or more than 8 parts are refused with an
     /// error that quotes the text.
-    pub fn parse(text: &str) -> Result<Version, super::FleetError> {
-        let bad = || super::FleetError::InvalidVersion {
+    pub fn parse(text: &str) -> Result<Version, super::error::FleetError> {
+        let bad = || super::error::FleetError::InvalidVersion {
             version: text.to_owned(),
         };
         if text.is_empty() {

@@ -12,8 +12,8 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
 
 use super::announce::Announcement;
+use super::error::FleetError;
 use super::preference::{self, Candidate, Policy, Version};
-use super::FleetError;
 use crate::clock::{Clock, Participant};
 use crate::host::Host;
 use crate::leadership::{Candidacy, Error, Leadership, Shared, Snapshot};
@@ -1046,7 +1046,17 @@ impl Inner {
         st.stats.handovers += handovers;
         st.stats.requeues += requeued;
         #[cfg(feature = "metrics")]
-        crate::metrics::record_fleet(&self.fleet, &self.me, &st.stats, handovers);
+        crate::metrics::record_fleet(
+            &self.fleet,
+            &self.me,
+            [
+                st.stats.leading,
+                st.stats.preferred,
+                st.stats.in_motion,
+                st.stats.live_members,
+            ],
+            handovers,
+        );
         st.stats.draining = draining;
         st.stats.drain_requested = st.drain_requested;
         st.stats.roles = st.roles.len();
