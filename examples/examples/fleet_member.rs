@@ -11,14 +11,22 @@
 //! It prints one line per event on stdout (flushed), for people and for `fleet_bench`:
 //! `READY <member> <unix_ms>`, `LEAD <role> <unix_ms> <term>`,
 //! `END <role> <unix_ms> <handover|fenced|other>`, `DRAINED <member> <unix_ms>` and, every
-//! second, `STATS <unix_ms> leading=<n> preferred=<n> in_motion=<n>`. SIGTERM drains it (every
-//! role handed to another member), prints DRAINED and exits 0; SIGUSR1 drains it and it stays.
+//! second, `STATS <unix_ms> leading=<n> preferred=<n> in_motion=<n> requests=<n>`. SIGTERM
+//! drains it (every role handed to another member), prints DRAINED and exits 0; SIGUSR1 drains
+//! it and it stays. A SIGTERM drain gives up when no other live member that does not drain
+//! has been seen for a lease, or after four leases: the member then resigns what it still
+//! leads (`END <role> <unix_ms> resigned`, printed before the resign starts) and exits 0
+//! without DRAINED.
 //!
 //! Flags: `--bootstrap HOST:PORT,...` (or `KAFKA_BOOTSTRAP`), `--member M`, `--roles N`,
 //! `--prefix P`, `--weight W`, `--version V`, `--policy balance|prefer-newest|prefer-oldest`,
-//! `--max-in-motion K`, `--max-in-flight N` (the host's calls in flight), `--lease MS`, `--renew MS`, `--stagger MS`, `--state-topic T`
-//! (default `__coordination_state`), `--partitions N` (of the state topic, default 16),
+//! `--max-in-motion K`, `--max-in-flight N` (its host's transport calls in flight at once,
+//! `HostOptions::max_in_flight`, default 8), `--lease MS`, `--renew MS`, `--stagger MS`,
+//! `--state-topic T` (default `__coordination_state`), `--partitions N` (of the state topic, default 16),
 //! `--fleet-topic T` (default `__coordination_fleet`), `--fleet NAME` (default `fleet`).
+//! With `FLEET_DEBUG` set in its environment it also prints, every second on stderr, the
+//! time, its `FleetStats`, its host's `HostStats` and its requests by Kafka API so far.
+//! When its stdout is a pipe that nobody reads any more it exits (its host resigns the roles).
 use std::error::Error;
 use std::io::Write;
 use std::sync::Arc;
@@ -29,6 +37,8 @@ use kafka_coordination::host::HostOptions;
 use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::{tokio_driver, Options};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 struct Args {
     bootstrap: String,
@@ -113,10 +123,15 @@ fn now_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-fn say(line: String) {
+fn now_since(at: tokio::time::Instant) -> Duration {
+    tokio::time::Instant::now() - at
+}
+
+/// Prints one event line; false when nobody reads the output any more (a closed pipe).
+fn say(line: String) -> bool {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    let written = writeln!(out, "{line}").and_then(|()| out.flush());
+    !matches!(written, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 #[tokio::main]
@@ -152,14 +167,33 @@ async fn run() -> Result<(), Box<dyn Error>> {
         fleet_options = fleet_options.version(v);
     }
     let fleet = Fleet::join(&host, beats, fleet_options)?;
+    // Set at the end: every role task stops waiting for terms and resigns the term it holds.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
     for i in 0..a.roles {
         let role = fleet.start(&format!("{}-{i}", a.prefix))?;
-        tokio::spawn(async move {
+        let mut stop = stop_rx.clone();
+        tasks.spawn(async move {
             loop {
-                match role.next_term().await {
+                let next = tokio::select! {
+                    next = role.next_term() => next,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                match next {
                     Ok(term) => {
                         say(format!("LEAD {} {} {}", role.role(), now_ms(), term.term()));
-                        term.done().await;
+                        let stopped = tokio::select! {
+                            _ = term.done() => false,
+                            r = stop.wait_for(|s| *s) => r.is_ok(),
+                        };
+                        if stopped && !term.is_done() {
+                            // The application stops acting as the leader, then resigns.
+                            say(format!("END {} {} resigned", role.role(), now_ms()));
+                            if let Err(e) = term.resign().await {
+                                eprintln!("fleet_member: {}: resign: {e}", role.role());
+                            }
+                            return;
+                        }
                         let reason = match term.err() {
                             None => "handover",
                             Some(kafka_coordination::Error::Fenced { .. }) => "fenced",
@@ -184,15 +218,50 @@ async fn run() -> Result<(), Box<dyn Error>> {
     loop {
         tokio::select! {
             _ = sigterm.recv() => {
-                // Roles nobody else can take yet are kept; after four leases the process
-                // exits anyway, resigning what it still leads.
-                let wait = Duration::from_millis(a.lease.saturating_mul(4));
-                match tokio::time::timeout(wait, fleet.drain()).await {
-                    Ok(_) => say(format!("DRAINED {} {}", a.member, now_ms())),
-                    Err(_) => eprintln!(
-                        "fleet_member: the drain did not finish in {wait:?}: {} role(s) kept",
+                // Roles nobody else can take are kept while a member that could take them may
+                // still come: the drain gives up after a lease without such a member, or after
+                // four leases. What is still led then is resigned, each role with its END.
+                let lease = Duration::from_millis(a.lease);
+                let started = tokio::time::Instant::now();
+                let mut taker_seen = started;
+                let drain = fleet.drain();
+                tokio::pin!(drain);
+                let mut poll = tokio::time::interval(Duration::from_millis(200));
+                let drained = loop {
+                    tokio::select! {
+                        _ = &mut drain => break true,
+                        _ = poll.tick() => {
+                            let taker = fleet.members().iter().any(|m| {
+                                m.announcement.member != a.member && !m.announcement.draining
+                            });
+                            let now = tokio::time::Instant::now();
+                            if taker {
+                                taker_seen = now;
+                            }
+                            if now - taker_seen >= lease || now - started >= lease * 4 {
+                                break false;
+                            }
+                        }
+                    }
+                };
+                if drained {
+                    say(format!("DRAINED {} {}", a.member, now_ms()));
+                } else {
+                    eprintln!(
+                        "fleet_member: the drain gave up after {:?} ({}): {} role(s) kept; \
+                         resigning them",
+                        started.elapsed(),
+                        if now_since(taker_seen) >= lease { "no member to take them" } else { "four leases" },
                         fleet.drain_report().kept.len()
-                    ),
+                    );
+                }
+                let _ = stop_tx.send(true);
+                let wait = Duration::from_millis(a.lease.saturating_mul(2));
+                if tokio::time::timeout(wait, async { while tasks.join_next().await.is_some() {} })
+                    .await
+                    .is_err()
+                {
+                    eprintln!("fleet_member: resigning took longer than {wait:?}; exiting");
                 }
                 return Ok(());
             }
@@ -207,12 +276,23 @@ async fn run() -> Result<(), Box<dyn Error>> {
             }
             _ = tick.tick() => {
                 let s = fleet.stats();
-                say(format!(
+                let read = say(format!(
                     "STATS {} leading={} preferred={} in_motion={} requests={}",
                     now_ms(), s.leading, s.preferred, s.in_motion, state.requests_sent()
                 ));
+                if !read {
+                    // Whoever started it (fleet_bench, a pipe) is gone: the roles exit with
+                    // the runtime (the host resigns what it leads) and the process ends.
+                    eprintln!("fleet_member: stdout is closed; exiting");
+                    return Ok(());
+                }
                 if std::env::var_os("FLEET_DEBUG").is_some() {
-                    eprintln!("{s:?} {:?}", host.stats());
+                    eprintln!(
+                        "{} {s:?} {:?} {:?}",
+                        now_ms(),
+                        host.stats(),
+                        state.requests_by_api()
+                    );
                 }
             }
         }

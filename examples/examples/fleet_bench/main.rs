@@ -43,9 +43,9 @@ use crate::scenarios::{Bench, Config, Scenarios};
 const USAGE: &str = "\
 usage: fleet_bench [--member-bin PATH] [--bootstrap HOST:PORT,...] [--roles N (3000)]
                    [--members N (3)] [--scenarios settle,kill,restart,scale,upgrade|all (all)]
-                   [--prefix P] [--fleet NAME] [--state-topic T] [--fleet-topic T]
-                   [--lease-ms MS (10000)] [--renew-ms MS (3000)] [--stagger-ms MS (1000)]
-                   [--weight W] [--max-in-motion K] [--policy P (balance)]
+                   [--prefix P] [--fleet NAME] [--state-topic T] [--partitions N] [--fleet-topic T]
+                   [--lease-ms MS (10000)] [--renew-ms MS (3000)] [--stagger-ms MS (500)]
+                   [--weight W] [--max-in-motion K] [--max-in-flight N] [--policy P (balance)]
                    [--upgrade-policy P (prefer-newest)] [--upgrade-version V (2)]
                    [--settle-timeout-s S (600)] [--quiet-ms MS (5000)]
                    [--tolerance PCT (2)] [--kill-tolerance PCT (5)] [--handover-ms MS (50)]
@@ -53,7 +53,8 @@ usage: fleet_bench [--member-bin PATH] [--bootstrap HOST:PORT,...] [--roles N (3
 The member binary: --member-bin, else $FLEET_MEMBER, else fleet_member next to this program.
 The bootstrap (passed to the members) defaults to $KAFKA_BOOTSTRAP. Members get --member,
 --version, --policy, --roles, --prefix, --lease, --renew, --stagger and, when given here,
---bootstrap, --state-topic, --fleet-topic, --fleet, --weight, --max-in-motion.
+--bootstrap, --state-topic, --partitions (the state topic's), --fleet-topic, --fleet,
+--weight, --max-in-motion, --max-in-flight.
 --settle-timeout-s bounds every wait; settled = every role led and no LEAD or END for
 --quiet-ms. --tolerance: the shares' target (percent of an equal share); --kill-tolerance:
 the survivors' after a kill. --handover-ms: one hand-over's time, the base of the vacancy
@@ -131,11 +132,13 @@ fn parse_args(args: &[String]) -> Result<Option<Run>, String> {
             "--fleet",
             "--state-topic",
             "--fleet-topic",
+            "--partitions",
             "--lease-ms",
             "--renew-ms",
             "--stagger-ms",
             "--weight",
             "--max-in-motion",
+            "--max-in-flight",
             "--policy",
             "--upgrade-policy",
             "--upgrade-version",
@@ -163,7 +166,7 @@ fn parse_args(args: &[String]) -> Result<Option<Run>, String> {
     let scenarios = Scenarios::parse(p.value("--scenarios").unwrap_or("all"))?;
     let lease_ms = num(&p, "--lease-ms", 10_000)?;
     let renew_ms = num(&p, "--renew-ms", 3_000)?;
-    let stagger_ms = num(&p, "--stagger-ms", 1_000)?;
+    let stagger_ms = num(&p, "--stagger-ms", 500)?;
     if renew_ms >= lease_ms {
         return Err(format!(
             "--renew-ms ({renew_ms}) must be below --lease-ms ({lease_ms})"
@@ -203,14 +206,19 @@ fn parse_args(args: &[String]) -> Result<Option<Run>, String> {
             common.extend([flag.to_owned(), v.to_owned()]);
         }
     }
+    if p.value("--partitions").is_some() {
+        common.extend([
+            "--partitions".into(),
+            num(&p, "--partitions", 16)?.to_string(),
+        ]);
+    }
     if p.value("--weight").is_some() {
         common.extend(["--weight".into(), num(&p, "--weight", 1)?.to_string()]);
     }
-    if p.value("--max-in-motion").is_some() {
-        common.extend([
-            "--max-in-motion".into(),
-            num(&p, "--max-in-motion", 1)?.to_string(),
-        ]);
+    for flag in ["--max-in-motion", "--max-in-flight"] {
+        if p.value(flag).is_some() {
+            common.extend([flag.to_owned(), num(&p, flag, 1)?.to_string()]);
+        }
     }
     let upgrade_version = num(&p, "--upgrade-version", 2)?;
     let upgrade_version = u32::try_from(upgrade_version)
