@@ -30,6 +30,10 @@ pub enum Mutation {
     NeverChallenge,
     /// The driver hands a registration's answer to the machine twice.
     DoubleAnswer,
+    /// A member asked to register anew starts its new candidacy at once, abandoning the old
+    /// one's exit mid-way (the driver does not wait for the previous candidacy of the role to
+    /// leave): a resigning leader may rejoin before its lease tombstone lands.
+    EarlyRejoin,
 }
 
 /// What a run explores.
@@ -59,6 +63,11 @@ pub struct Config {
     pub delays: u8,
     /// Resigns of a leader.
     pub resigns: u8,
+    /// Withdrawals of a member that does not lead (registering, standing by or challenging):
+    /// it is asked to stop competing, and exits.
+    pub withdraws: u8,
+    /// Rejoins: a member whose candidacy ended starts a new one under the same member id.
+    pub rejoins: u8,
     /// Faults happen only before this instant (global time); `None`: any time.
     pub faults_before: Option<i64>,
     /// Faults happen only at or after this instant (global time).
@@ -75,7 +84,8 @@ pub struct Config {
 
 impl Config {
     /// A configuration with `members` members, the default timing (lease 8 ms, renew 3 ms,
-    /// stagger 3 ms, skew 1 ms), one fault of each kind and no mutation.
+    /// stagger 3 ms, skew 1 ms), one fault of each kind, no withdraw or rejoin, and no
+    /// mutation.
     pub fn new(members: usize, horizon: i64) -> Config {
         Config {
             members,
@@ -90,6 +100,8 @@ impl Config {
             losses: 1,
             delays: 1,
             resigns: 1,
+            withdraws: 0,
+            rejoins: 0,
             faults_before: None,
             faults_after: 0,
             evict: false,

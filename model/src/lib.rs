@@ -36,6 +36,23 @@
 //!   clock runs on), crashed for good ([`Action::Crash`]: its open transaction stays open) or
 //!   restarted at once ([`Action::Restart`]: a new `Candidate` under the same member id), and
 //!   a leader asked to resign ([`Action::Resign`]).
+//! * **Balancing moves**, each from a budget too ([`Config::withdraws`], [`Config::rejoins`];
+//!   none by default). A fleet that spreads many roles over many processes hands a role over
+//!   by having its leader resign and register anew, at the back of the join order, and moves
+//!   a standby behind another member by having it withdraw and register anew. A member that
+//!   does not lead (registering, standing by or challenging) may be asked to stop competing
+//!   ([`Action::Withdraw`]: `Event::Resign`, which exits without leading: a challenger that
+//!   already minted supersedes its pair on the way out). A member whose candidacy ended (its
+//!   resign's or withdraw's exit completed, or a deposed leader's) may start a new `Candidate`
+//!   under the same member id ([`Action::Rejoin`]), as a driver does when a process starts a
+//!   new candidacy for a role: only once the previous one has left
+//!   ([`Mutation::EarlyRejoin`] drops that wait). Together with [`Action::Resign`] these let a
+//!   balancing member resign and rejoin, or withdraw and rejoin, at any point of the fault
+//!   window. They are moves, not faults, for the bounded properties: a standby's withdraw, and
+//!   a rejoin beside a member that can take the role, restart no bound (a role whose standby
+//!   leaves, or gains one, must still be taken in time); a challenger's withdraw counts as its
+//!   crash would; a rejoin into a role no other member is waiting for starts the count, as
+//!   the first election does.
 //!
 //! # Reductions
 //!
@@ -46,7 +63,8 @@
 //!   next call (the bounded properties then count from a later fault, a slightly weaker
 //!   check).
 //! * Members differ only in name, so one assignment of clock offsets per multiset is explored.
-//! * Faults can be confined to a window ([`Config::faults_after`], [`Config::faults_before`]).
+//! * Faults, withdraws and rejoins can be confined to a window ([`Config::faults_after`],
+//!   [`Config::faults_before`]).
 //!
 //! # Findings in the real machine, fixed
 //!
@@ -112,22 +130,29 @@
 //!    current (what an observer's DescribeTransactions returns).
 //! 3. **Lease order** ([`LEASE_ORDER`]): in the committed log, a lease record (or lease
 //!    tombstone) written with a superseded pair never follows one written with a newer pair.
-//! 4. **No failback** ([`NO_FAILBACK`]): a member that restarted registers again: its join
-//!    offset lies past every record written before its restart, and in the role state read
-//!    from the log it ranks behind every ranked member registered before its restart.
+//! 4. **No failback** ([`NO_FAILBACK`]): a member that restarted or rejoined registers again:
+//!    its join offset lies past every record written before its restart (or rejoin), and in
+//!    the role state read from the log it ranks behind every ranked member registered before
+//!    then. For a balancing member this is the point of its move: after a hand-over it stands
+//!    behind the members it handed the role to.
 //! 5. **A member leads** ([`LIVENESS`], bounded liveness): while some member is up, not
 //!    paused and has not ended, and no delayed answer is outstanding, the role is never without
 //!    a leader for longer than a lease, a stagger per other member, twice the skew and a few
 //!    milliseconds of calls, counted from the later of the moment it lost its leader and the
-//!    last fault; one lease more when that fault was not a leader's crash or resign (a
-//!    challenger that dies or pauses after its acquire costs those who deferred to it a lease,
-//!    as the machine documents).
+//!    last fault; one lease more when that fault was not a leader's crash or resign or a
+//!    rejoin (a challenger that dies, pauses or withdraws after its acquire costs those who
+//!    deferred to it a lease, as the machine documents). With the balancing moves this is the
+//!    bound on a vacancy: a role is never vacant longer while a live, unpaused member is
+//!    registered (or registering) for it.
 //! 6. **Resign hands over** ([`HANDOVER`]): after a leader resigns, with no fault since, a
 //!    successor leads within a stagger per remaining member plus twice the skew and a few
-//!    milliseconds: well before the resigned lease would have run out.
+//!    milliseconds: well before the resigned lease would have run out. A standby's withdraw or
+//!    a member's rejoin in between is no fault: the resigned leader may rejoin at once, behind
+//!    its successor.
 //! 7. **Exactly one election** ([`ONE_ELECTION`]): in a path where no answer was lost or
 //!    delayed and no member paused, the members mint at most one pair for their challenges
-//!    between two elections (a crash starts the count again); with (5), exactly one.
+//!    between two elections (a crash or a challenger's withdraw starts the count again); with
+//!    (5), exactly one.
 //! 8. **A deposed leader steps down** ([`STEP_DOWN`]): a member that is not paused and waits on
 //!    no delayed answer stops believing it leads within a renew interval and a few
 //!    milliseconds after its pair was superseded (or after the last fault).

@@ -23,6 +23,8 @@ fn main() {
     cfg.losses = env("MODEL_LOSSES", cfg.losses);
     cfg.delays = env("MODEL_DELAYS", cfg.delays);
     cfg.resigns = env("MODEL_RESIGNS", cfg.resigns);
+    cfg.withdraws = env("MODEL_WITHDRAWS", cfg.withdraws);
+    cfg.rejoins = env("MODEL_REJOINS", cfg.rejoins);
     cfg.slack = env("MODEL_SLACK", cfg.slack);
     cfg.pause_ms = env("MODEL_PAUSE", cfg.pause_ms);
     cfg.evict = env("MODEL_EVICT", 0u8) != 0;
@@ -39,6 +41,7 @@ fn main() {
         Ok("resign-keeps-lease") => Some(Mutation::ResignKeepsLease),
         Ok("never-challenge") => Some(Mutation::NeverChallenge),
         Ok("double-answer") => Some(Mutation::DoubleAnswer),
+        Ok("early-rejoin") => Some(Mutation::EarlyRejoin),
         _ => None,
     };
     let threads = env("MODEL_THREADS", 2usize);

@@ -354,6 +354,8 @@ impl Model for CoordinationModel {
                     losses: self.cfg.losses,
                     delays: self.cfg.delays,
                     resigns: self.cfg.resigns,
+                    withdraws: self.cfg.withdraws,
+                    rejoins: self.cfg.rejoins,
                 },
                 ghost: Ghost {
                     leaderless_since: Some(0),
@@ -424,6 +426,16 @@ impl Model for CoordinationModel {
                 }
                 if faults && s.budget.resigns > 0 && m.leads.is_some() {
                     out.push(Action::Resign(i));
+                }
+                if faults && s.budget.withdraws > 0 && m.leads.is_none() && competing(c) {
+                    out.push(Action::Withdraw(i));
+                }
+                // A member whose candidacy ended may register anew (a balancing member's
+                // second half of a hand-over); the driver starts the new candidacy only once
+                // the old one has left, unless the mutation drops that wait.
+                let early = self.cfg.is(Mutation::EarlyRejoin) && c.status() == Status::Leaving;
+                if faults && s.budget.rejoins > 0 && (c.is_done() || early) {
+                    out.push(Action::Rejoin(i));
                 }
             }
             // A process dies or stops in the middle of a call: between its calls it does
@@ -576,6 +588,47 @@ impl Model for CoordinationModel {
                 }
                 self.drain(&mut s, i);
             }
+            Action::Withdraw(i) => {
+                s.budget.withdraws -= 1;
+                let challenging = s.members[i]
+                    .cand
+                    .as_ref()
+                    .is_some_and(|c| c.status() == Status::Challenging);
+                if challenging {
+                    // It may hold a pair that others deferred to, as a challenger that crashes
+                    // does: its exit costs them up to a lease, and the count of mints starts
+                    // again. A standby's withdraw is no fault: no bound counts from it.
+                    s.ghost.mints = 0;
+                    Self::disturb(&mut s, Fault::Other);
+                }
+                let now = self.local(&s, i);
+                if let Some(c) = s.members[i].cand.as_mut() {
+                    let _ = c.handle(now, Event::Resign);
+                }
+                self.drain(&mut s, i);
+            }
+            Action::Rejoin(i) => {
+                s.budget.rejoins -= 1;
+                // Beside a member that can take the role a rejoin is no fault: the bounds keep
+                // counting from the role's loss. Into a role no one was waiting for, it starts
+                // the election, as the first one starts.
+                if !s.members.iter().any(|m| m.live() && !m.paused) {
+                    let fault = match s.ghost.last_fault {
+                        Fault::Other => Fault::Other,
+                        _ => Fault::Rejoin,
+                    };
+                    Self::disturb(&mut s, fault);
+                }
+                let m = &mut s.members[i];
+                // The old candidacy has ended (or, under the mutation, is abandoned mid-exit:
+                // its outstanding call is dropped, an open transaction stays open).
+                m.io = Io::Idle;
+                m.delayed = false;
+                m.leads = None;
+                m.restarted_at = Some(s.broker.log.len() as i64);
+                s.members[i].cand = Some(self.candidate(&s, i));
+                self.drain(&mut s, i);
+            }
             Action::TimeoutAbort => {
                 Self::disturb(&mut s, Fault::Other);
                 s.broker.abort_open();
@@ -653,6 +706,15 @@ impl Model for CoordinationModel {
             }),
         ]
     }
+}
+
+/// Whether `c` is still in the race without leading: registering, standing by or challenging
+/// (not leaving, not ended).
+fn competing(c: &Candidate) -> bool {
+    matches!(
+        c.status(),
+        Status::Registering | Status::Standby | Status::Challenging
+    )
 }
 
 /// A leader may be expected: some member is up, not paused and not ended, and no delayed

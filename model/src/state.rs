@@ -40,7 +40,7 @@ pub struct Member {
     pub delayed: bool,
     /// The pair the driver was told it leads with.
     pub leads: Option<FencingToken>,
-    /// The log's end when the member restarted.
+    /// The log's end when the member last restarted or rejoined.
     pub restarted_at: Option<i64>,
 }
 
@@ -182,8 +182,12 @@ pub enum Fault {
     Resign,
     /// A leader crashed.
     LeaderCrash,
+    /// A member registered anew while no other member was up, unpaused and still in the
+    /// race: the role's next election starts from it, as the first one does.
+    Rejoin,
     /// Anything else: a crash of a member that was not leading (perhaps a challenger after
-    /// its acquire), a pause or resume, a lost or delayed answer, a coordinator's abort.
+    /// its acquire), a challenger's withdraw, a pause or resume, a lost or delayed answer, a
+    /// coordinator's abort.
     Other,
 }
 
@@ -202,6 +206,10 @@ pub struct Budget {
     pub delays: u8,
     /// Resigns left.
     pub resigns: u8,
+    /// Withdraws left.
+    pub withdraws: u8,
+    /// Rejoins left.
+    pub rejoins: u8,
 }
 
 /// A state of the whole system.
@@ -260,6 +268,11 @@ pub enum Action {
     Resume(usize),
     /// Leader `i` is asked to resign.
     Resign(usize),
+    /// Member `i`, which does not lead, is asked to stop competing (a cancelled candidacy).
+    Withdraw(usize),
+    /// Member `i`, whose candidacy ended, starts a new one under the same id: it registers
+    /// anew, at the back of the join order.
+    Rejoin(usize),
     /// The coordinator aborts a transaction open for longer than its timeout.
     TimeoutAbort,
 }
