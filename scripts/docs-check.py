@@ -12,7 +12,7 @@
   (examples/src/lib.rs includes it).
 
 The code blocks themselves are compiled by the doc tests: the README's by the
-kafka-coordination crate (adapters/src/lib.rs), the guide's by kafka-coordination-examples.
+kafka-coordination crate (kafka-coordination/src/lib.rs), the guide's by kafka-coordination-examples.
 
     python3 scripts/docs-check.py              check this repository
     python3 scripts/docs-check.py --self-test  show that each check catches what it is for

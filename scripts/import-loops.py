@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reports import loops between the source files of a Rust crate.
 
-    scripts/import-loops.py adapters/src [core/src ...] [--allow a.rs:b.rs ...]
+    scripts/import-loops.py kafka-coordination/src [core/src ...] [--allow a.rs:b.rs ...]
 
 For each `.rs` file under a crate's `src/`, reads the paths it names (in `use` items and in
 code) that start with `crate::`, `super::`, `self::` or a module the file declares, maps each

@@ -40,13 +40,13 @@ fi
 
 step "docs: the README and the guide (length, no history, tagged code blocks, links)"
 python3 scripts/docs-check.py --self-test && python3 scripts/docs-check.py
-python3 scripts/import-loops.py adapters/src core/src model/src examples/src
+python3 scripts/import-loops.py kafka-coordination/src core/src model/src examples/src
 
 step "golden vectors: generator agrees with the files, Kafka's murmur2 agrees with the partitions"
 python3 golden/generate.py --check
 scripts/golden-java-check.sh
 
-# Before the tests: adapters/tests/interop.rs runs this member against the library and fails,
+# Before the tests: kafka-coordination/tests/interop.rs runs this member against the library and fails,
 # when a broker is there, if its classpath file is missing.
 step "the Java member of the spec (interop/java): build, classpath file, golden vectors in Java"
 scripts/interop.sh
@@ -90,7 +90,7 @@ scripts/chaos.sh --debug --failovers 10 --seed 1 --max-seconds 600 --self-test -
 step "chaos suite: the supervisor scenario, 12 faults (seed 3)"
 scripts/chaos.sh --supervisor --debug --failovers 12 --seed 3 --max-seconds 300
 
-if [ -f adapters/tests/kafka_leadership.rs ]; then
+if [ -f kafka-coordination/tests/kafka_leadership.rs ]; then
     step "three-broker fault test"
     scripts/kafka/with-broker.sh --brokers 3 \
         cargo test -p kafka-coordination --features "$adapter_features" --test kafka_leadership three_broker

@@ -200,7 +200,7 @@ struct Term {
 /// One member of one role, from registration to leadership and back, with no I/O, no clock
 /// and no async inside.
 ///
-/// This is the core's machine. An application of the adapters crate never holds one: it holds
+/// This is the core's machine. An application of the `kafka-coordination` crate never holds one: it holds
 /// a `Candidacy` (and, once elected, a `Leadership`), handles whose driver (the blocking loop,
 /// an async task or a host) runs a `Candidate` for it.
 ///

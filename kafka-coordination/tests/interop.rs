@@ -9,7 +9,7 @@
 //! scripts/interop.sh.
 #![cfg(feature = "cli")]
 
-mod support;
+use kafka_coordination_test_support as support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

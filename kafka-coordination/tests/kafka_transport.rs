@@ -5,11 +5,9 @@
 //! Without `KAFKA_BOOTSTRAP` every test says so loudly and returns.
 #![cfg(feature = "kafka")]
 
-#[path = "support/proxy.rs"]
-mod proxy;
-mod support;
-#[path = "support/tv2.rs"]
-mod tv2;
+use kafka_coordination_test_support as support;
+use kafka_coordination_test_support::proxy;
+use kafka_coordination_test_support::tv2;
 
 use support::{transport_with, unique, PARTITIONS};
 

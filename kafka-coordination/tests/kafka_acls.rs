@@ -19,10 +19,9 @@
 //! says so loudly and returns.
 #![cfg(all(feature = "kafka", feature = "blocking"))]
 
-mod support;
+use kafka_coordination_test_support as support;
 
-#[path = "support/acls.rs"]
-mod acls;
+use kafka_coordination_test_support::acls;
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;

@@ -9,9 +9,8 @@
 //! each waits for the event (elected, done) with a bound, and timing bounds are loose.
 #![cfg(all(feature = "kafka", feature = "blocking"))]
 
-#[path = "support/proxy.rs"]
-mod proxy;
-mod support;
+use kafka_coordination_test_support as support;
+use kafka_coordination_test_support::proxy;
 
 use support::{brokers, loud, transport_with, unique, PARTITIONS};
 

@@ -12,10 +12,9 @@
 //! test says so loudly and returns.
 #![cfg(all(feature = "cli", feature = "memory"))]
 
-mod support;
+use kafka_coordination_test_support as support;
 
-#[path = "support/acls.rs"]
-mod acls;
+use kafka_coordination_test_support::acls;
 #[path = "deploying_guide/page.rs"]
 mod page;
 
@@ -239,7 +238,7 @@ fn the_pages_rust_blocks_are_these_modules() {
     assert_eq!(
         page, modules,
         "docs/guide/deploying.md's Rust blocks and the modules of \
-         adapters/tests/deploying_guide/page.rs must be the same text"
+         kafka-coordination/tests/deploying_guide/page.rs must be the same text"
     );
 }
 

@@ -11,7 +11,7 @@
 //! passes them on. Without them every test says so loudly and returns.
 #![cfg(all(feature = "kafka", feature = "blocking"))]
 
-mod support;
+use kafka_coordination_test_support as support;
 
 use support::{loud, transport_with, unique, PARTITIONS};
 

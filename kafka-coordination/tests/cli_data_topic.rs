@@ -4,7 +4,7 @@
 //! policy, and a second call with another partition count fails, naming both counts.
 #![cfg(feature = "cli")]
 
-mod support;
+use kafka_coordination_test_support as support;
 
 use std::process::{Command, Output};
 

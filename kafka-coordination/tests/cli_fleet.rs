@@ -7,7 +7,7 @@
 //! state it waits for, with a generous bound.
 #![cfg(feature = "cli")]
 
-mod support;
+use kafka_coordination_test_support as support;
 
 use std::process::{Command, Output};
 use std::sync::Arc;

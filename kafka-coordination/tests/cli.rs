@@ -8,11 +8,9 @@
 //! supervisor's stderr, a line in a file) with a generous bound.
 #![cfg(feature = "cli")]
 
-#[path = "support/proxy.rs"]
-mod proxy;
-mod support;
-#[path = "support/tv2.rs"]
-mod tv2;
+use kafka_coordination_test_support as support;
+use kafka_coordination_test_support::proxy;
+use kafka_coordination_test_support::tv2;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -2,6 +2,10 @@
 //! names, and transports on a state topic they create when missing.
 #![allow(dead_code)]
 
+pub mod acls;
+pub mod proxy;
+pub mod tv2;
+
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
