@@ -137,8 +137,8 @@ fi
 
 if [ "$supervisor" = 1 ]; then
     target="${CARGO_TARGET_DIR:-$root/target}"
-    cargo build $([ "$profile" = release ] && echo --release) -p kafka-coordination \
-        --features kafka,cli --bin kafka-coordination
+    cargo build $([ "$profile" = release ] && echo --release) -p kafka-coordination-cli \
+        --bin kafka-coordination
     dir="${CHAOS_DIR:-$root/.kafka/chaos-supervisor/$seed-$(date +%Y%m%d-%H%M%S)}"
     export KAFKA_RUN_DIR="${KAFKA_RUN_DIR:-$root/.kafka/run-chaos-$$}"
     args=(--bin "$target/$profile/kafka-coordination" --faults "$failovers" --seed "$seed" --dir "$dir")

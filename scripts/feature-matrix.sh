@@ -2,7 +2,8 @@
 # The feature matrix: the library and its tests build and pass with each driver feature alone,
 # with and without `memory`, with `kafka` (the real-broker suites skip loudly unless
 # KAFKA_BOOTSTRAP is set, e.g. when run under scripts/kafka/with-broker.sh), and `postgres`
-# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set).
+# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set); then the
+# command-line tool's crate (kafka-coordination-cli), which takes `kafka`, `blocking` and `serde`.
 #
 #   scripts/feature-matrix.sh            every combination: build and run the tests
 #   scripts/feature-matrix.sh --check    every combination: build the tests only (faster)
@@ -16,7 +17,7 @@ combos=()
 for driver in blocking tokio smol async-std; do
     combos+=("$driver" "$driver,memory" "$driver,kafka")
 done
-combos+=("memory" "kafka" "memory,tracing" "blocking,memory,metrics" "tokio,memory,metrics" "blocking,memory,serde" "cli" "postgres" "tokio,postgres")
+combos+=("memory" "kafka" "memory,tracing" "blocking,memory,metrics" "tokio,memory,metrics" "blocking,memory,serde" "postgres" "tokio,postgres")
 
 passed=0
 failed=()
@@ -33,8 +34,17 @@ for features in "${combos[@]}"; do
         failed+=("$features")
     fi
 done
+
+printf '\n==== feature matrix: the kafka-coordination-cli crate\n'
+cli=(cargo test -p kafka-coordination-cli)
+[ "$mode" = check ] && cli+=(--no-run)
+if cargo build -p kafka-coordination-cli && "${cli[@]}"; then
+    passed=$((passed + 1))
+else
+    failed+=("kafka-coordination-cli")
+fi
 echo
-echo "feature matrix: ${passed} of ${#combos[@]} combinations passed"
+echo "feature matrix: ${passed} of $((${#combos[@]} + 1)) combinations passed"
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "feature matrix: FAILED: ${failed[*]}" >&2
     exit 1

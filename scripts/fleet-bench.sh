@@ -132,7 +132,7 @@ fi
 
 # ---- build ------------------------------------------------------------------------------------
 echo "fleet-bench.sh: building the CLI and the examples (release)" >&2
-cargo build --release -p kafka-coordination --features kafka,cli --bin kafka-coordination
+cargo build --release -p kafka-coordination-cli --bin kafka-coordination
 if [ -n "${FLEET_MEMBER:-}" ]; then
     [ -x "$FLEET_MEMBER" ] || die "FLEET_MEMBER=$FLEET_MEMBER is not an executable file"
     cargo build --release -p kafka-coordination-examples --example fleet_bench

@@ -7,7 +7,7 @@
 #   scripts/interop.sh --print    also print the java command line of the member
 #
 # The classpath file is interop/java/target/java-member.classpath (one line: the compiled
-# classes, then every runtime jar). kafka-coordination/tests/interop.rs reads it; run the member by hand
+# classes, then every runtime jar). cli/tests/cli/interop.rs reads it; run the member by hand
 # with:  java -cp "$(cat interop/java/target/java-member.classpath)" interop.Member --help
 # Uses the default local Maven repository, so after the first run it works offline (pass
 # MAVEN_ARGS=-o to force that).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tests against real Apache Kafka (KRaft), each phase on a fresh throwaway cluster:
 #   1. one broker:    the Kafka transport (tests/kafka_transport.rs), the library end to end
-#                     (tests/kafka_leadership.rs), the command-line tool (tests/cli.rs), security
+#                     (tests/kafka_leadership.rs), the command-line tool (cli/tests/cli/), security
 #                     and ACLs (tests/kafka_security.rs, tests/kafka_acls.rs) and the transport's
 #                     unit tests that need a broker;
 #   2. three brokers: the leader of the role's partition crashes (kafka_leadership three_broker).
@@ -12,14 +12,16 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
-FEATURES="kafka,tokio,smol,async-std,cli"
+FEATURES="kafka,tokio,smol,async-std"
 
 # Phase 1's body, run by with-broker.sh inside the broker's lifetime.
 if [ "${1:-}" = "--single-broker-suite" ]; then
     shift
     cargo test -p kafka-coordination --features "$FEATURES" "$@" \
-        --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls \
-        --test cli || exit 1
+        --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls || exit 1
+    # The tool's tests except the Java member's (`interop::`, which scripts/test.sh runs after
+    # scripts/interop.sh has built the member).
+    cargo test -p kafka-coordination-cli "$@" -- --skip interop:: || exit 1
     exec cargo test -p kafka-coordination --features "$FEATURES" "$@" --lib kafka::
 fi
 
@@ -39,8 +41,8 @@ phase() {
 
 # Build first, so that no cluster waits for a compile.
 phase "build" cargo test -p kafka-coordination --features "$FEATURES" "$@" --no-run \
-    --lib --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls \
-    --test cli
+    --lib --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls &&
+    cargo test -p kafka-coordination-cli "$@" --no-run
 if [ ${#failed[@]} -gt 0 ]; then
     echo "==== kafka-tests: FAILED: the tests do not build" >&2
     exit 1

@@ -24,7 +24,7 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
-FEATURES="kafka,tokio,smol,async-std,cli"
+FEATURES="kafka,tokio,smol,async-std"
 # scripts/chaos.sh's build, so that its binary (and failover_bench beside it) is built once.
 CHAOS_FEATURES="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination-examples/kafka"
 FULL_LIST="3.0.2:zookeeper 3.5.2 3.9.2 3.9.2:zookeeper 4.0.2 4.1.0 4.4.0"
@@ -52,11 +52,13 @@ if [ "${1:-}" = "--inside" ]; then
     }
     if [ "$quick" = 1 ]; then
         run suites cargo test -p kafka-coordination --features "$FEATURES" --no-fail-fast \
-            --test kafka_transport --test kafka_leadership --test cli --test interop --test broker_floor
+            --test kafka_transport --test kafka_leadership --test broker_floor
+        run cli cargo test -p kafka-coordination-cli --no-fail-fast
     else
         run suites cargo test -p kafka-coordination --features "$FEATURES" --no-fail-fast \
             --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls \
-            --test cli --test interop --test broker_floor
+            --test broker_floor
+        run cli cargo test -p kafka-coordination-cli --no-fail-fast
         run unit cargo test -p kafka-coordination --features "$FEATURES" --lib kafka::
         run singleton cargo test -p kafka-coordination-examples --features kafka --test singleton_consumer
     fi
@@ -97,13 +99,14 @@ say "building the suites, failover_bench, the chaos binary and the Java member"
 build() {
     if [ "$QUICK" = 1 ]; then
         cargo test -p kafka-coordination --features "$FEATURES" --no-run \
-            --test kafka_transport --test kafka_leadership --test cli --test interop --test broker_floor
+            --test kafka_transport --test kafka_leadership --test broker_floor
     else
         cargo test -p kafka-coordination --features "$FEATURES" --no-run --lib \
             --test kafka_transport --test kafka_leadership --test kafka_security --test kafka_acls \
-            --test cli --test interop --test broker_floor &&
+            --test broker_floor &&
             cargo test -p kafka-coordination-examples --features kafka --no-run --test singleton_consumer
     fi &&
+        cargo test -p kafka-coordination-cli --no-run &&
         cargo build --workspace --features "$CHAOS_FEATURES" --example failover_bench --example chaos &&
         scripts/interop.sh
 }

@@ -18,7 +18,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export CARGO_TERM_COLOR=never
-features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/cli,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres"
+features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres"
 adapter_features="tokio,smol,async-std,kafka,postgres"
 
 step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }
@@ -40,13 +40,13 @@ fi
 
 step "docs: the README and the guide (length, no history, tagged code blocks, links)"
 python3 scripts/docs-check.py --self-test && python3 scripts/docs-check.py
-python3 scripts/import-loops.py kafka-coordination/src core/src model/src examples/src
+python3 scripts/import-loops.py kafka-coordination/src cli/src core/src model/src examples/src
 
 step "golden vectors: generator agrees with the files, Kafka's murmur2 agrees with the partitions"
 python3 golden/generate.py --check
 scripts/golden-java-check.sh
 
-# Before the tests: kafka-coordination/tests/interop.rs runs this member against the library and fails,
+# Before the tests: cli/tests/cli/interop.rs runs this member against the library and fails,
 # when a broker is there, if its classpath file is missing.
 step "the Java member of the spec (interop/java): build, classpath file, golden vectors in Java"
 scripts/interop.sh

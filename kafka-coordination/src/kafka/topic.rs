@@ -144,7 +144,7 @@ fn cleanup_policy(
 fn create_hint(config: &KafkaConfig) -> String {
     format!(
         "create it with `kafka-coordination topic create --bootstrap-servers HOST:PORT --topic {topic} \
-         --partitions {partitions}` (the `cli` feature's tool; replication 3 and \
+         --partitions {partitions}` (the kafka-coordination-cli crate's tool; replication 3 and \
          min.insync.replicas 2 where the cluster has the brokers), with \
          KafkaTransport::create_topic, or with kafka-topics.sh --create --topic {topic} \
          --partitions {partitions} --replication-factor 3 --config cleanup.policy=compact \

@@ -1,4 +1,17 @@
-//! The command line: parsing, the subcommands that read, and exit codes.
+//! `kafka-coordination`: the operator's tool for roles on a Kafka cluster, built on the public
+//! API of the [`kafka_coordination`] crate (its `kafka`, `blocking` and `serde` features).
+//!
+//! - `describe ROLE`, `roles`, `watch ROLE`: a role's roster, lease and leader, every role in the
+//!   state topic, and one line per change of a leader;
+//! - `run --role ROLE --member ID -- CMD...`: a supervisor that campaigns for the role and runs
+//!   `CMD` only while it leads (the child gets `KC_ROLE`, `KC_MEMBER`, `KC_TERM`, ...);
+//! - `deregister ROLE MEMBER`: removes a member that no longer runs;
+//! - `topic create|check|create-data`: the state topic and a program's own topic;
+//! - `fleet status|drain`: the roles a fleet of members shares, and moving them off one member.
+//!
+//! Connection settings come from flags, `KC_*` variables or a TOML file (`--config`); every
+//! command takes `--json`. Run `kafka-coordination --help`; docs/guide/operating.md describes
+//! each command, docs/guide/deploying.md the settings. Unix only.
 //!
 //! Exit codes: the constants of [`failure`] (0 success, 1 a failure, 2 a usage, configuration
 //! or authorization error; `run`: 75 a lost term, 128 + a signal's number, or the child's own
@@ -168,7 +181,7 @@ fn topic_name_error(name: &str) -> Option<String> {
     }
 }
 
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

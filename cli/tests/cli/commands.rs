@@ -1,4 +1,4 @@
-//! The `kafka-coordination` command-line tool (feature `cli`), run as a program: argument and
+//! The `kafka-coordination` command-line tool, run as a program: argument and
 //! configuration errors without a broker, and on a real Apache Kafka broker (`KAFKA_BOOTSTRAP`,
 //! see scripts/kafka-tests.sh) `topic create|check`, `describe`, `roles`, `watch`, two `run`
 //! supervisors with a leader SIGKILLed, `deregister`, and how `describe` and `roles` show a
@@ -6,7 +6,6 @@
 //!
 //! Real time passes here; no test sleeps for a verdict: each waits for an event (a line on a
 //! supervisor's stderr, a line in a file) with a generous bound.
-#![cfg(feature = "cli")]
 
 use kafka_coordination_test_support as support;
 use kafka_coordination_test_support::proxy;
@@ -38,8 +37,8 @@ const PROMPT: Duration = Duration::from_secs(60);
 fn bootstrap() -> Option<String> {
     support::bootstrap(
         "command-line tests",
-        "scripts/kafka-tests.sh (or scripts/kafka/with-broker.sh cargo test -p kafka-coordination \
-         --features cli --test cli)",
+        "scripts/kafka-tests.sh (or scripts/kafka/with-broker.sh cargo test -p \
+         kafka-coordination-cli -- commands::)",
     )
 }
 

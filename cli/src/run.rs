@@ -31,7 +31,7 @@ pub struct RunArgs {
     /// This member's id (unique among the role's members; a restarted process uses the same).
     #[arg(long)]
     member: String,
-    /// How long a lease lasts (default 30s, or [timing] lease_duration).
+    /// How long a lease lasts (default 30s, or the file's timing.lease_duration).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     lease_duration: Option<Duration>,
     /// How often the leader renews (default 10s).

@@ -5,7 +5,6 @@
 //!
 //! Real time passes here; no test sleeps for a verdict: each polls the tool's output for the
 //! state it waits for, with a generous bound.
-#![cfg(feature = "cli")]
 
 use kafka_coordination_test_support as support;
 
@@ -163,8 +162,7 @@ fn status_until(bootstrap: &str, fleet: &str, what: &str, done: impl Fn(&Value) 
 fn status_shows_the_members_sharing_the_roles_and_drain_moves_every_role_away() {
     let Some(bootstrap) = support::bootstrap(
         "fleet command-line tests",
-        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination --features cli --test \
-         cli_fleet",
+        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination-cli -- fleet::",
     ) else {
         return;
     };

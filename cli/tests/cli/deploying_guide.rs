@@ -10,12 +10,10 @@
 //! `KAFKA_SSL_BOOTSTRAP`, `KAFKA_OAUTH_BOOTSTRAP`, `KAFKA_SSL_CA`, `KAFKA_SSL_CLIENT_CERT`,
 //! `KAFKA_SSL_CLIENT_KEY`, `KAFKA_SCRAM_USER`, `KAFKA_SCRAM_PASSWORD`); without them each such
 //! test says so loudly and returns.
-#![cfg(all(feature = "cli", feature = "memory"))]
 
 use kafka_coordination_test_support as support;
 
 use kafka_coordination_test_support::acls;
-#[path = "deploying_guide/page.rs"]
 mod page;
 
 use std::path::{Path, PathBuf};
@@ -102,8 +100,8 @@ fn vars<const N: usize>(test: &str, names: [&str; N]) -> Option<[String; N]> {
             None => {
                 loud(&format!(
                     "{name} is not set, so {test} ran against nothing. Run: \
-                     scripts/kafka/with-broker.sh cargo test -p kafka-coordination --features cli \
-                     --test deploying_guide"
+                     scripts/kafka/with-broker.sh cargo test -p kafka-coordination-cli -- \
+                     deploying_guide::"
                 ));
                 return None;
             }
@@ -210,7 +208,7 @@ fn toml_blocks() -> [String; 3] {
 
 /// The module bodies of page.rs (dedented), in order.
 fn page_rs_modules() -> Vec<String> {
-    let source = read("tests/deploying_guide/page.rs");
+    let source = read("tests/cli/deploying_guide/page.rs");
     let mut out = Vec::new();
     let mut body: Option<String> = None;
     for line in source.lines() {
@@ -238,7 +236,7 @@ fn the_pages_rust_blocks_are_these_modules() {
     assert_eq!(
         page, modules,
         "docs/guide/deploying.md's Rust blocks and the modules of \
-         kafka-coordination/tests/deploying_guide/page.rs must be the same text"
+         cli/tests/cli/deploying_guide/page.rs must be the same text"
     );
 }
 
@@ -246,8 +244,8 @@ fn the_pages_rust_blocks_are_these_modules() {
 fn every_kc_variable_of_the_code_is_on_the_page() {
     // What the tool reads: every `env = "KC_..."` of its flags.
     let mut code = Vec::new();
-    for file in ["settings.rs", "run.rs", "mod.rs"] {
-        let source = read(&format!("src/cli/{file}"));
+    for file in ["settings.rs", "run.rs", "main.rs"] {
+        let source = read(&format!("src/{file}"));
         for part in source.split("env = \"").skip(1) {
             if let Some(name) = part.split('"').next().filter(|n| n.starts_with("KC_")) {
                 code.push(name.to_owned());
@@ -256,7 +254,7 @@ fn every_kc_variable_of_the_code_is_on_the_page() {
     }
     assert!(code.len() >= 16, "the flags' variables: {code:?}");
     // What `run` gives its child: the `("KC_...", ...)` pairs of run.rs.
-    let run = read("src/cli/run.rs");
+    let run = read("src/run.rs");
     let mut child = Vec::new();
     for part in run.split("(\"KC_").skip(1) {
         if let Some(name) = part.split('"').next() {
@@ -501,8 +499,7 @@ fn elect(t: KafkaTransport, role: &str, member: &str) -> Leadership {
 fn two_deployments_with_one_role_name_fence_each_other() {
     let Some(bootstrap) = support::bootstrap(
         "deploying guide's role-name test",
-        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination --features cli --test \
-         deploying_guide",
+        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination-cli -- deploying_guide::",
     ) else {
         return;
     };

@@ -54,12 +54,12 @@ pub struct StatusArgs {
     /// Also list every role in motion, with its leader and its preferred owner.
     #[arg(long)]
     roles: bool,
-    /// The members' lease duration (default 30s, or [timing] lease_duration): with the renew
-    /// interval, it decides who is live.
+    /// The members' lease duration (default 30s, or the file's timing.lease_duration): with the
+    /// renew interval, it decides who is live.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     lease_duration: Option<Duration>,
-    /// The members' renew interval (default 10s, or [timing] renew_interval): a member is live
-    /// while its heartbeat was renewed within one and a half of them.
+    /// The members' renew interval (default 10s, or the file's timing.renew_interval): a member
+    /// is live while its heartbeat was renewed within one and a half of them.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     renew_interval: Option<Duration>,
 }

@@ -2,7 +2,6 @@
 //! creates `jobs` with it). Bad names and counts are usage errors without a broker; on a real
 //! broker (`KAFKA_BOOTSTRAP`) the topic is created once, with the broker's default cleanup
 //! policy, and a second call with another partition count fails, naming both counts.
-#![cfg(feature = "cli")]
 
 use kafka_coordination_test_support as support;
 
@@ -71,8 +70,7 @@ fn a_bad_name_or_count_and_the_state_topic_are_usage_errors() {
 fn create_data_makes_a_plain_topic_once_and_refuses_another_count() {
     let Some(bootstrap) = support::bootstrap(
         "topic create-data tests",
-        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination --features cli --test \
-         cli_data_topic",
+        "scripts/kafka/with-broker.sh cargo test -p kafka-coordination-cli -- data_topic::",
     ) else {
         return;
     };

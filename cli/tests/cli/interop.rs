@@ -7,7 +7,6 @@
 //! Java member, an event of the CLI, a record in the role's partition) with a generous bound.
 //! With `KAFKA_BOOTSTRAP` set and the Java member not built, every test fails and says to run
 //! scripts/interop.sh.
-#![cfg(feature = "cli")]
 
 use kafka_coordination_test_support as support;
 
@@ -40,8 +39,8 @@ const STAGGER_MS: u64 = 500;
 fn bootstrap() -> Option<String> {
     support::bootstrap(
         "interop tests (Java member against this library)",
-        "scripts/interop.sh && scripts/kafka/with-broker.sh cargo test -p kafka-coordination \
-         --features kafka,cli --test interop",
+        "scripts/interop.sh && scripts/kafka/with-broker.sh cargo test -p kafka-coordination-cli \
+         -- interop::",
     )
 }
 
