@@ -2,7 +2,8 @@
 # The feature matrix: the library and its tests build and pass with each driver feature alone,
 # with and without `memory`, with `kafka` (the real-broker suites skip loudly unless
 # KAFKA_BOOTSTRAP is set, e.g. when run under scripts/kafka/with-broker.sh), and `postgres`
-# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set).
+# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set); the Kafka client
+# crate alone, with none and each of its features.
 #
 #   scripts/feature-matrix.sh            every combination: build and run the tests
 #   scripts/feature-matrix.sh --check    every combination: build the tests only (faster)
@@ -33,8 +34,22 @@ for features in "${combos[@]}"; do
         failed+=("$features")
     fi
 done
+# The Kafka client alone (kafka-coordination-kafka): no feature, and each of its own.
+kafka_combos=("" "tracing" "serde" "fuzzing" "tracing,serde")
+for features in "${kafka_combos[@]}"; do
+    printf '\n==== feature matrix: -p kafka-coordination-kafka --no-default-features --features "%s"\n' "$features"
+    cmd=(cargo test -p kafka-coordination-kafka --no-default-features --features "$features")
+    [ "$mode" = check ] && cmd+=(--no-run)
+    if "${cmd[@]}"; then
+        passed=$((passed + 1))
+    else
+        failed+=("kafka-coordination-kafka:$features")
+    fi
+done
+
+total=$((${#combos[@]} + ${#kafka_combos[@]}))
 echo
-echo "feature matrix: ${passed} of ${#combos[@]} combinations passed"
+echo "feature matrix: ${passed} of ${total} combinations passed"
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "feature matrix: FAILED: ${failed[*]}" >&2
     exit 1
