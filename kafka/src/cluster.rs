@@ -18,13 +18,14 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::classify::{self, Class};
 use super::config::KafkaConfig;
-use super::net::{Conn, NetError, Pool};
+use super::connections::Pool;
+use super::net::{Conn, NetError};
 use super::security::Security;
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
 
 pub(crate) use super::classify::code;
-pub(crate) use attempt::Attempt;
+pub(crate) use attempt::{txn_error, Attempt};
 use layout::TopicMetadata;
 pub(crate) use layout::{verdict, Layout, TopicState, CONFIRM_PAUSE};
 use lookup::{answer_on, find_coordinator_on};

@@ -48,6 +48,7 @@ mod classify;
 mod cluster;
 mod codec;
 mod config;
+mod connections;
 mod describe;
 mod exec;
 mod fetch;

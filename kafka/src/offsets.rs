@@ -26,7 +26,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::classify::code;
-use super::cluster::{Attempt, Cluster};
+use super::cluster::{txn_error, Attempt, Cluster};
 use super::net::Conn;
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
@@ -259,7 +259,7 @@ pub(crate) fn add_offsets_on(
         Some(code::E::GroupAuthorizationFailed) => Err(Attempt::Stop(group_unauthorized(group))),
         Some(e) => {
             let err = e.code();
-            Err(super::txn::requests::txn_error(
+            Err(txn_error(
                 role,
                 token,
                 &format!("AddOffsetsToTxn (group '{group}')"),
@@ -362,7 +362,7 @@ fn txn_offset_commit_answer(
                 .with_kafka_code(c),
             ))
         }
-        Some((_, err)) => Err(super::txn::requests::txn_error(
+        Some((_, err)) => Err(txn_error(
             role,
             token,
             &format!("TxnOffsetCommit of group '{group}'"),

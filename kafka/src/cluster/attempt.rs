@@ -1,6 +1,9 @@
 //! What went wrong in one attempt of a call, and whether another may help.
 
-use crate::classify::{self, Class};
+use kafka_coordination_core::record::Role;
+use kafka_coordination_core::token::FencingToken;
+
+use crate::classify::{self, code, Class};
 use crate::net::NetError;
 use kafka_coordination_transport::error::TransportError;
 
@@ -16,7 +19,7 @@ pub(crate) enum Attempt {
     /// The connection broke (or answered out of step): it is dropped; try again after a
     /// pause, looking the broker up again.
     Broken(String),
-    /// The broker is silent (see `net::Pool`): the call was turned away, or it waited out a
+    /// The broker is silent (see `connections::Pool`): the call was turned away, or it waited out a
     /// whole request timeout. Look the broker up again; if the lookup names a silent broker
     /// again, the call gives up at once (see [`Cluster::retry`]).
     Silent(String),
@@ -75,4 +78,46 @@ impl Attempt {
             }
         }
     }
+}
+
+/// Maps a per-request error code on a transactional call of `role` (pair `token`) to an
+/// attempt (by the table in [`classify`](crate::classify), with the ACL to grant for an
+/// authorization error).
+pub(crate) fn txn_error(
+    role: &Role,
+    token: FencingToken,
+    what: &str,
+    addr: &str,
+    error: i16,
+) -> Attempt {
+    let why = match code::error(error) {
+        Some(
+            code::E::ProducerFenced
+            | code::E::InvalidProducerEpoch
+            | code::E::InvalidProducerIdMapping,
+        ) => {
+            format!(
+                "{what} of role '{role}' with pair {token} was fenced: a newer leader holds the \
+                 role ({})",
+                code::name(error)
+            )
+        }
+        Some(code::E::TransactionalIdAuthorizationFailed) => format!(
+            "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
+             '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
+        ),
+        Some(code::E::TopicAuthorizationFailed) => format!(
+            "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
+             (TOPIC_AUTHORIZATION_FAILED)"
+        ),
+        Some(code::E::ClusterAuthorizationFailed) => format!(
+            "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
+             Cluster (CLUSTER_AUTHORIZATION_FAILED)"
+        ),
+        _ => format!(
+            "{what} of role '{role}' at {addr}: error {error} ({})",
+            code::name(error)
+        ),
+    };
+    Attempt::from_code(error, why)
 }

@@ -57,9 +57,9 @@ pub(crate) struct Conn {
     /// Where this connection counts its requests (its pool's table).
     counts: Arc<ApiCounts>,
     /// The longest any one request waits for its answer, whatever the caller's deadline.
-    pub(super) request_cap: Option<Duration>,
+    pub(crate) request_cap: Option<Duration>,
     /// The socket, for the pool to shut down when it gives up on the request in flight.
-    pub(super) socket: Option<Arc<TcpStream>>,
+    pub(crate) socket: Option<Arc<TcpStream>>,
     /// The SASL session, when the broker limits its lifetime (KIP-368).
     session: Option<Session>,
 }
@@ -519,7 +519,7 @@ fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
 
 /// How [`connect_tcp`] begins the error of a connection the broker refused or left
 /// unanswered (not one whose name did not resolve).
-pub(super) const CANNOT_CONNECT: &str = "cannot connect to";
+pub(crate) const CANNOT_CONNECT: &str = "cannot connect to";
 
 /// Requests sent, by API key (keys past the table share its last slot).
 pub(crate) struct ApiCounts([std::sync::atomic::AtomicU64; 96]);

@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::produce::{partition_answer, produce_request, produce_version};
 use crate::classify::code;
-use crate::cluster::Attempt;
+use crate::cluster::{txn_error, Attempt};
 use crate::net::Conn;
 use kafka_coordination_transport::error::TransportError;
 
@@ -91,48 +91,6 @@ pub(super) fn init_producer_id_on(
             ))
         }
     }
-}
-
-/// Maps a per-request error code on a transactional call of `role` (pair `token`) to an
-/// attempt (by the table in [`classify`](super::classify), with the ACL to grant for an
-/// authorization error).
-pub(crate) fn txn_error(
-    role: &Role,
-    token: FencingToken,
-    what: &str,
-    addr: &str,
-    error: i16,
-) -> Attempt {
-    let why = match code::error(error) {
-        Some(
-            code::E::ProducerFenced
-            | code::E::InvalidProducerEpoch
-            | code::E::InvalidProducerIdMapping,
-        ) => {
-            format!(
-                "{what} of role '{role}' with pair {token} was fenced: a newer leader holds the \
-                 role ({})",
-                code::name(error)
-            )
-        }
-        Some(code::E::TransactionalIdAuthorizationFailed) => format!(
-            "{what} of role '{role}': the principal needs the WRITE ACL on TransactionalId \
-             '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-        ),
-        Some(code::E::TopicAuthorizationFailed) => format!(
-            "{what} of role '{role}': the principal needs the WRITE ACL on the topic \
-             (TOPIC_AUTHORIZATION_FAILED)"
-        ),
-        Some(code::E::ClusterAuthorizationFailed) => format!(
-            "{what} of role '{role}': the principal needs the IDEMPOTENT_WRITE ACL on the \
-             Cluster (CLUSTER_AUTHORIZATION_FAILED)"
-        ),
-        _ => format!(
-            "{what} of role '{role}' at {addr}: error {error} ({})",
-            code::name(error)
-        ),
-    };
-    Attempt::from_code(error, why)
 }
 
 /// One AddPartitionsToTxn of `topics` for `role` (pair `token`) on `conn`, a connection to

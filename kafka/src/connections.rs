@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::protocol::StrBytes;
 
-use super::conn::{ApiCounts, Conn, NetError, SessionDue, CANNOT_CONNECT};
 use crate::exec::oneshot;
+use crate::net::conn::{ApiCounts, Conn, NetError, SessionDue, CANNOT_CONNECT};
 use crate::security::Security;
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::thread_pool::{Job, Placed};
