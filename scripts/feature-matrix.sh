@@ -2,7 +2,8 @@
 # The feature matrix: the library and its tests build and pass with each driver feature alone,
 # with and without `memory`, with `kafka` (the real-broker suites skip loudly unless
 # KAFKA_BOOTSTRAP is set, e.g. when run under scripts/kafka/with-broker.sh), and `postgres`
-# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set); then the
+# alone and with `tokio` (its suite skips loudly unless KC_POSTGRES_URL is set); the Kafka client
+# crate alone (its tests with none and with all of its features, its library with each); then the
 # command-line tool's crate (kafka-coordination-cli), which takes `kafka`, `blocking` and `serde`.
 #
 #   scripts/feature-matrix.sh            every combination: build and run the tests
@@ -34,6 +35,22 @@ for features in "${combos[@]}"; do
         failed+=("$features")
     fi
 done
+# The Kafka client alone (kafka-coordination-kafka): its tests with none and with all of its
+# features, and its library with each feature alone.
+kafka_combos=("" "tracing,serde,fuzzing" "tracing" "serde" "fuzzing")
+for features in "${kafka_combos[@]}"; do
+    printf '\n==== feature matrix: -p kafka-coordination-kafka --no-default-features --features "%s"\n' "$features"
+    case "$features" in
+        "" | *,*) cmd=(cargo test -p kafka-coordination-kafka --no-default-features --features "$features") ;;
+        *) cmd=(cargo build -p kafka-coordination-kafka --lib --no-default-features --features "$features") ;;
+    esac
+    [ "$mode" = check ] && [ "${cmd[1]}" = test ] && cmd+=(--no-run)
+    if "${cmd[@]}"; then
+        passed=$((passed + 1))
+    else
+        failed+=("kafka-coordination-kafka:$features")
+    fi
+done
 
 printf '\n==== feature matrix: the kafka-coordination-cli crate\n'
 cli=(cargo test -p kafka-coordination-cli)
@@ -43,8 +60,10 @@ if cargo build -p kafka-coordination-cli && "${cli[@]}"; then
 else
     failed+=("kafka-coordination-cli")
 fi
+
+total=$((${#combos[@]} + ${#kafka_combos[@]} + 1))
 echo
-echo "feature matrix: ${passed} of $((${#combos[@]} + 1)) combinations passed"
+echo "feature matrix: ${passed} of ${total} combinations passed"
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "feature matrix: FAILED: ${failed[*]}" >&2
     exit 1

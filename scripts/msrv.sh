@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The declared rust-version (workspace Cargo.toml) is at least what the published crates need:
 # the highest `rust-version` among the packages that kafka-coordination-core,
-# kafka-coordination and kafka-coordination-cli build with every feature on, their tests and benches included
+# kafka-coordination-transport, kafka-coordination-kafka, kafka-coordination and
+# kafka-coordination-cli build with every feature on, their tests and benches included
 # (dev-dependencies), as locked in Cargo.lock. Fails, naming the packages that need more,
 # when the field is lower. Reads `cargo metadata` only: nothing is built.
 #
 #   scripts/msrv.sh           the check
 #   scripts/msrv.sh --build   also `cargo +<declared> check --all-targets --all-features` of the
-#                             three crates, when that toolchain is installed (rustup), in target/msrv
+#                             crates, when that toolchain is installed (rustup), in target/msrv
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,7 +22,9 @@ meta = json.load(open(sys.argv[1]))
 packages = {p["id"]: p for p in meta["packages"]}
 nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
 roots = [p["id"] for p in meta["packages"]
-         if p["name"] in ("kafka-coordination-core", "kafka-coordination", "kafka-coordination-cli")]
+         if p["name"] in ("kafka-coordination-core", "kafka-coordination-transport",
+                          "kafka-coordination-kafka", "kafka-coordination",
+                          "kafka-coordination-cli")]
 
 def version(v):
     parts = [int(x) for x in (v or "0").split(".")]
@@ -61,7 +64,8 @@ PY
 if [ "${1:-}" = "--build" ]; then
     if rustup run "$declared" rustc --version >/dev/null 2>&1; then
         CARGO_TARGET_DIR=target/msrv cargo "+$declared" check --locked --all-targets --all-features \
-            -p kafka-coordination-core -p kafka-coordination -p kafka-coordination-cli
+            -p kafka-coordination-core -p kafka-coordination-transport -p kafka-coordination-kafka \
+            -p kafka-coordination -p kafka-coordination-cli
     else
         echo "msrv: toolchain $declared is not installed (rustup toolchain install $declared)" >&2
         exit 1

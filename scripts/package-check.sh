@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # What the published crates would ship (`cargo package --list`, nothing built): each has its
 # Cargo.toml, README.md, LICENSE and src/lib.rs (the tool's crate: src/main.rs), nothing from
-# target/ or .kafka/, and no file over 512 KiB. `cargo package -p kafka-coordination-core -p kafka-coordination` (which also
-# builds both from their packages) is the full check before a release.
+# target/ or .kafka/, and no file over 512 KiB. `cargo package -p kafka-coordination-core
+# -p kafka-coordination-transport -p kafka-coordination-kafka -p kafka-coordination
+# -p kafka-coordination-cli` (which also builds each from its package) is the full check before
+# a release.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TERM_COLOR=never
 
 status=0
-for crate in kafka-coordination-core kafka-coordination kafka-coordination-cli; do
+for crate in kafka-coordination-core kafka-coordination-transport kafka-coordination-kafka kafka-coordination kafka-coordination-cli; do
     dir=$(cargo metadata --format-version 1 --no-deps |
         python3 -c 'import json, sys; m = json.load(sys.stdin); print(next(p["manifest_path"] for p in m["packages"] if p["name"] == sys.argv[1]).rsplit("/", 1)[0])' "$crate")
     list=$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null)

@@ -18,8 +18,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export CARGO_TERM_COLOR=never
-features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres"
-adapter_features="tokio,smol,async-std,kafka,postgres"
+features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std,kafka-coordination/kafka,kafka-coordination/metrics,kafka-coordination/postgres,kafka-coordination-examples/kafka,kafka-coordination-examples/postgres,kafka-coordination-kafka/tracing,kafka-coordination-kafka/serde,kafka-coordination-transport/serde"
+# The Kafka client's features (its test binary, kafka/tests/brokers/, brings the drivers itself).
+kafka_features="tracing,serde"
 
 step() { printf '\n==== [%4ds] %s\n' "$SECONDS" "$*"; }
 
@@ -40,7 +41,7 @@ fi
 
 step "docs: the README and the guide (length, no history, tagged code blocks, links)"
 python3 scripts/docs-check.py --self-test && python3 scripts/docs-check.py
-python3 scripts/import-loops.py kafka-coordination/src cli/src core/src model/src examples/src
+python3 scripts/import-loops.py kafka-coordination/src transport/src kafka/src cli/src core/src model/src examples/src
 
 step "golden vectors: generator agrees with the files, Kafka's murmur2 agrees with the partitions"
 python3 golden/generate.py --check
@@ -90,10 +91,10 @@ scripts/chaos.sh --debug --failovers 10 --seed 1 --max-seconds 600 --self-test -
 step "chaos suite: the supervisor scenario, 12 faults (seed 3)"
 scripts/chaos.sh --supervisor --debug --failovers 12 --seed 3 --max-seconds 300
 
-if [ -f kafka-coordination/tests/kafka_leadership.rs ]; then
+if [ -f kafka/tests/brokers/leadership.rs ]; then
     step "three-broker fault test"
     scripts/kafka/with-broker.sh --brokers 3 \
-        cargo test -p kafka-coordination --features "$adapter_features" --test kafka_leadership three_broker
+        cargo test -p kafka-coordination-kafka --features "$kafka_features" --test brokers three_broker
 fi
 
 step "chaos suite: 4 failovers on three brokers, with broker kills (seed 2)"

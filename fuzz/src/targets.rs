@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use kafka_coordination::fuzzing as kafka;
 use kafka_coordination_core::fuzzing as core_fuzz;
 use kafka_coordination_core::record::{
     FormatError, Key, KeyRef, Lease, LeaseRef, MemberId, Part, Registration, RegistrationRef, Role,
 };
 use kafka_coordination_core::state::{Applied, Malformed, Record, RoleState};
 use kafka_coordination_core::{FencingToken, UnixMillis};
+use kafka_coordination_kafka::fuzzing as kafka;
 
 use crate::mutate::{mutate, random_bytes};
 use crate::rng::Rng;

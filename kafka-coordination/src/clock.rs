@@ -234,7 +234,7 @@ impl ManualClock {
     }
 
     fn participants(&self) -> Vec<Arc<dyn Participant>> {
-        let mut list = crate::sync::lock(&self.inner.participants);
+        let mut list = kafka_coordination_transport::lock::lock(&self.inner.participants);
         list.retain(|w| w.strong_count() > 0);
         list.iter().filter_map(Weak::upgrade).collect()
     }
@@ -248,7 +248,7 @@ impl ManualClock {
 
     /// Registers a driver for [`settle`](Self::settle); it stays registered while it lives.
     pub(crate) fn register(&self, participant: Weak<dyn Participant>) {
-        crate::sync::lock(&self.inner.participants).push(participant);
+        kafka_coordination_transport::lock::lock(&self.inner.participants).push(participant);
         self.note_progress();
     }
 

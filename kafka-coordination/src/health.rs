@@ -73,7 +73,7 @@ impl HealthCheck {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Shared>>> {
-        crate::sync::lock(&self.terms)
+        kafka_coordination_transport::lock::lock(&self.terms)
     }
 
     /// Watches `leadership`'s term until it is over. The check does not keep the term alive:

@@ -254,7 +254,7 @@ impl Shared {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave it inconsistent (plain field writes).
-        crate::sync::lock(&self.state)
+        kafka_coordination_transport::lock::lock(&self.state)
     }
 
     pub(crate) fn update(&self, f: impl FnOnce(&mut State)) {

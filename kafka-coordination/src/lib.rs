@@ -48,8 +48,6 @@ pub use kafka_coordination_core as core;
 #[doc = include_str!("../README.md")]
 mod readme {}
 
-mod log;
-
 pub mod clock;
 pub mod describe;
 #[cfg_attr(
@@ -84,10 +82,8 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
 pub mod options;
-mod pool;
 #[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 mod runtime;
-mod sync;
 pub mod transport;
 // Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).
 #[cfg_attr(
@@ -125,9 +121,11 @@ pub mod async_std_driver;
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub mod memory;
 
+/// The native Kafka client (crate `kafka-coordination-kafka`): [`kafka::KafkaTransport`].
 #[cfg(feature = "kafka")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
-pub mod kafka;
+#[doc(inline)]
+pub use kafka_coordination_kafka as kafka;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -137,7 +135,7 @@ pub mod postgres;
 /// Not a public API.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
-pub use kafka::fuzzing;
+pub use kafka_coordination_kafka::fuzzing;
 
 #[cfg(all(
     feature = "memory",

@@ -447,7 +447,7 @@ impl TestMember {
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
-        let mut slot = crate::sync::lock(&self.slot);
+        let mut slot = kafka_coordination_transport::lock::lock(&self.slot);
         let taken = std::mem::replace(&mut *slot, Slot::Cancelled);
         *slot = match taken {
             Slot::Waiting(c) => match c.elected_blocking_timeout(Duration::ZERO) {

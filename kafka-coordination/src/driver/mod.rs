@@ -20,10 +20,10 @@ use kafka_coordination_core::time::UnixMillis;
 use crate::clock::Clock;
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Shared};
-use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
-use crate::sync::lock;
 use crate::transport::{ReadBatch, Transport, Wait as _};
+use kafka_coordination_transport::lock::lock;
+use kafka_coordination_transport::{log_debug, log_info, log_warn};
 
 /// Executes one I/O command against the transport, waiting on this thread for its outcome
 /// ([`Wait`]), and turns the outcome into the event the machine expects. A fence on a lease

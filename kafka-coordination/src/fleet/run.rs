@@ -18,9 +18,9 @@ use crate::clock::{Clock, Participant};
 use crate::host::Host;
 use crate::leadership::{Candidacy, Error, Leadership, Shared, Snapshot};
 use crate::options::Options;
-use crate::sync::lock;
 use crate::transport::Transport;
 use crate::watch::{LeaseTracker, WatchEvent};
+use kafka_coordination_transport::lock::lock;
 
 /// How a member joins a fleet. `FleetOptions::new(fleet, member)` and the builder methods.
 #[derive(Clone, Debug)]

@@ -15,8 +15,8 @@ use crate::clock::Clock;
 use crate::driver::{Driver, InFlight, Next};
 use crate::error::TransportError;
 use crate::leadership::{Error, Spawner};
-use crate::sync::lock;
 use crate::transport::Transport;
+use kafka_coordination_transport::lock::lock;
 
 use super::calls::Outgoing;
 use super::handle::{Host, HostHandle};

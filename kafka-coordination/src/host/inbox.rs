@@ -11,8 +11,8 @@ use crate::driver::Driver;
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Spawner, Wake};
 use crate::options::Options;
-use crate::sync::lock;
 use crate::transport::{ReadBatch, Transport};
+use kafka_coordination_transport::lock::lock;
 
 use super::handle::Hosting;
 use super::options::HostStats;

@@ -10,8 +10,8 @@ use kafka_coordination_core::time::UnixMillis;
 use crate::clock::Clock;
 use crate::driver::start_execute;
 use crate::error::TransportError;
-use crate::sync::lock;
 use crate::transport::Transport;
+use kafka_coordination_transport::lock::lock;
 
 use super::calls::{Answer, Outgoing, Started, DESCRIBE_BATCH};
 use super::event_loop::Core;

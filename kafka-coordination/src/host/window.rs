@@ -8,7 +8,7 @@ use std::time::Duration;
 use kafka_coordination_core::machine::Command;
 use kafka_coordination_core::time::UnixMillis;
 
-use crate::sync::lock;
+use kafka_coordination_transport::lock::lock;
 
 /// When a queued job should run, in the host clock's milliseconds: the smaller, the sooner.
 ///

@@ -33,7 +33,7 @@ pub(super) struct Shared {
     /// partition that changed.
     pub(super) tail_hooks: crate::transport::TailHooks,
     /// The threads long polls wait on (see [`MemoryBroker`]).
-    pub(super) waiting: crate::pool::Pool,
+    pub(super) waiting: kafka_coordination_transport::thread_pool::Pool,
 }
 
 /// How many long polls of one [`MemoryBroker`] may wait at once, each on a thread.
@@ -89,7 +89,7 @@ impl Shared {
     /// Takes the lock (recovering it if a panicking thread poisoned it) and aborts the
     /// transactions whose timeout passed.
     pub(super) fn lock(&self) -> Locked<'_> {
-        let guard = crate::sync::lock(&self.inner);
+        let guard = kafka_coordination_transport::lock::lock(&self.inner);
         let mut locked = Locked {
             shared: self,
             guard,
@@ -100,7 +100,7 @@ impl Shared {
     }
 
     pub(super) fn hook(&self) -> Option<CallHook> {
-        crate::sync::lock(&self.hook).clone()
+        kafka_coordination_transport::lock::lock(&self.hook).clone()
     }
 
     /// The start of every transport call: counts it, tells the hook, sleeps an injected delay,
@@ -258,7 +258,10 @@ impl MemoryBroker {
                 partitions: partitions.max(0),
                 hook: Mutex::new(None),
                 tail_hooks: crate::transport::TailHooks::default(),
-                waiting: crate::pool::Pool::new("kc-memory-poll", LONG_POLL_THREADS),
+                waiting: kafka_coordination_transport::thread_pool::Pool::new(
+                    "kc-memory-poll",
+                    LONG_POLL_THREADS,
+                ),
             }),
         }
     }
@@ -472,12 +475,12 @@ impl MemoryBroker {
     /// injected delay or failure), on the calling thread and without the broker's lock held.
     /// Replaces an earlier hook.
     pub fn on_call(&self, hook: impl Fn(BrokerOp) + Send + Sync + 'static) {
-        *crate::sync::lock(&self.shared.hook) = Some(Arc::new(hook));
+        *kafka_coordination_transport::lock::lock(&self.shared.hook) = Some(Arc::new(hook));
     }
 
     /// Removes the hook set by [`on_call`](Self::on_call).
     pub fn clear_call_hook(&self) {
-        *crate::sync::lock(&self.shared.hook) = None;
+        *kafka_coordination_transport::lock::lock(&self.shared.hook) = None;
     }
 
     /// Fails the next `n` transport calls of any kind with `kind`, without effect.

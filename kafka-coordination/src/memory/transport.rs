@@ -16,10 +16,10 @@ use kafka_coordination_core::token::FencingToken;
 use super::broker::{MemoryBroker, Shared};
 use super::faults::BrokerOp;
 use crate::error::TransportError;
-use crate::sync::lock;
 use crate::transport::{
     Coordinator, GuardedRecord, LeaseWriter, ReadBatch, Registrar, StateReader,
 };
+use kafka_coordination_transport::lock::lock;
 
 /// The producer sessions of one member: role -> the pair its last `acquire_epoch` bound, and
 /// the way back (a lease write names its pair; a member may hold thousands of roles).

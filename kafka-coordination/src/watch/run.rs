@@ -41,7 +41,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.inner)
+        kafka_coordination_transport::lock::lock(&self.inner)
     }
 
     fn push(&self, items: impl IntoIterator<Item = Item>) {
