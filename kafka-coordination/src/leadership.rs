@@ -143,15 +143,7 @@ pub(crate) enum Doorbell {
     /// On a manual clock, the clock's own event (so that `settle` sees the wake-up).
     Clock(crate::clock::ManualClock),
     /// A runner of many candidacies (a host) is woken through its own bell.
-    #[cfg_attr(
-        not(any(
-            feature = "blocking",
-            feature = "tokio",
-            feature = "smol",
-            feature = "async-std"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(any_driver), allow(dead_code))]
     Runner(Arc<dyn Wake>),
 }
 
@@ -164,15 +156,7 @@ pub(crate) trait Wake: std::fmt::Debug + Send + Sync {
 }
 
 impl Doorbell {
-    #[cfg_attr(
-        not(any(
-            feature = "blocking",
-            feature = "tokio",
-            feature = "smol",
-            feature = "async-std"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(any_driver), allow(dead_code))]
     pub(crate) fn listen(&self) -> EventListener {
         match self {
             Doorbell::Own(e) => e.listen(),
@@ -297,15 +281,7 @@ impl Shared {
     }
 
     /// The driver stopped with an error of its own (it ran no cleanup).
-    #[cfg_attr(
-        not(any(
-            feature = "blocking",
-            feature = "tokio",
-            feature = "smol",
-            feature = "async-std"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(any_driver), allow(dead_code))]
     pub(crate) fn finish(&self, error: Error) {
         self.finish_with(Err(error), None);
     }

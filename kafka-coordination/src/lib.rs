@@ -50,29 +50,13 @@ mod readme {}
 
 pub mod clock;
 pub mod describe;
-#[cfg_attr(
-    not(any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )),
-    allow(dead_code, unused_imports)
-)]
+#[cfg_attr(not(any_driver), allow(dead_code, unused_imports))]
 mod driver;
 pub mod error;
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 mod flavour;
 pub mod health;
-#[cfg_attr(
-    not(any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )),
-    allow(dead_code, unused_imports)
-)]
+#[cfg_attr(not(any_driver), allow(dead_code, unused_imports))]
 pub mod host;
 pub mod leadership;
 pub mod link;
@@ -82,19 +66,11 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
 pub mod options;
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 mod runtime;
 pub mod transport;
 // Without a driver nothing starts a watch loop (`leader` and `LeaseTracker` still work).
-#[cfg_attr(
-    not(any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(not(any_driver), allow(dead_code))]
 pub mod watch;
 
 #[cfg(feature = "blocking")]
@@ -137,15 +113,8 @@ pub mod postgres;
 #[doc(hidden)]
 pub use kafka_coordination_kafka::fuzzing;
 
-#[cfg(all(
-    feature = "memory",
-    any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )
-))]
+#[cfg(all(feature = "memory", any_driver))]
+// docs.rs shows this condition to readers, so it names the features (`any_driver` is build.rs's).
 #[cfg_attr(
     docsrs,
     doc(cfg(all(

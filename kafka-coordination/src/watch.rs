@@ -12,7 +12,7 @@
 mod run;
 mod tracker;
 
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 pub(crate) use run::watch_on;
 #[cfg(feature = "blocking")]
 pub(crate) use run::watch_on_thread;

@@ -6,7 +6,7 @@ mod claims;
 #[cfg(feature = "blocking")]
 pub(crate) mod thread;
 
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 pub(crate) mod task;
 
 use std::sync::Arc;
@@ -211,10 +211,7 @@ fn long_poll_manual(
 /// starts it, then its result. A driver whose runtime goes away collects the call from here:
 /// it runs the command itself if the pool never started it (a runtime shutting down refuses
 /// new blocking work), or waits for the result of the run under way.
-#[cfg_attr(
-    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(async_driver), allow(dead_code))]
 pub(crate) struct InFlight {
     command: std::sync::Mutex<Option<Command>>,
     /// When the machine issued the command (the driver's clock).
@@ -226,10 +223,7 @@ pub(crate) struct InFlight {
     done: event_listener::Event,
 }
 
-#[cfg_attr(
-    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(async_driver), allow(dead_code))]
 impl InFlight {
     /// A call of `command`, which the machine issued at `issued`.
     pub(crate) fn new(command: Command, issued: UnixMillis) -> InFlight {

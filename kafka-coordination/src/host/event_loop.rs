@@ -535,7 +535,7 @@ pub(crate) fn run_on_thread<T: Transport + Send + Sync + ?Sized + 'static>(mut c
 }
 
 /// The async flavours' loop: turns until the host stops, sleeping with runtime `R`'s timer.
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 pub(crate) async fn run_as_task<R: crate::runtime::Runtime, T>(mut core: Core<T>)
 where
     T: Transport + Send + Sync + ?Sized + 'static,

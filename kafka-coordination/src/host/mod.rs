@@ -45,7 +45,7 @@ mod window;
 
 pub use calls::DESCRIBE_BATCH;
 pub(crate) use event_loop::build;
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 pub(crate) use event_loop::run_as_task;
 #[cfg(feature = "blocking")]
 pub(crate) use event_loop::run_on_thread;

@@ -556,7 +556,7 @@ pub(crate) fn watch_on_thread(
     Ok(handle)
 }
 
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 mod on_runtime {
     use super::*;
     use crate::runtime::Runtime;
@@ -608,5 +608,5 @@ mod on_runtime {
         }
     }
 }
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 pub(crate) use on_runtime::watch_on;

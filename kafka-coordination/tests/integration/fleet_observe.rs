@@ -2,7 +2,6 @@
 //! manual clock: the observer agrees with the members' own counts, sees a member that stops
 //! renewing as not live before its lease runs out, sees a drained member lead nothing, and shows
 //! no preferred owner while members disagree on the policy.
-#![cfg(all(feature = "memory", feature = "blocking"))]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

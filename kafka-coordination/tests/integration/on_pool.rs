@@ -1,5 +1,4 @@
 //! [`OnPool`]: a blocking transport behind the completion seam, its calls on a bounded pool.
-#![cfg(all(feature = "memory", feature = "blocking"))]
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;

@@ -1,9 +1,8 @@
 //! The database fence (`kafka_coordination::postgres`) against a real PostgreSQL server.
 //!
-//! `scripts/postgres/with-postgres.sh cargo test -p kafka-coordination --features postgres,tokio --test postgres_fence`
+//! `scripts/postgres/with-postgres.sh cargo test -p kafka-coordination --features postgres,tokio --test integration postgres_fence::`
 //! starts a throwaway cluster and exports `KC_POSTGRES_URL`. Without it every test says so
 //! loudly and returns. Each test uses tables of its own, so the tests run in parallel.
-#![cfg(feature = "postgres")]
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,7 +24,7 @@ fn url() -> Option<String> {
                     std::io::stderr(),
                     "\n*** SKIPPED: KC_POSTGRES_URL is not set, so the PostgreSQL fence tests ran \
                      against nothing. Run: scripts/postgres/with-postgres.sh cargo test -p \
-                     kafka-coordination --features postgres,tokio --test postgres_fence ***\n"
+                     kafka-coordination --features postgres,tokio --test integration postgres_fence:: ***\n"
                 );
             });
             None

@@ -2,15 +2,6 @@
 //! with a ManualClock: time moves only when a test moves it, and each move returns once the
 //! hosts have acted on it (the host is one participant of the clock's settle), so no verdict
 //! depends on thread scheduling.
-#![cfg(all(
-    feature = "memory",
-    any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )
-))]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -20,9 +20,8 @@
 //! * `soak` (ignored): `SIM_SEEDS` seeds (default 1,000,000) from `SIM_SEED_START` (default
 //!   10,000, past the default suites), on `SIM_THREADS` threads (default 1), with `SIM_ROLES`
 //!   roles (default 1):
-//!   `cargo test --release -p kafka-coordination --features memory --test simulation -- --ignored soak --nocapture`
+//!   `cargo test --release -p kafka-coordination --features memory --test integration -- --ignored simulation::soak --nocapture`
 //!   (`SIM_ROLES=3 ...` soaks multi-role runs).
-#![cfg(feature = "memory")]
 
 mod sim;
 

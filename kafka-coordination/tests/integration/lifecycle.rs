@@ -2,7 +2,6 @@
 //! hands the role over on the spot; every wait returns; `resign` is the way to end a service
 //! and returns a `Result`. On the MemoryBroker with a ManualClock: no verdict depends on real
 //! time or on thread scheduling.
-#![cfg(all(feature = "memory", feature = "blocking", feature = "tokio"))]
 
 use event_listener::Listener;
 use std::sync::Arc;

@@ -1,14 +1,5 @@
 //! A leader's health (`Leadership::health`) and the ready-made [`HealthCheck`], on every
 //! driver, on the test kit's manual clock: exact instants, no sleeps.
-#![cfg(all(
-    feature = "memory",
-    any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )
-))]
 
 use std::time::Duration;
 

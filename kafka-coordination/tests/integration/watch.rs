@@ -2,15 +2,6 @@
 //! build has, on the MemoryBroker with a ManualClock through the test kit. The watch takes part
 //! in `settle`, so after every move of the clock each event the records and the time caused is
 //! queued: the tests take them with `try_next`/`drain` and never wait on real time.
-#![cfg(all(
-    feature = "memory",
-    any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )
-))]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -323,7 +314,7 @@ fn stopping_ends_the_watch(flavour: Flavour) {
     );
 }
 
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 fn the_stream_yields_the_same_events(flavour: Flavour) {
     use futures_lite::StreamExt;
     let w = TestCluster::new().flavour(flavour);

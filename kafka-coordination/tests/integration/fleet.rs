@@ -1,7 +1,6 @@
 //! Fleet balancing on the in-memory broker with a manual clock: shares follow the preferred
 //! owners, a dead member's roles are taken and spread, a member that comes back gets its share
 //! back, a drained member leads nothing, and no pair of a role writes after a newer one did.
-#![cfg(all(feature = "memory", feature = "blocking"))]
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -2,15 +2,6 @@
 //! MemoryBroker with a ManualClock, through the public test kit. Time moves only when a test
 //! moves it, and every move returns once every driver has acted on it (exact quiescence): no
 //! verdict here depends on how fast threads are scheduled.
-#![cfg(all(
-    feature = "memory",
-    any(
-        feature = "blocking",
-        feature = "tokio",
-        feature = "smol",
-        feature = "async-std"
-    )
-))]
 
 use std::time::Duration;
 
@@ -992,7 +983,7 @@ scenarios!(smol_driver, Flavour::Smol);
 scenarios!(async_std_driver, Flavour::AsyncStd);
 
 /// The async API itself (acquire, done, resign) under each executor.
-#[cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
+#[cfg(async_driver)]
 async fn async_round_trip<F, Fut>(w: &TestCluster, acquire: F)
 where
     F: Fn(kafka_coordination::testkit::TestTransport, &'static str) -> Fut,

@@ -1,5 +1,4 @@
 //! The MemoryBroker's model of Kafka: epochs, fencing, read_committed, LSO, compaction, faults.
-#![cfg(feature = "memory")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
