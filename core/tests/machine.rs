@@ -102,17 +102,24 @@ fn records(records: Vec<Record>, end_offset: i64) -> Event {
         records,
         end_offset,
         stalled: false,
+        high_watermark: Some(end_offset),
     }
 }
 fn stalled(end_offset: i64) -> Event {
     stalled_with(vec![], end_offset)
 }
-/// A read that stopped at `end_offset`, short of the log's end, with `records` before it.
+/// A read that stopped at `end_offset`, short of the log's end (two records further), with
+/// `records` before it.
 fn stalled_with(records: Vec<Record>, end_offset: i64) -> Event {
+    stalled_below(records, end_offset, Some(end_offset + 2))
+}
+/// A read that stopped at `end_offset`, with `records` before it, short of `high_watermark`.
+fn stalled_below(records: Vec<Record>, end_offset: i64, high_watermark: Option<i64>) -> Event {
     Event::RecordsRead {
         records,
         end_offset,
         stalled: true,
+        high_watermark,
     }
 }
 /// `member`'s registration at `at`, as the machine appends it.
@@ -988,6 +995,7 @@ mod random {
                     records,
                     end_offset: n + 1,
                     stalled: n % 3 == 0,
+                    high_watermark: Some(n + 1 + if n % 3 == 0 { 2 } else { 0 }),
                 }
             }),
             (0i16..3, 0usize..4).prop_map(|(e, s)| {
@@ -1388,6 +1396,118 @@ fn a_stall_that_ends_with_nothing_new_leads_to_the_challenge() {
     drain(&mut c);
     // The stalling transaction was aborted (its records and marker took offsets 3 and 4).
     c.handle(wake, records(vec![], 5)).unwrap();
+    announces_then_acquires(&mut c, wake);
+}
+
+/// A standby at its turn behind `a`'s quiet, expired lease, whose reads stalled at offset 3
+/// below `high_watermark`: after one check and one stalled read it waits, and at the next
+/// recheck it has checked again (quiet) and its read is outstanding. Returns it and the
+/// instant.
+fn quiet_holder_behind_a_stall(high_watermark: Option<i64>) -> (Candidate, UnixMillis) {
+    let now = UnixMillis(T0);
+    let mut c = standby_tailing();
+    c.handle(now, records(vec![], 3)).unwrap();
+    let turn = UnixMillis(T0 + 2000);
+    c.handle(turn, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(turn, stalled_below(vec![], 3, high_watermark))
+        .unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(turn, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    c.handle(turn, stalled_below(vec![], 3, high_watermark))
+        .unwrap();
+    assert_eq!(drain(&mut c), [], "the stall may hide renewals: wait");
+    let wake = c.poll_timeout().unwrap();
+    c.handle(wake, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(wake, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(3, None)]);
+    (c, wake)
+}
+
+#[test]
+fn reads_past_what_the_stall_hid_at_the_turn_lead_to_the_challenge_though_others_stall_them() {
+    // The partition is never without an open transaction (thousands of roles renew on it):
+    // every read stalls. The reads that get to the high watermark of the turn's read found
+    // no renewal, and the coordinator finds the holder quiet: its lease ran out.
+    let (mut c, now) = quiet_holder_behind_a_stall(Some(5));
+    c.handle(now, stalled_below(vec![], 5, Some(9))).unwrap();
+    announces_then_acquires(&mut c, now);
+}
+
+#[test]
+fn a_renewal_below_the_turns_high_watermark_is_read_before_any_challenge() {
+    let (mut c, now) = quiet_holder_behind_a_stall(Some(5));
+    // The holder renewed before its deadline; the read that reaches it stalls again on
+    // newer transactions.
+    let renewal = lease_record(4, "a", K, now.0 + 2500);
+    c.handle(now, stalled_below(vec![renewal], 5, Some(9)))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(5, Some(now.0 + 2500))]);
+}
+
+#[test]
+fn a_leader_elected_behind_the_stall_is_not_challenged_on_the_turns_horizon() {
+    let (mut c, now) = quiet_holder_behind_a_stall(Some(5));
+    // The outstanding read (after a check that found `a` quiet) is answered: still stalled,
+    // short of the turn's high watermark.
+    c.handle(now, stalled_below(vec![], 4, Some(6))).unwrap();
+    assert_eq!(drain(&mut c), []);
+    let wake = c.poll_timeout().unwrap();
+    c.handle(wake, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    // Meanwhile another standby took the role: its pair, committed, behind the stall.
+    let p = FencingToken::new(K.producer_id, K.producer_epoch + 1);
+    c.handle(wake, status(p, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(4, None)]);
+    // The reads pass the turn's horizon (5), not the high watermark read after this check.
+    c.handle(wake, stalled_below(vec![], 5, Some(8))).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [],
+        "the new leader's lease may lie below 8: wait"
+    );
+    let later = c.poll_timeout().unwrap();
+    c.handle(later, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(later, status(p, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(5, None)]);
+    let lease = lease_record(6, "c", p, later.0 + 3000);
+    c.handle(later, stalled_below(vec![lease], 8, Some(11)))
+        .unwrap();
+    // Its lease is read: `b` waits behind it, one stagger after its deadline (`a`, no longer
+    // the holder, ranks ahead of it).
+    assert_eq!(drain(&mut c), [read(8, Some(later.0 + 3500))]);
+}
+
+#[test]
+fn reads_still_short_of_the_turns_high_watermark_keep_waiting() {
+    let (mut c, now) = quiet_holder_behind_a_stall(Some(5));
+    c.handle(now, stalled_below(vec![], 4, Some(9))).unwrap();
+    assert_eq!(drain(&mut c), [], "offset 4 may be the renewal: wait");
+}
+
+#[test]
+fn without_a_high_watermark_only_a_read_that_is_not_stalled_ends_the_wait() {
+    let (mut c, now) = quiet_holder_behind_a_stall(None);
+    c.handle(now, stalled_below(vec![], 7, None)).unwrap();
+    assert_eq!(
+        drain(&mut c),
+        [],
+        "nothing says how far the stall reaches: wait"
+    );
+    let wake = c.poll_timeout().unwrap();
+    c.handle(wake, Event::Tick).unwrap();
+    assert_eq!(drain(&mut c), [describe()]);
+    c.handle(wake, status(K, TransactionState::CompleteCommit))
+        .unwrap();
+    assert_eq!(drain(&mut c), [read(7, None)]);
+    c.handle(wake, records(vec![], 9)).unwrap();
     announces_then_acquires(&mut c, wake);
 }
 

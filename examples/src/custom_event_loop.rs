@@ -320,6 +320,7 @@ fn step(n: &mut Node, now: UnixMillis, p: &Printer<'_>) -> Result<bool, Failure>
                 records: batch.records,
                 end_offset: batch.end_offset,
                 stalled: batch.stalled,
+                high_watermark: batch.high_watermark,
             },
             Err(e) => failed(&e)?,
         };
@@ -404,6 +405,7 @@ fn step(n: &mut Node, now: UnixMillis, p: &Printer<'_>) -> Result<bool, Failure>
                             records: batch.records,
                             end_offset: batch.end_offset,
                             stalled: batch.stalled,
+                            high_watermark: batch.high_watermark,
                         }),
                     ),
                 }

@@ -95,6 +95,8 @@ impl StateReader for HashMapTransport {
             records,
             end_offset,
             stalled: false,
+            // Nothing here is transactional: the log's end is its high watermark.
+            high_watermark: Some(end_offset),
         }));
     }
 }

@@ -368,12 +368,14 @@ impl Inner {
                     records: part.view.since(from),
                     end_offset: part.view.end.max(from),
                     stalled: part.view.end >= stable && stable < high_watermark,
+                    high_watermark: Some(high_watermark.max(part.view.end.max(from))),
                 }
             }
             None => ReadBatch {
                 records: Vec::new(),
                 end_offset: from,
                 stalled: false,
+                high_watermark: None,
             },
         }
     }

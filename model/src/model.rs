@@ -131,6 +131,7 @@ impl CoordinationModel {
                     records,
                     end_offset: end_offset.max(from_offset),
                     stalled: end_offset < b.log.len() as i64,
+                    high_watermark: Some(b.log.len() as i64),
                 })
             }
             Command::DescribeRole { .. } => {

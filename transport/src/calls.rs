@@ -88,6 +88,12 @@ pub struct ReadBatch {
     /// transaction holds the last stable offset back (records past `end_offset` exist but are
     /// not readable yet). `false` when the transport cannot tell.
     pub stalled: bool,
+    /// The partition's high watermark when the read was answered (the offset after its last
+    /// record, committed or not), `None` when the transport cannot tell. Every record
+    /// committed before the read was answered lies below it: a standby whose reads keep
+    /// stalling knows it has read everything its turn's read could not see once its reads get
+    /// this far (see `Event::RecordsRead` in the core).
+    pub high_watermark: Option<i64>,
 }
 
 /// Mints and describes leadership epochs (Kafka's transaction coordinator).

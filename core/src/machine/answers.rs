@@ -4,6 +4,7 @@
 
 use core::time::Duration;
 
+use super::standby::Stall;
 use super::{backoff, Candidate, Command, EndReason, Event, Io, MachineError, Term};
 use super::{BACKOFF_CAP, CLEANUP_ATTEMPTS};
 use crate::record::{Key, Lease, Registration};
@@ -85,10 +86,15 @@ impl Candidate {
                     records,
                     end_offset,
                     stalled,
+                    high_watermark,
                 },
             ) => {
                 let long_poll = wait_until.is_some();
-                self.on_read(now, &records, end_offset, stalled, long_poll);
+                let stall = Stall {
+                    stalled,
+                    high_watermark,
+                };
+                self.on_read(now, &records, end_offset, stall, long_poll);
             }
             (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Probe, Event::Described { .. }) => {

@@ -36,6 +36,12 @@ pub enum Event {
         /// expired while its reads are stalled by another role's transaction (see
         /// [`Candidate`](crate::machine::Candidate)). `false` when the transport cannot tell.
         stalled: bool,
+        /// The partition's high watermark when the read was answered (the offset after the
+        /// last record written, committed or not), `None` when the transport cannot tell. A
+        /// stalled read stops below it. Every record committed before the read was answered
+        /// lies below it, so a later read that gets this far has seen them all, however many
+        /// other transactions keep the partition stalled meanwhile.
+        high_watermark: Option<i64>,
     },
     /// The outstanding [`Command::DescribeRole`] found the coordinator's current pair and
     /// transaction state for the role ([`LeadershipStatus::NOT_FOUND`] when no member ever took

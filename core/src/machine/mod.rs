@@ -239,6 +239,7 @@ struct Term {
 ///                 records: log[from_offset as usize..].to_vec(),
 ///                 end_offset: log.len() as i64,
 ///                 stalled: false, // no transaction holds this log back
+///                 high_watermark: Some(log.len() as i64),
 ///             },
 ///             // Nobody ever took the role (a real coordinator answers DescribeTransactions).
 ///             Command::DescribeRole { .. } => Event::Described { status: LeadershipStatus::NOT_FOUND },
@@ -308,7 +309,8 @@ struct Term {
 ///   timeout abort, a new leader whose lease the read missed; or a stalled read), a fresh read
 ///   follows the answer, so anything the coordinator finished before it is readable; if that
 ///   read still says it is the standby's turn:
-///   * **nothing open**: challenge, unless the read is stalled (below);
+///   * **nothing open**: challenge, unless the read is stalled short of what the stall hid at
+///     the turn (below);
 ///   * **the holder's own transaction open** (`Ongoing` under `K`) while reads stall: a renewal
 ///     may be in flight while another role stalls the partition, so only a transaction open
 ///     for half a renew interval is taken for a dead holder's. How long it has been open comes
@@ -333,8 +335,15 @@ struct Term {
 /// below its high watermark. If no transaction of this role is open, the stall is another
 /// role's (a holder that died in the middle of a write to the same partition), and the records
 /// it hides may include this role's renewals: the standby does not take the lease it read for
-/// expired while its reads stall. It checks again every [`RECHECK`] until the read gets past
-/// the stall, which the stalled transaction's timeout bounds (Kafka aborts it after its
+/// expired while its reads stall short of what the stall hid when it checked: the high
+/// watermark (`high_watermark` of [`Event::RecordsRead`]) of its first stalled read after a
+/// check that found the same pair with nothing open. A holder alive at its deadline committed
+/// its renewal before the turn, and a leader elected since wrote its first lease before the
+/// check, both below that offset; reads that reach it with the lease unchanged show that
+/// neither happened, even while newer transactions keep the partition stalled (a partition
+/// that thousands of roles renew on is seldom without one). Until the reads get there (or
+/// past the stall, when the transport gives no high watermark) it checks again every
+/// [`RECHECK`], which the stalled transaction's timeout bounds (Kafka aborts it after its
 /// `transaction.timeout.ms`, plus up to its abort cleanup interval), and which usually ends
 /// sooner: a standby of the role whose transaction it is aborts it once it is that role's turn
 /// and the transaction has been open for half a renew interval. A process killed in the middle
@@ -462,6 +471,12 @@ pub struct Candidate {
     acquire_failed_at: Option<UnixMillis>,
     /// Whether the last read was stalled by an open transaction.
     stalled: bool,
+    /// The partition's high watermark at the last read, when the transport tells it.
+    high_watermark: Option<i64>,
+    /// Where the reads must get to before a lease read as expired is taken for expired while
+    /// reads stall and the check finds this pair with nothing open: the high watermark of the
+    /// first stalled read after such a check. Cleared when the lease moves.
+    stall_horizon: Option<(FencingToken, i64)>,
     /// When the last read was issued: what it found was true at some instant after that.
     read_issued_at: UnixMillis,
     /// Whether this member waited at its turn (a stall, a coordinator mid-abort).
@@ -566,6 +581,8 @@ impl Candidate {
             holding_since: None,
             acquire_failed_at: None,
             stalled: false,
+            high_watermark: None,
+            stall_horizon: None,
             read_issued_at: now,
             waited: false,
             held_back: false,

@@ -13,6 +13,14 @@ use crate::state::{Applied, Record};
 use crate::time::UnixMillis;
 use crate::token::FencingToken;
 
+/// What a read said of the partition beyond its records: whether an open transaction held it
+/// back, and its high watermark when the transport tells it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stall {
+    pub(super) stalled: bool,
+    pub(super) high_watermark: Option<i64>,
+}
+
 impl Candidate {
     /// A read's answer; `long_poll` says whether the read could wait for the partition to move.
     pub(super) fn on_read(
@@ -20,9 +28,13 @@ impl Candidate {
         now: UnixMillis,
         records: &[Record],
         end_offset: i64,
-        stalled: bool,
+        stall: Stall,
         long_poll: bool,
     ) {
+        let Stall {
+            stalled,
+            high_watermark,
+        } = stall;
         let unseen_before = self.registration_unseen();
         let mut lease_moved = false;
         let was_held_back = self.held_back;
@@ -45,6 +57,7 @@ impl Candidate {
                     self.released_at = None;
                     self.blind = Duration::ZERO;
                     self.outage_until = None;
+                    self.stall_horizon = None;
                 }
                 Applied::Deregistered if self.announces_a_challenge(r) => {
                     // Another member's challenge is on its way to the coordinator: wait for
@@ -69,6 +82,7 @@ impl Candidate {
             self.deferred_to = None;
         }
         self.stalled = stalled;
+        self.high_watermark = high_watermark;
         self.read_issued_at = self.issued_at;
         // A check answers only the read that directly follows it, and only while the lease it
         // was compared with stands: once the lease moved (a renewal, a new holder, a resign's
@@ -390,11 +404,13 @@ impl Candidate {
                     self.recheck(now);
                 }
             }
-            Seen::Quiet if self.stalled => {
+            Seen::Quiet if self.stalled && !self.past_stall_horizon(status.token) => {
                 // Nothing of this role is open, yet the read stops short: another role's open
                 // transaction hides the partition's newer records, among them (perhaps) this
                 // role's renewals. The lease read is not known to be expired: wait until the
-                // read gets past the stall (the stalling transaction's timeout bounds it).
+                // reads get past what the stall hid at this member's turn (the stalling
+                // transaction's timeout bounds it), even if other transactions keep the
+                // partition stalled after that.
                 self.holding_since = None;
                 self.recheck(now);
             }
@@ -439,6 +455,7 @@ impl Candidate {
         }
         self.deferred_to = None;
         self.holding_since = None;
+        self.stall_horizon = None;
         self.acquire_failed_at = None;
         self.waited = false;
         self.released_at = None;
@@ -474,6 +491,29 @@ impl Candidate {
         let until = open_since.map_or(until, |at| until.min(at + self.timing.lease_duration));
         self.contested_until = Some(self.contested_until.map_or(until, |c| c.max(until)));
         self.wait_for_turn(now);
+    }
+
+    /// Whether the reads, stalled since a check found `pair` with nothing open, have got past
+    /// everything the stall hid then: the high watermark of the first stalled read after a
+    /// check that found `pair`, kept as the horizon. Whatever that pair committed before the
+    /// check lies below it: when it is the pair of the lease read, a holder alive at its
+    /// deadline renewed before this member's turn (which came before the check); when it is
+    /// another pair, a leader elected since then wrote its first lease before the check.
+    /// Reads that reach the horizon with the lease unchanged show that neither happened, even
+    /// while other roles' transactions keep the partition stalled (a partition that thousands
+    /// of roles renew on is seldom without one). Without a high watermark from the transport,
+    /// only a read that is not stalled shows it.
+    fn past_stall_horizon(&mut self, pair: FencingToken) -> bool {
+        let read_to = self.state.next_offset();
+        if self.stall_horizon.is_none_or(|(seen, _)| seen != pair) {
+            // A high watermark at or below where a stalled read stopped says nothing.
+            self.stall_horizon = self
+                .high_watermark
+                .filter(|&hw| hw > read_to)
+                .map(|hw| (pair, hw));
+        }
+        self.stall_horizon
+            .is_some_and(|(_, horizon)| read_to >= horizon)
     }
 
     /// Looks at the state again at `now + recheck` (a check, then a read).

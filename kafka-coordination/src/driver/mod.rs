@@ -62,6 +62,7 @@ pub(crate) fn execute<T: Transport + ?Sized>(
                 records: batch.records,
                 end_offset: batch.end_offset,
                 stalled: batch.stalled,
+                high_watermark: batch.high_watermark,
             })
         }
         Command::DescribeRole { transactional_id } => transport

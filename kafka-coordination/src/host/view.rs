@@ -61,6 +61,8 @@ struct View {
     /// How far the view has read.
     end: Option<i64>,
     stalled: bool,
+    /// The high watermark of the last read, when the transport tells it.
+    high_watermark: Option<i64>,
     bufs: HashMap<Arc<str>, Buf>,
     /// Requests waiting for the next read.
     queued: Vec<Req>,
@@ -339,7 +341,11 @@ impl Views {
         }
         view.end = Some(view.end.map_or(end, |e| e.max(end)));
         view.stalled = batch.stalled;
-        let stalled = view.stalled;
+        view.high_watermark = batch.high_watermark;
+        let stalled = Stall {
+            stalled: view.stalled,
+            high_watermark: view.high_watermark,
+        };
         for r in reqs {
             let covered = view
                 .bufs
@@ -379,7 +385,14 @@ impl Views {
 }
 
 /// The answer to `r` from its role's buffer, which then keeps only what comes after `end`.
-fn serve(view: &mut View, r: Req, end: i64, stalled: bool) -> Answer {
+/// What a read said of its partition beyond the records (see `Event::RecordsRead`).
+#[derive(Clone, Copy, Debug)]
+struct Stall {
+    stalled: bool,
+    high_watermark: Option<i64>,
+}
+
+fn serve(view: &mut View, r: Req, end: i64, stall: Stall) -> Answer {
     let mut records = Vec::new();
     if let Some(buf) = view.bufs.get_mut(&r.role) {
         records = buf
@@ -397,7 +410,8 @@ fn serve(view: &mut View, r: Req, end: i64, stalled: bool) -> Answer {
         Ok(Event::RecordsRead {
             records,
             end_offset: end,
-            stalled,
+            stalled: stall.stalled,
+            high_watermark: stall.high_watermark,
         }),
     )
 }
@@ -438,6 +452,7 @@ mod tests {
             records: Vec::new(),
             end_offset: 0,
             stalled: false,
+            high_watermark: None,
         };
         assert!(views
             .read_done(3, Ok(empty.clone()), t, &|_| false)
@@ -479,6 +494,7 @@ mod tests {
                 records: vec![lease_record(offset, "leader")],
                 end_offset: offset + 1,
                 stalled: false,
+                high_watermark: None,
             };
             offset += 1;
             let answers = views.read_done(0, Ok(batch), now, &|_| false);
@@ -501,6 +517,7 @@ mod tests {
             records: all,
             end_offset: offset,
             stalled: false,
+            high_watermark: None,
         };
         let answers = views.read_done(0, Ok(batch), now, &|_| false);
         let served = answers

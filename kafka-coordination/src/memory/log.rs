@@ -187,6 +187,7 @@ impl PartitionLog {
             records,
             end_offset: lso.max(from),
             stalled: lso < self.end,
+            high_watermark: Some(self.end.max(from)),
         }
     }
 

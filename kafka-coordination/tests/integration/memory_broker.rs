@@ -737,6 +737,7 @@ fn zero_max_wait_answers_at_once() {
             records: vec![],
             end_offset: 0,
             stalled: false,
+            high_watermark: Some(0),
         }
     );
 }
@@ -852,8 +853,14 @@ fn a_stalled_partition_hides_later_records_until_the_stalling_write_times_out() 
     let t = broker.transport("a");
     let reg = register(&t, 2, &role("orders"), "a", 1);
     let read = || t.read_partition(2, 0, Duration::ZERO).unwrap();
-    assert!(read().stalled, "the open write stalls the partition");
-    assert!(read().records.is_empty(), "nothing past it is readable");
+    let stalled = read();
+    assert!(stalled.stalled, "the open write stalls the partition");
+    assert!(stalled.records.is_empty(), "nothing past it is readable");
+    assert_eq!(
+        (stalled.end_offset, stalled.high_watermark),
+        (0, Some(reg + 1)),
+        "the read stops at the open write; the high watermark is past the registration"
+    );
     clock.advance(TIMEOUT - Duration::from_millis(1));
     assert!(
         read().stalled,

@@ -337,6 +337,7 @@ impl Sim {
                         records: b.records,
                         end_offset: b.end_offset,
                         stalled: b.stalled,
+                        high_watermark: b.high_watermark,
                     })
             }
             Op::Acquire { timeout } => transport
@@ -457,10 +458,15 @@ fn short_event(e: &Event) -> String {
             records,
             end_offset,
             stalled,
+            high_watermark,
         } => format!(
             "RecordsRead {} records to {end_offset}{}",
             records.len(),
-            if *stalled { " (stalled)" } else { "" }
+            match (*stalled, high_watermark) {
+                (true, Some(hw)) => format!(" (stalled, high watermark {hw})"),
+                (true, None) => " (stalled)".to_owned(),
+                (false, _) => String::new(),
+            }
         ),
         Event::EpochGranted { token } => format!("EpochGranted {token}"),
         Event::Described { status } => format!(
