@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Runs the driver, watch, example and simulation tests N times with the CPUs oversubscribed (two busy
-# loops per core beside the tests), and prints how many rounds passed. A suite whose verdicts
-# depend on thread scheduling fails here.
+# Runs the driver, lifecycle, watch, fleet and simulation tests N times with the CPUs
+# oversubscribed (two busy loops per core beside the tests), and prints how many rounds passed. A
+# suite whose verdicts depend on thread scheduling fails here.
 #
 #   scripts/stress-tests.sh [N]        N rounds (default 20)
 #   STRESS_BUSY=K                      K busy loops instead of two per core
 #
 # The tests are built once in the release profile so that rounds take seconds, not minutes; a
-# round runs the drivers on all four runtimes, every example's scenario and the 10,000-seed
-# simulation.
+# round runs the drivers on all four runtimes, the lifecycle, watch and fleet tests and the
+# 10,000-seed simulation (modules of kafka-coordination's test binary, tests/integration/).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TERM_COLOR=never
 rounds="${1:-20}"
 busy="${STRESS_BUSY:-$(( $(nproc) * 2 ))}"
 features="kafka-coordination/tokio,kafka-coordination/smol,kafka-coordination/async-std"
-tests=(-p kafka-coordination --test integration -p kafka-coordination-examples)
+tests=(-p kafka-coordination --test integration)
 # The modules of the library's test binary that run (tests/integration/: a module per file).
 modules=(drivers:: lifecycle:: watch:: simulation:: fleet::)
 
