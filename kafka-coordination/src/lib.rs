@@ -18,7 +18,8 @@
 //!   change of leader, in log order) — see [`watch`].
 //! * Handles: [`Candidacy`](leadership::Candidacy) while waiting,
 //!   [`Leadership`](leadership::Leadership) while leading.
-//! * Transports: the four traits of [`transport`], each call in one completion form, and
+//! * Transports: the four traits of [`transport`], each call of a member in one completion
+//!   form (the leader's guarded write is the one call that blocks), and
 //!   [`transport::OnPool`] for a client whose calls block; [`memory::MemoryBroker`] (feature
 //!   `memory`, default) and `kafka::KafkaTransport` (feature `kafka`).
 //! * Clocks: [`SystemClock`], and [`ManualClock`] for tests, with exact quiescence
