@@ -342,10 +342,6 @@ impl Views {
         view.end = Some(view.end.map_or(end, |e| e.max(end)));
         view.stalled = batch.stalled;
         view.high_watermark = batch.high_watermark;
-        let stalled = Stall {
-            stalled: view.stalled,
-            high_watermark: view.high_watermark,
-        };
         for r in reqs {
             let covered = view
                 .bufs
@@ -363,7 +359,7 @@ impl Views {
             if waits {
                 view.parked.push(r);
             } else {
-                answers.push(serve(view, r, end, stalled));
+                answers.push(serve(view, r, end));
             }
         }
         let mut i = 0;
@@ -374,7 +370,7 @@ impl Views {
             });
             if ready {
                 let r = view.parked.swap_remove(i);
-                answers.push(serve(view, r, end, stalled));
+                answers.push(serve(view, r, end));
             } else {
                 i += 1;
             }
@@ -385,14 +381,7 @@ impl Views {
 }
 
 /// The answer to `r` from its role's buffer, which then keeps only what comes after `end`.
-/// What a read said of its partition beyond the records (see `Event::RecordsRead`).
-#[derive(Clone, Copy, Debug)]
-struct Stall {
-    stalled: bool,
-    high_watermark: Option<i64>,
-}
-
-fn serve(view: &mut View, r: Req, end: i64, stall: Stall) -> Answer {
+fn serve(view: &mut View, r: Req, end: i64) -> Answer {
     let mut records = Vec::new();
     if let Some(buf) = view.bufs.get_mut(&r.role) {
         records = buf
@@ -410,8 +399,8 @@ fn serve(view: &mut View, r: Req, end: i64, stall: Stall) -> Answer {
         Ok(Event::RecordsRead {
             records,
             end_offset: end,
-            stalled: stall.stalled,
-            high_watermark: stall.high_watermark,
+            stalled: view.stalled,
+            high_watermark: view.high_watermark,
         }),
     )
 }
