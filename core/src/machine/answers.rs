@@ -4,7 +4,6 @@
 
 use core::time::Duration;
 
-use super::standby::Stall;
 use super::{backoff, Candidate, Command, EndReason, Event, Io, MachineError, Term};
 use super::{BACKOFF_CAP, CLEANUP_ATTEMPTS};
 use crate::record::{Key, Lease, Registration};
@@ -90,11 +89,14 @@ impl Candidate {
                 },
             ) => {
                 let long_poll = wait_until.is_some();
-                let stall = Stall {
+                self.on_read(
+                    now,
+                    &records,
+                    end_offset,
                     stalled,
                     high_watermark,
-                };
-                self.on_read(now, &records, end_offset, stall, long_poll);
+                    long_poll,
+                );
             }
             (Io::Describe, Event::Described { status }) => self.on_described(now, status),
             (Io::Probe, Event::Described { .. }) => {

@@ -13,28 +13,18 @@ use crate::state::{Applied, Record};
 use crate::time::UnixMillis;
 use crate::token::FencingToken;
 
-/// What a read said of the partition beyond its records: whether an open transaction held it
-/// back, and its high watermark when the transport tells it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Stall {
-    pub(super) stalled: bool,
-    pub(super) high_watermark: Option<i64>,
-}
-
 impl Candidate {
-    /// A read's answer; `long_poll` says whether the read could wait for the partition to move.
+    /// A read's answer (see [`Event::RecordsRead`](super::Event::RecordsRead)); `long_poll` says
+    /// whether the read could wait for the partition to move.
     pub(super) fn on_read(
         &mut self,
         now: UnixMillis,
         records: &[Record],
         end_offset: i64,
-        stall: Stall,
+        stalled: bool,
+        high_watermark: Option<i64>,
         long_poll: bool,
     ) {
-        let Stall {
-            stalled,
-            high_watermark,
-        } = stall;
         let unseen_before = self.registration_unseen();
         let mut lease_moved = false;
         let was_held_back = self.held_back;
