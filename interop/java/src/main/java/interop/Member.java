@@ -194,13 +194,17 @@ public final class Member {
                 continue;
             }
             read(100);
-            // The end is asked after the poll, so a position at the end means every record
-            // stable when the question left is applied. The instant counts from the question,
-            // not the answer: a process paused in between reads a stale answer on waking.
+            // Ask where the stable records end, then read up to there: every record stable
+            // when the question left is applied before this member looks at its turn. The end
+            // is fixed by the question, so the catch-up ends even while other transactions on
+            // the partition keep committing (a member that chased the latest end instead could
+            // chase it forever behind a leader renewing often). The instant counts from the
+            // question, not the answer: a process paused in between reads a stale answer on
+            // waking.
             long askedAt = System.currentTimeMillis();
             long end = reader.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
-            if (reader.position(tp) < end) {
-                continue;
+            while (reader.position(tp) < end) {
+                read(100);
             }
             standBy(askedAt);
         }
