@@ -11,7 +11,8 @@
 //! Options: `--roles N` (1000), `--seconds S` of steady state after the last election (300),
 //! `--lease-ms` (30000) and `--renew-ms` (10000) (the library's defaults), `--blocking-threads
 //! N` (16: the tokio runtime's blocking pool, where transport calls run), `--partitions N`
-//! (16), `--broker-pid PID` (default: read from the test broker's pid file, if any), `--driver
+//! (16), `--broker-pid PID[,PID...]` (the brokers whose CPU is measured, summed; default: every
+//! node of the test cluster's run dir), `--driver
 //! host|tokio` (default `host`: one [`Host`](kafka_coordination::host::Host) task runs every
 //! candidacy, at most `--max-in-flight N` (8) of its calls in flight; `tokio`: a tokio task per candidacy,
 //! its calls on the runtime's blocking pool), `--connections N` (4: the client's native
@@ -58,7 +59,9 @@ use kafka_coordination::kafka::{KafkaConfig, KafkaTransport};
 use kafka_coordination::leadership::Leadership;
 use kafka_coordination::Options;
 use kafka_coordination_examples::elections;
-use kafka_coordination_examples::procfs::{cpu_seconds, own_resources, MachineCpu};
+use kafka_coordination_examples::procfs::{
+    cpu_seconds, cpu_seconds_sum, own_resources, MachineCpu,
+};
 use kafka_coordination_examples::stats::{quantile, Csv, Row};
 
 struct Args {
@@ -70,7 +73,8 @@ struct Args {
     stagger: Duration,
     blocking_threads: usize,
     partitions: i32,
-    broker_pid: Option<u32>,
+    /// The brokers' pids, comma-separated (`--broker-pid`, or every node of the run dir).
+    broker_pids: Option<String>,
     driver: String,
     max_in_flight: usize,
     connections: usize,
@@ -116,7 +120,7 @@ fn parse_args() -> Args {
         stagger: Duration::from_secs(5),
         blocking_threads: 16,
         partitions: 16,
-        broker_pid: None,
+        broker_pids: None,
         driver: "host".to_owned(),
         max_in_flight: 8,
         connections: kafka_coordination::kafka::DEFAULT_CONNECTIONS_PER_BROKER,
@@ -172,7 +176,14 @@ fn parse_args() -> Args {
             "--renew-ms" => a.renew = Duration::from_millis(n()),
             "--blocking-threads" => a.blocking_threads = n() as usize,
             "--partitions" => a.partitions = n() as i32,
-            "--broker-pid" => a.broker_pid = Some(n() as u32),
+            "--broker-pid" => {
+                if value.split(',').any(|p| p.trim().parse::<u32>().is_err()) {
+                    fail(format!(
+                        "--broker-pid: pids separated by commas, not {value}"
+                    ));
+                }
+                a.broker_pids = Some(value.clone())
+            }
             "--driver" if value == "host" || value == "tokio" => a.driver = value.clone(),
             "--driver" => fail(format!("--driver: host or tokio, not {value}")),
             "--max-in-flight" => a.max_in_flight = n() as usize,
@@ -196,27 +207,31 @@ fn parse_args() -> Args {
     if a.bootstrap.is_empty() {
         fail("--bootstrap HOST:PORT (or KAFKA_BOOTSTRAP) is required".to_owned());
     }
-    if a.broker_pid.is_none() {
-        a.broker_pid = broker_pid_from_run_dir();
+    if a.broker_pids.is_none() {
+        a.broker_pids = broker_pids_from_run_dir();
     }
     a
 }
 
-/// The test broker's pid, from scripts/kafka/start.sh's run dir.
-fn broker_pid_from_run_dir() -> Option<u32> {
+/// The test brokers' pids (every `node-*.pid` of scripts/kafka/start.sh's run dir), comma-separated.
+fn broker_pids_from_run_dir() -> Option<String> {
     let dir = std::env::var("KAFKA_RUN_DIR").unwrap_or_else(|_| ".kafka/run".to_owned());
-    let entries = std::fs::read_dir(&dir).ok()?;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.ends_with(".pid") {
-            if let Ok(text) = std::fs::read_to_string(e.path()) {
-                if let Ok(pid) = text.trim().parse() {
-                    return Some(pid);
-                }
-            }
-        }
-    }
-    None
+    let mut pids: Vec<u32> = std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.starts_with("node-") && name.ends_with(".pid")
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+        .collect();
+    pids.sort_unstable();
+    (!pids.is_empty()).then(|| {
+        pids.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 fn host_on(
@@ -487,10 +502,10 @@ impl AtKill {
     fn now(args: &Args, client: &KafkaTransport, host: &kafka_coordination::host::Host) -> AtKill {
         let at = now_ms();
         let (sent, stats) = (client.requests_sent(), host.stats());
-        let broker = args.broker_pid.map(|p| p.to_string());
+        let broker = args.broker_pids.clone();
         let (cpu_self, cpu_broker, since) = (
             cpu_seconds("self"),
-            broker.as_deref().map(cpu_seconds),
+            broker.as_deref().map(cpu_seconds_sum),
             Instant::now(),
         );
         let (by_api, machine) = (client.requests_by_api(), MachineCpu::now());
@@ -528,7 +543,7 @@ impl AtKill {
             (cpu_seconds("self") - self.cpu_self) / secs * 100.0,
             match (self.broker.as_deref(), self.cpu_broker) {
                 (Some(pid), Some(before)) =>
-                    format!("{:.0} %", (cpu_seconds(pid) - before) / secs * 100.0),
+                    format!("{:.0} %", (cpu_seconds_sum(pid) - before) / secs * 100.0),
                 _ => "unknown (--broker-pid)".to_owned(),
             },
             MachineCpu::now().since(&self.machine),
@@ -1081,10 +1096,10 @@ impl Steady {
         leaderships: &[Leadership],
         (threads1, rss1, _): (usize, u64, usize),
     ) -> Steady {
-        let broker = args.broker_pid.map(|p| p.to_string());
+        let broker = args.broker_pids.clone();
         let (cpu0, broker0, t0, requests0, machine0) = (
             cpu_seconds("self"),
-            broker.as_deref().map(cpu_seconds),
+            broker.as_deref().map(cpu_seconds_sum),
             Instant::now(),
             client.requests_sent(),
             MachineCpu::now(),
@@ -1231,7 +1246,7 @@ impl Steady {
             .broker
             .as_deref()
             .zip(self.broker0)
-            .map(|(p, b0)| format!("{:.0} %", (cpu_seconds(p) - b0) / secs * 100.0))
+            .map(|(p, b0)| format!("{:.0} %", (cpu_seconds_sum(p) - b0) / secs * 100.0))
             .unwrap_or_else(|| "n/a".to_owned());
         println!(
             "  +{secs:>5.0} s: {threads} threads, {} MiB RSS, {sockets} sockets, CPU {cpu:.1} % \
@@ -1262,7 +1277,7 @@ impl Steady {
             .broker
             .as_deref()
             .zip(self.broker0)
-            .map(|(p, b0)| (cpu_seconds(p) - b0) / secs * 100.0);
+            .map(|(p, b0)| (cpu_seconds_sum(p) - b0) / secs * 100.0);
         (secs, cpu, bcpu)
     }
 
@@ -1425,7 +1440,20 @@ impl Steady {
             "per additional role: {per_role_threads:.3} threads, {per_role_sockets:.3} sockets, \
              {per_role_kib:.1} KiB RSS; the client's native connections: {}",
             client.open_connections()
-        );
+        ); // The steady state's cost, for scripts/capacity.sh (see `capacity`).
+        if let (Some(pids), Some(b)) = (self.broker.as_deref(), bcpu) {
+            let sample = kafka_coordination_examples::capacity::Sample {
+                roles: args.roles as u64,
+                renew_ms: args.renew.as_millis() as u64,
+                seconds: secs,
+                renewals: self.lags.len() as u64,
+                broker_cpu_s: b / 100.0 * secs,
+                requests: client.requests_sent() - self.requests0,
+                brokers: pids.split(',').count() as u32,
+                replication: args.replication.max(1) as u32,
+            };
+            println!("{}", sample.line());
+        }
     }
 }
 

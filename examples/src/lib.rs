@@ -30,6 +30,7 @@
 
 pub mod args;
 pub mod blocking_worker;
+pub mod capacity;
 pub mod custom_event_loop;
 pub mod custom_transport;
 pub mod elections;

@@ -42,6 +42,16 @@ pub fn cpu_seconds(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// CPU seconds used so far by every process of `pids` (comma-separated, as
+/// `--broker-pid 1,2,3`), summed: a cluster's brokers, say.
+pub fn cpu_seconds_sum(pids: &str) -> f64 {
+    pids.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(cpu_seconds)
+        .sum()
+}
+
 /// The whole machine's CPU time so far, from the first line of `/proc/stat`, in clock ticks:
 /// what a benchmark compares between two instants to tell a busy or stolen machine from slow
 /// code.
