@@ -21,11 +21,11 @@
 compile_error!("the kafka-coordination command-line tool supports Unix only");
 
 mod failure;
-mod fleet;
+mod fleet_commands;
 mod output;
 mod processes;
-mod run;
 mod settings;
+mod supervisor;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -96,7 +96,7 @@ enum Command {
     /// term is stopped (SIGTERM, SIGKILL after --grace) before the supervisor resigns or exits.
     /// Exit codes: the child's own when it exited by itself while leading, 75 after a lost
     /// term, 128 + N after signal N; 1 a failure, 2 a configuration or authorization error.
-    Run(run::RunArgs),
+    Run(supervisor::RunArgs),
     /// Remove a member's registration (a ghost that will not come back), so the members
     /// behind it move up one rank.
     Deregister {
@@ -117,7 +117,7 @@ enum Command {
     /// or ask a member to drain (`drain`).
     Fleet {
         #[command(subcommand)]
-        action: fleet::FleetAction,
+        action: fleet_commands::FleetAction,
     },
 }
 
@@ -223,14 +223,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
             count,
         } => watch(c, &role, renewals, history, count),
         Command::Roles { all } => list_roles(c, all),
-        Command::Run(args) => run::run(c, args),
+        Command::Run(args) => supervisor::run(c, args),
         Command::Deregister {
             role,
             member,
             force,
         } => deregister(c, &role, &member, force),
         Command::Topic { action } => topic(c, action),
-        Command::Fleet { action } => fleet::fleet(c, action),
+        Command::Fleet { action } => fleet_commands::fleet(c, action),
     }
 }
 

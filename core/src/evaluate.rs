@@ -7,10 +7,10 @@
 //! role without one. The stagger only saves epoch churn: InitProducerId is atomic at the
 //! coordinator, so even simultaneous challenges leave exactly one newest epoch.
 
-use crate::config::Timing;
 use crate::record::MemberId;
 use crate::state::RoleState;
 use crate::time::{duration_millis, UnixMillis};
+use crate::timing::Timing;
 
 /// What a member knows about itself beyond the shared state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

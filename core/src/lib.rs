@@ -7,8 +7,8 @@
 //! * [`state`]: the roster and lease of one role, built from its partition's records.
 //! * [`mod@evaluate`]: one decision from that state: wait, challenge or renew.
 //! * [`machine`]: [`Candidate`], the life of one member as a state machine.
-//! * [`describe`]: a third party's view of who is authoritative.
-//! * [`config`]: the timing of leases and challenges.
+//! * [`leadership_status`]: a third party's view of who is authoritative.
+//! * [`timing`]: the timing of leases and challenges.
 //! * [`time`]: wall-clock instants in milliseconds; the caller always passes `now`.
 //!
 //! The crate is `#![no_std]` with `alloc`; the default `std` feature only adds
@@ -21,23 +21,29 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod config;
-pub mod describe;
 pub mod evaluate;
+pub mod leadership_status;
 pub mod machine;
 pub mod partition;
 pub mod record;
 pub mod state;
 pub mod time;
+pub mod timing;
 pub mod token;
+
+/// The old path of [`leadership_status`].
+#[doc(hidden)]
+pub use leadership_status as describe;
+/// The old path of [`timing`].
+#[doc(hidden)]
+pub use timing as config;
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 
-pub use config::{Timing, TimingError};
-pub use describe::{LeadershipStatus, PairRelation, TransactionState};
 pub use evaluate::{evaluate, Standing, Step};
+pub use leadership_status::{LeadershipStatus, PairRelation, TransactionState};
 pub use machine::{Candidate, Command, EndReason, Event, MachineError, Status};
 pub use state::{Record, RoleState};
 
@@ -48,4 +54,5 @@ pub use record::{
 };
 
 pub use time::UnixMillis;
+pub use timing::{Timing, TimingError};
 pub use token::FencingToken;

@@ -16,7 +16,7 @@ use core::fmt;
 /// would then refuse the new leader and accept the deposed one. Decide with:
 ///
 /// * equality with the coordinator's current pair,
-///   [`LeadershipStatus::authoritative`](crate::describe::LeadershipStatus::authoritative), for
+///   [`LeadershipStatus::authoritative`](crate::leadership_status::LeadershipStatus::authoritative), for
 ///   "is this writer the current one";
 /// * the term number (the offset of the term's first lease record, which strictly grows per
 ///   role across every hand-over, producer-id change and epoch exhaustion) for "is this write
@@ -66,7 +66,7 @@ impl FencingToken {
     /// **Not a fencing decision.** It is exact between two pairs of one producer id (epochs
     /// only grow under one id), but across a producer-id change a newer pair can compare
     /// *less* (see [No order](Self#no-order)). Fence with
-    /// [`authoritative`](crate::describe::LeadershipStatus::authoritative) and the term number
+    /// [`authoritative`](crate::leadership_status::LeadershipStatus::authoritative) and the term number
     /// instead. Kept for ports of the record format and the golden `tokens.json` vectors.
     pub fn spec_compare(&self, other: &FencingToken) -> Ordering {
         match (self.is_no_epoch(), other.is_no_epoch()) {

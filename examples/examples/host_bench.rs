@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_coordination::core::UnixMillis;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::host::{Host, HostOptions};
 use kafka_coordination::leadership::{Candidacy, Leadership};
-use kafka_coordination::link::Link;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{Options, SystemClock};
 use kafka_coordination_examples::elections;

@@ -37,8 +37,8 @@ use std::thread;
 use std::time::Duration;
 
 use kafka_coordination::blocking;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::leadership::Candidacy;
-use kafka_coordination::link::Link;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::{Error, FencingToken, Options};
 

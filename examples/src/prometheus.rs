@@ -33,8 +33,8 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::leadership::{Candidacy, Leadership};
-use kafka_coordination::link::Link;
 use kafka_coordination::transport::Transport;
 use kafka_coordination::{blocking, HealthCheck, Options, SystemClock};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};

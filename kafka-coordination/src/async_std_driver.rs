@@ -28,5 +28,5 @@ impl Runtime for Rt {
     }
 }
 
-crate::flavour::runtime_api!(Rt, " on an async-std task");
-crate::flavour::host_api!(Rt, " on one async-std task");
+crate::async_api::runtime_api!(Rt, " on an async-std task");
+crate::async_api::host_api!(Rt, " on one async-std task");

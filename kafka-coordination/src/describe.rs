@@ -1,6 +1,6 @@
 //! Looking at a role from outside: who is authoritative, and the roster and lease.
 
-use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::partition::role_partition;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::state::RoleState;

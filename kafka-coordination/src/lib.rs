@@ -49,18 +49,21 @@ pub use kafka_coordination_core as core;
 #[doc = include_str!("../README.md")]
 mod readme {}
 
+#[cfg(async_driver)]
+mod async_api;
 pub mod clock;
+pub mod cuttable_link;
 pub mod describe;
 #[cfg_attr(not(any_driver), allow(dead_code, unused_imports))]
 mod driver;
 pub mod error;
-#[cfg(async_driver)]
-mod flavour;
 pub mod health;
 #[cfg_attr(not(any_driver), allow(dead_code, unused_imports))]
 pub mod host;
 pub mod leadership;
-pub mod link;
+/// The old path of [`cuttable_link`].
+#[doc(hidden)]
+pub use cuttable_link as link;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;

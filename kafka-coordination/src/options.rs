@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_coordination_core::config::Timing;
 pub use kafka_coordination_core::machine::DEFAULT_MAX_CLOCK_SKEW;
+use kafka_coordination_core::timing::Timing;
 
 use crate::clock::{Clock, SystemClock};
 pub use kafka_coordination_transport::duration::parse_duration;

@@ -24,5 +24,5 @@ impl Runtime for Rt {
     }
 }
 
-crate::flavour::runtime_api!(Rt, " on a smol task");
-crate::flavour::host_api!(Rt, " on one smol task");
+crate::async_api::runtime_api!(Rt, " on a smol task");
+crate::async_api::host_api!(Rt, " on one smol task");

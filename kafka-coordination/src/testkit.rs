@@ -12,14 +12,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::state::RoleState;
 use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
 
 use crate::clock::{Clock, ManualClock};
+use crate::cuttable_link::Link;
 use crate::leadership::{Candidacy, Error, Leadership, Shared, Snapshot};
-use crate::link::Link;
 use crate::memory::{MemoryBroker, MemoryTransport};
 use crate::options::Options;
 

@@ -23,5 +23,5 @@ impl Runtime for Rt {
     }
 }
 
-crate::flavour::runtime_api!(Rt, " on a tokio task");
-crate::flavour::host_api!(Rt, " on one tokio task");
+crate::async_api::runtime_api!(Rt, " on a tokio task");
+crate::async_api::host_api!(Rt, " on one tokio task");

@@ -9,15 +9,15 @@
 //!
 //! What a watch reports, and its limits: [`WatchEvent`].
 
-mod run;
 mod tracker;
+mod watcher;
 
-#[cfg(async_driver)]
-pub(crate) use run::watch_on;
-#[cfg(feature = "blocking")]
-pub(crate) use run::watch_on_thread;
-pub use run::{StopHandle, Watch};
 pub use tracker::{
     leader_at, roles, Leader, LeaseTracker, RoleLeader, Vacancy, VacancyReason, WatchEvent,
     WatchOptions,
 };
+#[cfg(async_driver)]
+pub(crate) use watcher::watch_on;
+#[cfg(feature = "blocking")]
+pub(crate) use watcher::watch_on_thread;
+pub use watcher::{StopHandle, Watch};

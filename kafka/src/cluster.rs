@@ -206,7 +206,7 @@ impl Cluster {
                 Ok(v) => return Ok(v),
                 Err(failed) => {
                     let pause = retries.pause(self, what, deadline, failed)?;
-                    super::exec::sleep_until(Instant::now() + pause).await;
+                    super::task_runtime::sleep_until(Instant::now() + pause).await;
                 }
             }
         }
@@ -298,7 +298,7 @@ impl Cluster {
     ) -> Result<T, Attempt> {
         let addr = match self.cached_leader(topic, partition) {
             Some(addr) => addr,
-            None => super::exec::block_on(self.look_up_leader(topic, partition, deadline))?,
+            None => super::task_runtime::block_on(self.look_up_leader(topic, partition, deadline))?,
         };
         let result = self.on(&addr, deadline, f);
         self.forget_leader_after(topic, partition, &result);
@@ -753,7 +753,7 @@ impl Cluster {
         let Some(_) = verdict(topic, partition, expected, first) else {
             return err;
         };
-        super::exec::sleep_until(Instant::now() + CONFIRM_PAUSE).await;
+        super::task_runtime::sleep_until(Instant::now() + CONFIRM_PAUSE).await;
         let Ok(second) = self
             .topic_state(topic, deadline.max(Instant::now() + CONFIRM_PAUSE))
             .await

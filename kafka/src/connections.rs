@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::protocol::StrBytes;
 
-use crate::exec::oneshot;
 use crate::net::conn::{ApiCounts, Conn, NetError, SessionDue, CANNOT_CONNECT};
 use crate::security::Security;
+use crate::task_runtime::oneshot;
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::thread_pool::{Job, Placed};
 
@@ -596,7 +596,7 @@ impl Pool {
     /// [`with`](Self::with), run on one of `addr`'s connection threads instead of the
     /// caller's: returns at once, and the answer arrives on the receiver. The caller holds no
     /// thread while the request waits for a connection or for its answer. (Under
-    /// [`block_on`](crate::exec::block_on), whose thread waits anyway, it runs there, at once.)
+    /// [`block_on`](crate::task_runtime::block_on), whose thread waits anyway, it runs there, at once.)
     ///
     /// Each broker has up to `per_broker` connection threads (a [`kafka_coordination_transport::thread_pool::Pool`]: started
     /// when requests are queued and none is free, ended after [`kafka_coordination_transport::thread_pool::IDLE`] without
@@ -614,7 +614,7 @@ impl Pool {
         f: impl FnOnce(&mut Conn) -> Result<T, NetError> + Send + 'static,
     ) -> oneshot::Receiver<Result<T, NetError>> {
         let (tx, rx) = oneshot::channel();
-        if crate::exec::inline() {
+        if crate::task_runtime::inline() {
             // A blocking call: its thread waits anyway, so the request runs on it.
             let _ = tx.send(self.with(addr, deadline, f));
             return rx;
@@ -638,7 +638,7 @@ impl Pool {
         let Some(job) = broker.threads.follow_up(job) else {
             return rx;
         };
-        let priority = crate::exec::priority().unwrap_or_else(now_millis);
+        let priority = crate::task_runtime::priority().unwrap_or_else(now_millis);
         if broker.threads.submit(priority, job) == Placed::Waits {
             // Every connection thread is busy: if they all stay stuck on unanswered requests,
             // the broker is silent and what waits here should not wait for the request timeout.
@@ -650,7 +650,7 @@ impl Pool {
     /// Has [`check_pile_up`](Self::check_pile_up) run for `addr` at `when`.
     fn check_pile_up_at(pool: std::sync::Weak<Pool>, addr: &str, when: Instant) {
         let addr = addr.to_owned();
-        crate::exec::at(when, move || {
+        crate::task_runtime::at(when, move || {
             if let Some(live) = pool.upgrade() {
                 live.check_pile_up(pool, &addr);
             }

@@ -161,7 +161,9 @@ impl SharedReader {
         let started = Instant::now();
         let _reading = Reading::begin(inner, partition);
         if max_wait.is_zero() || !inner.is_live(partition) {
-            super::exec::block_on(inner.catch_up(partition, started + inner.request_timeout))?;
+            super::task_runtime::block_on(
+                inner.catch_up(partition, started + inner.request_timeout),
+            )?;
         }
         if !max_wait.is_zero() {
             // A huge max_wait (Duration::MAX) waits a day at most instead of overflowing.
@@ -188,7 +190,7 @@ impl SharedReader {
                 inner.partitions, inner.topic
             ))));
         }
-        super::exec::spawn(async move {
+        super::task_runtime::spawn(async move {
             let from = from_offset.max(0);
             let deadline = Instant::now() + inner.request_timeout;
             let read = {
@@ -404,7 +406,9 @@ impl Inner {
             }
             if lost {
                 drop(st);
-                super::exec::block_on(self.catch_up(partition, now + self.request_timeout))?;
+                super::task_runtime::block_on(
+                    self.catch_up(partition, now + self.request_timeout),
+                )?;
                 st = lock(&self.state);
                 continue;
             }
@@ -881,7 +885,7 @@ impl Inner {
         for (partition, at) in out_of_range {
             let reset =
                 self.reset_to_log_start(partition, at, Instant::now() + self.request_timeout);
-            if super::exec::block_on(reset).is_err() {
+            if super::task_runtime::block_on(reset).is_err() {
                 lost.push(partition);
             }
         }

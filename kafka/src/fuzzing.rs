@@ -20,8 +20,8 @@ use kafka_protocol::protocol::{HeaderVersion, Request};
 use super::batch;
 use super::fetch::View;
 use super::net::{Conn, NetError, Replay};
+use super::response_shapes;
 use super::security::{Mechanism, Scram};
-use super::wire;
 
 /// The bound of [`fetched`] on the decompressed records of one batch.
 pub const DECOMPRESSED_LIMIT: usize = 128 * 1024;
@@ -31,7 +31,7 @@ pub const SCRAM_NONCE: &str = "fyko+d2lbbFgONRv9qkxdawL";
 
 /// Every response the client reads: API key, request name, first and last version.
 pub fn apis() -> Vec<(i16, &'static str, i16, i16)> {
-    wire::SHAPES
+    response_shapes::SHAPES
         .iter()
         .map(|s| (s.api_key, s.name, s.versions.0, s.versions.1))
         .collect()
@@ -39,13 +39,13 @@ pub fn apis() -> Vec<(i16, &'static str, i16, i16)> {
 
 /// Well-formed response bodies `(api key, version, body)`, one per API and version.
 pub fn samples() -> Vec<(i16, i16, Vec<u8>)> {
-    super::samples::samples()
+    super::sample_responses::samples()
 }
 
 /// Record batches as a Fetch of the state topic returns them: two records of a transaction
 /// (offsets 40 and 41) and its commit marker (42).
 pub fn sample_batches() -> Vec<u8> {
-    super::samples::record_batches().to_vec()
+    super::sample_responses::record_batches().to_vec()
 }
 
 /// [`sample_batches`] with the records of its data batch compressed, once per way a member

@@ -49,8 +49,7 @@ mod cluster;
 mod codec;
 mod config;
 mod connections;
-mod describe;
-mod exec;
+mod describe_transactions;
 mod fetch;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -59,12 +58,13 @@ mod net;
 mod oauth;
 mod offsets;
 mod registrar;
+mod response_shapes;
 #[cfg(any(test, feature = "fuzzing"))]
-mod samples;
+mod sample_responses;
 mod security;
+mod task_runtime;
 mod topic;
 mod txn;
-mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -85,7 +85,7 @@ pub use self::topic::{Finding, Severity, TopicReport};
 pub use kafka_coordination_transport::{ConsumedOffset, GroupOffsets, GuardedRecord};
 
 use self::cluster::Cluster;
-use self::describe::DescribeClient;
+use self::describe_transactions::DescribeClient;
 use self::fetch::SharedReader;
 use self::registrar::Appender;
 use self::txn::Sessions;
@@ -192,7 +192,7 @@ impl KafkaTransport {
         }
     }
 
-    /// Runs `then` with `priority` (see [`exec::with_priority`]) now if the state topic was
+    /// Runs `then` with `priority` (see [`task_runtime::with_priority`]) now if the state topic was
     /// checked; otherwise on a thread of [`WAITING_THREADS`] once the check passed, or hands
     /// the check's error to `failed`.
     fn after_topic_check(
@@ -202,13 +202,13 @@ impl KafkaTransport {
         failed: impl FnOnce(TransportError) + Send + 'static,
     ) {
         if self.topic_checked.load(Ordering::Acquire) {
-            return exec::with_priority(priority, then);
+            return task_runtime::with_priority(priority, then);
         }
         let check = self.topic_check();
         let _ = self.waiting.submit(
             priority,
             Box::new(move || match check.run() {
-                Ok(()) => exec::with_priority(priority, then),
+                Ok(()) => task_runtime::with_priority(priority, then),
                 Err(e) => failed(e),
             }),
         );
@@ -275,7 +275,7 @@ impl KafkaTransport {
         let probe = Role::new(format!("{}.describe-check", self.config.topic()))
             .map_err(|e| TransportError::config(e.to_string()))?;
         report.describe_transactions_failed =
-            match exec::block_on(self.describe.describe_async(&probe)) {
+            match task_runtime::block_on(self.describe.describe_async(&probe)) {
                 // Refused as unsupported or answered in a way this client cannot use; an
                 // authorization failure or a passing error says nothing about the API.
                 Err(e) if matches!(e.kind(), ErrorKind::Config | ErrorKind::Fatal) => {
@@ -385,7 +385,7 @@ impl KafkaTransport {
         token: FencingToken,
         records: &[GuardedRecord<'_>],
     ) -> Result<Vec<i64>, TransportError> {
-        exec::block_on(self.writing().guarded_write(token, records, None))
+        task_runtime::block_on(self.writing().guarded_write(token, records, None))
     }
 
     /// [`guarded_write`](Self::guarded_write) that also commits `offsets`, a consumer group's
@@ -404,7 +404,7 @@ impl KafkaTransport {
         records: &[GuardedRecord<'_>],
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
-        exec::block_on(self.writing().guarded_write(token, records, Some(offsets)))
+        task_runtime::block_on(self.writing().guarded_write(token, records, Some(offsets)))
     }
 
     /// The committed offsets of consumer group `group` for `partitions` (topic, partition), one
@@ -430,7 +430,7 @@ impl KafkaTransport {
             return Ok(Vec::new());
         }
         let deadline = Instant::now() + self.config.operation_timeout();
-        exec::block_on(
+        task_runtime::block_on(
             self.sessions
                 .groups()
                 .committed(group, &partitions, deadline),
@@ -680,12 +680,12 @@ impl Coordinator for KafkaTransport {
         priority: i64,
         done: kafka_coordination_transport::AcquireDone,
     ) {
-        exec::with_priority(priority, || {
+        task_runtime::with_priority(priority, || {
             let sessions = Arc::clone(&self.sessions);
             let config = Arc::clone(&self.config);
             let native = Arc::clone(&self.cluster);
             let waiting = Arc::clone(&self.waiting);
-            exec::spawn(async move {
+            task_runtime::spawn(async move {
                 match sessions.acquire_async(&role, transaction_timeout).await {
                     Err(e)
                         if e.kafka_code()
@@ -713,9 +713,9 @@ impl Coordinator for KafkaTransport {
         priority: i64,
         done: kafka_coordination_transport::DescribeDone,
     ) {
-        exec::with_priority(priority, || {
+        task_runtime::with_priority(priority, || {
             let client = self.describe.clone();
-            exec::spawn(async move {
+            task_runtime::spawn(async move {
                 let answers = client.describe_many_async(&roles).await;
                 done(answers);
             });
@@ -792,7 +792,7 @@ impl StateReader for KafkaTransport {
         }
         let reader = Arc::clone(&self.reader);
         if max_wait.is_zero() {
-            let (done, failed) = exec::split(done);
+            let (done, failed) = task_runtime::split(done);
             return self.after_topic_check(
                 priority,
                 move || reader.start_read(partition, from_offset, done),
@@ -871,11 +871,11 @@ impl LeaseWriter for KafkaTransport {
             return done(Err(e));
         }
         let writing = self.writing();
-        let (done, failed) = exec::split(done);
+        let (done, failed) = task_runtime::split(done);
         self.after_topic_check(
             priority,
             move || {
-                exec::spawn(async move {
+                task_runtime::spawn(async move {
                     let written = writing
                         .write_lease(partition, &key, value.as_deref(), token)
                         .await;

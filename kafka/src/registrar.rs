@@ -14,8 +14,8 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 use super::classify::code;
 use super::cluster::{Attempt, Cluster};
 use super::config::KafkaConfig;
-use super::exec::AsyncMutex;
 use super::net::Conn;
+use super::task_runtime::AsyncMutex;
 use super::txn::{
     encode_batch, partition_answer, produce_request, produce_version, MAX_INIT_PRODUCER_ID,
 };
@@ -146,7 +146,7 @@ enum Sent {
 ///   anything is sent, starts a sender task for each partition that had none, and returns;
 ///   the appends queued behind a batch in flight are that batch's sender's to send, and it
 ///   calls their completions. The sender's requests go to the connection threads (see
-///   `exec.rs`). The blocking [`Appender::append`] sends on its own thread when it finds
+///   `task_runtime.rs`). The blocking [`Appender::append`] sends on its own thread when it finds
 ///   nobody sending, and waits for its own answer. A host hands its candidacies'
 ///   registrations over this way, so a host that registers thousands of roles at once holds
 ///   no thread for them and sends a few Produce requests per partition, not one per role.
@@ -192,7 +192,7 @@ impl Appender {
     pub(crate) fn append_all(self: &Arc<Self>, appends: Vec<Append>) {
         for (partition, lane) in self.queue(appends) {
             let appender = Arc::clone(self);
-            super::exec::spawn(async move { appender.send_rounds(partition, &lane).await });
+            super::task_runtime::spawn(async move { appender.send_rounds(partition, &lane).await });
         }
     }
 

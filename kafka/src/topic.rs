@@ -16,8 +16,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::classify::code;
 use super::cluster::{Attempt, Cluster, Layout};
 use super::config::{millis, KafkaConfig};
-use super::exec::block_on;
 use super::net::Conn;
+use super::task_runtime::block_on;
 use kafka_coordination_transport::error::TransportError;
 
 /// The value `cleanup.policy` must have.

@@ -20,8 +20,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::classify::code;
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
-use super::exec::AsyncMutex;
 use super::offsets::{add_offsets_on, Groups, OwnedGroupOffsets};
+use super::task_runtime::AsyncMutex;
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::{GroupOffsets, GuardedRecord};
@@ -199,14 +199,14 @@ impl Sessions {
     /// Drops the session of `role` (the term is over for this process) and returns at once.
     /// An open transaction that was not committing is aborted, best effort, so that it does
     /// not hold back readers until its timeout: by a task on the client's executor (see
-    /// [`exec::spawn`](super::exec::spawn)), which waits for a write still in flight to let go
+    /// [`spawn`](super::task_runtime::spawn)), which waits for a write still in flight to let go
     /// of the session, never on the caller's thread (an async runtime's, or a host's loop).
     pub(crate) fn release(self: &Arc<Self>, role: &Role) {
         let Some(held) = lock(&self.roles).remove(role) else {
             return;
         };
         let sessions = Arc::clone(self);
-        super::exec::spawn(async move {
+        super::task_runtime::spawn(async move {
             let mut s = held.session.lock().await;
             if s.unfinished.open && !s.unfinished.committing && !held.fenced.load(Ordering::Acquire)
             {
@@ -274,7 +274,7 @@ impl Sessions {
 
     /// Writes `records` in one transaction of the session holding `token`; returns each
     /// record's offset. Holds no thread while it waits (for the session, or for an answer)
-    /// unless run with [`block_on`](super::exec::block_on).
+    /// unless run with [`block_on`](super::task_runtime::block_on).
     pub(crate) async fn write_async(
         &self,
         token: FencingToken,

@@ -159,19 +159,19 @@
 //! 9. **The machine accepts its answers** ([`NO_MACHINE_ERROR`]): `Candidate::handle` never
 //!    returns an error and never has two I/O commands outstanding.
 
-mod config;
+mod checker;
 mod model;
 mod properties;
-mod run;
-mod state;
+mod scenario;
+mod system;
 mod trace;
 
-pub use config::{Config, Mutation};
+pub use checker::{check, Figures, Search};
 pub use model::CoordinationModel;
 pub use properties::{
     FENCE, HANDOVER, LEASE_ORDER, LIVENESS, NO_FAILBACK, NO_MACHINE_ERROR, ONE_ELECTION,
     ONE_LEADER, PROPERTIES, STEP_DOWN,
 };
-pub use run::{check, Figures, Search};
-pub use state::{Action, Broker, Budget, Entry, Fault, Ghost, Io, Member, State, Txn, TxnState};
+pub use scenario::{Config, Mutation};
+pub use system::{Action, Broker, Budget, Entry, Fault, Ghost, Io, Member, State, Txn, TxnState};
 pub use trace::{summary, trace};

@@ -7,12 +7,12 @@ use kafka_coordination_core::{
 };
 use stateright::{Model, Property};
 
-use crate::config::{Config, Mutation};
 use crate::properties::{
     FENCE, HANDOVER, LEASE_ORDER, LIVENESS, NO_FAILBACK, NO_MACHINE_ERROR, ONE_ELECTION,
     ONE_LEADER, STEP_DOWN,
 };
-use crate::state::{
+use crate::scenario::{Config, Mutation};
+use crate::system::{
     Action, Broker, Budget, Entry, Fault, Ghost, Io, Member, State, Txn, TxnState, PRODUCER_ID,
 };
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use kafka_coordination_core::machine::Command;
 
-use crate::state::{Action, Io, State, Txn};
+use crate::system::{Action, Io, State, Txn};
 
 /// One line per member and one for the broker: a state as a trace prints it.
 pub fn summary(s: &State) -> String {

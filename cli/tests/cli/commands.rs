@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination::core::record::{Key, MemberId, Registration, Role};
 use kafka_coordination::core::UnixMillis;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::kafka::KafkaConfig;
-use kafka_coordination::link::Link;
 use kafka_coordination::transport::Wait;
 use kafka_coordination::watch::VacancyReason;
 use kafka_coordination::watch::WatchOptions;

@@ -244,7 +244,7 @@ fn the_pages_rust_blocks_are_these_modules() {
 fn every_kc_variable_of_the_code_is_on_the_page() {
     // What the tool reads: every `env = "KC_..."` of its flags.
     let mut code = Vec::new();
-    for file in ["settings.rs", "run.rs", "main.rs"] {
+    for file in ["settings.rs", "supervisor.rs", "main.rs"] {
         let source = read(&format!("src/{file}"));
         for part in source.split("env = \"").skip(1) {
             if let Some(name) = part.split('"').next().filter(|n| n.starts_with("KC_")) {
@@ -253,8 +253,8 @@ fn every_kc_variable_of_the_code_is_on_the_page() {
         }
     }
     assert!(code.len() >= 16, "the flags' variables: {code:?}");
-    // What `run` gives its child: the `("KC_...", ...)` pairs of run.rs.
-    let run = read("src/run.rs");
+    // What `run` gives its child: the `("KC_...", ...)` pairs of supervisor.rs.
+    let run = read("src/supervisor.rs");
     let mut child = Vec::new();
     for part in run.split("(\"KC_").skip(1) {
         if let Some(name) = part.split('"').next() {

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use crate::describe::LeadershipStatus;
+use crate::leadership_status::LeadershipStatus;
 use crate::record::Role;
 use crate::state::Record;
 use crate::time::UnixMillis;

@@ -6,8 +6,8 @@ use alloc::collections::VecDeque;
 use core::time::Duration;
 
 use super::{Candidate, Io, Seen, RECHECK};
-use crate::describe::{LeadershipStatus, TransactionState};
 use crate::evaluate::{evaluate, Standing, Step};
+use crate::leadership_status::{LeadershipStatus, TransactionState};
 use crate::record::MemberId;
 use crate::state::{Applied, Record};
 use crate::time::UnixMillis;

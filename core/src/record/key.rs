@@ -1,6 +1,6 @@
 //! The key of every record: format version, kind, role, member.
 
-use super::error::{Field, FormatError, FormatErrorKind, Part};
+use super::format_error::{Field, FormatError, FormatErrorKind, Part};
 use super::names::{MemberId, Role};
 use super::version::FORMAT_VERSION;
 use super::wire::{put_str, Reader};

@@ -1,6 +1,6 @@
 //! The registration value: a member joined the role.
 
-use super::error::{Field, FormatError, Part};
+use super::format_error::{Field, FormatError, Part};
 use super::names::MemberId;
 use super::version::FORMAT_VERSION;
 use super::wire::{put_str, Reader};

@@ -1,7 +1,7 @@
 //! The wire primitives: Kafka's big-endian integers and `i16`-length strings, and a
 //! bounds-checked reader that names the part and field of every failure.
 
-use super::error::{Field, FormatError, FormatErrorKind, Part};
+use super::format_error::{Field, FormatError, FormatErrorKind, Part};
 use super::version::FORMAT_VERSION;
 use bytes::BufMut;
 

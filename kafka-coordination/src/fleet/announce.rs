@@ -3,7 +3,7 @@
 //! by `;key=value` fields, values percent-encoded where they hold `;`, `=`, `%` or a control
 //! character. Unknown keys are ignored, so later versions can add fields.
 
-use super::error::FleetError;
+use super::fleet_error::FleetError;
 use super::preference::{Policy, Version};
 
 const PREFIX: &str = "kc-fleet/1";

@@ -56,7 +56,7 @@ impl ObservedMember {
 /// time plus the lease, so `deadline - now + 1.5 renew >= lease`). A member that misses
 /// renewals is not handed roles, though its leases may still run.
 ///
-/// The fleet's loop (`live_members` in `run.rs`) applies the same rule to the members it reads.
+/// The fleet's loop (`live_members` in `membership.rs`) applies the same rule to the members it reads.
 pub fn heartbeat_is_live(member: &str, holder: &Leader, timing: &Timing, now: UnixMillis) -> bool {
     let fresh = holder.deadline.since(now) + timing.renew_interval * 3 / 2 >= timing.lease_duration;
     holder.deadline > now && fresh && holder.member.as_str() == member
@@ -64,7 +64,7 @@ pub fn heartbeat_is_live(member: &str, holder: &Leader, timing: &Timing, now: Un
 
 /// What a role name of the fleet topic is to fleet `fleet`: `<fleet>/<member>` a heartbeat,
 /// `<fleet>//a/<member>` an announcement (a member name is not empty and holds no `/`). The
-/// fleet's loop (`read_heartbeats` in `run.rs`) reads the names the same way.
+/// fleet's loop (`read_heartbeats` in `membership.rs`) reads the names the same way.
 pub(super) fn fleet_role<'a>(fleet: &str, name: &'a str) -> Option<(&'a str, bool)> {
     let rest = name.strip_prefix(fleet)?.strip_prefix('/')?;
     let member = |m: &'a str| (!m.is_empty() && !m.contains('/')).then_some(m);

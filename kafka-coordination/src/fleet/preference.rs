@@ -40,13 +40,13 @@ impl fmt::Display for Policy {
 }
 
 impl FromStr for Policy {
-    type Err = super::error::FleetError;
-    fn from_str(s: &str) -> Result<Policy, super::error::FleetError> {
+    type Err = super::fleet_error::FleetError;
+    fn from_str(s: &str) -> Result<Policy, super::fleet_error::FleetError> {
         match s {
             "balance" => Ok(Policy::Balance),
             "prefer-newest" => Ok(Policy::PreferNewest),
             "prefer-oldest" => Ok(Policy::PreferOldest),
-            other => Err(super::error::FleetError::InvalidPolicy {
+            other => Err(super::fleet_error::FleetError::InvalidPolicy {
                 policy: other.to_owned(),
             }),
         }
@@ -64,8 +64,8 @@ pub struct Version {
 impl Version {
     /// Parses `text`; an empty part, a sign, letters or more than 8 parts are refused with an
     /// error that quotes the text.
-    pub fn parse(text: &str) -> Result<Version, super::error::FleetError> {
-        let bad = || super::error::FleetError::InvalidVersion {
+    pub fn parse(text: &str) -> Result<Version, super::fleet_error::FleetError> {
+        let bad = || super::fleet_error::FleetError::InvalidVersion {
             version: text.to_owned(),
         };
         if text.is_empty() {

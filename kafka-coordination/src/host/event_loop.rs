@@ -18,11 +18,11 @@ use crate::leadership::{Error, Spawner};
 use crate::transport::Transport;
 use kafka_coordination_transport::lock::lock;
 
-use super::calls::Outgoing;
+use super::completions::Outgoing;
 use super::handle::{Host, HostHandle};
+use super::host_options::{HostOptions, HostStats, DEFAULT_MAX_IN_FLIGHT};
 use super::inbox::{Bell, Done, Inbox};
-use super::options::{HostOptions, HostStats, DEFAULT_MAX_IN_FLIGHT};
-use super::view::{Req, Views};
+use super::shared_reads::{Req, Views};
 use super::window::{due, Window};
 
 /// Where a hosted candidacy is.

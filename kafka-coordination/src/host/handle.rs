@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::leadership::{Candidacy, Error};
 use crate::options::Options;
 
-use super::options::HostStats;
+use super::host_options::HostStats;
 
 /// What a [`Host`] handle can do, whatever the transport's type.
 pub(super) trait Hosting: Send + Sync {

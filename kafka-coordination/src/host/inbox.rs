@@ -15,7 +15,7 @@ use crate::transport::{ReadBatch, Transport};
 use kafka_coordination_transport::lock::lock;
 
 use super::handle::Hosting;
-use super::options::HostStats;
+use super::host_options::HostStats;
 
 /// The host's doorbell: rung by the transport's threads when a call finished, by [`Host::start`], and by
 /// a hosted candidacy's cancel or resign (which also marks that some candidacy wants

@@ -13,7 +13,7 @@ use crate::error::TransportError;
 use crate::transport::Transport;
 use kafka_coordination_transport::lock::lock;
 
-use super::calls::{Answer, Outgoing, Started, DESCRIBE_BATCH};
+use super::completions::{Answer, Outgoing, Started, DESCRIBE_BATCH};
 use super::event_loop::Core;
 use super::inbox::Done;
 use super::window::{answered_or, Due, Start};

@@ -14,12 +14,12 @@ use crate::clock::Clock;
 use crate::error::{ErrorKind, TransportError};
 use crate::transport::Record;
 
-use super::faults::{BrokerOp, CallCounts, Faults};
-use super::log::PartitionLog;
-use super::state::{
+use super::broker_state::{
     AcceptedLeaseWrite, CallHook, Inner, ProducerIds, DEFAULT_MAX_TRANSACTION_TIMEOUT,
     FIRST_PRODUCER_ID,
 };
+use super::faults::{BrokerOp, CallCounts, Faults};
+use super::log::PartitionLog;
 
 /// The state shared by a broker's clones and its transports.
 pub(super) struct Shared {
@@ -149,7 +149,7 @@ impl Locked<'_> {
 /// # The model
 ///
 /// **Coordinator.** Per transactional id (= role): a producer id, an epoch, a
-/// [`TransactionState`](kafka_coordination_core::describe::TransactionState), a transaction
+/// [`TransactionState`](kafka_coordination_core::leadership_status::TransactionState), a transaction
 /// timeout and at most one open transaction.
 ///
 /// * `acquire_epoch` (InitProducerId): a brand-new id gets a fresh producer id and epoch 0; an
@@ -168,7 +168,7 @@ impl Locked<'_> {
 ///   [`MemoryBroker::next_producer_id_smaller`] and [`MemoryBroker::set_next_producer_id`]
 ///   model a coordinator move (or an expired transactional id) that yields a smaller id.
 /// * `describe_epoch` answers the current pair and state, or
-///   [`LeadershipStatus::NOT_FOUND`](kafka_coordination_core::describe::LeadershipStatus::NOT_FOUND).
+///   [`LeadershipStatus::NOT_FOUND`](kafka_coordination_core::leadership_status::LeadershipStatus::NOT_FOUND).
 ///
 /// **Transport sessions.** A [`MemoryTransport`](super::MemoryTransport) is one member. Like the Kafka transport it
 /// keeps the producer that its last `acquire_epoch` of a role bound (the pair that call

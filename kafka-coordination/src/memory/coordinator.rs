@@ -3,13 +3,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kafka_coordination_core::describe::{LeadershipStatus, TransactionState};
+use kafka_coordination_core::leadership_status::{LeadershipStatus, TransactionState};
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;
 
+use super::broker_state::{AcceptedLeaseWrite, Inner, OpenTxn, TxnEntry, EXHAUSTED_EPOCH};
 use super::log::PartitionLog;
-use super::state::{AcceptedLeaseWrite, Inner, OpenTxn, TxnEntry, EXHAUSTED_EPOCH};
 use crate::error::TransportError;
 
 /// Ends the open transaction of `entry` (if any) in every partition it wrote, and sets the

@@ -120,7 +120,7 @@ fn a_failing_transport_surfaces_an_error_after_the_give_up_time(flavour: Flavour
     let w = cluster(flavour);
     let b = w.join(ROLE, "b");
     // b was elected at once; a second member whose link is cut before its driver starts fails.
-    let link = kafka_coordination::link::Link::new(w.broker().transport("c"));
+    let link = kafka_coordination::cuttable_link::Link::new(w.broker().transport("c"));
     link.cut();
     let c = w.try_join_on(link, ROLE, "c", w.options()).expect("starts");
     let t0 = w.now();
@@ -434,7 +434,7 @@ fn offsets_commit_with_the_guarded_write_and_a_deposed_leaders_are_refused(flavo
 /// holds or contests is refused.
 fn one_transport_serves_many_roles_and_refuses_a_second_candidacy_for_one(flavour: Flavour) {
     let w = cluster(flavour);
-    let shared = kafka_coordination::link::Link::new(w.broker().transport("process-1"));
+    let shared = kafka_coordination::cuttable_link::Link::new(w.broker().transport("process-1"));
     let start = |role: &str| w.try_join_on(shared.clone(), role, "process-1", w.options());
     let a = start("billing").expect("billing");
     let b = start("shipping").expect("shipping");
@@ -989,7 +989,7 @@ where
     F: Fn(kafka_coordination::testkit::TestTransport, &'static str) -> Fut,
     Fut: std::future::Future<Output = Result<kafka_coordination::leadership::Leadership, Error>>,
 {
-    let transport = kafka_coordination::link::Link::new(w.broker().transport("a"));
+    let transport = kafka_coordination::cuttable_link::Link::new(w.broker().transport("a"));
     let a = acquire(transport, "a").await.expect("elected");
     assert!(!a.is_done());
     // A guarded write awaited on this executor.
@@ -1083,7 +1083,7 @@ fn dropping_the_acquire_future_deregisters() {
         .unwrap();
     rt.block_on(async {
         let fut = kafka_coordination::tokio_driver::acquire_leadership(
-            kafka_coordination::link::Link::new(w.broker().transport("b")),
+            kafka_coordination::cuttable_link::Link::new(w.broker().transport("b")),
             ROLE,
             "b",
             w.options(),
@@ -1195,7 +1195,7 @@ fn errors_say_things_once_and_chain_their_causes() {
     // A candidacy that gives up: the last transport error is the source, not repeated. A
     // leader is there first, and c's link is cut before its driver starts: deterministic.
     let _a = w.join(ROLE, "a");
-    let link = kafka_coordination::link::Link::new(w.broker().transport("c"));
+    let link = kafka_coordination::cuttable_link::Link::new(w.broker().transport("c"));
     link.cut();
     let c = w.try_join_on(link, ROLE, "c", w.options()).expect("starts");
     assert!(w.advance_until(LEASE * 4, || c.is_done()));

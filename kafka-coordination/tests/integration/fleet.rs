@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination::core::time::UnixMillis;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::fleet::{preference, Fleet, FleetOptions, FleetRole, Policy, Version};
 use kafka_coordination::host::{Host, HostOptions};
-use kafka_coordination::link::Link;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::watch::leader_at;
 use kafka_coordination::{blocking, ManualClock, Options};

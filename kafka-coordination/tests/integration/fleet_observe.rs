@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_coordination::core::time::UnixMillis;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::fleet::{
     self, preference, Fleet, FleetOptions, FleetRole, FleetStatus, ObservedMember, Policy,
 };
 use kafka_coordination::host::{Host, HostOptions};
-use kafka_coordination::link::Link;
 use kafka_coordination::memory::{MemoryBroker, MemoryTransport};
 use kafka_coordination::watch::roles;
 use kafka_coordination::{blocking, Clock, ManualClock, Options};

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::UnixMillis;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::error::ErrorKind;
 use kafka_coordination::host::{Host, HostOptions};
 use kafka_coordination::leadership::{Candidacy, Leadership};
-use kafka_coordination::link::Link;
 use kafka_coordination::memory::{BrokerOp, MemoryBroker};
 use kafka_coordination::testkit::Flavour;
 use kafka_coordination::transport::Transport;

@@ -241,7 +241,7 @@ fn resign_returns_a_result_so_question_mark_works() {
 #[test]
 fn resign_reports_an_exit_that_could_not_be_finished() {
     let w = World::new();
-    let link = kafka_coordination::link::Link::new(w.broker.transport("a"));
+    let link = kafka_coordination::cuttable_link::Link::new(w.broker.transport("a"));
     let leader =
         Arc::new(blocking::acquire_leadership(link.clone(), ROLE, "a", w.options()).expect("lead"));
     link.cut();

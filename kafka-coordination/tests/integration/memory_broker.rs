@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_coordination::core::describe::{LeadershipStatus, TransactionState};
+use kafka_coordination::core::leadership_status::{LeadershipStatus, TransactionState};
 use kafka_coordination::core::record::{Key, Lease, MemberId, Registration, Role};
 use kafka_coordination::core::state::RoleState;
 use kafka_coordination::core::time::UnixMillis;

@@ -2,7 +2,7 @@
 //! clocks against the `MemoryBroker` in virtual time, under seeded crashes, restarts (some under
 //! a new name, leaving ghosts), pauses longer than the lease, resigns, broker failures and
 //! delays, a coordinator slower than the stagger, stalls by another role's open transaction,
-//! and epoch exhaustion. The model and the exact invariants are documented in `sim/mod.rs`.
+//! and epoch exhaustion. The model and the exact invariants are documented in `sim.rs`.
 //!
 //! Multi-role processes: with `SIM_ROLES=<n>` (n >= 2) every member is a process hosting a
 //! candidate of each of n roles on one shared transport (some roles on the same partition), and

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_coordination::core::UnixMillis;
+use kafka_coordination::cuttable_link::Link;
 use kafka_coordination::error::{ErrorKind, TransportError};
-use kafka_coordination::link::Link;
 use kafka_coordination::testkit::{Flavour, TestCluster, TestMember, LEASE, RENEW};
 use kafka_coordination::transport::ReadDone;
 use kafka_coordination::transport::StateReader;

@@ -198,7 +198,7 @@ fn a_request_runs_on_a_connection_thread_and_resumes_its_task_there() {
     ));
     let (tx, rx) = std::sync::mpsc::channel();
     let answer = pool.request(&addr, soon(), |_| Ok(()));
-    crate::exec::spawn(async move {
+    crate::task_runtime::spawn(async move {
         let outcome = answer.await;
         let on = std::thread::current().name().map(str::to_owned);
         let _ = tx.send((outcome.map(io_message), on));
@@ -225,7 +225,7 @@ fn queued_requests_go_out_in_the_order_of_their_priorities() {
     ));
     // The only connection thread is busy until this request's deadline: it goes first
     // (the smallest priority), whenever the thread starts.
-    let busy = crate::exec::with_priority(i64::MIN, || {
+    let busy = crate::task_runtime::with_priority(i64::MIN, || {
         pool.request(&addr, Instant::now() + Duration::from_secs(1), |_| Ok(()))
     });
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -233,15 +233,16 @@ fn queued_requests_go_out_in_the_order_of_their_priorities() {
     // Already out of time when their turn comes: each answers at once, in turn.
     let soon = Instant::now() + Duration::from_millis(50);
     for priority in [30i64, 10, 20] {
-        let answer = crate::exec::with_priority(priority, || pool.request(&addr, soon, |_| Ok(())));
+        let answer =
+            crate::task_runtime::with_priority(priority, || pool.request(&addr, soon, |_| Ok(())));
         let (order, tx) = (Arc::clone(&order), tx.clone());
-        crate::exec::spawn(async move {
+        crate::task_runtime::spawn(async move {
             let _ = answer.await;
             lock(&order).push(priority);
             let _ = tx.send(());
         });
     }
-    let _ = crate::exec::block_on(busy);
+    let _ = crate::task_runtime::block_on(busy);
     for _ in 0..3 {
         rx.recv_timeout(Duration::from_secs(60)).expect("answered");
     }
@@ -263,9 +264,9 @@ fn requests_queued_behind_unanswered_ones_find_the_broker_silent() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let first = pool.request(&addr, deadline, |_| Ok(()));
     let queued = pool.request(&addr, deadline, |_| Ok(()));
-    let first = io_message(crate::exec::block_on(first).expect("answered"));
+    let first = io_message(crate::task_runtime::block_on(first).expect("answered"));
     assert!(first.contains("went silent"), "{first}");
-    let queued = io_message(crate::exec::block_on(queued).expect("answered"));
+    let queued = io_message(crate::task_runtime::block_on(queued).expect("answered"));
     assert!(queued.contains("which went silent"), "{queued}");
     assert!(pool.is_silent(&addr));
     // The first request's connection, and the one that checked whether the broker is busy.

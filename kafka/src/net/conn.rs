@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use super::refusal::{refusal, rustls_error};
-use crate::wire;
+use crate::response_shapes;
 use kafka_coordination_transport::error::TransportError;
 
 /// The largest response accepted. The answers this client asks for are small (a metadata
@@ -250,14 +250,14 @@ impl Conn {
     }
 
     /// Decodes the body of `R`'s response at `version` once its bytes have passed the shape
-    /// check ([`wire::check`]), which bounds what decoding allocates. An answer that fails the
+    /// check ([`response_shapes::check`]), which bounds what decoding allocates. An answer that fails the
     /// check drops the connection (the call may be tried again on a new one).
     pub(crate) fn decode<R: Request>(
         &self,
         mut body: Bytes,
         version: i16,
     ) -> Result<R::Response, NetError> {
-        if let Err(why) = wire::check(R::KEY, version, &body) {
+        if let Err(why) = response_shapes::check(R::KEY, version, &body) {
             return Err(NetError::Io(format!(
                 "a malformed answer from {} to API key {} v{version} ({} bytes): {why}",
                 self.addr,

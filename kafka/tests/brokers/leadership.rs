@@ -1026,7 +1026,7 @@ fn a_stalled_last_stable_offset_does_not_depose_a_healthy_leader() {
 /// the middle of a write from a renewal in flight. A committed transaction has no start.
 #[test]
 fn an_open_transaction_is_described_with_the_instant_it_began() {
-    use kafka_coordination::core::describe::TransactionState;
+    use kafka_coordination::core::leadership_status::TransactionState;
     use rdkafka::config::ClientConfig;
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -1326,8 +1326,8 @@ fn the_async_std_driver_acquires_and_resigns() {
 /// host's terms meet the fence when the link comes back.
 #[test]
 fn a_host_leads_many_roles_and_hands_them_all_over_when_it_dies() {
+    use kafka_coordination::cuttable_link::Link;
     use kafka_coordination::host::HostOptions;
-    use kafka_coordination::link::Link;
     let Some(b) = bootstrap() else { return };
     // Forty roles renew on one host: with the 2 s lease of the other tests, a loaded machine
     // (or a slower ZooKeeper-mode coordinator) delays a renewal past a lease's end and the

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_coordination::core::describe::{LeadershipStatus, PairRelation, TransactionState};
+use kafka_coordination::core::leadership_status::{
+    LeadershipStatus, PairRelation, TransactionState,
+};
 use kafka_coordination::core::record::Role;
 use kafka_coordination::core::token::FencingToken;
 use kafka_coordination::error::ErrorKind;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use stateright::{Checker, HasDiscoveries, Model};
 
-use crate::config::Config;
 use crate::model::CoordinationModel;
+use crate::scenario::Config;
 use crate::trace::trace;
 
 /// The figures of one run.

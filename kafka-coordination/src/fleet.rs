@@ -62,17 +62,17 @@
 //! ```
 
 mod announce;
-mod error;
+mod fleet_error;
+mod membership;
 mod observe;
 pub mod preference;
-mod run;
 
 pub use announce::{roles_digest, Announcement};
-pub use error::FleetError;
+pub use fleet_error::FleetError;
+pub use membership::{
+    drain_role, request_drain, DrainReport, Fleet, FleetMember, FleetOptions, FleetRole, FleetStats,
+};
 pub use observe::{
     heartbeat_is_live, members, status, FleetStatus, MemberStatus, ObservedMember, RoleStatus,
 };
 pub use preference::{Policy, Version};
-pub use run::{
-    drain_role, request_drain, DrainReport, Fleet, FleetMember, FleetOptions, FleetRole, FleetStats,
-};

@@ -12,7 +12,7 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
 
 use super::announce::Announcement;
-use super::error::FleetError;
+use super::fleet_error::FleetError;
 use super::preference::{self, Candidate, Policy, Version};
 use crate::clock::{Clock, Participant};
 use crate::host::Host;

@@ -34,20 +34,20 @@
 //! # Ok::<(), kafka_coordination::Error>(())
 //! ```
 
-mod calls;
+mod completions;
 mod event_loop;
 mod handle;
+mod host_options;
 mod inbox;
 mod io;
-mod options;
-mod view;
+mod shared_reads;
 mod window;
 
-pub use calls::DESCRIBE_BATCH;
+pub use completions::DESCRIBE_BATCH;
 pub(crate) use event_loop::build;
 #[cfg(async_driver)]
 pub(crate) use event_loop::run_as_task;
 #[cfg(feature = "blocking")]
 pub(crate) use event_loop::run_on_thread;
 pub use handle::Host;
-pub use options::{HostOptions, HostStats, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REFRESH};
+pub use host_options::{HostOptions, HostStats, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REFRESH};

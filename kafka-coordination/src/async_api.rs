@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::state::RoleState;
 
 use crate::leadership::Error;
@@ -99,7 +99,7 @@ macro_rules! runtime_api {
             coordinator: &C,
             role: &str,
         ) -> Result<$crate::LeadershipStatus, $crate::Error> {
-            $crate::flavour::describe_leadership_on::<$rt, C>(coordinator, role).await
+            $crate::async_api::describe_leadership_on::<$rt, C>(coordinator, role).await
         }
 
         /// Watches `role`'s leadership from any process, member or not: a
@@ -119,7 +119,7 @@ macro_rules! runtime_api {
             reader: &S,
             role: &str,
         ) -> Result<$crate::watch::RoleLeader, $crate::Error> {
-            $crate::flavour::leader_on::<$rt, S>(reader, role).await
+            $crate::async_api::leader_on::<$rt, S>(reader, role).await
         }
 
         /// [`describe_role_state`](crate::describe::describe_role_state), off the async threads.
@@ -129,7 +129,7 @@ macro_rules! runtime_api {
             reader: &S,
             role: &str,
         ) -> Result<$crate::core::RoleState, $crate::Error> {
-            $crate::flavour::describe_role_state_on::<$rt, S>(reader, role).await
+            $crate::async_api::describe_role_state_on::<$rt, S>(reader, role).await
         }
     };
 }
@@ -147,7 +147,7 @@ macro_rules! host_api {
             transport: std::sync::Arc<T>,
             options: $crate::host::HostOptions,
         ) -> Result<$crate::host::Host, $crate::Error> {
-            $crate::flavour::host_on::<$rt, T>(transport, options)
+            $crate::async_api::host_on::<$rt, T>(transport, options)
         }
     };
 }

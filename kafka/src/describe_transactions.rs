@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_coordination_core::describe::{LeadershipStatus, TransactionState};
+use kafka_coordination_core::leadership_status::{LeadershipStatus, TransactionState};
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
 use kafka_protocol::messages::describe_transactions_response::TransactionState as TransactionStateResponse;
@@ -230,8 +230,8 @@ mod tests {
             KafkaConfig::new("127.0.0.1:1", 1).with_request_timeout(Duration::from_millis(300));
         let client = DescribeClient::new(&config).expect("client");
         let role = Role::new("r").expect("role");
-        let e =
-            super::super::exec::block_on(client.describe_async(&role)).expect_err("unreachable");
+        let e = super::super::task_runtime::block_on(client.describe_async(&role))
+            .expect_err("unreachable");
         assert!(e.is_retriable());
         assert!(e.message().contains("127.0.0.1:1"), "{}", e.message());
     }

@@ -21,12 +21,12 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use crate::config::{Timing, TimingError};
-use crate::describe::{LeadershipStatus, TransactionState};
+use crate::leadership_status::{LeadershipStatus, TransactionState};
 use crate::partition::role_partition;
 use crate::record::{Key, MemberId, Role};
 use crate::state::RoleState;
 use crate::time::UnixMillis;
+use crate::timing::{Timing, TimingError};
 use crate::token::FencingToken;
 
 mod answers;

@@ -25,15 +25,15 @@
 //! The semantics it models, and the fault switches: [`MemoryBroker`].
 
 mod broker;
+mod broker_state;
 mod coordinator;
 mod faults;
 mod log;
-mod state;
-mod transport;
+mod memory_transport;
 
 pub use broker::{MemoryBroker, LONG_POLL_THREADS};
-pub use faults::{BrokerOp, CallCounts};
-pub use state::{
+pub use broker_state::{
     AcceptedLeaseWrite, DEFAULT_MAX_TRANSACTION_TIMEOUT, EXHAUSTED_EPOCH, FIRST_PRODUCER_ID,
 };
-pub use transport::MemoryTransport;
+pub use faults::{BrokerOp, CallCounts};
+pub use memory_transport::MemoryTransport;

@@ -712,7 +712,7 @@ mod tests {
     /// short anywhere is refused.
     #[test]
     fn the_shapes_accept_what_kafka_protocol_encodes() {
-        let samples = super::super::samples::samples();
+        let samples = super::super::sample_responses::samples();
         assert_eq!(
             samples.len(),
             SHAPES

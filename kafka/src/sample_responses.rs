@@ -1,6 +1,7 @@
-//! Well-formed answers of every API and version in [`wire::SHAPES`](super::wire::SHAPES),
-//! encoded by `kafka-protocol`, with every array (nested ones too) holding elements and the
-//! known tagged fields set: the shapes' tests check them, and the fuzz harness mutates them.
+//! Well-formed answers of every API and version in
+//! [`response_shapes::SHAPES`](super::response_shapes::SHAPES), encoded by `kafka-protocol`,
+//! with every array (nested ones too) holding elements and the known tagged fields set: the
+//! shapes' tests check them, and the fuzz harness mutates them.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -75,7 +76,7 @@ fn encode(message: &impl Encodable, version: i16) -> Vec<u8> {
 /// `(api key, version, body)` for every API and version the client reads.
 pub(crate) fn samples() -> Vec<(i16, i16, Vec<u8>)> {
     let mut out = Vec::new();
-    for shape in super::wire::SHAPES {
+    for shape in super::response_shapes::SHAPES {
         for v in shape.versions.0..=shape.versions.1 {
             out.push((shape.api_key, v, sample(shape.api_key, v)));
         }

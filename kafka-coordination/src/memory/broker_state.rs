@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_coordination_core::describe::TransactionState;
+use kafka_coordination_core::leadership_status::TransactionState;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
 use kafka_coordination_core::token::FencingToken;

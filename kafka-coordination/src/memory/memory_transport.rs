@@ -9,7 +9,7 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use event_listener::EventListener;
-use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 

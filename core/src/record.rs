@@ -20,7 +20,7 @@
 //! part and whose [`FormatErrorKind`] says what was wrong. Encoding cannot fail, because [`Role`]
 //! and [`MemberId`] are checked when they are built.
 
-mod error;
+mod format_error;
 mod key;
 mod lease;
 mod names;
@@ -28,7 +28,7 @@ mod registration;
 mod version;
 mod wire;
 
-pub use error::{Field, FormatError, FormatErrorKind, Part};
+pub use format_error::{Field, FormatError, FormatErrorKind, Part};
 pub(crate) use key::peek_key_role;
 pub use key::{Key, KeyKind, KeyRef};
 pub use lease::{Lease, LeaseRef};
