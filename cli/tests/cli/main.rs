@@ -7,6 +7,8 @@
 //!   leader SIGKILLed, `deregister`;
 //! - `data_topic`: `topic create-data`;
 //! - `fleet`: `fleet status` and `fleet drain`;
+//! - `fleet_acls`: a fleet's members, `fleet status` and `fleet drain` under the authorizer of
+//!   the SASL_SSL listener, with exactly the ACLs docs/guide/deploying.md gives them;
 //! - `deploying_guide`: docs/guide/deploying.md, its examples run on the secured listeners;
 //! - `interop`: the tool and the library beside the Java member of `interop/java` (needs
 //!   `scripts/interop.sh` first).
@@ -15,4 +17,5 @@ mod commands;
 mod data_topic;
 mod deploying_guide;
 mod fleet;
+mod fleet_acls;
 mod interop;
