@@ -481,8 +481,8 @@ fn the_cli_authenticates_with_a_token_file() {
 
 fn elect(t: KafkaTransport, role: &str, member: &str) -> Leadership {
     let options = Options::new()
-        .lease_duration(Duration::from_secs(2))
-        .renew_interval(Duration::from_millis(500))
+        .lease_duration(Duration::from_secs(4))
+        .renew_interval(Duration::from_millis(1000))
         .challenge_stagger(Duration::from_millis(300))
         .clock(SystemClock);
     let candidacy = blocking::start(t, role, member, options).expect("a candidacy");

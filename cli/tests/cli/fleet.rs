@@ -92,8 +92,8 @@ struct Member {
 
 fn member(bootstrap: &str, fleet: &str, name: &str) -> Member {
     let options = Options::new()
-        .lease_duration(Duration::from_secs(2))
-        .renew_interval(Duration::from_millis(500))
+        .lease_duration(Duration::from_secs(4))
+        .renew_interval(Duration::from_millis(1000))
         .challenge_stagger(Duration::from_millis(300));
     let state = transport_with(KafkaConfig::new(bootstrap, PARTITIONS));
     let beats = transport_with(KafkaConfig::new(bootstrap, 1).with_topic(FLEET_TOPIC));
