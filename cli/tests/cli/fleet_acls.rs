@@ -10,7 +10,8 @@
 //! - `fleet drain` is refused (exit 2, naming what is missing) without Write on the fleet topic
 //!   and without its TransactionalId row, and drains a member with all its rows.
 //! - A member without the announcement's TransactionalId row renews its heartbeat but is not
-//!   announced (`fleet status` shows it not live) while its heartbeat runs on for two leases;
+//!   announced (`fleet status` shows it not live) while its heartbeat runs on for two leases,
+//!   and says why (`Fleet::heartbeat_error` names the TransactionalId);
 //!   one without Read on the fleet topic reports a read error naming the ACL and the topic
 //!   (`Fleet::read_error`). Each, granted the missing row, becomes live.
 //!
@@ -424,6 +425,23 @@ fn a_fleet_needs_the_documented_acls() {
     });
     assert_eq!(v["live_members"], 0, "{v}");
     assert!(c.fleet.members().is_empty(), "{:?}", c.fleet.members());
+    // The member itself says what holds it back: the announcement's TransactionalId.
+    let deadline = Instant::now() + PROMPT;
+    let error = loop {
+        if let Some(e) = c.fleet.heartbeat_error() {
+            break e;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no heartbeat error without the announcement's row after {PROMPT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        error.starts_with("the announcement ended")
+            && error.contains(&format!("TransactionalId '{lone}//a/{c_name}'")),
+        "{error}"
+    );
     // The row granted, it is announced and live.
     admin.grant(
         &c_user.name,
@@ -435,6 +453,14 @@ fn a_fleet_needs_the_documented_acls() {
     status_until(&sasl, &observer, &state, &lone, "announced", |v| {
         member_of(v, &c_name).is_some_and(|m| m["live"] == true && m["state"] == "live")
     });
+    let deadline = Instant::now() + PROMPT;
+    while let Some(e) = c.fleet.heartbeat_error() {
+        assert!(
+            Instant::now() < deadline,
+            "still a heartbeat error once live, after {PROMPT:?}: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // A member without Read on the fleet topic: its reads fail, naming the topic.
     let d_name = format!("{lone}-d");

@@ -222,6 +222,9 @@ struct St {
     /// A drain request came through the fleet topic.
     drain_requested: bool,
     read_error: Option<String>,
+    /// Why this member's heartbeat or announcement candidacy last ended with an error, until
+    /// the member is seen live again.
+    heartbeat_error: Option<String>,
 }
 
 /// Starts a candidacy in the fleet topic: (role, member id, options).
@@ -395,6 +398,7 @@ impl Fleet {
                 drain: DrainReport::default(),
                 drain_requested: false,
                 read_error: None,
+                heartbeat_error: None,
             }),
             changed: Event::new(),
             wake: Event::new(),
@@ -489,6 +493,14 @@ impl Fleet {
     /// The last failure to read the fleet topic, if the last read failed.
     pub fn read_error(&self) -> Option<String> {
         lock(&self.inner.state).read_error.clone()
+    }
+
+    /// Why this member's heartbeat or its announcement in the fleet topic last ended with an
+    /// error (an ACL the broker refused, say), until the member is seen live again. A member
+    /// that never becomes live shows here what holds it back; the fleet keeps starting the
+    /// candidacy again meanwhile.
+    pub fn heartbeat_error(&self) -> Option<String> {
+        lock(&self.inner.state).heartbeat_error.clone()
     }
 
     /// Starts draining and returns at once: the member announces that it drains (so nobody
@@ -680,6 +692,18 @@ impl Inner {
     /// (a member starting its roles one by one announces once).
     fn ensure_heartbeat(&self, st: &mut St) -> Result<(), FleetError> {
         let ended = |c: &Candidacy| c.shared().lock().outcome.is_some();
+        // What ended a candidacy with an error is kept for `heartbeat_error` before the
+        // candidacy is started again (a refused ACL ends every attempt the same way).
+        let failure = |c: &Candidacy| match &c.shared().lock().outcome {
+            Some(Err(e)) => Some(e.to_string()),
+            _ => None,
+        };
+        if let Some(e) = st.heartbeat.as_ref().and_then(failure) {
+            st.heartbeat_error = Some(format!("the heartbeat ended: {e}"));
+        }
+        if let Some(e) = st.announcing.as_ref().and_then(|(_, c)| failure(c)) {
+            st.heartbeat_error = Some(format!("the announcement ended: {e}"));
+        }
         if st.heartbeat.as_ref().is_none_or(ended) {
             let role = heartbeat_role(&self.fleet, &self.me);
             st.heartbeat = Some((self.start_heartbeat)(
@@ -826,6 +850,9 @@ impl Inner {
             st.live_since.entry(name.clone()).or_insert(now);
         }
         st.live_since.retain(|name, _| live.contains_key(name));
+        if live.contains_key(&self.me) {
+            st.heartbeat_error = None;
+        }
         st.live = live.into_values().collect();
     }
 
