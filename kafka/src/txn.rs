@@ -22,7 +22,7 @@ use super::cluster::Cluster;
 use super::config::KafkaConfig;
 use super::offsets::{add_offsets_on, Groups, OwnedGroupOffsets};
 use super::task_runtime::AsyncMutex;
-use kafka_coordination_transport::error::TransportError;
+use kafka_coordination_transport::error::{ErrorKind, TransportError};
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::{GroupOffsets, GuardedRecord};
 
@@ -311,6 +311,18 @@ impl Sessions {
         if let Err(e) = &result {
             if e.is_fenced() {
                 held.fenced.store(true, Ordering::Release);
+            } else if e.kind() == ErrorKind::Unauthorized
+                && s.unfinished.open
+                && !s.unfinished.committing
+            {
+                // A refusal is definite: the transaction it left open is aborted now, not by
+                // the next write. Left open, it would hold back the partitions it touched and,
+                // if the next write came later than its timeout (the lease), the coordinator's
+                // abort would bump the epoch and end the term.
+                let by = Instant::now() + self.request_timeout.min(Duration::from_secs(2));
+                if self.end_txn(&mut s, false, by).await.is_ok() {
+                    s.unfinished.open = false;
+                }
             }
         }
         result

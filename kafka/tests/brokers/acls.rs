@@ -644,6 +644,71 @@ fn after_a_failed_produce_the_next_guarded_write_needs_read_on_the_topic() {
 }
 
 #[test]
+fn a_guarded_write_refused_by_an_acl_leaves_no_transaction_open() {
+    // The records are produced, then the group's offsets are refused (no READ on the group):
+    // the write fails, and the transaction it opened is aborted before the call returns, not
+    // left open until the next write or the coordinator's timeout (60 s here, so only the
+    // client can have ended it).
+    use kafka_coordination::core::leadership_status::TransactionState;
+    use kafka_coordination::transport::{ConsumedOffset, GroupOffsets};
+    let Some(w) = world() else { return };
+    let role = unique("acl-refused-open");
+    let group = unique("acl-refused-group");
+    let user = w.user("acl-o");
+    w.grant(
+        &user,
+        &[
+            Acl::transactional_id(&role, Op::Write),
+            Acl::topic(&w.data, Op::Write),
+            Acl::topic(&w.data, Op::Read),
+        ],
+    );
+    let t = KafkaTransport::new(w.config(&user)).expect("transport");
+    let r = Role::new(role.clone()).expect("role");
+    let token = t
+        .acquire_epoch(&r, Duration::from_secs(60))
+        .expect("acquire");
+    let consumed = [ConsumedOffset {
+        topic: &w.data,
+        partition: 0,
+        next_offset: 1,
+        metadata: None,
+    }];
+    let commit = || {
+        t.guarded_write_with_offsets(
+            token,
+            &[GuardedRecord {
+                topic: &w.data,
+                partition: 0,
+                key: Some(b"k"),
+                value: Some(b"v"),
+                headers: &[],
+            }],
+            GroupOffsets {
+                group: &group,
+                offsets: &consumed,
+            },
+        )
+    };
+    let e = commit().expect_err("no READ on the group");
+    assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
+    let observer = transport_with(KafkaConfig::new(w.plaintext.clone(), PARTITIONS));
+    let status = observer.describe_epoch(&r).expect("describe");
+    assert!(
+        matches!(
+            status.state,
+            Some(TransactionState::PrepareAbort | TransactionState::CompleteAbort)
+        ),
+        "the refused write's transaction is still {:?}: {status:?}",
+        status.state
+    );
+    // The term goes on: the next write, once READ is granted, commits.
+    w.grant(&user, &[Acl::group(&group, Op::Read)]);
+    commit().expect("the commit once READ on the group is granted");
+    t.release_role(&r);
+}
+
+#[test]
 fn a_role_the_principal_may_not_describe_does_not_fail_the_lookups_it_shares() {
     let Some(w) = world() else { return };
     // One FindCoordinator names the coordinators of several roles (each role with a
