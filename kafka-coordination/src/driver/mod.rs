@@ -304,9 +304,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         role: &str,
         member: &str,
         options: Options,
-        spawner: Arc<crate::leadership::Spawner>,
     ) -> Result<(Driver<T>, Candidacy), Error> {
-        Driver::with_doorbell(transport, role, member, options, spawner, None)
+        Driver::with_doorbell(transport, role, member, options, None)
     }
 
     /// [`Driver::new`] for a driver that a host runs: it rings `doorbell` (the host's) and is
@@ -316,7 +315,6 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         role: &str,
         member: &str,
         options: Options,
-        spawner: Arc<crate::leadership::Spawner>,
         hosted: Option<Doorbell>,
     ) -> Result<(Driver<T>, Candidacy), Error> {
         let role = Role::new(role)?;
@@ -362,8 +360,15 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 None => transport.guarded_write(token, records),
             })
         };
+        let start_writer: Arc<crate::leadership::StartWriteFn> = {
+            let (transport, clock) = (Arc::clone(&transport), Arc::clone(&clock));
+            // Queued as a call issued now would be (a host's calls queue by when they are due).
+            Arc::new(move |token, write, done| {
+                transport.start_guarded_write(token, write, clock.now().as_millis(), done)
+            })
+        };
         let meter = crate::metrics::Meter::new(&role, &member, &clock);
-        let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());
+        let shared = Shared::new(role, member, doorbell, writer, start_writer, clock.clone());
         if let Some(manual) = clock.as_manual().filter(|_| own_bell) {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
             manual.register(Arc::downgrade(&participant));
