@@ -17,7 +17,7 @@ pub(crate) fn host_on<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>
     transport: Arc<T>,
     options: crate::host::HostOptions,
 ) -> Result<crate::host::Host, Error> {
-    let (host, core) = crate::host::build(transport, options, R::spawner())?;
+    let (host, core) = crate::host::build(transport, options)?;
     R::spawn(Box::pin(crate::host::run_as_task::<R, T>(core)));
     Ok(host)
 }

@@ -23,9 +23,6 @@ impl Runtime for Rt {
     fn spawn(f: BoxFuture<()>) {
         drop(::async_std::task::spawn(f));
     }
-    fn spawner() -> std::sync::Arc<crate::leadership::Spawner> {
-        std::sync::Arc::new(|job| drop(::async_std::task::spawn_blocking(job)))
-    }
 }
 
 crate::async_api::runtime_api!(Rt, " on an async-std task");

@@ -48,13 +48,7 @@ pub fn start_shared<T: Transport + Send + Sync + ?Sized + 'static>(
     member: &str,
     options: Options,
 ) -> Result<Candidacy, Error> {
-    // Async guarded writes on a blocking-flavour leadership run on a thread of their own.
-    let spawner: Arc<crate::leadership::Spawner> = Arc::new(|job| {
-        let _ = std::thread::Builder::new()
-            .name("kc-guarded-write".to_owned())
-            .spawn(job);
-    });
-    let (driver, candidacy) = Driver::new(transport, role, member, options, spawner)?;
+    let (driver, candidacy) = Driver::new(transport, role, member, options)?;
     std::thread::Builder::new()
         // A thread name may not contain NUL; a role name may (it is any UTF-8).
         .name(format!("kc-{}", role.replace('\0', "?")))
@@ -88,12 +82,7 @@ pub fn host<T: Transport + Send + Sync + ?Sized + 'static>(
     transport: Arc<T>,
     options: crate::host::HostOptions,
 ) -> Result<crate::host::Host, Error> {
-    let spawner: Arc<crate::leadership::Spawner> = Arc::new(|job| {
-        let _ = std::thread::Builder::new()
-            .name("kc-guarded-write".to_owned())
-            .spawn(job);
-    });
-    let (host, core) = crate::host::build(transport, options, spawner)?;
+    let (host, core) = crate::host::build(transport, options)?;
     std::thread::Builder::new()
         .name("kc-host".to_owned())
         .spawn(move || crate::host::run_on_thread(core))

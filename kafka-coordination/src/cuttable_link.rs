@@ -197,6 +197,19 @@ impl<T: LeaseWriter> LeaseWriter for Link<T> {
         self.inner
             .guarded_write_with_offsets(token, records, offsets)
     }
+
+    fn start_guarded_write(
+        &self,
+        token: FencingToken,
+        write: crate::transport::GuardedWrite,
+        priority: i64,
+        done: crate::transport::GuardedDone,
+    ) {
+        match self.check() {
+            Ok(()) => self.inner.start_guarded_write(token, write, priority, done),
+            Err(e) => done(Err(e)),
+        }
+    }
 }
 
 #[cfg(all(test, feature = "memory"))]

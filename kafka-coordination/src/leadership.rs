@@ -13,7 +13,7 @@ use kafka_coordination_core::token::FencingToken;
 
 pub(crate) use crate::error::Error;
 use crate::error::TransportError;
-use crate::transport::{ConsumedOffset, GroupOffsets, GuardedRecord};
+use crate::transport::{GroupOffsets, GuardedDone, GuardedRecord, GuardedWrite};
 
 /// Executes a guarded write (with a group's offsets, if any) through the candidacy's transport.
 pub(crate) type WriteFn = dyn Fn(
@@ -24,11 +24,10 @@ pub(crate) type WriteFn = dyn Fn(
     + Send
     + Sync;
 
-/// A job for a blocking pool.
-pub(crate) type Job = Box<dyn FnOnce() + Send>;
-
-/// Runs a job off the async threads (the driver's runtime's blocking pool, or a thread).
-pub(crate) type Spawner = dyn Fn(Job) + Send + Sync;
+/// Starts a guarded write through the candidacy's transport
+/// ([`LeaseWriter::start_guarded_write`](crate::transport::LeaseWriter::start_guarded_write)):
+/// returns at once, and the outcome goes to the `done` it is given.
+pub(crate) type StartWriteFn = dyn Fn(FencingToken, GuardedWrite, GuardedDone) + Send + Sync;
 
 /// What a driver last reported about its candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,12 +125,12 @@ pub(crate) struct Shared {
     pub(crate) changed: Event,
     /// Wakes the driver (cancel, resign). For a manual clock this is the clock's own event.
     pub(crate) doorbell: Doorbell,
-    /// Guarded writes through the candidacy's transport.
+    /// Guarded writes through the candidacy's transport, blocking the caller.
     pub(crate) writer: Arc<WriteFn>,
+    /// Guarded writes through the candidacy's transport, completed later (the async handles').
+    pub(crate) start_writer: Arc<StartWriteFn>,
     /// The driver's clock (for health checks).
     pub(crate) clock: Arc<dyn crate::clock::Clock>,
-    /// Where async guarded writes run.
-    pub(crate) spawner: Arc<Spawner>,
 }
 
 /// How a handle wakes whoever runs its candidacy (to act on a cancel or a resign), and how that
@@ -195,13 +194,13 @@ impl Shared {
         member: MemberId,
         doorbell: Doorbell,
         writer: Arc<WriteFn>,
-        spawner: Arc<Spawner>,
+        start_writer: Arc<StartWriteFn>,
         clock: Arc<dyn crate::clock::Clock>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             writer,
+            start_writer,
             clock,
-            spawner,
             role,
             member,
             state: Mutex::new(State {
@@ -744,8 +743,10 @@ impl Leadership {
     /// topic or partition (a [`Transport`](Error::Transport) error of kind
     /// [`Config`](crate::error::ErrorKind::Config)) never holds back a renewal.
     ///
-    /// Runs the transport call off the async threads (the driver's runtime's blocking pool),
-    /// so it can be awaited on tokio, smol and async-std alike.
+    /// Starts the transport's completion form of the write
+    /// ([`start_guarded_write`](crate::transport::LeaseWriter::start_guarded_write)) and awaits
+    /// its answer, holding no thread meanwhile, so it can be awaited on tokio, smol and
+    /// async-std alike.
     pub async fn guarded_write(&self, records: &[GuardedRecord<'_>]) -> Result<Vec<i64>, Error> {
         self.write_async(records, None).await
     }
@@ -795,36 +796,22 @@ impl Leadership {
         self.after_write(result)
     }
 
-    /// A guarded write run on the driver's blocking pool, awaited.
+    /// A guarded write started through the transport's completion form, awaited.
     async fn write_async(
         &self,
         records: &[GuardedRecord<'_>],
         offsets: Option<GroupOffsets<'_>>,
     ) -> Result<Vec<i64>, Error> {
         self.refuse_after_the_term()?;
-        let owned: Vec<OwnedRecord> = records.iter().map(OwnedRecord::from).collect();
-        let owned_offsets = offsets.map(OwnedOffsets::from);
+        let write = GuardedWrite::new(records, offsets);
         let slot: Arc<WriteSlot> = Arc::new((Mutex::new(None), Event::new()));
-        let (writer, token) = (self.shared.writer.clone(), self.token);
         let done = Unanswered(Some(slot.clone()));
         let listener = slot.1.listen();
-        (self.shared.spawner)(Box::new(move || {
-            let headers: Vec<HeaderRefs<'_>> = owned.iter().map(OwnedRecord::header_refs).collect();
-            let borrowed: Vec<GuardedRecord<'_>> = owned
-                .iter()
-                .zip(&headers)
-                .map(|(r, h)| r.borrow(h))
-                .collect();
-            let entries = owned_offsets.as_ref().map(OwnedOffsets::entries);
-            let offsets = owned_offsets
-                .as_ref()
-                .zip(entries.as_deref())
-                .map(|(o, entries)| GroupOffsets {
-                    group: &o.group,
-                    offsets: entries,
-                });
-            done.answer(writer(token, &borrowed, offsets));
-        }));
+        (self.shared.start_writer)(
+            self.token,
+            write,
+            Box::new(move |result| done.answer(result)),
+        );
         let mut listener = listener;
         loop {
             if let Some(result) = slot.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -861,12 +848,12 @@ impl Leadership {
     }
 }
 
-/// Where a guarded write run on a blocking pool leaves its result, and the event that says so.
+/// Where a started guarded write leaves its result, and the event that says so.
 type WriteSlot = (Mutex<Option<Result<Vec<i64>, TransportError>>>, Event);
 
-/// A guarded write's slot as its blocking job holds it: answered by the job, or, when the
-/// runtime drops the job without running it (a runtime shutting down refuses new blocking
-/// work), answered on drop with an error, so that the awaiting caller never waits forever.
+/// A guarded write's slot as its `done` holds it: answered by the transport, or, when the
+/// transport drops the `done` without calling it, answered on drop with an error, so that the
+/// awaiting caller never waits forever.
 struct Unanswered(Option<Arc<WriteSlot>>);
 
 impl Unanswered {
@@ -882,94 +869,11 @@ impl Drop for Unanswered {
     fn drop(&mut self) {
         if let Some(slot) = self.0.take() {
             *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(TransportError::retriable(
-                "the guarded write was never sent: the driver's runtime dropped its blocking job \
-                 (it is shutting down); nothing of it was written",
+                "the transport dropped the guarded write without answering it (it may be shutting \
+                 down); whether it was written is not known",
             )));
             slot.1.notify(usize::MAX);
         }
-    }
-}
-
-/// A guarded record's bytes, owned, to cross into a blocking pool.
-struct OwnedRecord {
-    topic: String,
-    partition: i32,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
-}
-
-/// A record's headers, borrowed from an [`OwnedRecord`].
-type HeaderRefs<'a> = Vec<(&'a str, Option<&'a [u8]>)>;
-
-impl OwnedRecord {
-    fn from(r: &GuardedRecord<'_>) -> OwnedRecord {
-        OwnedRecord {
-            topic: r.topic.to_owned(),
-            partition: r.partition,
-            key: r.key.map(<[u8]>::to_vec),
-            value: r.value.map(<[u8]>::to_vec),
-            headers: r
-                .headers
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
-                .collect(),
-        }
-    }
-
-    fn header_refs(&self) -> HeaderRefs<'_> {
-        self.headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
-            .collect()
-    }
-
-    fn borrow<'a>(&'a self, headers: &'a HeaderRefs<'a>) -> GuardedRecord<'a> {
-        GuardedRecord {
-            topic: &self.topic,
-            partition: self.partition,
-            key: self.key.as_deref(),
-            value: self.value.as_deref(),
-            headers,
-        }
-    }
-}
-
-/// A group's offsets, owned, to cross into a blocking pool.
-struct OwnedOffsets {
-    group: String,
-    offsets: Vec<(String, i32, i64, Option<String>)>,
-}
-
-impl OwnedOffsets {
-    fn from(o: GroupOffsets<'_>) -> OwnedOffsets {
-        OwnedOffsets {
-            group: o.group.to_owned(),
-            offsets: o
-                .offsets
-                .iter()
-                .map(|c| {
-                    (
-                        c.topic.to_owned(),
-                        c.partition,
-                        c.next_offset,
-                        c.metadata.map(str::to_owned),
-                    )
-                })
-                .collect(),
-        }
-    }
-
-    fn entries(&self) -> Vec<ConsumedOffset<'_>> {
-        self.offsets
-            .iter()
-            .map(|(topic, partition, next_offset, metadata)| ConsumedOffset {
-                topic,
-                partition: *partition,
-                next_offset: *next_offset,
-                metadata: metadata.as_deref(),
-            })
-            .collect()
     }
 }
 
@@ -983,18 +887,18 @@ impl Drop for Leadership {
 mod tests {
     use super::*;
 
-    /// A runtime shutting down drops the blocking job of a guarded write without running it:
-    /// the awaiting write is answered with an error that says so, instead of never.
+    /// A transport that drops a guarded write's `done` without calling it (one shutting
+    /// down): the awaiting write is answered with an error that says so, instead of never.
     #[test]
-    fn an_async_write_whose_blocking_job_is_dropped_is_answered() {
+    fn an_async_write_whose_done_is_dropped_is_answered() {
         let writer: Arc<WriteFn> = Arc::new(|_, records, _| Ok(vec![0; records.len()]));
-        let spawner: Arc<Spawner> = Arc::new(drop);
+        let start_writer: Arc<StartWriteFn> = Arc::new(|_, _, done| drop(done));
         let shared = Shared::new(
             Role::new("jobs").unwrap(),
             MemberId::new("a").unwrap(),
             Doorbell::Own(Event::new()),
             writer,
-            spawner,
+            start_writer,
             Arc::new(crate::clock::SystemClock),
         );
         let leadership = Leadership {
@@ -1003,14 +907,14 @@ mod tests {
             term: 3,
         };
         let record = [GuardedRecord::new("out", 0, None, Some(b"x"))];
-        // The spawner dropped the job before the write's first wait: one poll answers it.
+        // The transport dropped the `done` before the write's first wait: one poll answers it.
         let written = futures_lite::future::block_on(futures_lite::future::poll_once(
             leadership.guarded_write(&record),
         ));
         let Some(Err(Error::Transport(e))) = written else {
             panic!("{written:?}")
         };
-        assert!(e.to_string().contains("never sent"), "{e}");
+        assert!(e.to_string().contains("without answering"), "{e}");
         assert!(e.is_retriable(), "{e:?}");
     }
 }

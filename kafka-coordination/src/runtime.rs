@@ -16,7 +16,4 @@ pub(crate) trait Runtime: 'static {
     fn sleep(d: Duration) -> BoxFuture<()>;
     /// Runs `f` as a detached task.
     fn spawn(f: BoxFuture<()>);
-    /// Where the handle's async guarded writes run: the runtime's blocking pool. Called when a
-    /// candidacy starts (in the runtime's context, for tokio).
-    fn spawner() -> std::sync::Arc<crate::leadership::Spawner>;
 }

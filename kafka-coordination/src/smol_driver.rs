@@ -19,9 +19,6 @@ impl Runtime for Rt {
     fn spawn(f: BoxFuture<()>) {
         ::smol::spawn(f).detach();
     }
-    fn spawner() -> std::sync::Arc<crate::leadership::Spawner> {
-        std::sync::Arc::new(|job| ::blocking::unblock(job).detach())
-    }
 }
 
 crate::async_api::runtime_api!(Rt, " on a smol task");

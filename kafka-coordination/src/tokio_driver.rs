@@ -17,10 +17,6 @@ impl Runtime for Rt {
     fn spawn(f: BoxFuture<()>) {
         drop(::tokio::spawn(f));
     }
-    fn spawner() -> std::sync::Arc<crate::leadership::Spawner> {
-        let handle = ::tokio::runtime::Handle::current();
-        std::sync::Arc::new(move |job| drop(handle.spawn_blocking(job)))
-    }
 }
 
 crate::async_api::runtime_api!(Rt, " on a tokio task");

@@ -10,6 +10,11 @@
 //! implements [`BlockingTransport`] and is wrapped in [`OnPool`]; [`Wait`] makes one call and
 //! waits for it. A transport value belongs to one member (or is shared by the candidacies of
 //! one process, one per role).
+//!
+//! The guarded write, the leader's own write fenced by its pair, has both forms:
+//! [`LeaseWriter::guarded_write`] blocks the caller (for blocking callers), and
+//! [`LeaseWriter::start_guarded_write`] completes as the others do (the async handles await
+//! it); its default runs the blocking form on the caller's thread.
 
 pub(crate) use kafka_coordination_transport::wait::{describe_one, read};
 #[cfg(feature = "memory")]
@@ -17,6 +22,6 @@ pub(crate) use kafka_coordination_transport::TailHooks;
 #[doc(inline)]
 pub use kafka_coordination_transport::{
     AcquireDone, Append, AppendDone, BlockingTransport, ConsumedOffset, Coordinator, DescribeDone,
-    GroupOffsets, GuardedRecord, LeaseDone, LeaseWriter, OnPool, ReadBatch, ReadDone, Record,
-    Registrar, StateReader, TailHook, Transport, Wait,
+    GroupOffsets, GuardedDone, GuardedRecord, GuardedWrite, HeaderRefs, LeaseDone, LeaseWriter,
+    OnPool, ReadBatch, ReadDone, Record, Registrar, StateReader, TailHook, Transport, Wait,
 };

@@ -902,6 +902,28 @@ impl LeaseWriter for KafkaTransport {
     ) -> Result<Vec<i64>, TransportError> {
         KafkaTransport::guarded_write_with_offsets(self, token, records, offsets)
     }
+
+    /// Starts the write as a task that holds no thread: the wait for the partitions' leaders
+    /// and the transaction's requests go to the connection threads, and `done` is called on
+    /// the connection thread that received the last answer (see
+    /// [`guarded_write`](KafkaTransport::guarded_write) for what the write does).
+    fn start_guarded_write(
+        &self,
+        token: FencingToken,
+        write: kafka_coordination_transport::GuardedWrite,
+        priority: i64,
+        done: kafka_coordination_transport::GuardedDone,
+    ) {
+        let writing = self.writing();
+        exec::with_priority(priority, move || {
+            exec::spawn(async move {
+                let headers = write.header_refs();
+                let offsets = write.offset_refs();
+                let (records, offsets) = write.borrow(&headers, &offsets);
+                done(writing.guarded_write(token, &records, offsets).await);
+            })
+        });
+    }
 }
 
 #[cfg(test)]

@@ -76,6 +76,163 @@ pub struct GroupOffsets<'a> {
     pub offsets: &'a [ConsumedOffset<'a>],
 }
 
+/// A guarded write's records (and a group's offsets, if any), owned: what
+/// [`LeaseWriter::start_guarded_write`] carries to wherever the write runs after its caller
+/// returned. [`lend`](GuardedWrite::lend) and [`borrow`](GuardedWrite::borrow) give the
+/// borrowed forms back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GuardedWrite {
+    records: Vec<OwnedRecord>,
+    offsets: Option<OwnedOffsets>,
+}
+
+/// A guarded record's bytes, owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OwnedRecord {
+    topic: String,
+    partition: i32,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+/// A group's offsets, owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OwnedOffsets {
+    group: String,
+    offsets: Vec<(String, i32, i64, Option<String>)>,
+}
+
+/// The headers of each record of a [`GuardedWrite`], borrowed from it (see
+/// [`GuardedWrite::header_refs`]).
+pub type HeaderRefs<'a> = Vec<Vec<(&'a str, Option<&'a [u8]>)>>;
+
+impl GuardedWrite {
+    /// A copy of `records` and of `offsets` (`None`: a write without offsets).
+    pub fn new(records: &[GuardedRecord<'_>], offsets: Option<GroupOffsets<'_>>) -> GuardedWrite {
+        let records = records
+            .iter()
+            .map(|r| OwnedRecord {
+                topic: r.topic.to_owned(),
+                partition: r.partition,
+                key: r.key.map(<[u8]>::to_vec),
+                value: r.value.map(<[u8]>::to_vec),
+                headers: r
+                    .headers
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
+                    .collect(),
+            })
+            .collect();
+        let offsets = offsets.map(|o| OwnedOffsets {
+            group: o.group.to_owned(),
+            offsets: o
+                .offsets
+                .iter()
+                .map(|c| {
+                    (
+                        c.topic.to_owned(),
+                        c.partition,
+                        c.next_offset,
+                        c.metadata.map(str::to_owned),
+                    )
+                })
+                .collect(),
+        });
+        GuardedWrite { records, offsets }
+    }
+
+    /// How many records it writes.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether it writes no record (it may still commit offsets).
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The headers of each record, borrowed: the first step of [`borrow`](Self::borrow).
+    pub fn header_refs(&self) -> HeaderRefs<'_> {
+        self.records
+            .iter()
+            .map(|r| {
+                r.headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_deref()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The group's offsets, borrowed (empty without offsets): the second step of
+    /// [`borrow`](Self::borrow).
+    pub fn offset_refs(&self) -> Vec<ConsumedOffset<'_>> {
+        self.offsets
+            .iter()
+            .flat_map(|o| &o.offsets)
+            .map(|(topic, partition, next_offset, metadata)| ConsumedOffset {
+                topic,
+                partition: *partition,
+                next_offset: *next_offset,
+                metadata: metadata.as_deref(),
+            })
+            .collect()
+    }
+
+    /// The records and the offsets, borrowed, given what [`header_refs`](Self::header_refs)
+    /// and [`offset_refs`](Self::offset_refs) returned: for a write that borrows them across
+    /// waits (an async task). [`lend`](Self::lend) is the short form.
+    pub fn borrow<'a>(
+        &'a self,
+        headers: &'a HeaderRefs<'a>,
+        offsets: &'a [ConsumedOffset<'a>],
+    ) -> (Vec<GuardedRecord<'a>>, Option<GroupOffsets<'a>>) {
+        let records = self
+            .records
+            .iter()
+            .zip(headers)
+            .map(|(r, h)| GuardedRecord {
+                topic: &r.topic,
+                partition: r.partition,
+                key: r.key.as_deref(),
+                value: r.value.as_deref(),
+                headers: h,
+            })
+            .collect();
+        let offsets = self.offsets.as_ref().map(|o| GroupOffsets {
+            group: &o.group,
+            offsets,
+        });
+        (records, offsets)
+    }
+
+    /// Calls `write` with the records and the offsets, borrowed.
+    pub fn lend<R>(
+        &self,
+        write: impl FnOnce(&[GuardedRecord<'_>], Option<GroupOffsets<'_>>) -> R,
+    ) -> R {
+        let headers = self.header_refs();
+        let offsets = self.offset_refs();
+        let (records, offsets) = self.borrow(&headers, &offsets);
+        write(&records, offsets)
+    }
+
+    /// Runs it as `writer`'s blocking [`guarded_write`](LeaseWriter::guarded_write) (or
+    /// [`guarded_write_with_offsets`](LeaseWriter::guarded_write_with_offsets) when it has
+    /// offsets), on the caller's thread.
+    pub fn run_blocking<W: LeaseWriter + ?Sized>(
+        &self,
+        writer: &W,
+        token: FencingToken,
+    ) -> Result<Vec<i64>, TransportError> {
+        self.lend(|records, offsets| match offsets {
+            Some(offsets) => writer.guarded_write_with_offsets(token, records, offsets),
+            None => writer.guarded_write(token, records),
+        })
+    }
+}
+
 /// Records read from one partition, and how far the read reached.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadBatch {
@@ -166,6 +323,10 @@ pub type AcquireDone = Box<dyn FnOnce(Result<FencingToken, TransportError>) + Se
 /// What [`LeaseWriter::start_write_lease`] hands its outcome to: the record's offset, or the
 /// error.
 pub type LeaseDone = Box<dyn FnOnce(Result<i64, TransportError>) + Send>;
+
+/// What [`LeaseWriter::start_guarded_write`] hands its outcome to: each record's offset, or
+/// the error.
+pub type GuardedDone = Box<dyn FnOnce(Result<Vec<i64>, TransportError>) + Send>;
 
 /// Reads a partition of `__coordination_state` with read_committed isolation.
 pub trait StateReader {
@@ -344,8 +505,9 @@ pub trait LeaseWriter {
     /// [`Fenced`](crate::error::ErrorKind::Fenced) error, and nothing of it ever becomes
     /// readable to read_committed readers.
     ///
-    /// The one call that blocks: the leader's own code makes it, on its own thread, with
-    /// records it borrows. The default refuses with a
+    /// The blocking form, for a caller on its own thread, with records it borrows;
+    /// [`start_guarded_write`](LeaseWriter::start_guarded_write) is the completion form. The
+    /// default refuses with a
     /// [`Config`](crate::error::ErrorKind::Config) error: a transport without transactions
     /// cannot fence.
     fn guarded_write(
@@ -375,6 +537,30 @@ pub trait LeaseWriter {
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
         without_offsets(offsets, || self.guarded_write(token, records))
+    }
+
+    /// The completion form of [`guarded_write`](LeaseWriter::guarded_write) (and, when
+    /// `write` carries offsets, of
+    /// [`guarded_write_with_offsets`](LeaseWriter::guarded_write_with_offsets)): starts the
+    /// write of `write` with the producer that holds `token`, with `priority` (as for
+    /// [`Coordinator::start_acquire_epoch`]), and hands `done` each record's offset or the
+    /// error; `done` is called exactly once, before this returns or later on a thread of the
+    /// transport's. The async handles (`Leadership::guarded_write`) await it.
+    ///
+    /// The default runs the blocking form on the caller's thread before it returns. A
+    /// transport whose blocking form waits for the network should override it, so that an
+    /// async caller's thread does not wait: the Kafka transport queues the transaction's
+    /// requests for its connection threads, [`OnPool`](crate::OnPool) runs the write on its
+    /// pool.
+    fn start_guarded_write(
+        &self,
+        token: FencingToken,
+        write: GuardedWrite,
+        priority: i64,
+        done: GuardedDone,
+    ) {
+        let _ = priority;
+        done(write.run_blocking(self, token));
     }
 }
 
@@ -486,5 +672,14 @@ impl<T: LeaseWriter + ?Sized> LeaseWriter for std::sync::Arc<T> {
         offsets: GroupOffsets<'_>,
     ) -> Result<Vec<i64>, TransportError> {
         (**self).guarded_write_with_offsets(token, records, offsets)
+    }
+    fn start_guarded_write(
+        &self,
+        token: FencingToken,
+        write: GuardedWrite,
+        priority: i64,
+        done: GuardedDone,
+    ) {
+        (**self).start_guarded_write(token, write, priority, done)
     }
 }

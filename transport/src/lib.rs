@@ -37,8 +37,8 @@ pub mod thread_pool;
 pub use calls::TailHooks;
 pub use calls::{
     AcquireDone, Append, AppendDone, ConsumedOffset, Coordinator, DescribeDone, GroupOffsets,
-    GuardedRecord, LeaseDone, LeaseWriter, ReadBatch, ReadDone, Record, Registrar, StateReader,
-    TailHook, Transport,
+    GuardedDone, GuardedRecord, GuardedWrite, HeaderRefs, LeaseDone, LeaseWriter, ReadBatch,
+    ReadDone, Record, Registrar, StateReader, TailHook, Transport,
 };
 pub use on_pool::{BlockingTransport, OnPool};
 pub use wait::Wait;

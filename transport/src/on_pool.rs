@@ -9,8 +9,8 @@ use kafka_coordination_core::token::FencingToken;
 
 use crate::calls::{
     no_guarded_writes, without_offsets, AcquireDone, Append, Coordinator, DescribeDone,
-    GroupOffsets, GuardedRecord, LeaseDone, LeaseWriter, ReadBatch, ReadDone, Registrar,
-    StateReader,
+    GroupOffsets, GuardedDone, GuardedRecord, GuardedWrite, LeaseDone, LeaseWriter, ReadBatch,
+    ReadDone, Registrar, StateReader,
 };
 use crate::error::TransportError;
 use crate::thread_pool::Pool;
@@ -253,5 +253,21 @@ impl<T: BlockingTransport> LeaseWriter for OnPool<T> {
     ) -> Result<Vec<i64>, TransportError> {
         self.inner
             .guarded_write_with_offsets(token, records, offsets)
+    }
+
+    /// Runs the write on the pool, as every other call.
+    fn start_guarded_write(
+        &self,
+        token: FencingToken,
+        write: GuardedWrite,
+        priority: i64,
+        done: GuardedDone,
+    ) {
+        self.run(priority, move |t| {
+            done(write.lend(|records, offsets| match offsets {
+                Some(offsets) => t.guarded_write_with_offsets(token, records, offsets),
+                None => t.guarded_write(token, records),
+            }))
+        });
     }
 }

@@ -3,6 +3,7 @@
 //! differ only in how they wait.
 
 mod claims;
+pub(crate) mod dispatch;
 #[cfg(feature = "blocking")]
 pub(crate) mod thread;
 
@@ -22,12 +23,12 @@ use crate::error::TransportError;
 use crate::leadership::{Candidacy, Doorbell, Error, Shared};
 use crate::options::Options;
 use crate::transport::{ReadBatch, Transport, Wait as _};
+use dispatch::Call;
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::{log_debug, log_info, log_warn};
 
 /// Executes one I/O command against the transport, waiting on this thread for its outcome
-/// ([`Wait`]), and turns the outcome into the event the machine expects. A fence on a lease
-/// write is an event, not an error.
+/// ([`Wait`]), and turns the outcome into the event the machine expects (see [`dispatch`]).
 ///
 /// A read that may wait (`wait_until`) keeps long-polling, in slices of at most `long_poll`,
 /// until records arrive, the wait instant comes, or a resign is asked for; with a transport
@@ -39,15 +40,8 @@ pub(crate) fn execute<T: Transport + ?Sized>(
     long_poll: Duration,
     shared: &Shared,
 ) -> Result<Event, TransportError> {
-    match command {
-        Command::Append {
-            partition,
-            key,
-            value,
-        } => transport
-            .append(partition, &key, value.as_deref())
-            .map(|offset| Event::Appended { offset }),
-        Command::ReadPartition {
+    match Call::of(command)? {
+        Call::Read {
             partition,
             from_offset,
             wait_until,
@@ -58,95 +52,9 @@ pub(crate) fn execute<T: Transport + ?Sized>(
                 Some(manual) => long_poll_manual(manual, read, until, shared)?,
                 None => long_poll_real(clock, read, until, long_poll, shared)?,
             };
-            Ok(Event::RecordsRead {
-                records: batch.records,
-                end_offset: batch.end_offset,
-                stalled: batch.stalled,
-                high_watermark: batch.high_watermark,
-            })
+            Ok(dispatch::read(batch))
         }
-        Command::DescribeRole { transactional_id } => transport
-            .describe_epoch(&transactional_id)
-            .map(|status| Event::Described { status }),
-        Command::AcquireEpoch {
-            transactional_id,
-            transaction_timeout,
-        } => transport
-            .acquire_epoch(&transactional_id, transaction_timeout)
-            .map(|token| Event::EpochGranted { token }),
-        Command::WriteLease {
-            partition,
-            key,
-            value,
-            token,
-        } => lease_written(transport.write_lease(partition, &key, value.as_deref(), token)),
-        Command::Elected { .. } | Command::Deposed { .. } | Command::Ended { .. } => Err(
-            TransportError::fatal("driver bug: a notification was sent to the transport"),
-        ),
-    }
-}
-
-/// What a lease write's outcome is to the machine: a fence is an event, not an error.
-fn lease_written(written: Result<i64, TransportError>) -> Result<Event, TransportError> {
-    match written {
-        Ok(offset) => Ok(Event::LeaseWritten { offset }),
-        Err(e) if e.is_fenced() => Ok(Event::Fenced),
-        Err(e) => Err(e),
-    }
-}
-
-/// What a call started with [`start_execute`] hands its outcome to.
-pub(crate) type ExecuteDone = Box<dyn FnOnce(Result<Event, TransportError>) + Send>;
-
-/// [`execute`] without holding the caller's thread, for an acquire, a lease write or a check:
-/// the transport's `start_*` method with `priority` (see
-/// [`Coordinator::start_acquire_epoch`](crate::transport::Coordinator::start_acquire_epoch)); `done`
-/// gets the outcome, now or later on a thread of the transport's. Any other command is a
-/// driver bug, answered as such.
-pub(crate) fn start_execute<T: Transport + ?Sized>(
-    transport: &T,
-    command: Command,
-    priority: i64,
-    done: ExecuteDone,
-) {
-    match command {
-        Command::AcquireEpoch {
-            transactional_id,
-            transaction_timeout,
-        } => transport.start_acquire_epoch(
-            transactional_id,
-            transaction_timeout,
-            priority,
-            Box::new(move |granted| done(granted.map(|token| Event::EpochGranted { token }))),
-        ),
-        Command::WriteLease {
-            partition,
-            key,
-            value,
-            token,
-        } => transport.start_write_lease(
-            partition,
-            key,
-            value,
-            token,
-            priority,
-            Box::new(move |written| done(lease_written(written))),
-        ),
-        Command::DescribeRole { transactional_id } => transport.start_describe_epochs(
-            vec![transactional_id],
-            priority,
-            Box::new(move |mut answers| {
-                done(match answers.pop() {
-                    Some(answer) => answer.map(|status| Event::Described { status }),
-                    None => Err(TransportError::fatal(
-                        "describe_epochs answered fewer roles than it was asked for",
-                    )),
-                })
-            }),
-        ),
-        other => done(Err(TransportError::fatal(format!(
-            "driver bug: {other:?} cannot be started without a thread"
-        )))),
+        call => dispatch::run(transport, call),
     }
 }
 
@@ -396,9 +304,8 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         role: &str,
         member: &str,
         options: Options,
-        spawner: Arc<crate::leadership::Spawner>,
     ) -> Result<(Driver<T>, Candidacy), Error> {
-        Driver::with_doorbell(transport, role, member, options, spawner, None)
+        Driver::with_doorbell(transport, role, member, options, None)
     }
 
     /// [`Driver::new`] for a driver that a host runs: it rings `doorbell` (the host's) and is
@@ -408,7 +315,6 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
         role: &str,
         member: &str,
         options: Options,
-        spawner: Arc<crate::leadership::Spawner>,
         hosted: Option<Doorbell>,
     ) -> Result<(Driver<T>, Candidacy), Error> {
         let role = Role::new(role)?;
@@ -454,8 +360,15 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
                 None => transport.guarded_write(token, records),
             })
         };
+        let start_writer: Arc<crate::leadership::StartWriteFn> = {
+            let (transport, clock) = (Arc::clone(&transport), Arc::clone(&clock));
+            // Queued as a call issued now would be (a host's calls queue by when they are due).
+            Arc::new(move |token, write, done| {
+                transport.start_guarded_write(token, write, clock.now().as_millis(), done)
+            })
+        };
         let meter = crate::metrics::Meter::new(&role, &member, &clock);
-        let shared = Shared::new(role, member, doorbell, writer, spawner, clock.clone());
+        let shared = Shared::new(role, member, doorbell, writer, start_writer, clock.clone());
         if let Some(manual) = clock.as_manual().filter(|_| own_bell) {
             let participant: Arc<dyn crate::clock::Participant> = shared.clone();
             manual.register(Arc::downgrade(&participant));

@@ -16,8 +16,7 @@ pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
     member: &str,
     options: Options,
 ) -> Result<Candidacy, Error> {
-    let (driver, candidacy) =
-        Driver::new(Arc::new(transport), role, member, options, R::spawner())?;
+    let (driver, candidacy) = Driver::new(Arc::new(transport), role, member, options)?;
     R::spawn(Box::pin(run_async::<R, T>(driver)));
     Ok(candidacy)
 }

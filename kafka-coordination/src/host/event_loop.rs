@@ -14,7 +14,7 @@ use kafka_coordination_core::time::UnixMillis;
 use crate::clock::Clock;
 use crate::driver::{Driver, InFlight, Next};
 use crate::error::TransportError;
-use crate::leadership::{Error, Spawner};
+use crate::leadership::Error;
 use crate::transport::Transport;
 use kafka_coordination_transport::lock::lock;
 
@@ -99,12 +99,10 @@ pub(crate) enum Sleep {
 pub(crate) fn build<T: Transport + Send + Sync + ?Sized + 'static>(
     transport: Arc<T>,
     options: HostOptions,
-    spawner: Arc<Spawner>,
 ) -> Result<(Host, Core<T>), Error> {
     let inbox = Arc::new(Inbox {
         transport,
         clock: options.clock.clone(),
-        spawner,
         spread_renewals: options.spread_renewals,
         bell: Arc::new(Bell::default()),
         pending: Mutex::new(Vec::new()),

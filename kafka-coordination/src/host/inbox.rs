@@ -9,7 +9,7 @@ use event_listener::{Event, EventListener};
 use crate::clock::{Clock, ManualClock};
 use crate::driver::Driver;
 use crate::error::TransportError;
-use crate::leadership::{Candidacy, Doorbell, Error, Spawner, Wake};
+use crate::leadership::{Candidacy, Doorbell, Error, Wake};
 use crate::options::Options;
 use crate::transport::{ReadBatch, Transport};
 use kafka_coordination_transport::lock::lock;
@@ -67,7 +67,6 @@ pub(super) enum Done {
 pub(super) struct Inbox<T: Transport + Send + Sync + ?Sized + 'static> {
     pub(super) transport: Arc<T>,
     pub(super) clock: Arc<dyn Clock>,
-    pub(super) spawner: Arc<Spawner>,
     pub(super) spread_renewals: bool,
     pub(super) bell: Arc<Bell>,
     pub(super) pending: Mutex<Vec<Driver<T>>>,
@@ -174,7 +173,6 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Hosting for Inbox<T> {
             role,
             member,
             options,
-            self.spawner.clone(),
             Some(doorbell),
         )?;
         if self.spread_renewals {

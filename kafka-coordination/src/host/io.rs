@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_coordination_core::machine::{Command, Event as MachineEvent};
 use kafka_coordination_core::time::UnixMillis;
 
 use crate::clock::Clock;
-use crate::driver::start_execute;
+use crate::driver::dispatch::{self, start_execute, ExecuteDone};
 use crate::error::TransportError;
 use crate::transport::Transport;
 use kafka_coordination_transport::lock::lock;
@@ -46,23 +45,13 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                             answered: false,
                         };
                         match c.call.start(inbox.clock.now()) {
-                            Some(Command::Append {
-                                partition,
-                                key,
-                                value,
-                            }) => appends.push(crate::transport::Append {
-                                partition,
-                                key,
-                                value,
-                                done: Box::new(move |outcome| {
-                                    answer.give(
-                                        outcome.map(|offset| MachineEvent::Appended { offset }),
-                                    );
+                            Some(command) => {
+                                let done: ExecuteDone = Box::new(move |outcome| {
+                                    answer.give(outcome);
                                     drop(place);
-                                }),
-                            }),
-                            Some(_) => answer
-                                .give(Err(TransportError::fatal("driver bug: not a registration"))),
+                                });
+                                appends.extend(dispatch::append(command, done));
+                            }
                             // Taken by a driver exiting on the spot: it runs it itself.
                             None => answer.skip(),
                         }
@@ -134,16 +123,15 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
             let mut roles = Vec::with_capacity(batch.len());
             let mut asked = Vec::with_capacity(batch.len());
             for c in &batch {
-                match c.call.start(inbox.clock.now()) {
-                    Some(Command::DescribeRole { transactional_id }) => {
-                        roles.push(transactional_id);
-                        asked.push(Arc::clone(&c.call));
+                // A call taken by a driver exiting on the spot is skipped: it runs it itself.
+                if let Some(command) = c.call.start(inbox.clock.now()) {
+                    match dispatch::check(command) {
+                        Ok(role) => {
+                            roles.push(role);
+                            asked.push(Arc::clone(&c.call));
+                        }
+                        Err(e) => c.call.put(Err(e)),
                     }
-                    Some(_) => c
-                        .call
-                        .put(Err(TransportError::fatal("driver bug: not a check"))),
-                    // Taken by a driver exiting on the spot.
-                    None => {}
                 }
             }
             let finished: Vec<Done> = batch
@@ -170,14 +158,9 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
                             .collect()
                     },
                     move |answers: Vec<Result<_, TransportError>>| {
-                        let mut answers = answers.into_iter();
-                        for call in asked {
-                            let answer = answers.next().unwrap_or_else(|| {
-                                Err(TransportError::fatal(
-                                    "describe_epochs answered fewer roles than it was asked for",
-                                ))
-                            });
-                            call.put(answer.map(|status| MachineEvent::Described { status }));
+                        let events = dispatch::checks(answers, asked.len());
+                        for (call, event) in asked.into_iter().zip(events) {
+                            call.put(event);
                         }
                         inbox.finished(finished);
                         drop(place);

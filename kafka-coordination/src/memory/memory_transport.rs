@@ -462,6 +462,22 @@ impl LeaseWriter for MemoryTransport {
         locked.finish_call(BrokerOp::WriteLease)?;
         Ok(written)
     }
+
+    /// Runs the write on the broker's pool of waiting threads (an injected delay or a call
+    /// hook may hold it there), never on the caller's thread.
+    fn start_guarded_write(
+        &self,
+        token: FencingToken,
+        write: crate::transport::GuardedWrite,
+        priority: i64,
+        done: crate::transport::GuardedDone,
+    ) {
+        let me = self.clone();
+        let _ = self.shared.waiting.submit(
+            priority,
+            Box::new(move || done(write.run_blocking(&me, token))),
+        );
+    }
 }
 
 /// Why [`wait_any`] returned.
