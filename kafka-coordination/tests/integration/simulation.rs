@@ -105,6 +105,7 @@ fn simulate_10k_seeds() {
     assert!(totals.open_writes > 1_000, "{totals:?}");
     assert!(totals.restarts > 10_000, "{totals:?}");
     assert!(totals.resigns > 2_000, "{totals:?}");
+    assert!(totals.balancing_moves > 1_000, "{totals:?}");
     assert!(totals.exhaustions > 1_000, "{totals:?}");
     assert!(totals.fresh_producer_ids > 1_000, "{totals:?}");
     assert!(totals.ghosts > 50, "{totals:?}");

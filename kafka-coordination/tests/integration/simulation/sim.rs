@@ -35,7 +35,10 @@
 //!   near 32766, sometimes after `next_producer_id_smaller`), compaction, and **stalls**: the
 //!   holder of another role on the same partition dies in the middle of a write, so every read
 //!   of the partition stops at its open transaction for 1..8 s (its timeout). A member whose
-//!   candidate ends (fenced, resigned) rejoins later as a new incarnation.
+//!   candidate ends (fenced, resigned) rejoins later as a new incarnation; half the resigns
+//!   are a balancing member's moves, which register again within 300 ms (a fleet leader's
+//!   hand-over; a standby that withdraws to stand behind the member that should have the
+//!   role), so the invariants hold with a fleet's members among the candidates.
 //!
 //! # The invariants, checked after every step
 //!

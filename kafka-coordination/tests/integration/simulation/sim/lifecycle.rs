@@ -475,6 +475,13 @@ impl Sim {
         self.members[i].crashed = false;
         let delay = match reason {
             EndReason::Fenced { .. } => self.rng.range(200, 5_000),
+            // Half the resigns are a balancing member's moves: it registers again at once
+            // (at the back), as a fleet's leader does after a hand-over and a standby after
+            // withdrawing to stand behind the member that should have the role.
+            EndReason::Resigned if self.rng.chance(1, 2) => {
+                self.stats.balancing_moves += 1;
+                self.rng.range(0, 300)
+            }
             EndReason::Resigned => self.rng.range(1_000, 15_000),
             EndReason::Unavailable | EndReason::Failed => {
                 return Err(self.fail(

@@ -127,6 +127,9 @@ pub struct Stats {
     pub live_evictions: u64,
     /// Live members registered again after their eviction (G2).
     pub g2_rejoined: u64,
+    /// Resigns followed by a new registration within 300 ms: a balancing member's move (a
+    /// fleet's hand-over, or a standby that withdraws to register again behind another).
+    pub balancing_moves: u64,
     /// Live members passed over by an election without eviction (G2 then asks them to
     /// register again).
     pub live_passed_over: u64,
@@ -218,6 +221,7 @@ impl Stats {
         self.ghost_evictions += o.ghost_evictions;
         self.live_evictions += o.live_evictions;
         self.g2_rejoined += o.g2_rejoined;
+        self.balancing_moves += o.balancing_moves;
         self.live_passed_over += o.live_passed_over;
         self.g1_checked += o.g1_checked;
         self.ghost_ahead_failovers += o.ghost_ahead_failovers;
