@@ -915,8 +915,8 @@ impl LeaseWriter for KafkaTransport {
         done: kafka_coordination_transport::GuardedDone,
     ) {
         let writing = self.writing();
-        exec::with_priority(priority, move || {
-            exec::spawn(async move {
+        task_runtime::with_priority(priority, move || {
+            task_runtime::spawn(async move {
                 let headers = write.header_refs();
                 let offsets = write.offset_refs();
                 let (records, offsets) = write.borrow(&headers, &offsets);
