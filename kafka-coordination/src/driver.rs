@@ -13,10 +13,10 @@ pub(crate) mod task;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_coordination_core::config::Timing;
 use kafka_coordination_core::machine::{Candidate, Cleanup, Command, EndReason, Event};
 use kafka_coordination_core::record::{MemberId, Role};
 use kafka_coordination_core::time::UnixMillis;
+use kafka_coordination_core::timing::Timing;
 
 use crate::clock::Clock;
 use crate::error::TransportError;

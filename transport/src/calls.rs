@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 

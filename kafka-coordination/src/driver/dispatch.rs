@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use kafka_coordination_core::describe::LeadershipStatus;
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::machine::{Command, Event};
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::time::UnixMillis;
