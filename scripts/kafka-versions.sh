@@ -173,6 +173,13 @@ for entry in "${LIST[@]}"; do
     fi
     ROWS+=("| $version | $mode | $passed | $skipped | $failed | ${bad:--} | ${failover:-?} | ${handover:-?} | $((SECONDS - started)) s | $result |")
     say "Kafka $version ($mode): $result ($passed passed, $failed failed${bad:+, failed phases: $bad})"
+    if [ "$result" = FAIL ]; then
+        # A CI log keeps only this script's output: name what failed and why, from the logs.
+        for log in "$dir"/*.log; do
+            grep -E -A12 '^---- .* stdout ----$|^test .* FAILED$|panicked at' "$log" 2>/dev/null |
+                head -60 | sed "s|^|  $(basename "$log"): |" >&2
+        done
+    fi
 done
 
 {

@@ -318,6 +318,14 @@ impl Admin {
     /// Grants `acls` to `User:<user>` and waits until the broker enforces exactly the ACLs the
     /// user held before plus these.
     pub fn grant(&mut self, user: &str, acls: &[Acl]) {
+        if let Err(e) = self.try_grant(user, acls) {
+            panic!("{e}");
+        }
+    }
+
+    /// [`grant`](Self::grant), or the first ACL the broker refused to create, with its error
+    /// code and message (nothing is waited for then).
+    pub fn try_grant(&mut self, user: &str, acls: &[Acl]) -> Result<(), String> {
         let principal = format!("User:{user}");
         let mut expected = self.acls_of(user);
         let creations = acls
@@ -340,9 +348,15 @@ impl Admin {
             ACL_VERSION,
         );
         for (r, a) in resp.results.iter().zip(acls) {
-            assert_eq!(r.error_code, 0, "granting {a}: {:?}", r.error_message);
+            if r.error_code != 0 {
+                return Err(format!(
+                    "granting {a}: error code {} ({:?})",
+                    r.error_code, r.error_message
+                ));
+            }
         }
         self.wait_for(user, &expected);
+        Ok(())
     }
 
     /// The ALLOW ACLs the broker enforces for `User:<user>`.

@@ -14,6 +14,10 @@
 //!   and says why (`Fleet::heartbeat_error` names the TransactionalId);
 //!   one without Read on the fleet topic reports a read error naming the ACL and the topic
 //!   (`Fleet::read_error`). Each, granted the missing row, becomes live.
+//! - On a ZooKeeper-mode broker (`KAFKA_MODE=zookeeper`, Kafka 3.x) no ACL can name a resource
+//!   that holds a '/': the broker refuses the literal row `<fleet>/<member>`, so every fleet
+//!   row there is the one PREFIXED `<fleet>` the deploying guide gives for such clusters, and
+//!   the member without only its announcement's row cannot be set up (said loudly).
 //!
 //! Needs `KAFKA_BOOTSTRAP`, `KAFKA_SASL_SSL_BOOTSTRAP` and `KAFKA_SSL_CA` (exported by
 //! scripts/kafka/start.sh, passed on by scripts/kafka/with-broker.sh); without them the test
@@ -264,6 +268,10 @@ fn a_fleet_needs_the_documented_acls() {
     transport_with(KafkaConfig::new(plaintext.clone(), 1).with_topic(FLEET_TOPIC));
     let mut admin = Admin::connect(&plaintext);
 
+    // ZooKeeper mode keeps each ACL in a znode named after its resource, so a '/' in the name
+    // is refused (KAFKA-13983): the fleet's rows are then one PREFIXED `<fleet>` row each.
+    let zookeeper = std::env::var("KAFKA_MODE").is_ok_and(|m| m == "zookeeper");
+    let fleet_row = |fleet: &str| Acl::transactional_id(fleet, Op::Write).prefixed();
     let fleet = unique("kcfa");
     let roles_prefix = format!("{fleet}-shard-");
     let roles: Vec<String> = (0..ROLES).map(|i| format!("{roles_prefix}{i}")).collect();
@@ -271,17 +279,28 @@ fn a_fleet_needs_the_documented_acls() {
 
     // a: the literal rows of its heartbeat and announcement; b: the PREFIXED `<fleet>/`.
     let mut a_rows = member_rows(&state, &roles_prefix);
-    a_rows.push(Acl::transactional_id(
-        &format!("{fleet}/{a_name}"),
-        Op::Write,
-    ));
-    a_rows.push(Acl::transactional_id(
-        &format!("{fleet}//a/{a_name}"),
-        Op::Write,
-    ));
-    let a_user = user(&mut admin, "kc-fleet-a", &a_rows);
+    let literal = Acl::transactional_id(&format!("{fleet}/{a_name}"), Op::Write);
     let mut b_rows = member_rows(&state, &roles_prefix);
-    b_rows.push(Acl::transactional_id(&format!("{fleet}/"), Op::Write).prefixed());
+    let a_user = if zookeeper {
+        // Refused by the broker, as the guide says; the PREFIXED `<fleet>` row instead.
+        let a_user = user(&mut admin, "kc-fleet-a", &a_rows);
+        let refusal = admin.try_grant(&a_user.name, &[literal]).expect_err(
+            "a ZooKeeper-mode broker created an ACL whose resource name holds a '/': \
+             the deploying guide's ZooKeeper note is wrong",
+        );
+        eprintln!("ZooKeeper mode: {refusal}; the fleet's rows are PREFIXED `{fleet}`");
+        admin.grant(&a_user.name, &[fleet_row(&fleet)]);
+        b_rows.push(fleet_row(&fleet));
+        a_user
+    } else {
+        a_rows.push(literal);
+        a_rows.push(Acl::transactional_id(
+            &format!("{fleet}//a/{a_name}"),
+            Op::Write,
+        ));
+        b_rows.push(Acl::transactional_id(&format!("{fleet}/"), Op::Write).prefixed());
+        user(&mut admin, "kc-fleet-a", &a_rows)
+    };
     let b_user = user(&mut admin, "kc-fleet-b", &b_rows);
 
     let status_rows = [
@@ -328,7 +347,11 @@ fn a_fleet_needs_the_documented_acls() {
     );
 
     // `fleet drain`: one row short, refused naming it; with all of its rows, b drains.
-    let drain_txn = Acl::transactional_id(&format!("{fleet}//drain/{b_name}"), Op::Write);
+    let drain_txn = if zookeeper {
+        fleet_row(&fleet)
+    } else {
+        Acl::transactional_id(&format!("{fleet}//drain/{b_name}"), Op::Write)
+    };
     let drain = |user: &User| {
         sasl.tool(
             user,
@@ -389,16 +412,77 @@ fn a_fleet_needs_the_documented_acls() {
     });
     assert!(b.fleet.stats().drain_requested, "{:?}", b.fleet.stats());
 
-    // A member without its announcement's row: its heartbeat runs, it is never announced.
     let lone = unique("kcfa-lone");
+    if zookeeper {
+        loud(&format!(
+            "{test}: ZooKeeper mode, where a member's heartbeat row cannot be granted without \
+             its announcement's (one PREFIXED `<fleet>` row covers both): the member without \
+             its announcement's row is not run"
+        ));
+    } else {
+        a_member_without_its_announcement_is_not_live(&sasl, &mut admin, &observer, &state, &lone);
+    }
+
+    // A member without Read on the fleet topic: its reads fail, naming the topic.
+    let d_name = format!("{lone}-d");
+    let mut d_rows: Vec<Acl> = member_rows(&state, &format!("{lone}-shard-"))
+        .into_iter()
+        .filter(|acl| *acl != fleet_topic(Op::Read))
+        .collect();
+    d_rows.push(if zookeeper {
+        fleet_row(&lone)
+    } else {
+        Acl::transactional_id(&format!("{lone}/"), Op::Write).prefixed()
+    });
+    let d_user = user(&mut admin, "kc-fleet-d", &d_rows);
+    let d = member(&sasl, &d_user, &state, &lone, &d_name, &[]);
+    let deadline = Instant::now() + PROMPT;
+    let error = loop {
+        if let Some(e) = d.fleet.read_error() {
+            break e;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no read error without Read on the fleet topic after {PROMPT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        error.contains(&format!("the READ ACL on Topic '{FLEET_TOPIC}'")),
+        "{error}"
+    );
+    // Read granted, its reads work again.
+    admin.grant(&d_user.name, &[fleet_topic(Op::Read)]);
+    let deadline = Instant::now() + PROMPT;
+    while let Some(e) = d.fleet.read_error() {
+        assert!(
+            Instant::now() < deadline,
+            "still a read error with Read on the fleet topic after {PROMPT:?}: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    status_until(&sasl, &observer, &state, &lone, "d live", |v| {
+        member_of(v, &d_name).is_some_and(|m| m["live"] == true)
+    });
+}
+
+/// A member of fleet `lone` without its announcement's row: its heartbeat runs, it is never
+/// announced, and it says why; granted the row, it is live.
+fn a_member_without_its_announcement_is_not_live(
+    sasl: &Sasl,
+    admin: &mut Admin,
+    observer: &User,
+    state: &str,
+    lone: &str,
+) {
     let c_name = format!("{lone}-c");
-    let mut c_rows = member_rows(&state, &format!("{lone}-shard-"));
+    let mut c_rows = member_rows(state, &format!("{lone}-shard-"));
     c_rows.push(Acl::transactional_id(
         &format!("{lone}/{c_name}"),
         Op::Write,
     ));
-    let c_user = user(&mut admin, "kc-fleet-c", &c_rows);
-    let c = member(&sasl, &c_user, &state, &lone, &c_name, &[]);
+    let c_user = user(admin, "kc-fleet-c", &c_rows);
+    let c = member(sasl, &c_user, state, lone, &c_name, &[]);
     // Seen while its heartbeat is renewed over two leases (a member that may announce does so
     // on its first pass, right after its heartbeat starts).
     let heartbeat_until = |v: &Value| {
@@ -407,14 +491,14 @@ fn a_fleet_needs_the_documented_acls() {
             .unwrap_or(0)
     };
     let first = heartbeat_until(&status_until(
-        &sasl,
-        &observer,
-        &state,
-        &lone,
+        sasl,
+        observer,
+        state,
+        lone,
         "heartbeating",
         |v| heartbeat_until(v) > 0,
     ));
-    let v = status_until(&sasl, &observer, &state, &lone, "renewed", |v| {
+    let v = status_until(sasl, observer, state, lone, "renewed", |v| {
         let m = member_of(v, &c_name).expect("c is listed");
         assert_eq!(
             (&m["announced"], &m["live"]),
@@ -450,7 +534,7 @@ fn a_fleet_needs_the_documented_acls() {
             Op::Write,
         )],
     );
-    status_until(&sasl, &observer, &state, &lone, "announced", |v| {
+    status_until(sasl, observer, state, lone, "announced", |v| {
         member_of(v, &c_name).is_some_and(|m| m["live"] == true && m["state"] == "live")
     });
     let deadline = Instant::now() + PROMPT;
@@ -461,42 +545,4 @@ fn a_fleet_needs_the_documented_acls() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-
-    // A member without Read on the fleet topic: its reads fail, naming the topic.
-    let d_name = format!("{lone}-d");
-    let mut d_rows: Vec<Acl> = member_rows(&state, &format!("{lone}-shard-"))
-        .into_iter()
-        .filter(|acl| *acl != fleet_topic(Op::Read))
-        .collect();
-    d_rows.push(Acl::transactional_id(&format!("{lone}/"), Op::Write).prefixed());
-    let d_user = user(&mut admin, "kc-fleet-d", &d_rows);
-    let d = member(&sasl, &d_user, &state, &lone, &d_name, &[]);
-    let deadline = Instant::now() + PROMPT;
-    let error = loop {
-        if let Some(e) = d.fleet.read_error() {
-            break e;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no read error without Read on the fleet topic after {PROMPT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        error.contains(&format!("the READ ACL on Topic '{FLEET_TOPIC}'")),
-        "{error}"
-    );
-    // Read granted, its reads work again.
-    admin.grant(&d_user.name, &[fleet_topic(Op::Read)]);
-    let deadline = Instant::now() + PROMPT;
-    while let Some(e) = d.fleet.read_error() {
-        assert!(
-            Instant::now() < deadline,
-            "still a read error with Read on the fleet topic after {PROMPT:?}: {e}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    status_until(&sasl, &observer, &state, &lone, "d live", |v| {
-        member_of(v, &d_name).is_some_and(|m| m["live"] == true)
-    });
 }
