@@ -10,12 +10,12 @@
 //!
 //! Options: `--roles N` (1000), `--seconds S` of steady state after the last election (300),
 //! `--lease-ms` (30000) and `--renew-ms` (10000) (the library's defaults), `--blocking-threads
-//! N` (16: the tokio runtime's blocking pool, where transport calls run), `--partitions N`
+//! N` (16: the tokio runtime's blocking pool), `--partitions N`
 //! (16), `--broker-pid PID[,PID...]` (the brokers whose CPU is measured, summed; default: every
 //! node of the test cluster's run dir), `--driver
 //! host|tokio` (default `host`: one [`Host`](kafka_coordination::host::Host) task runs every
 //! candidacy, at most `--max-in-flight N` (8) of its calls in flight; `tokio`: a tokio task per candidacy,
-//! its calls on the runtime's blocking pool), `--connections N` (4: the client's native
+//! each call started in its completion form and awaited), `--connections N` (4: the client's native
 //! connections per broker, `KafkaConfig::with_connections_per_broker`), `--no-spread` (the
 //! host renews each role a renew interval after its claim, without a phase:
 //! `HostOptions::spread_renewals(false)`), `--no-tail` (every read of the host's standbys goes

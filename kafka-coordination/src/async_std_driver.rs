@@ -1,5 +1,5 @@
-//! The async-std flavour: the driver is an async-std task and transport calls run on async-std's
-//! blocking pool.
+//! The async-std flavour: the driver is an async-std task that starts each transport call in its
+//! completion form and awaits the answer (`describe_*` run on async-std's blocking pool).
 //!
 //! async-std is discontinued upstream: its authors recommend [smol](https://docs.rs/smol)
 //! instead (this crate's `smol_driver`, feature `smol`, has the same API). The feature is kept

@@ -116,10 +116,10 @@ fn long_poll_manual(
     }
 }
 
-/// A transport call handed to an async runtime's blocking pool: the command until the pool
-/// starts it, then its result. A driver whose runtime goes away collects the call from here:
-/// it runs the command itself if the pool never started it (a runtime shutting down refuses
-/// new blocking work), or waits for the result of the run under way.
+/// An async driver's transport call: the command until it is started, then its result. A
+/// driver dropped with its task (a runtime shutting down) collects the call from here: it runs
+/// the command itself if it was never started (a read is left so), or waits for the answer of
+/// the call under way.
 #[cfg_attr(not(async_driver), allow(dead_code))]
 pub(crate) struct InFlight {
     command: std::sync::Mutex<Option<Command>>,
@@ -134,6 +134,18 @@ pub(crate) struct InFlight {
 
 #[cfg_attr(not(async_driver), allow(dead_code))]
 impl InFlight {
+    /// A slot for the answer of a call started elsewhere (a slice of a long poll), at `issued`:
+    /// nothing to start.
+    pub(crate) fn answer_only(issued: UnixMillis) -> InFlight {
+        InFlight {
+            command: std::sync::Mutex::new(None),
+            issued,
+            delayed: std::sync::Mutex::new(None),
+            result: std::sync::Mutex::new(None),
+            done: event_listener::Event::new(),
+        }
+    }
+
     /// A call of `command`, which the machine issued at `issued`.
     pub(crate) fn new(command: Command, issued: UnixMillis) -> InFlight {
         InFlight {
@@ -212,8 +224,8 @@ pub(crate) struct Driver<T: Transport + Send + Sync + ?Sized + 'static> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) long_poll: Duration,
     resign_sent: bool,
-    /// An async driver's transport call running on the blocking pool, whose result is not yet
-    /// fed. A driver dropped meanwhile takes the result from here.
+    /// An async driver's transport call under way, whose result is not yet fed. A driver
+    /// dropped meanwhile finishes it from here.
     pub(crate) in_flight: Option<Arc<InFlight>>,
     /// The candidacy's metrics (nothing without the `metrics` feature).
     meter: crate::metrics::Meter,
@@ -709,7 +721,7 @@ impl<T: Transport + Send + Sync + ?Sized + 'static> Driver<T> {
             s.stopping = true;
             s.cancel = true;
         });
-        // Wakes a long poll still running on the blocking pool, so it answers now.
+        // Wakes a driver waiting for a call's answer, so that it notes the exit.
         self.shared.doorbell.ring();
         if self.check_cancel().is_ok() {
             if let Some(call) = self.in_flight.take() {

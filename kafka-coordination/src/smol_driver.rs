@@ -1,5 +1,6 @@
-//! The smol flavour: the driver is a task on smol's global executor and transport calls run on
-//! the `blocking` thread pool. Await the futures on any executor (`smol::block_on`, ...).
+//! The smol flavour: the driver is a task on smol's global executor that starts each transport
+//! call in its completion form and awaits the answer (`describe_*` run on the `blocking`
+//! thread pool). Await the futures on any executor (`smol::block_on`, ...).
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! The tokio flavour: the driver is a tokio task and transport calls run on tokio's blocking
-//! pool. Call these from within a tokio runtime (either flavour).
+//! The tokio flavour: the driver is a tokio task that starts each transport call in its
+//! completion form and awaits the answer (no thread waits for a call; `describe_*` run on
+//! tokio's blocking pool). Call these from within a tokio runtime (either flavour).
 
 use std::time::Duration;
 

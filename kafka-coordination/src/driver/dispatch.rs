@@ -224,11 +224,12 @@ pub(crate) fn run<T: Transport + ?Sized>(
     }
 }
 
-/// Starts `command`'s call without holding the caller's thread, for an acquire, a lease write
-/// or a check: the transport's `start_*` method with `priority` (see
+/// Starts `command`'s call without holding the caller's thread, for an acquire, a lease write,
+/// a check or a registration: the transport's `start_*` method (or `append_all` of one record)
+/// with `priority` (see
 /// [`Coordinator::start_acquire_epoch`](crate::transport::Coordinator::start_acquire_epoch));
-/// `done` gets the machine's event, now or later on a thread of the transport's. Any other
-/// command is a driver bug, answered as such.
+/// `done` gets the machine's event, now or later on a thread of the transport's. A read is
+/// started by its caller (it may wait, in slices); here it is a driver bug, answered as such.
 pub(crate) fn start_execute<T: Transport + ?Sized>(
     transport: &T,
     command: Command,
@@ -274,11 +275,48 @@ pub(crate) fn start_execute<T: Transport + ?Sized>(
                 }))
             }),
         ),
-        Call::Append { .. } => done(Err(TransportError::fatal(
-            "driver bug: a registration cannot be started alone without a thread",
-        ))),
+        Call::Append {
+            partition,
+            key,
+            value,
+        } => transport.append_all(
+            vec![Append::new(partition, key, value, move |outcome| {
+                done(appended(outcome))
+            })],
+            priority,
+        ),
         Call::Read { .. } => done(Err(TransportError::fatal(
             "driver bug: a read cannot be started without a thread",
         ))),
     }
+}
+
+/// A completion for the transport that still ends its call when the transport drops it
+/// unanswered: `answer` is then called with what `dropped` makes (an error saying so).
+pub(crate) fn answered_or<T: 'static>(
+    dropped: impl FnOnce() -> T + Send + 'static,
+    answer: impl FnOnce(T) + Send + 'static,
+) -> Box<dyn FnOnce(T) + Send> {
+    /// Calls `answer` once: with the outcome, or on drop with `dropped`'s.
+    struct Once<T, D: FnOnce() -> T, A: FnOnce(T)> {
+        dropped: Option<D>,
+        answer: Option<A>,
+    }
+    impl<T, D: FnOnce() -> T, A: FnOnce(T)> Drop for Once<T, D, A> {
+        fn drop(&mut self) {
+            if let (Some(dropped), Some(answer)) = (self.dropped.take(), self.answer.take()) {
+                answer(dropped());
+            }
+        }
+    }
+    let mut once = Once {
+        dropped: Some(dropped),
+        answer: Some(answer),
+    };
+    Box::new(move |outcome| {
+        once.dropped = None;
+        if let Some(answer) = once.answer.take() {
+            answer(outcome);
+        }
+    })
 }

@@ -2,7 +2,12 @@
 
 use std::sync::Arc;
 
-use super::{execute, Driver, InFlight, Next, Wait};
+use std::time::Duration;
+
+use kafka_coordination_core::machine::{Command, Event};
+use kafka_coordination_core::time::UnixMillis;
+
+use super::{dispatch, Driver, InFlight, Next, Wait};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Error};
 use crate::options::Options;
@@ -21,67 +26,29 @@ pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
     Ok(candidacy)
 }
 
-/// The async loop: the same steps as the blocking one, waiting with the runtime's timer and
-/// running transport calls on its blocking pool.
+/// The async loop: the same steps as the blocking one, waiting with the runtime's timer. Each
+/// transport call is started in its completion form and awaited; no thread waits for it (a
+/// runtime's blocking pool is not used).
 pub(crate) async fn run_async<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
     mut d: Driver<T>,
 ) {
-    match async_loop::<R, T>(&mut d).await {
-        Ok(Flow::Ended) => {}
-        // The rest of the exit runs here, on this thread: the runtime takes no more work.
-        Ok(Flow::RuntimeGone) => d.exit_now(),
-        Err(e) => d.shared.finish(e),
+    if let Err(e) = async_loop::<R, T>(&mut d).await {
+        d.shared.finish(e);
     }
-}
-
-/// How the async loop stopped.
-enum Flow {
-    Ended,
-    RuntimeGone,
+    // A runtime that shuts down drops this task with the driver: its `Drop` exits the
+    // candidacy on the dropping thread (`Driver::exit_now`).
 }
 
 async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
     d: &mut Driver<T>,
-) -> Result<Flow, Error> {
+) -> Result<(), Error> {
     use futures_lite::future::or;
     loop {
         d.check_cancel()?;
         match d.drain() {
-            Next::Ended => return Ok(Flow::Ended),
+            Next::Ended => return Ok(()),
             Next::Io(cmd) => {
-                let (transport, clock, shared) =
-                    (d.transport.clone(), d.clock.clone(), d.shared.clone());
-                let long_poll = d.long_poll;
-                let call = Arc::new(InFlight::new(cmd, d.clock.now()));
-                d.in_flight = Some(call.clone());
-                let mut io = R::unblock(move || {
-                    if let Some(cmd) = call.start(clock.now()) {
-                        call.put(execute(&*transport, cmd, &*clock, long_poll, &shared));
-                    }
-                });
-                let outcome = loop {
-                    let listener = d.shared.doorbell.listen();
-                    // A resign during I/O is noted now and acted on when the I/O completes.
-                    d.check_cancel()?;
-                    let finished = or(async { Some((&mut io).await) }, async {
-                        listener.await;
-                        None
-                    })
-                    .await;
-                    match finished {
-                        // The pool ran it.
-                        Some(Some(())) => {
-                            let result = d.take_in_flight();
-                            break result.unwrap_or_else(|| {
-                                Err(TransportError::fatal("a transport call left no result"))
-                            });
-                        }
-                        // The runtime refused or dropped the call: it is shutting down.
-                        Some(None) => return Ok(Flow::RuntimeGone),
-                        None => {}
-                    }
-                };
-                d.in_flight = None;
+                let outcome = call::<R, T>(d, cmd).await?;
                 d.complete(outcome)?;
             }
             Next::Wait(wake) => {
@@ -106,4 +73,165 @@ async fn async_loop<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
             }
         }
     }
+}
+
+/// Runs the machine's I/O command `cmd` in the transport's completion form and awaits its
+/// outcome. While it runs, `d.in_flight` holds it, so that a driver dropped with its task (a
+/// runtime shutting down) finishes it in its exit: waits for the answer of a call under way,
+/// or reads again at once for a read (which changes nothing on the broker).
+async fn call<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+    cmd: Command,
+) -> Result<Result<Event, TransportError>, Error> {
+    if let Command::ReadPartition {
+        partition,
+        from_offset,
+        wait_until,
+    } = cmd
+    {
+        // Kept unstarted: an exit reads again on the spot instead of waiting out a long poll.
+        d.in_flight = Some(Arc::new(InFlight::new(cmd, d.clock.now())));
+        let outcome = read::<R, T>(d, partition, from_offset, wait_until).await;
+        d.in_flight = None;
+        return outcome;
+    }
+    let now = d.clock.now();
+    let call = Arc::new(InFlight::new(cmd, now));
+    d.in_flight = Some(Arc::clone(&call));
+    if let Some(cmd) = call.start(now) {
+        let answer = Arc::clone(&call);
+        dispatch::start_execute(
+            &*d.transport,
+            cmd,
+            priority(),
+            dispatch::answered_or(
+                || {
+                    Err(TransportError::retriable(
+                        "the transport dropped a call without answering it",
+                    ))
+                },
+                move |outcome| answer.put(outcome),
+            ),
+        );
+    }
+    let outcome = answer_of(d, &call).await;
+    if outcome.is_ok() {
+        // Tells the machine of a lease write whose deadline was moved.
+        let _ = d.take_in_flight();
+    }
+    d.in_flight = None;
+    outcome
+}
+
+/// A read of the state partition. One that may wait (`wait_until`, a transport that can long
+/// poll) asks again, in slices of at most the driver's `long_poll`, until records arrive, the
+/// wait instant comes, or a resign is asked for; on a manual clock each slice answers at once
+/// and the wait between them is for the clock's next change.
+async fn read<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+    partition: i32,
+    from_offset: i64,
+    wait_until: Option<UnixMillis>,
+) -> Result<Result<Event, TransportError>, Error> {
+    let until = wait_until.filter(|_| d.transport.can_long_poll() && !d.long_poll.is_zero());
+    let clock = Arc::clone(&d.clock);
+    if let Some(manual) = clock.as_manual() {
+        loop {
+            let listener = manual.listen();
+            let seen = manual.changes();
+            let event = match slice(d, partition, from_offset, Duration::ZERO).await? {
+                Ok(event) => event,
+                Err(e) => return Ok(Err(e)),
+            };
+            let now = clock.now();
+            let wait =
+                until.is_some_and(|u| now < u) && no_records(&event) && !d.shared.lock().cancel;
+            if !wait {
+                return Ok(Ok(event));
+            }
+            d.set_idle(Some((now, seen)));
+            listener.await;
+            d.set_idle(None);
+        }
+    }
+    loop {
+        let now = clock.now();
+        let max_wait = until.map_or(Duration::ZERO, |u| u.since(now).min(d.long_poll));
+        let listening = !max_wait.is_zero();
+        if listening {
+            d.shared.update(|s| s.snapshot.idle_at = Some(now));
+        }
+        let outcome = slice(d, partition, from_offset, max_wait).await;
+        if listening {
+            d.shared.update(|s| s.snapshot.idle_at = None);
+        }
+        let event = match outcome? {
+            Ok(event) => event,
+            Err(e) => return Ok(Err(e)),
+        };
+        let done = !listening
+            || !no_records(&event)
+            || until.is_none_or(|u| clock.now() >= u)
+            || d.shared.lock().cancel;
+        if done {
+            return Ok(Ok(event));
+        }
+    }
+}
+
+/// Whether a read's event brought no records.
+fn no_records(event: &Event) -> bool {
+    matches!(event, Event::RecordsRead { records, .. } if records.is_empty())
+}
+
+/// One read of the partition that may wait up to `max_wait` in the transport, awaited.
+async fn slice<T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+    partition: i32,
+    from_offset: i64,
+    max_wait: Duration,
+) -> Result<Result<Event, TransportError>, Error> {
+    let answer = Arc::new(InFlight::answer_only(d.clock.now()));
+    let put = Arc::clone(&answer);
+    d.transport.start_read_partition(
+        partition,
+        from_offset,
+        max_wait,
+        priority(),
+        dispatch::answered_or(
+            || {
+                Err(TransportError::retriable(
+                    "the transport dropped a read without answering it",
+                ))
+            },
+            move |batch| put.put(batch.map(dispatch::read)),
+        ),
+    );
+    answer_of(d, &answer).await
+}
+
+/// Awaits `call`'s answer. A resign asked for meanwhile is noted (`check_cancel`) and acted on
+/// once the call is answered.
+async fn answer_of<T: Transport + Send + Sync + ?Sized + 'static>(
+    d: &mut Driver<T>,
+    call: &InFlight,
+) -> Result<Result<Event, TransportError>, Error> {
+    use futures_lite::future::or;
+    loop {
+        let answered = call.done.listen();
+        let doorbell = d.shared.doorbell.listen();
+        if let Some(outcome) = call.take() {
+            return Ok(outcome);
+        }
+        d.check_cancel()?;
+        or(answered, doorbell).await;
+    }
+}
+
+/// A call's priority for the transport: its start, in Unix milliseconds (earlier first), as
+/// the blocking forms give it.
+fn priority() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kafka_coordination_core::time::UnixMillis;
 
 use crate::clock::Clock;
-use crate::driver::dispatch::{self, start_execute, ExecuteDone};
+use crate::driver::dispatch::{self, answered_or, start_execute, ExecuteDone};
 use crate::error::TransportError;
 use crate::transport::Transport;
 use kafka_coordination_transport::lock::lock;
@@ -15,7 +15,7 @@ use kafka_coordination_transport::lock::lock;
 use super::completions::{Answer, Outgoing, Started, DESCRIBE_BATCH};
 use super::event_loop::Core;
 use super::inbox::Done;
-use super::window::{answered_or, Due, Start};
+use super::window::{Due, Start};
 
 impl<T: Transport + Send + Sync + ?Sized + 'static> Core<T> {
     /// The registrations of this turn as one job of

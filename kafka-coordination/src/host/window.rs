@@ -48,36 +48,6 @@ impl<J> Ord for Queued<J> {
     }
 }
 
-/// A completion for the transport that still ends its call when the transport drops it
-/// unanswered: `answer` is then called with what `dropped` makes (an error saying so).
-pub(super) fn answered_or<T: 'static>(
-    dropped: impl FnOnce() -> T + Send + 'static,
-    answer: impl FnOnce(T) + Send + 'static,
-) -> Box<dyn FnOnce(T) + Send> {
-    /// Calls `answer` once: with the outcome, or on drop with `dropped`'s.
-    struct Once<T, D: FnOnce() -> T, A: FnOnce(T)> {
-        dropped: Option<D>,
-        answer: Option<A>,
-    }
-    impl<T, D: FnOnce() -> T, A: FnOnce(T)> Drop for Once<T, D, A> {
-        fn drop(&mut self) {
-            if let (Some(dropped), Some(answer)) = (self.dropped.take(), self.answer.take()) {
-                answer(dropped());
-            }
-        }
-    }
-    let mut once = Once {
-        dropped: Some(dropped),
-        answer: Some(answer),
-    };
-    Box::new(move |outcome| {
-        once.dropped = None;
-        if let Some(answer) = once.answer.take() {
-            answer(outcome);
-        }
-    })
-}
-
 /// The host's calls to the transport: at most `limit` are in flight at once
 /// ([`HostOptions::max_in_flight`](super::HostOptions::max_in_flight)), and the others wait
 /// in the order of their [`Due`] instants, holding nothing. When one finishes, the thread

@@ -196,7 +196,8 @@ fn a_standby_whose_runtime_goes_away_withdraws_its_registration() {
             "{kind}"
         );
 
-        // b's driver is in its long poll (on the blocking pool) when its runtime goes.
+        // b's driver task is in its long poll (awaiting the clock's next change) when its
+        // runtime goes.
         drop(rt);
 
         assert!(b.is_done(), "{kind}: the candidacy ended");
