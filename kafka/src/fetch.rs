@@ -8,7 +8,7 @@ mod view;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,7 @@ impl SharedReader {
                 shared,
                 fetch,
                 state: Mutex::new(State::default()),
-                changed: Condvar::new(),
+                changed: Changes::default(),
                 hooks: TailHooks::default(),
                 skipped: AtomicU64::new(0),
             }),
@@ -143,44 +143,19 @@ impl SharedReader {
     }
 
     /// Committed records of `partition` at offsets `>= from_offset`, in offset order, and how
-    /// far the view reached (see [`StateReader`](kafka_coordination_transport::StateReader)).
-    pub(crate) fn read(
-        &self,
-        partition: i32,
-        from_offset: i64,
-        max_wait: Duration,
-    ) -> Result<ReadBatch, TransportError> {
-        let inner = &self.inner;
-        if partition < 0 || partition >= inner.partitions {
-            return Err(TransportError::config(format!(
-                "partition {partition} is outside the {} partitions of {}",
-                inner.partitions, inner.topic
-            )));
-        }
-        let from = from_offset.max(0);
-        let started = Instant::now();
-        let _reading = Reading::begin(inner, partition);
-        if max_wait.is_zero() || !inner.is_live(partition) {
-            super::task_runtime::block_on(
-                inner.catch_up(partition, started + inner.request_timeout),
-            )?;
-        }
-        if !max_wait.is_zero() {
-            // A huge max_wait (Duration::MAX) waits a day at most instead of overflowing.
-            let until = started
-                .checked_add(max_wait.min(Duration::from_secs(86_400)))
-                .unwrap_or(started);
-            inner.wait_for_records(partition, from, until)?;
-        }
-        Ok(inner.batch(partition, from))
-    }
-
-    /// [`read`](Self::read) with no wait, as a task that holds no thread: `done` gets the
-    /// batch on the connection thread that received the last answer.
+    /// far the view reached (see [`StateReader`](kafka_coordination_transport::StateReader)), as
+    /// a task that holds no thread: `done` gets the batch on the thread that ended its last
+    /// wait (a connection thread, the fetch thread whose answer brought records, or the timer).
+    ///
+    /// With `max_wait` zero, or when no fetch thread tails the partition yet, it first catches
+    /// the view up with the partition; with `max_wait` above zero it then waits, up to that
+    /// long, for the view to hold records at or past `from_offset` (a long poll: the fetch
+    /// thread's answer wakes it).
     pub(crate) fn start_read(
         &self,
         partition: i32,
         from_offset: i64,
+        max_wait: Duration,
         done: kafka_coordination_transport::ReadDone,
     ) {
         let inner = Arc::clone(&self.inner);
@@ -192,15 +167,24 @@ impl SharedReader {
         }
         super::task_runtime::spawn(async move {
             let from = from_offset.max(0);
-            let deadline = Instant::now() + inner.request_timeout;
-            let read = {
+            let started = Instant::now();
+            let read = async {
                 let _reading = Reading::begin(&inner, partition);
-                inner
-                    .catch_up(partition, deadline)
-                    .await
-                    .map(|()| inner.batch(partition, from))
+                if max_wait.is_zero() || !inner.is_live(partition) {
+                    inner
+                        .catch_up(partition, started + inner.request_timeout)
+                        .await?;
+                }
+                if !max_wait.is_zero() {
+                    // A huge max_wait (Duration::MAX) waits a day at most instead of overflowing.
+                    let until = started
+                        .checked_add(max_wait.min(Duration::from_secs(86_400)))
+                        .unwrap_or(started);
+                    inner.records_since(partition, from, until).await?;
+                }
+                Ok(inner.batch(partition, from))
             };
-            done(read);
+            done(read.await);
         });
     }
 
@@ -230,7 +214,7 @@ impl Drop for SharedReader {
     /// Fetch threads end after their Fetch in flight.
     fn drop(&mut self) {
         lock(&self.inner.state).closed = true;
-        self.inner.changed.notify_all();
+        self.inner.changed.notify();
     }
 }
 
@@ -244,8 +228,9 @@ struct Inner {
     /// The reader's own: the fetch threads' long polls, one connection per leader.
     fetch: Cluster,
     state: Mutex<State>,
-    /// Notified on every change of a view or of a partition's leader.
-    changed: Condvar,
+    /// Notified on every change of a view or of a partition's leader (never while `state` is
+    /// locked: a waiter woken is polled on the notifying thread, and locks it).
+    changed: Changes,
     /// Called by the fetch threads with each partition whose view or limits an answer moved.
     hooks: TailHooks,
     /// Batches passed because their records could not be read (see [`Inner::passed`]).
@@ -286,6 +271,47 @@ impl Part {
             readers: 0,
             last_read: Instant::now(),
         }
+    }
+}
+
+/// What wakes the reads that wait for a view to move: a count of changes, and the wakers of the
+/// tasks waiting for the next one. Wakers are woken after the lock is let go, since a task of
+/// the client is polled by the thread that wakes it (and may wait again at once).
+#[derive(Default)]
+struct Changes {
+    count: AtomicU64,
+    waiting: Mutex<Vec<std::task::Waker>>,
+}
+
+impl Changes {
+    /// The number of changes so far.
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Counts a change and wakes every task waiting for one.
+    fn notify(&self) {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        let waiting = std::mem::take(&mut *lock(&self.waiting));
+        for waker in waiting {
+            waker.wake();
+        }
+    }
+
+    /// Ready once the count has moved past `seen`.
+    fn since(&self, seen: u64) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.count() != seen {
+                return std::task::Poll::Ready(());
+            }
+            lock(&self.waiting).push(cx.waker().clone());
+            // A change counted between the check and the push woke nobody: look again.
+            if self.count() != seen {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
     }
 }
 
@@ -382,37 +408,40 @@ impl Inner {
         }
     }
 
-    /// Waits until the view of `partition` holds records at or past `from`, or `until`. A
-    /// partition whose fetch thread lost its leader is looked up again meanwhile.
-    fn wait_for_records(
+    /// Waits until the view of `partition` holds records at or past `from`, or `until`; a
+    /// partition that no fetch thread tails (its leader lost) is caught up again first.
+    async fn records_since(
         self: &Arc<Self>,
         partition: i32,
         from: i64,
         until: Instant,
     ) -> Result<(), TransportError> {
-        let mut st = lock(&self.state);
         loop {
-            if st.closed {
-                return Ok(());
-            }
-            let lost = match st.parts.get(&partition) {
-                Some(part) if part.view.has_since(from) => return Ok(()),
-                Some(part) => part.leader.is_none(),
-                None => true,
+            let seen = self.changed.count();
+            let lost = {
+                let st = lock(&self.state);
+                if st.closed {
+                    return Ok(());
+                }
+                match st.parts.get(&partition) {
+                    Some(part) if part.view.has_since(from) => return Ok(()),
+                    Some(part) => part.leader.is_none(),
+                    None => true,
+                }
             };
             let now = Instant::now();
             if now >= until {
                 return Ok(());
             }
             if lost {
-                drop(st);
-                super::task_runtime::block_on(
-                    self.catch_up(partition, now + self.request_timeout),
-                )?;
-                st = lock(&self.state);
+                self.catch_up(partition, now + self.request_timeout).await?;
                 continue;
             }
-            st = wait(&self.changed, st, until - now);
+            futures_lite::future::or(
+                self.changed.since(seen),
+                super::task_runtime::sleep_until(until),
+            )
+            .await;
         }
     }
 
@@ -501,7 +530,7 @@ impl Inner {
                         return Err(e);
                     }
                     drop(st);
-                    self.changed.notify_all();
+                    self.changed.notify();
                 }
                 Fetched::OutOfRange => self.reset_to_log_start(partition, at, deadline).await?,
             }
@@ -684,7 +713,7 @@ impl Inner {
                 }
             }
         }
-        self.changed.notify_all();
+        self.changed.notify();
         Ok(())
     }
 
@@ -823,7 +852,7 @@ impl Inner {
                 }
             }
         }
-        self.changed.notify_all();
+        self.changed.notify();
     }
 
     /// Applies a fetch thread's answer.
@@ -877,7 +906,7 @@ impl Inner {
             self.passed(partition, &skipped);
         }
         if moved {
-            self.changed.notify_all();
+            self.changed.notify();
         }
         if !news.is_empty() {
             self.hooks.tell(&news);
@@ -911,15 +940,35 @@ fn pause_before_fetch(sent: Instant, now: Instant) -> Duration {
     (sent + TAIL_PACE).saturating_duration_since(now)
 }
 
-fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, timeout: Duration) -> MutexGuard<'a, T> {
-    cv.wait_timeout(guard, timeout)
-        .map(|(g, _)| g)
-        .unwrap_or_else(|e| e.into_inner().0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_waiting_for_a_change_is_woken_by_one_from_another_thread() {
+        // The client's tasks are polled by the thread that wakes them: a waker woken under
+        // the lock it takes again would hang here.
+        let changes = Arc::new(Changes::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiting = Arc::clone(&changes);
+        let seen = changes.count();
+        super::super::task_runtime::spawn(async move {
+            waiting.since(seen).await;
+            // Waits again at once, as a read whose partition did not move does.
+            let again = waiting.count();
+            let _ = tx.send(again);
+        });
+        assert!(rx.try_recv().is_err(), "ready before any change");
+        let notifier = Arc::clone(&changes);
+        thread::spawn(move || notifier.notify())
+            .join()
+            .expect("the notifier does not hang");
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(60)),
+            Ok(seen + 1),
+            "the waiting task ran after the change"
+        );
+    }
 
     #[test]
     fn a_fetch_thread_paces_only_the_fetches_that_came_back_sooner_than_its_pace() {

@@ -109,13 +109,13 @@ pub struct KafkaTransport {
     appender: Arc<Appender>,
     reader: Arc<SharedReader>,
     describe: DescribeClient,
-    /// The threads that calls which must wait wait on: a long poll, and a call that comes
-    /// before the state topic was checked (the check waits on its requests).
+    /// The threads that calls which must wait wait on: a call that comes before the state
+    /// topic was checked (the check waits on its requests).
     waiting: Arc<kafka_coordination_transport::thread_pool::Pool>,
 }
 
-/// How many of a [`KafkaTransport`]'s calls may wait on a thread at once (long polls, and the
-/// calls that come before the state topic was checked); more queue.
+/// How many of a [`KafkaTransport`]'s calls may wait on a thread at once (the calls that come
+/// before the state topic was checked); more queue.
 pub const WAITING_THREADS: usize = 256;
 
 impl std::fmt::Debug for KafkaTransport {
@@ -778,7 +778,9 @@ impl StateReader for KafkaTransport {
     /// readable from `from_offset`, on the connection thread that received the last answer (on
     /// the caller's thread, before this returns, when that answer arrives while this call is
     /// still queuing the read, as the seam allows).
-    /// A long poll (`max_wait > 0`) waits for the view on a thread of [`WAITING_THREADS`].
+    /// A long poll (`max_wait > 0`) then waits for the view as a task that holds no thread: the
+    /// fetch thread whose answer brings records at or past `from_offset` (or the timer, at
+    /// `max_wait`) hands `done` the batch.
     fn start_read_partition(
         &self,
         partition: i32,
@@ -791,24 +793,11 @@ impl StateReader for KafkaTransport {
             return done(Err(e));
         }
         let reader = Arc::clone(&self.reader);
-        if max_wait.is_zero() {
-            let (done, failed) = task_runtime::split(done);
-            return self.after_topic_check(
-                priority,
-                move || reader.start_read(partition, from_offset, done),
-                failed,
-            );
-        }
-        let check = self.topic_check();
-        let _ = self.waiting.submit(
+        let (done, failed) = task_runtime::split(done);
+        self.after_topic_check(
             priority,
-            Box::new(move || {
-                done(
-                    check
-                        .run()
-                        .and_then(|()| reader.read(partition, from_offset, max_wait)),
-                );
-            }),
+            move || reader.start_read(partition, from_offset, max_wait, done),
+            failed,
         );
     }
 }
