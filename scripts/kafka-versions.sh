@@ -176,7 +176,7 @@ for entry in "${LIST[@]}"; do
     if [ "$result" = FAIL ]; then
         # A CI log keeps only this script's output: name what failed and why, from the logs.
         for log in "$dir"/*.log; do
-            grep -E -A12 '^---- .* stdout ----$|^test .* FAILED$|panicked at' "$log" 2>/dev/null |
+            { grep -E '^test .* FAILED$' "$log"; grep -E -A8 '^---- .* stdout ----$' "$log"; } 2>/dev/null |
                 head -60 | sed "s|^|  $(basename "$log"): |" >&2
         done
     fi

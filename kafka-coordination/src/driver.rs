@@ -46,7 +46,7 @@ pub(crate) fn execute<T: Transport + ?Sized>(
             from_offset,
             wait_until,
         } => {
-            let until = wait_until.filter(|_| transport.can_long_poll() && !long_poll.is_zero());
+            let until = long_poll_until(transport, wait_until, long_poll);
             let read = |max_wait| transport.read_partition(partition, from_offset, max_wait);
             let batch = match clock.as_manual() {
                 Some(manual) => long_poll_manual(manual, read, until, shared)?,
@@ -69,7 +69,7 @@ fn long_poll_real(
 ) -> Result<ReadBatch, TransportError> {
     loop {
         let now = clock.now();
-        let max_wait = until.map_or(Duration::ZERO, |u| u.since(now).min(long_poll));
+        let max_wait = slice_wait(until, now, long_poll);
         let listening = !max_wait.is_zero();
         if listening {
             shared.update(|s| s.snapshot.idle_at = Some(now));
@@ -79,11 +79,7 @@ fn long_poll_real(
             shared.update(|s| s.snapshot.idle_at = None);
         }
         let batch = batch?;
-        let done = !listening
-            || !batch.records.is_empty()
-            || until.is_none_or(|u| clock.now() >= u)
-            || shared.lock().cancel;
-        if done {
+        if !listening || long_poll_over(until, clock.now(), !batch.records.is_empty(), shared) {
             return Ok(batch);
         }
     }
@@ -105,15 +101,44 @@ fn long_poll_manual(
         let seen = clock.changes();
         let batch = read(Duration::ZERO)?;
         let now = clock.now();
-        let wait =
-            until.is_some_and(|u| now < u) && batch.records.is_empty() && !shared.lock().cancel;
-        if !wait {
+        if long_poll_over(until, now, !batch.records.is_empty(), shared) {
             return Ok(batch);
         }
         shared.set_idle(Some((now, seen)));
         listener.wait();
         shared.set_idle(None);
     }
+}
+
+/// Until when a read may wait (`wait_until`) as a long poll: `None` when the transport cannot
+/// long-poll or long polls are off (`long_poll` zero), and the read answers at once.
+pub(crate) fn long_poll_until<T: Transport + ?Sized>(
+    transport: &T,
+    wait_until: Option<UnixMillis>,
+    long_poll: Duration,
+) -> Option<UnixMillis> {
+    wait_until.filter(|_| transport.can_long_poll() && !long_poll.is_zero())
+}
+
+/// How long the next slice of a long poll until `until` may wait in the transport at `now`:
+/// at most `long_poll`; zero (answer at once) without a wait.
+pub(crate) fn slice_wait(
+    until: Option<UnixMillis>,
+    now: UnixMillis,
+    long_poll: Duration,
+) -> Duration {
+    until.map_or(Duration::ZERO, |u| u.since(now).min(long_poll))
+}
+
+/// Whether a long poll until `until` is over at `now`, after a slice that brought records
+/// (`records_came`) or none: records came, the wait is over, or a resign was asked for.
+pub(crate) fn long_poll_over(
+    until: Option<UnixMillis>,
+    now: UnixMillis,
+    records_came: bool,
+    shared: &Shared,
+) -> bool {
+    records_came || until.is_none_or(|u| now >= u) || shared.lock().cancel
 }
 
 /// An async driver's transport call: the command until it is started, then its result. A
@@ -134,22 +159,19 @@ pub(crate) struct InFlight {
 
 #[cfg_attr(not(async_driver), allow(dead_code))]
 impl InFlight {
-    /// A slot for the answer of a call started elsewhere (a slice of a long poll), at `issued`:
-    /// nothing to start.
-    pub(crate) fn answer_only(issued: UnixMillis) -> InFlight {
-        InFlight {
-            command: std::sync::Mutex::new(None),
-            issued,
-            delayed: std::sync::Mutex::new(None),
-            result: std::sync::Mutex::new(None),
-            done: event_listener::Event::new(),
-        }
+    /// A call that its caller started at `issued`: nothing left to start, the answer to come.
+    pub(crate) fn started(issued: UnixMillis) -> InFlight {
+        InFlight::of(None, issued)
     }
 
     /// A call of `command`, which the machine issued at `issued`.
     pub(crate) fn new(command: Command, issued: UnixMillis) -> InFlight {
+        InFlight::of(Some(command), issued)
+    }
+
+    fn of(command: Option<Command>, issued: UnixMillis) -> InFlight {
         InFlight {
-            command: std::sync::Mutex::new(Some(command)),
+            command: std::sync::Mutex::new(command),
             issued,
             delayed: std::sync::Mutex::new(None),
             result: std::sync::Mutex::new(None),
@@ -158,7 +180,7 @@ impl InFlight {
     }
 
     /// Takes the command to run it at `now` (`None`: someone else took it). A lease write
-    /// that waited since it was issued (in a host's queue, or a runtime's blocking pool) has
+    /// that waited since it was issued (in a host's queue) has
     /// its record's deadline moved as much later, so that it promises a lease duration from
     /// when the write begins, as a write made at once does; [`Driver::take_in_flight`] tells
     /// the machine.

@@ -16,6 +16,8 @@
 //! [`LeaseWriter::start_guarded_write`] completes as the others do (the async handles await
 //! it); its default runs the blocking form on the caller's thread.
 
+#[doc(inline)]
+pub use kafka_coordination_transport::wait::priority_now;
 pub(crate) use kafka_coordination_transport::wait::{describe_one, read};
 #[cfg(feature = "memory")]
 pub(crate) use kafka_coordination_transport::TailHooks;

@@ -27,9 +27,10 @@ pub fn wait_for<R: Send + 'static>(
     })
 }
 
-/// The priority of a call made through [`Wait`]: now, in Unix milliseconds (the same scale as
-/// a host's due instants, so a waiting caller queues about as a host's call issued now).
-fn now() -> i64 {
+/// The priority of a call started now, as [`Wait`] gives its calls: now, in Unix milliseconds
+/// (the same scale as a host's due instants, so such a caller queues about as a host's call
+/// issued now). An async driver gives its calls the same.
+pub fn priority_now() -> i64 {
     match SystemTime::now().duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
@@ -44,7 +45,7 @@ pub fn read<R: StateReader + ?Sized>(
     max_wait: Duration,
 ) -> Result<ReadBatch, TransportError> {
     wait_for("read", |done| {
-        reader.start_read_partition(partition, from_offset, max_wait, now(), done)
+        reader.start_read_partition(partition, from_offset, max_wait, priority_now(), done)
     })
 }
 
@@ -54,7 +55,11 @@ pub fn describe<C: Coordinator + ?Sized>(
     roles: &[Role],
 ) -> Vec<Result<LeadershipStatus, TransportError>> {
     let answers = wait_for("check", |done| {
-        coordinator.start_describe_epochs(roles.to_vec(), now(), Box::new(move |a| done(Ok(a))))
+        coordinator.start_describe_epochs(
+            roles.to_vec(),
+            priority_now(),
+            Box::new(move |a| done(Ok(a))),
+        )
     });
     match answers {
         Ok(answers) => answers,
@@ -100,7 +105,7 @@ pub trait Wait: Transport {
         transaction_timeout: Duration,
     ) -> Result<FencingToken, TransportError> {
         wait_for("acquire", |done| {
-            self.start_acquire_epoch(role.clone(), transaction_timeout, now(), done)
+            self.start_acquire_epoch(role.clone(), transaction_timeout, priority_now(), done)
         })
     }
 
@@ -135,7 +140,7 @@ pub trait Wait: Transport {
         wait_for("registration", |done| {
             self.append_all(
                 vec![Append::new(partition, key, value.map(<[u8]>::to_vec), done)],
-                now(),
+                priority_now(),
             )
         })
     }
@@ -155,7 +160,7 @@ pub trait Wait: Transport {
                 key.to_vec(),
                 value.map(<[u8]>::to_vec),
                 token,
-                now(),
+                priority_now(),
                 done,
             )
         })

@@ -232,6 +232,19 @@ fn status_until(
     }
 }
 
+/// What `check` gives once it is `Ok`, asked every 100 ms; a failure naming its last `Err`
+/// after [`PROMPT`].
+fn within_prompt<T>(mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(state) => assert!(Instant::now() < deadline, "{state} after {PROMPT:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `o` failed as an authorization error (exit 2) whose message names the missing ACL:
 /// `names`, and the troubleshooting page's section on missing ACLs.
 fn refused(what: &str, o: &Output, names: &str) {
@@ -436,31 +449,23 @@ fn a_fleet_needs_the_documented_acls() {
     });
     let d_user = user(&mut admin, "kc-fleet-d", &d_rows);
     let d = member(&sasl, &d_user, &state, &lone, &d_name, &[]);
-    let deadline = Instant::now() + PROMPT;
-    let error = loop {
-        if let Some(e) = d.fleet.read_error() {
-            break e;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no read error without Read on the fleet topic after {PROMPT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let error = within_prompt(|| {
+        d.fleet
+            .read_error()
+            .ok_or_else(|| "no read error without Read on the fleet topic".to_owned())
+    });
     assert!(
         error.contains(&format!("the READ ACL on Topic '{FLEET_TOPIC}'")),
         "{error}"
     );
     // Read granted, its reads work again.
     admin.grant(&d_user.name, &[fleet_topic(Op::Read)]);
-    let deadline = Instant::now() + PROMPT;
-    while let Some(e) = d.fleet.read_error() {
-        assert!(
-            Instant::now() < deadline,
-            "still a read error with Read on the fleet topic after {PROMPT:?}: {e}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    within_prompt(|| match d.fleet.read_error() {
+        None => Ok(()),
+        Some(e) => Err(format!(
+            "still a read error with Read on the fleet topic: {e}"
+        )),
+    });
     status_until(&sasl, &observer, &state, &lone, "d live", |v| {
         member_of(v, &d_name).is_some_and(|m| m["live"] == true)
     });
@@ -510,17 +515,11 @@ fn a_member_without_its_announcement_is_not_live(
     assert_eq!(v["live_members"], 0, "{v}");
     assert!(c.fleet.members().is_empty(), "{:?}", c.fleet.members());
     // The member itself says what holds it back: the announcement's TransactionalId.
-    let deadline = Instant::now() + PROMPT;
-    let error = loop {
-        if let Some(e) = c.fleet.heartbeat_error() {
-            break e;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no heartbeat error without the announcement's row after {PROMPT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let error = within_prompt(|| {
+        c.fleet
+            .heartbeat_error()
+            .ok_or_else(|| "no heartbeat error without the announcement's row".to_owned())
+    });
     assert!(
         error.starts_with("the announcement ended")
             && error.contains(&format!("TransactionalId '{lone}//a/{c_name}'")),
@@ -537,12 +536,8 @@ fn a_member_without_its_announcement_is_not_live(
     status_until(sasl, observer, state, lone, "announced", |v| {
         member_of(v, &c_name).is_some_and(|m| m["live"] == true && m["state"] == "live")
     });
-    let deadline = Instant::now() + PROMPT;
-    while let Some(e) = c.fleet.heartbeat_error() {
-        assert!(
-            Instant::now() < deadline,
-            "still a heartbeat error once live, after {PROMPT:?}: {e}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    within_prompt(|| match c.fleet.heartbeat_error() {
+        None => Ok(()),
+        Some(e) => Err(format!("still a heartbeat error once live: {e}")),
+    });
 }

@@ -7,12 +7,12 @@ use std::time::Duration;
 use kafka_coordination_core::machine::{Command, Event};
 use kafka_coordination_core::time::UnixMillis;
 
-use super::{dispatch, Driver, InFlight, Next, Wait};
+use super::{dispatch, long_poll_over, long_poll_until, slice_wait, Driver, InFlight, Next, Wait};
 use crate::error::TransportError;
 use crate::leadership::{Candidacy, Error};
 use crate::options::Options;
 use crate::runtime::Runtime;
-use crate::transport::Transport;
+use crate::transport::{priority_now, Transport};
 
 /// Starts a candidacy whose driver is a task of runtime `R`.
 pub(crate) fn start_on<R: Runtime, T: Transport + Send + Sync + 'static>(
@@ -95,30 +95,24 @@ async fn call<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
         d.in_flight = None;
         return outcome;
     }
-    let now = d.clock.now();
-    let call = Arc::new(InFlight::new(cmd, now));
+    // Started at once, as issued: a lease write's deadline stands as the machine wrote it.
+    let call = Arc::new(InFlight::started(d.clock.now()));
     d.in_flight = Some(Arc::clone(&call));
-    if let Some(cmd) = call.start(now) {
-        let answer = Arc::clone(&call);
-        dispatch::start_execute(
-            &*d.transport,
-            cmd,
-            priority(),
-            dispatch::answered_or(
-                || {
-                    Err(TransportError::retriable(
-                        "the transport dropped a call without answering it",
-                    ))
-                },
-                move |outcome| answer.put(outcome),
-            ),
-        );
-    }
+    let answer = Arc::clone(&call);
+    dispatch::start_execute(
+        &*d.transport,
+        cmd,
+        priority_now(),
+        dispatch::answered_or(
+            || {
+                Err(TransportError::retriable(
+                    "the transport dropped a call without answering it",
+                ))
+            },
+            move |outcome| answer.put(outcome),
+        ),
+    );
     let outcome = answer_of(d, &call).await;
-    if outcome.is_ok() {
-        // Tells the machine of a lease write whose deadline was moved.
-        let _ = d.take_in_flight();
-    }
     d.in_flight = None;
     outcome
 }
@@ -133,7 +127,7 @@ async fn read<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
     from_offset: i64,
     wait_until: Option<UnixMillis>,
 ) -> Result<Result<Event, TransportError>, Error> {
-    let until = wait_until.filter(|_| d.transport.can_long_poll() && !d.long_poll.is_zero());
+    let until = long_poll_until(&*d.transport, wait_until, d.long_poll);
     let clock = Arc::clone(&d.clock);
     if let Some(manual) = clock.as_manual() {
         loop {
@@ -144,9 +138,7 @@ async fn read<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
                 Err(e) => return Ok(Err(e)),
             };
             let now = clock.now();
-            let wait =
-                until.is_some_and(|u| now < u) && no_records(&event) && !d.shared.lock().cancel;
-            if !wait {
+            if long_poll_over(until, now, records_came(&event), &d.shared) {
                 return Ok(Ok(event));
             }
             d.set_idle(Some((now, seen)));
@@ -156,7 +148,7 @@ async fn read<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
     }
     loop {
         let now = clock.now();
-        let max_wait = until.map_or(Duration::ZERO, |u| u.since(now).min(d.long_poll));
+        let max_wait = slice_wait(until, now, d.long_poll);
         let listening = !max_wait.is_zero();
         if listening {
             d.shared.update(|s| s.snapshot.idle_at = Some(now));
@@ -169,19 +161,15 @@ async fn read<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
             Ok(event) => event,
             Err(e) => return Ok(Err(e)),
         };
-        let done = !listening
-            || !no_records(&event)
-            || until.is_none_or(|u| clock.now() >= u)
-            || d.shared.lock().cancel;
-        if done {
+        if !listening || long_poll_over(until, clock.now(), records_came(&event), &d.shared) {
             return Ok(Ok(event));
         }
     }
 }
 
-/// Whether a read's event brought no records.
-fn no_records(event: &Event) -> bool {
-    matches!(event, Event::RecordsRead { records, .. } if records.is_empty())
+/// Whether a read's event is anything but a read of no records.
+fn records_came(event: &Event) -> bool {
+    !matches!(event, Event::RecordsRead { records, .. } if records.is_empty())
 }
 
 /// One read of the partition that may wait up to `max_wait` in the transport, awaited.
@@ -191,13 +179,13 @@ async fn slice<T: Transport + Send + Sync + ?Sized + 'static>(
     from_offset: i64,
     max_wait: Duration,
 ) -> Result<Result<Event, TransportError>, Error> {
-    let answer = Arc::new(InFlight::answer_only(d.clock.now()));
+    let answer = Arc::new(InFlight::started(d.clock.now()));
     let put = Arc::clone(&answer);
     d.transport.start_read_partition(
         partition,
         from_offset,
         max_wait,
-        priority(),
+        priority_now(),
         dispatch::answered_or(
             || {
                 Err(TransportError::retriable(
@@ -226,12 +214,4 @@ async fn answer_of<T: Transport + Send + Sync + ?Sized + 'static>(
         d.check_cancel()?;
         or(answered, doorbell).await;
     }
-}
-
-/// A call's priority for the transport: its start, in Unix milliseconds (earlier first), as
-/// the blocking forms give it.
-fn priority() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
