@@ -3,7 +3,6 @@
 //! of each partition (Metadata, cached). Every call goes through [`Cluster::retry`], which
 //! retries what Kafka calls retriable until a deadline and stops on everything else.
 
-mod attempt;
 mod layout;
 mod lookup;
 
@@ -25,7 +24,7 @@ use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
 
 pub(crate) use super::classify::code;
-pub(crate) use attempt::{txn_error, Attempt};
+use crate::api::Attempt;
 use layout::TopicMetadata;
 pub(crate) use layout::{verdict, Layout, TopicState, CONFIRM_PAUSE};
 use lookup::{answer_on, find_coordinator_on};

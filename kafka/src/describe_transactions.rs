@@ -11,8 +11,9 @@ use kafka_protocol::messages::describe_transactions_response::TransactionState a
 use kafka_protocol::messages::{DescribeTransactionsRequest, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::Attempt;
 use super::classify::code;
-use super::cluster::{Attempt, Cluster};
+use super::cluster::Cluster;
 use super::config::KafkaConfig;
 use super::net::Conn;
 use kafka_coordination_transport::error::TransportError;

@@ -20,9 +20,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::Attempt;
 use super::batch::{decode_batches, Decoded, Skipped};
 use super::classify::code;
-use super::cluster::{Attempt, Cluster};
+use super::cluster::Cluster;
 use super::config::KafkaConfig;
 use super::net::Conn;
 use kafka_coordination_transport::error::TransportError;

@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod api;
 mod batch;
 mod classify;
 mod cluster;

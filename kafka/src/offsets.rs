@@ -25,8 +25,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::{txn_error, Attempt};
 use super::classify::code;
-use super::cluster::{txn_error, Attempt, Cluster};
+use super::cluster::Cluster;
 use super::net::Conn;
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;

@@ -9,16 +9,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_coordination_core::token::FencingToken;
-use kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
 
+use super::api::init_producer_id::InitProducerId;
+use super::api::Attempt;
 use super::classify::code;
-use super::cluster::{Attempt, Cluster};
+use super::cluster::Cluster;
 use super::config::KafkaConfig;
 use super::net::Conn;
 use super::task_runtime::AsyncMutex;
-use super::txn::{
-    encode_batch, partition_answer, produce_request, produce_version, MAX_INIT_PRODUCER_ID,
-};
+use super::txn::{encode_batch, partition_answer, produce_request, produce_version};
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::{Append, AppendDone};
@@ -347,7 +346,7 @@ impl Appender {
                     let owned = topic.to_owned();
                     cluster
                         .at_leader_async(topic, partition, deadline, move |conn| {
-                            idempotent_producer_on(conn, &owned, deadline)
+                            conn.exchange(&InitProducerId::Idempotent { topic: &owned }, deadline)
                         })
                         .await
                 },
@@ -413,49 +412,6 @@ impl Appender {
                 }
             })
             .await
-    }
-}
-
-/// One InitProducerId without a transactional id (an idempotent producer's) on `conn`.
-fn idempotent_producer_on(
-    conn: &mut Conn,
-    topic: &str,
-    deadline: Instant,
-) -> Result<FencingToken, Attempt> {
-    let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} does not support InitProducerId",
-            conn.addr()
-        ))));
-    };
-    let req = InitProducerIdRequest::default()
-        .with_transactional_id(None)
-        .with_transaction_timeout_ms(i32::MAX)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let resp = conn.call(&req, version, deadline)?;
-    match code::error(resp.error_code) {
-        None => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
-        Some(code::E::ClusterAuthorizationFailed) => Err(Attempt::Stop(
-            TransportError::unauthorized(format!(
-                "InitProducerId for the registration producer: the principal needs the WRITE \
-                 ACL on Topic '{topic}' (an idempotent producer's id needs WRITE on a topic, or \
-                 IDEMPOTENT_WRITE on the Cluster before Kafka 2.8) (CLUSTER_AUTHORIZATION_FAILED)"
-            ))
-            .with_kafka_code(code::E::ClusterAuthorizationFailed.code()),
-        )),
-        Some(e) => {
-            let other = e.code();
-            Err(Attempt::from_code(
-                other,
-                format!(
-                    "InitProducerId for the registration producer at {} failed with error {other} \
-                 ({})",
-                    conn.addr(),
-                    code::name(other)
-                ),
-            ))
-        }
     }
 }
 

@@ -13,8 +13,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{CreateTopicsRequest, DescribeConfigsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::Attempt;
 use super::classify::code;
-use super::cluster::{Attempt, Cluster, Layout};
+use super::cluster::{Cluster, Layout};
 use super::config::{millis, KafkaConfig};
 use super::net::Conn;
 use super::task_runtime::block_on;

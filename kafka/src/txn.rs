@@ -17,6 +17,7 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnT
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::init_producer_id::InitProducerId;
 use super::classify::code;
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
@@ -28,8 +29,7 @@ use kafka_coordination_transport::{GroupOffsets, GuardedRecord};
 
 pub(crate) use produce::{encode_batch, partition_answer, produce_request, produce_version};
 use produce::{encode_batch_with_headers, headers_of};
-pub(crate) use requests::MAX_INIT_PRODUCER_ID;
-use requests::{add_partitions_on, end_txn_on, init_producer_id_on, last_sequence_on, TxnProduce};
+use requests::{add_partitions_on, end_txn_on, last_sequence_on, TxnProduce};
 
 /// The shortest transaction timeout accepted (the coordinator checks for expired
 /// transactions on a timer; a shorter timeout only churns).
@@ -250,7 +250,13 @@ impl Sessions {
                     let id = role.as_str().to_owned();
                     cluster
                         .at_coordinator_async(&id, deadline, move |conn| {
-                            init_producer_id_on(conn, &role, timeout_ms, deadline)
+                            conn.exchange(
+                                &InitProducerId::Role {
+                                    role: &role,
+                                    timeout_ms,
+                                },
+                                deadline,
+                            )
                         })
                         .await
                 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 
-use super::attempt::Attempt;
+use crate::api::Attempt;
 use crate::classify::code;
 use crate::net::{Conn, NetError};
 use kafka_coordination_transport::error::TransportError;

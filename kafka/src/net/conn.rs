@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use super::refusal::{refusal, rustls_error};
+use crate::api::{Attempt, Exchange};
 use crate::response_shapes;
 use kafka_coordination_transport::error::TransportError;
 
@@ -29,6 +30,15 @@ pub(crate) enum NetError {
     Io(String),
     /// Anything else: the error says what (configuration, authentication, a malformed answer).
     Stop(TransportError),
+}
+
+impl From<NetError> for Attempt {
+    fn from(e: NetError) -> Self {
+        match e {
+            NetError::Io(why) => Attempt::Broken(why),
+            NetError::Stop(e) => Attempt::Stop(e),
+        }
+    }
 }
 
 /// A byte stream to a broker: plain TCP or TLS over TCP.
@@ -247,6 +257,20 @@ impl Conn {
     ) -> Result<R::Response, NetError> {
         let body = self.send::<R>(req, version, deadline)?;
         self.decode::<R>(body, version)
+    }
+
+    /// One exchange of an API ([`crate::api`]): the highest version both sides speak, the
+    /// request sent at it, the answer read and interpreted, by `deadline`.
+    pub(crate) fn exchange<X: Exchange>(
+        &mut self,
+        x: &X,
+        deadline: Instant,
+    ) -> Result<X::Output, Attempt> {
+        let Some(version) = self.version_at_most::<X::Request>(X::MAX_VERSION) else {
+            return Err(x.unsupported(&self.addr));
+        };
+        let answer = self.call(&x.request(version), version, deadline)?;
+        x.answer(answer, version, &self.addr)
     }
 
     /// Decodes the body of `R`'s response at `version` once its bytes have passed the shape

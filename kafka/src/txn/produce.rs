@@ -13,7 +13,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
-use crate::cluster::Attempt;
+use crate::api::Attempt;
 use crate::net::Conn;
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::GuardedRecord;

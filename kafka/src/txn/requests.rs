@@ -10,88 +10,20 @@ use kafka_coordination_core::token::FencingToken;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeProducersRequest, EndTxnRequest, InitProducerIdRequest,
-    ProducerId, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, DescribeProducersRequest, EndTxnRequest, ProducerId, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::produce::{partition_answer, produce_request, produce_version};
+use crate::api::{txn_error, Attempt};
 use crate::classify::code;
-use crate::cluster::{txn_error, Attempt};
 use crate::net::Conn;
 use kafka_coordination_transport::error::TransportError;
 
 /// The highest request versions this client sends (all below transaction version 2).
-pub(crate) const MAX_INIT_PRODUCER_ID: i16 = 4;
 pub(super) const MAX_ADD_PARTITIONS: i16 = 3;
 pub(super) const MAX_END_TXN: i16 = 3;
-
-/// One InitProducerId for `role` on `conn`, a connection to its coordinator.
-pub(super) fn init_producer_id_on(
-    conn: &mut Conn,
-    role: &Role,
-    timeout_ms: i32,
-    deadline: Instant,
-) -> Result<FencingToken, Attempt> {
-    let Some(version) = conn.version_at_most::<InitProducerIdRequest>(MAX_INIT_PRODUCER_ID) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} does not support transactional InitProducerId",
-            conn.addr()
-        ))));
-    };
-    let req = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
-            role.as_str().to_owned(),
-        ))))
-        .with_transaction_timeout_ms(timeout_ms)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let resp = conn.call(&req, version, deadline)?;
-    match code::error(resp.error_code) {
-        None => Ok(FencingToken::new(resp.producer_id.0, resp.producer_epoch)),
-        // The coordinator is aborting the previous holder's open transaction (with a fencing
-        // bump) or completing a transition: ask again.
-        Some(code::E::ConcurrentTransactions) => Err(Attempt::from_code(
-            resp.error_code,
-            format!(
-                "{}: the coordinator is ending the previous holder's transaction \
-                 (CONCURRENT_TRANSACTIONS)",
-                conn.addr()
-            ),
-        )),
-        Some(code::E::InvalidTransactionTimeout) => Err(Attempt::Stop(
-            TransportError::config(format!(
-                "the transaction timeout of role '{role}' ({timeout_ms} ms, the lease duration) \
-                 exceeds the brokers' transaction.max.timeout.ms (MAX); use a shorter lease or \
-                 raise transaction.max.timeout.ms on the brokers (INVALID_TRANSACTION_TIMEOUT)"
-            ))
-            .with_kafka_code(code::E::InvalidTransactionTimeout.code()),
-        )),
-        Some(code::E::TransactionalIdAuthorizationFailed) => {
-            Err(Attempt::Stop(TransportError::unauthorized(format!(
-                "InitProducerId for role '{role}': the principal needs the WRITE ACL on \
-                 TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-            ))))
-        }
-        Some(code::E::ClusterAuthorizationFailed) => {
-            Err(Attempt::Stop(TransportError::unauthorized(format!(
-                "InitProducerId for role '{role}': the principal needs the IDEMPOTENT_WRITE ACL \
-                 on the Cluster (CLUSTER_AUTHORIZATION_FAILED)"
-            ))))
-        }
-        Some(e) => {
-            let other = e.code();
-            Err(Attempt::from_code(
-                other,
-                format!(
-                    "InitProducerId for role '{role}' at {} failed with error {other} ({})",
-                    conn.addr(),
-                    code::name(other)
-                ),
-            ))
-        }
-    }
-}
 
 /// One AddPartitionsToTxn of `topics` for `role` (pair `token`) on `conn`, a connection to
 /// its coordinator.

@@ -4,7 +4,6 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
 use crate::classify::{self, code, Class};
-use crate::net::NetError;
 use kafka_coordination_transport::error::TransportError;
 
 /// What went wrong in one attempt, and whether another may help.
@@ -21,19 +20,10 @@ pub(crate) enum Attempt {
     Broken(String),
     /// The broker is silent (see `connections::Pool`): the call was turned away, or it waited out a
     /// whole request timeout. Look the broker up again; if the lookup names a silent broker
-    /// again, the call gives up at once (see [`Cluster::retry`]).
+    /// again, the call gives up at once (see `Cluster::retry`).
     Silent(String),
     /// Give up with this error.
     Stop(TransportError),
-}
-
-impl From<NetError> for Attempt {
-    fn from(e: NetError) -> Self {
-        match e {
-            NetError::Io(why) => Attempt::Broken(why),
-            NetError::Stop(e) => Attempt::Stop(e),
-        }
-    }
 }
 
 impl Attempt {
