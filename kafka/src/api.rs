@@ -14,8 +14,11 @@
 use kafka_coordination_transport::error::TransportError;
 use kafka_protocol::protocol::Request;
 
+pub(crate) mod api_versions;
 mod attempt;
 pub(crate) mod init_producer_id;
+pub(crate) mod sasl_authenticate;
+pub(crate) mod sasl_handshake;
 
 pub(crate) use attempt::{txn_error, Attempt};
 
@@ -29,6 +32,9 @@ pub(crate) trait Exchange {
     const NAME: &'static str;
     /// The highest version this client sends.
     const MAX_VERSION: i16;
+    /// The lowest version this client sends: a broker that speaks only older ones gets
+    /// [`too_old`](Self::too_old).
+    const MIN_VERSION: i16 = 0;
 
     /// The request, to be sent at `version` (the highest both sides speak, at most
     /// [`MAX_VERSION`](Self::MAX_VERSION)).
@@ -49,6 +55,16 @@ pub(crate) trait Exchange {
             "the broker at {at} supports no {} version up to v{}",
             Self::NAME,
             Self::MAX_VERSION
+        )))
+    }
+
+    /// The error when the broker at `at` speaks the API only below
+    /// [`MIN_VERSION`](Self::MIN_VERSION) (up to `offered`).
+    fn too_old(&self, offered: i16, at: &str) -> Attempt {
+        Attempt::Stop(TransportError::config(format!(
+            "the broker at {at} speaks {} up to v{offered} only; this client needs v{}",
+            Self::NAME,
+            Self::MIN_VERSION
         )))
     }
 }

@@ -27,6 +27,15 @@ pub(crate) enum Attempt {
 }
 
 impl Attempt {
+    /// What the attempt says went wrong, whatever its verdict (for tests).
+    #[cfg(test)]
+    pub(crate) fn why(&self) -> String {
+        match self {
+            Attempt::Again { why, .. } | Attempt::Broken(why) | Attempt::Silent(why) => why.clone(),
+            Attempt::Stop(e) => e.to_string(),
+        }
+    }
+
     pub(crate) fn again(why: impl Into<String>) -> Attempt {
         Attempt::Again {
             relookup: false,

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-};
+use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use super::refusal::{refusal, rustls_error};
+use crate::api::api_versions::{self, ApiVersions};
 use crate::api::{Attempt, Exchange};
 use crate::response_shapes;
 use kafka_coordination_transport::error::TransportError;
@@ -30,6 +29,19 @@ pub(crate) enum NetError {
     Io(String),
     /// Anything else: the error says what (configuration, authentication, a malformed answer).
     Stop(TransportError),
+}
+
+/// An attempt's verdict inside the connection layer: a try that another attempt may mend
+/// drops the connection; a stop stays a stop.
+impl From<Attempt> for NetError {
+    fn from(a: Attempt) -> Self {
+        match a {
+            Attempt::Stop(e) => NetError::Stop(e),
+            Attempt::Broken(why) | Attempt::Silent(why) | Attempt::Again { why, .. } => {
+                NetError::Io(why)
+            }
+        }
+    }
 }
 
 impl From<NetError> for Attempt {
@@ -208,43 +220,20 @@ impl Conn {
         self.transaction_version
     }
 
-    /// Asks the broker which APIs and versions it answers (ApiVersions v3) and keeps, for each
-    /// API both sides know, the highest version both speak. Returns every API key the broker
-    /// listed.
+    /// Asks the broker which APIs and versions it answers ([`ApiVersions`]) and keeps, for
+    /// each API both sides know, the highest version both speak. Returns every API key the
+    /// broker listed.
     fn negotiate(&mut self, deadline: Instant) -> Result<Vec<i16>, NetError> {
-        let req = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("kafka-coordination"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        // A broker without v3 answers in v0's shape with UNSUPPORTED_VERSION: read the error
-        // code (the first field of every version) before the body's shape is checked.
-        let body = self.send::<ApiVersionsRequest>(&req, 3, deadline)?;
-        if body.get(..2) == Some(&35i16.to_be_bytes()[..]) {
-            return Err(NetError::Stop(TransportError::config(format!(
-                "the broker at {} does not support ApiVersions v3: Kafka 2.4 or newer is needed",
-                self.addr
-            ))));
+        let req = ApiVersions.request(api_versions::VERSION);
+        let body = self.send::<ApiVersionsRequest>(&req, api_versions::VERSION, deadline)?;
+        if let Some(refused) = ApiVersions::refused(&body, &self.addr) {
+            return Err(refused.into());
         }
-        let resp = self.decode::<ApiVersionsRequest>(body, 3)?;
-        if resp.error_code != 0 {
-            return Err(NetError::Io(format!(
-                "ApiVersions at {} failed with error {}",
-                self.addr, resp.error_code
-            )));
-        }
-        self.transaction_version = finalized_transaction_version(&resp);
-        let broker_keys = resp.api_keys.iter().map(|k| k.api_key).collect();
-        for k in resp.api_keys {
-            let ours = ApiKey::try_from(k.api_key)
-                .ok()
-                .map(|key| key.valid_versions());
-            if let Some(ours) = ours {
-                let max = k.max_version.min(ours.max);
-                if max >= k.min_version.max(ours.min) {
-                    self.versions.insert(k.api_key, max);
-                }
-            }
-        }
-        Ok(broker_keys)
+        let answer = self.decode::<ApiVersionsRequest>(body, api_versions::VERSION)?;
+        let negotiated = ApiVersions.answer(answer, api_versions::VERSION, &self.addr)?;
+        self.transaction_version = negotiated.transaction_version;
+        self.versions.extend(negotiated.versions);
+        Ok(negotiated.broker_keys)
     }
 
     /// Sends `req` at `version` and reads its response, by `deadline` (and, on a pool's
@@ -269,6 +258,9 @@ impl Conn {
         let Some(version) = self.version_at_most::<X::Request>(X::MAX_VERSION) else {
             return Err(x.unsupported(&self.addr));
         };
+        if version < X::MIN_VERSION {
+            return Err(x.too_old(version, &self.addr));
+        }
         let answer = self.call(&x.request(version), version, deadline)?;
         x.answer(answer, version, &self.addr)
     }
@@ -505,20 +497,6 @@ pub(crate) fn io_error(addr: &str, what: &str, e: &io::Error) -> NetError {
     }
 }
 
-/// The finalized level of `transaction.version` in an ApiVersions answer (see
-/// [`Conn::transaction_version`]).
-fn finalized_transaction_version(resp: &ApiVersionsResponse) -> Option<i16> {
-    if resp.finalized_features_epoch < 0 {
-        return None;
-    }
-    Some(
-        resp.finalized_features
-            .iter()
-            .find(|f| f.name.as_str() == "transaction.version")
-            .map_or(0, |f| f.max_version_level),
-    )
-}
-
 fn connect_tcp(addr: &str, deadline: Instant) -> Result<TcpStream, NetError> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()
@@ -577,7 +555,9 @@ impl ApiCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactionsResponse};
+    use kafka_protocol::messages::{
+        ApiKey, ApiVersionsResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+    };
     use kafka_protocol::protocol::Encodable;
 
     fn conn(answers: Vec<u8>) -> Conn {

@@ -13,14 +13,15 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError as E;
-use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::SaslAuthenticateRequest;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::mechanism::Mechanism;
 use super::props::{config_err, prop};
 use super::scram::{Scram, ScramError};
+use crate::api::sasl_authenticate::{refused, SaslAuthenticate, MAX_VERSION};
+use crate::api::sasl_handshake::SaslHandshake;
+use crate::api::Exchange;
 use crate::config::KafkaConfig;
 use crate::net::conn::{Conn, NetError};
 use crate::oauth::TokenCache;
@@ -151,54 +152,14 @@ impl Sasl {
         let started = Instant::now();
         let addr = conn.addr().to_owned();
         let mechanism = self.mechanism;
-        let Some(handshake_version) = conn.version_at_most::<SaslHandshakeRequest>(1) else {
-            return Err(NetError::Stop(config_err(format!(
-                "the broker at {addr} does not offer SaslHandshake: it is not a SASL listener? \
-                 security.protocol must match the listener's"
-            ))));
-        };
-        if handshake_version < 1 {
-            return Err(NetError::Stop(config_err(format!(
-                "the broker at {addr} offers SaslHandshake v0 only; SASL needs Kafka 1.0 or newer \
-                 (SaslHandshake v1 and SaslAuthenticate)"
-            ))));
-        }
-        let req = SaslHandshakeRequest::default()
-            .with_mechanism(StrBytes::from_static_str(mechanism.name()));
-        let resp = conn.call(&req, handshake_version, deadline)?;
-        match E::try_from_code(resp.error_code) {
-            None => {}
-            Some(E::UnsupportedSaslMechanism) => {
-                let enabled: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
-                return Err(NetError::Stop(filed(config_err(format!(
-                    "the broker at {addr} does not enable SASL mechanism {mechanism} \
-                     (sasl.mechanism); it enables {}: set sasl.mechanism to one of them, or add \
-                     {mechanism} to the listener's sasl.enabled.mechanisms",
-                    if enabled.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        enabled.join(", ")
-                    }
-                )))));
-            }
-            Some(E::IllegalSaslState) => {
-                return Err(NetError::Stop(filed(config_err(format!(
-                    "the broker at {addr} did not expect SASL (ILLEGAL_SASL_STATE): it is not a \
-                     SASL listener; security.protocol must match the listener's"
-                )))))
-            }
-            Some(other) => {
-                return Err(NetError::Io(format!(
-                    "SaslHandshake for {mechanism} at {addr} failed with error {}",
-                    other.code()
-                )))
-            }
-        }
-        let Some(version) = conn.version_at_most::<SaslAuthenticateRequest>(2) else {
-            return Err(NetError::Stop(config_err(format!(
-                "the broker at {addr} does not offer SaslAuthenticate; SASL needs Kafka 1.0 or \
-                 newer"
-            ))));
+        conn.exchange(
+            &SaslHandshake {
+                mechanism: mechanism.name(),
+            },
+            deadline,
+        )?;
+        let Some(version) = conn.version_at_most::<SaslAuthenticateRequest>(MAX_VERSION) else {
+            return Err(self.round(Bytes::new()).unsupported(&addr).into());
         };
         let lifetime_ms = match &self.credentials {
             Credentials::Password { username, password } => match mechanism {
@@ -254,8 +215,9 @@ impl Sasl {
             return Ok(lifetime_ms);
         }
         let status = token.redact(shown(&answer));
-        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\x01"));
-        let broker_says = match conn.call(&req, version, deadline) {
+        // The acknowledgement the mechanism asks for; the broker fails the exchange after it.
+        let ack = self.round(Bytes::from_static(b"\x01")).request(version);
+        let broker_says = match conn.call(&ack, version, deadline) {
             Ok(resp) => resp
                 .error_message
                 .map(|m| token.redact(shown(m.as_bytes())))
@@ -291,45 +253,26 @@ impl Sasl {
         bytes: Vec<u8>,
         deadline: Instant,
     ) -> Result<(Bytes, i64), NetError> {
-        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
-        let resp = conn.call(&req, version, deadline)?;
-        match E::try_from_code(resp.error_code) {
-            None => Ok((resp.auth_bytes, resp.session_lifetime_ms)),
-            Some(E::SaslAuthenticationFailed) => Err(NetError::Stop(
-                self.failed(
-                    conn.addr(),
-                    resp.error_message
-                        .as_deref()
-                        .unwrap_or("SASL_AUTHENTICATION_FAILED"),
-                ),
-            )),
-            Some(other) => Err(NetError::Io(format!(
-                "SaslAuthenticate ({}) at {} failed with error {}{}",
-                self.mechanism,
-                conn.addr(),
-                other.code(),
-                resp.error_message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            ))),
+        let round = self.round(Bytes::from(bytes));
+        let answer = conn.call(&round.request(version), version, deadline)?;
+        Ok(round.answer(answer, version, conn.addr())?)
+    }
+
+    /// A SaslAuthenticate round of this mechanism and user, carrying `bytes`.
+    fn round(&self, bytes: Bytes) -> SaslAuthenticate<'_> {
+        SaslAuthenticate {
+            mechanism: self.mechanism.name(),
+            user: match &self.credentials {
+                Credentials::Password { username, .. } => Some(username),
+                Credentials::Token(_) => None,
+            },
+            bytes,
         }
     }
 
     fn failed(&self, addr: &str, why: &str) -> TransportError {
-        let mechanism = self.mechanism;
-        filed(TransportError::unauthorized(match &self.credentials {
-            Credentials::Password { username, .. } => format!(
-                "SASL authentication with mechanism {mechanism} as user '{username}' failed at \
-                 {addr}: {why}; check sasl.username and sasl.password, and that the user has \
-                 {mechanism} credentials on the cluster"
-            ),
-            Credentials::Token(_) => format!(
-                "SASL authentication with mechanism {mechanism} failed at {addr}: {why}; check \
-                 what the token provider returns against the listener's OAUTHBEARER validation \
-                 settings"
-            ),
-        }))
+        let round = self.round(Bytes::new());
+        refused(round.mechanism, round.user, addr, why)
     }
 
     /// The user name, for messages.
