@@ -15,7 +15,9 @@ use kafka_coordination_transport::error::TransportError;
 use kafka_protocol::protocol::Request;
 
 mod attempt;
+pub(crate) mod fetch;
 pub(crate) mod init_producer_id;
+pub(crate) mod list_offsets;
 
 pub(crate) use attempt::{txn_error, Attempt};
 
