@@ -16,7 +16,9 @@ use kafka_protocol::protocol::Request;
 
 pub(crate) mod api_versions;
 mod attempt;
+pub(crate) mod fetch;
 pub(crate) mod init_producer_id;
+pub(crate) mod list_offsets;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 

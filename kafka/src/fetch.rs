@@ -12,17 +12,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{
-    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, TopicName,
-};
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::fetch::{self as fetch_api, Answered, Fetch, Fetched};
+use super::api::list_offsets::ListOffsets;
 use super::api::Attempt;
-use super::batch::{decode_batches, Decoded, Skipped};
-use super::classify::code;
+use super::batch::Skipped;
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
 use super::net::Conn;
@@ -33,10 +29,6 @@ use kafka_coordination_transport::{ReadBatch, TailHook, TailHooks};
 
 pub(super) use view::View;
 
-/// The highest Fetch version used: v13 and later name topics by id.
-const MAX_FETCH_VERSION: i16 = 12;
-/// The highest ListOffsets version used (v10 adds a timeout this reader does not need).
-const MAX_LIST_OFFSETS_VERSION: i16 = 7;
 /// How long a fetch thread's Fetch waits at the broker for committed records.
 const LONG_POLL: Duration = Duration::from_millis(500);
 /// The least time between the starts of two Fetches of one fetch thread. While the partitions
@@ -55,10 +47,6 @@ const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 /// How many failed Fetches in a row a fetch thread tries before it hands its partitions back
 /// to the readers (who look their leaders up again).
 const FETCH_ATTEMPTS: u32 = 3;
-/// `isolation_level` READ_COMMITTED.
-const READ_COMMITTED: i8 = 1;
-/// ListOffsets' timestamp for the log start offset.
-const EARLIEST: i64 = -2;
 
 /// One reader per transport (per process).
 ///
@@ -342,18 +330,6 @@ impl Drop for Reading<'_> {
     }
 }
 
-/// What one partition of a Fetch answer says.
-enum Fetched {
-    /// Records (already filtered), the last stable offset and the high watermark.
-    Data {
-        decoded: Decoded,
-        stable: i64,
-        high_watermark: i64,
-    },
-    /// The fetch offset is outside the log: start again from the log start.
-    OutOfRange,
-}
-
 impl Inner {
     fn what(&self, partition: i32) -> String {
         format!("reading {}/{partition}", self.topic)
@@ -570,112 +546,16 @@ impl Inner {
         at: i64,
         deadline: Instant,
     ) -> Result<Fetched, Attempt> {
-        let version = fetch_version(conn)?;
-        let req = self.request(&[(partition, at)], Duration::ZERO, PARTITION_MAX_BYTES);
-        let resp = conn.call(&req, version, deadline)?;
-        if resp.error_code != code::NONE {
-            return Err(Attempt::relookup(format!(
-                "Fetch at {}: error {} ({})",
-                conn.addr(),
-                resp.error_code,
-                code::name(resp.error_code)
-            )));
-        }
-        let data = self
-            .partitions_of(resp)
-            .into_iter()
-            .find(|d| d.partition_index == partition)
-            .ok_or_else(|| {
-                Attempt::again(format!(
-                    "the Fetch answer of {} did not mention partition {partition}",
-                    conn.addr()
-                ))
-            })?;
-        self.fetched(partition, at, data)
-    }
-
-    /// The partitions of our topic in a Fetch answer.
-    fn partitions_of(&self, resp: FetchResponse) -> Vec<PartitionData> {
-        resp.responses
-            .into_iter()
-            .filter(|t| t.topic == self.topic_name)
-            .flat_map(|t| t.partitions)
-            .collect()
-    }
-
-    /// Reads one partition's answer: its records, or what to do about its error.
-    fn fetched(&self, partition: i32, at: i64, data: PartitionData) -> Result<Fetched, Attempt> {
-        let what = self.what(partition);
-        match code::error(data.error_code) {
-            None => {}
-            Some(code::E::OffsetOutOfRange) => return Ok(Fetched::OutOfRange),
-            Some(code::E::TopicAuthorizationFailed) => {
-                return Err(Attempt::Stop(TransportError::unauthorized(format!(
-                    "{what}: the principal needs the READ ACL on Topic '{}' \
-                     (TOPIC_AUTHORIZATION_FAILED)",
-                    self.topic
-                ))))
-            }
-            // The leader may have moved (refresh), the topic may be new to this broker
-            // (confirmed later if it persists), or the broker is busy (again): classify.rs.
-            Some(e) => {
-                let other = e.code();
-                return Err(Attempt::from_code(
-                    other,
-                    format!("{what}: Fetch error {other} ({})", code::name(other)),
-                ));
-            }
-        }
-        // Before v4 brokers had no last stable offset; a read_committed answer always has one.
-        let stable = if data.last_stable_offset >= 0 {
-            data.last_stable_offset
-        } else {
-            data.high_watermark
+        let parts = [(partition, at)];
+        let x = Fetch {
+            topic: &self.topic_name,
+            parts: &parts,
+            max_wait: Duration::ZERO,
+            max_bytes: PARTITION_MAX_BYTES,
+            partition_max_bytes: PARTITION_MAX_BYTES,
         };
-        let aborted: Vec<(i64, i64)> = data
-            .aborted_transactions
-            .unwrap_or_default()
-            .iter()
-            .map(|a| (a.producer_id.0, a.first_offset))
-            .collect();
-        let raw = data.records.unwrap_or_default();
-        // A batch that cannot be read is skipped (and reported where the answer is applied);
-        // only bytes that are no batch, or fail their CRC, fail the Fetch (tried again).
-        let decoded = decode_batches(&raw, at, &aborted).map_err(|e| {
-            Attempt::again(format!(
-                "{what} at offset {at}: a corrupt record batch: {}",
-                e.0
-            ))
-        })?;
-        Ok(Fetched::Data {
-            decoded,
-            stable,
-            high_watermark: data.high_watermark.max(stable),
-        })
-    }
-
-    fn request(&self, parts: &[(i32, i64)], max_wait: Duration, max_bytes: i32) -> FetchRequest {
-        let partitions = parts
-            .iter()
-            .map(|&(partition, offset)| {
-                FetchPartition::default()
-                    .with_partition(partition)
-                    .with_fetch_offset(offset)
-                    .with_partition_max_bytes(PARTITION_MAX_BYTES)
-            })
-            .collect();
-        FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
-            .with_min_bytes(1)
-            .with_max_bytes(max_bytes)
-            .with_isolation_level(READ_COMMITTED)
-            // No fetch session: every Fetch names its partitions.
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(self.topic_name.clone())
-                .with_partitions(partitions)])
+        let answered = conn.exchange(&x, deadline)?;
+        fetch_api::only(answered, partition, conn.addr())
     }
 
     /// After OFFSET_OUT_OF_RANGE at offset `at`: moves the view to the log start (ListOffsets
@@ -724,47 +604,11 @@ impl Inner {
         partition: i32,
         deadline: Instant,
     ) -> Result<i64, Attempt> {
-        let Some(version) = conn.version_at_most::<ListOffsetsRequest>(MAX_LIST_OFFSETS_VERSION)
-        else {
-            return Err(Attempt::Stop(TransportError::config(format!(
-                "the broker at {} supports no ListOffsets version this client knows",
-                conn.addr()
-            ))));
+        let x = ListOffsets {
+            topic: &self.topic_name,
+            partition,
         };
-        let req = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_isolation_level(READ_COMMITTED)
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(self.topic_name.clone())
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(partition)
-                    .with_timestamp(EARLIEST)])]);
-        let resp = conn.call(&req, version, deadline)?;
-        let p = resp
-            .topics
-            .into_iter()
-            .filter(|t| t.name == self.topic_name)
-            .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == partition)
-            .ok_or_else(|| Attempt::again("ListOffsets did not mention the partition"))?;
-        match code::error(p.error_code) {
-            None => Ok(p.offset),
-            Some(code::E::TopicAuthorizationFailed) => {
-                Err(Attempt::Stop(TransportError::unauthorized(format!(
-                    "listing the offsets of {}/{partition}: the principal needs the DESCRIBE ACL \
-                     on Topic '{}' (TOPIC_AUTHORIZATION_FAILED)",
-                    self.topic, self.topic
-                ))))
-            }
-            Some(e) => {
-                let other = e.code();
-                Err(Attempt::relookup(format!(
-                    "ListOffsets of {}/{partition}: error {other} ({})",
-                    self.topic,
-                    code::name(other)
-                )))
-            }
-        }
+        conn.exchange(&x, deadline)
     }
 
     // ---- fetch threads ---------------------------------------------------------------------
@@ -790,21 +634,22 @@ impl Inner {
             plan.rotate_left(k);
             turn = turn.wrapping_add(1);
             let deadline = Instant::now() + LONG_POLL + self.request_timeout;
-            let req = self.request(&plan, LONG_POLL, FETCH_MAX_BYTES);
-            let answer = self.fetch.on(leader, deadline, |conn| {
-                let version = fetch_version(conn)?;
-                conn.call(&req, version, deadline).map_err(Attempt::from)
-            });
-            let failed = match answer {
-                Ok(resp) if resp.error_code == code::NONE => {
-                    self.absorb(leader, &plan, resp);
+            let x = Fetch {
+                topic: &self.topic_name,
+                parts: &plan,
+                max_wait: LONG_POLL,
+                max_bytes: FETCH_MAX_BYTES,
+                partition_max_bytes: PARTITION_MAX_BYTES,
+            };
+            let failed = match self
+                .fetch
+                .on(leader, deadline, |conn| conn.exchange(&x, deadline))
+            {
+                Ok(answered) => {
+                    self.absorb(leader, answered);
                     failures = 0;
                     continue;
                 }
-                Ok(resp) => Attempt::again(format!(
-                    "Fetch at {leader}: error {}",
-                    code::name(resp.error_code)
-                )),
                 Err(e) => e,
             };
             failures += 1;
@@ -856,16 +701,8 @@ impl Inner {
         self.changed.notify();
     }
 
-    /// Applies a fetch thread's answer.
-    fn absorb(self: &Arc<Self>, leader: &str, plan: &[(i32, i64)], resp: FetchResponse) {
-        let mut outcomes = Vec::new();
-        for data in self.partitions_of(resp) {
-            let partition = data.partition_index;
-            let Some(&(_, at)) = plan.iter().find(|(p, _)| *p == partition) else {
-                continue;
-            };
-            outcomes.push((partition, at, self.fetched(partition, at, data)));
-        }
+    /// Applies a fetch thread's answer, read.
+    fn absorb(self: &Arc<Self>, leader: &str, answered: Vec<Answered>) {
         let mut lost = Vec::new();
         let mut out_of_range = Vec::new();
         let mut moved = false;
@@ -873,7 +710,12 @@ impl Inner {
         let mut passed = Vec::new();
         {
             let mut st = lock(&self.state);
-            for (partition, at, outcome) in outcomes {
+            for Answered {
+                partition,
+                from: at,
+                fetched: outcome,
+            } in answered
+            {
                 let Some(part) = st.parts.get_mut(&partition) else {
                     continue;
                 };
@@ -923,16 +765,6 @@ impl Inner {
             self.release(leader, lost.into_iter());
         }
     }
-}
-
-fn fetch_version(conn: &Conn) -> Result<i16, Attempt> {
-    conn.version_at_most::<FetchRequest>(MAX_FETCH_VERSION)
-        .ok_or_else(|| {
-            Attempt::Stop(TransportError::config(format!(
-                "the broker at {} supports no Fetch version from v4 to v{MAX_FETCH_VERSION}",
-                conn.addr()
-            )))
-        })
 }
 
 /// How long a fetch thread waits before its next Fetch, the last one having started at `sent`
