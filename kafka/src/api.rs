@@ -14,8 +14,12 @@
 use kafka_coordination_transport::error::TransportError;
 use kafka_protocol::protocol::Request;
 
+pub(crate) mod add_partitions_to_txn;
 mod attempt;
+pub(crate) mod describe_producers;
+pub(crate) mod end_txn;
 pub(crate) mod init_producer_id;
+pub(crate) mod produce;
 
 pub(crate) use attempt::{txn_error, Attempt};
 
