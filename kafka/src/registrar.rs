@@ -11,13 +11,11 @@ use bytes::Bytes;
 use kafka_coordination_core::token::FencingToken;
 
 use super::api::init_producer_id::InitProducerId;
-use super::api::Attempt;
-use super::classify::code;
+use super::api::produce::{IdempotentProduce, Produced};
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
-use super::net::Conn;
 use super::task_runtime::AsyncMutex;
-use super::txn::{encode_batch, partition_answer, produce_request, produce_version};
+use super::txn::encode_batch;
 use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::{Append, AppendDone};
@@ -122,15 +120,6 @@ fn take_batch(lane: &Lane) -> Option<Round> {
         expired,
         sequence: state.sequence,
     })
-}
-
-/// What a batch came to.
-enum Sent {
-    /// Written: the base offset.
-    Written(i64),
-    /// Refused for a reason the sequences explain (a producer id the broker no longer knows, a
-    /// sequence it did not expect): the batch was not written; another grant may write it.
-    Resequence(String),
 }
 
 /// The registration producer of one client.
@@ -301,10 +290,10 @@ impl Appender {
                 .produce(partition, records, grant, base_sequence, deadline)
                 .await
             {
-                Ok(Sent::Written(base)) => {
+                Ok(Produced::Written(base)) => {
                     return (Ok(base), Some((grant, base_sequence.wrapping_add(count))))
                 }
-                Ok(Sent::Resequence(reason)) => {
+                Ok(Produced::Resequence(reason)) => {
                     self.retire(grant).await;
                     sequence = None;
                     why = reason;
@@ -378,7 +367,7 @@ impl Appender {
         grant: Grant,
         base_sequence: i32,
         deadline: Instant,
-    ) -> Result<Sent, TransportError> {
+    ) -> Result<Produced, TransportError> {
         let encoded = encode_batch(
             grant.producer,
             false,
@@ -394,115 +383,24 @@ impl Appender {
         );
         cluster
             .retry_async(&what, deadline, || {
-                let produce = Registrations {
-                    topic: topic.to_owned(),
-                    partition,
-                    grant,
-                    base_sequence,
-                    timeout_ms,
-                    encoded: encoded.clone(),
-                    what: what.clone(),
-                };
+                let (owned, encoded, what) = (topic.to_owned(), encoded.clone(), what.clone());
                 async move {
                     cluster
                         .at_leader_async(topic, partition, deadline, move |conn| {
-                            produce.on(conn, deadline)
+                            let produce = IdempotentProduce {
+                                producer: grant.producer,
+                                topic: &owned,
+                                partition,
+                                base_sequence,
+                                timeout_ms,
+                                batch: &encoded,
+                                what: &what,
+                            };
+                            conn.exchange(&produce, deadline)
                         })
                         .await
                 }
             })
             .await
-    }
-}
-
-/// A Produce of registrations under a grant, as sent (and sent again) to the partition's
-/// leader.
-struct Registrations {
-    topic: String,
-    partition: i32,
-    grant: Grant,
-    base_sequence: i32,
-    timeout_ms: i32,
-    encoded: Bytes,
-    /// What it is, for errors.
-    what: String,
-}
-
-impl Registrations {
-    /// Sends it on `conn`, a connection to the partition's leader.
-    fn on(self, conn: &mut Conn, deadline: Instant) -> Result<Sent, Attempt> {
-        let Registrations {
-            topic,
-            partition,
-            grant,
-            base_sequence,
-            timeout_ms,
-            encoded,
-            what,
-        } = self;
-        let version = produce_version(conn)?;
-        let req = produce_request(None, &topic, partition, timeout_ms, encoded);
-        let resp = conn.call(&req, version, deadline)?;
-        let addr = conn.addr().to_owned();
-        let Some(p) = partition_answer(&resp, partition) else {
-            return Err(Attempt::again(format!(
-                "the Produce answer from {addr} did not mention {topic}/{partition}"
-            )));
-        };
-        let reason = || {
-            p.error_message
-                .as_ref()
-                .map_or("no reason given".to_owned(), |m| m.to_string())
-        };
-        match code::error(p.error_code) {
-            // An earlier send of this batch was written: the broker names its offset.
-            None | Some(code::E::DuplicateSequenceNumber) if p.base_offset >= 0 => {
-                Ok(Sent::Written(p.base_offset))
-            }
-            None | Some(code::E::DuplicateSequenceNumber) => {
-                Err(Attempt::Stop(TransportError::retriable(format!(
-                    "{what}: {addr} took the batch for one it already wrote but named no offset \
-                     ({})",
-                    code::name(p.error_code)
-                ))))
-            }
-            Some(
-                code::E::OutOfOrderSequenceNumber
-                | code::E::UnknownProducerId
-                | code::E::InvalidProducerEpoch
-                | code::E::ProducerFenced,
-            ) => Ok(Sent::Resequence(format!(
-                "{addr} refused producer {} epoch {} at sequence {base_sequence} ({})",
-                grant.producer.producer_id,
-                grant.producer.producer_epoch,
-                code::name(p.error_code)
-            ))),
-            Some(code::E::TopicAuthorizationFailed) => Err(Attempt::Stop(
-                TransportError::unauthorized(format!(
-                    "{what}: the principal needs the WRITE ACL on Topic '{topic}' \
-                     (TOPIC_AUTHORIZATION_FAILED)"
-                ))
-                .with_kafka_code(code::E::TopicAuthorizationFailed.code()),
-            )),
-            Some(c @ (code::E::InvalidRecord | code::E::MessageTooLarge)) => Err(Attempt::Stop(
-                TransportError::config(format!(
-                    "{what}: {addr} refused the records ({}: {})",
-                    code::name(c.code()),
-                    reason()
-                ))
-                .with_kafka_code(c.code()),
-            )),
-            Some(e) => {
-                let other = e.code();
-                Err(Attempt::from_code(
-                    other,
-                    format!(
-                        "{what} at {addr}: error {other} ({}): {}",
-                        code::name(other),
-                        reason()
-                    ),
-                ))
-            }
-        }
     }
 }

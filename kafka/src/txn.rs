@@ -4,7 +4,6 @@
 //! never guessed (see [`Sessions`]).
 
 mod produce;
-pub(super) mod requests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::TopicName;
-use kafka_protocol::protocol::StrBytes;
 
+use super::api::add_partitions_to_txn::AddPartitionsToTxn;
+use super::api::describe_producers::DescribeProducers;
+use super::api::end_txn::EndTxn;
 use super::api::init_producer_id::InitProducerId;
+use super::api::produce::TxnProduce;
 use super::classify::code;
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
@@ -27,9 +27,8 @@ use kafka_coordination_transport::error::{ErrorKind, TransportError};
 use kafka_coordination_transport::lock::lock;
 use kafka_coordination_transport::{GroupOffsets, GuardedRecord};
 
-pub(crate) use produce::{encode_batch, partition_answer, produce_request, produce_version};
+pub(crate) use produce::encode_batch;
 use produce::{encode_batch_with_headers, headers_of};
-use requests::{add_partitions_on, end_txn_on, last_sequence_on, TxnProduce};
 
 /// The shortest transaction timeout accepted (the coordinator checks for expired
 /// transactions on a timer; a shorter timeout only churns).
@@ -484,29 +483,22 @@ impl Sessions {
         partitions: &BTreeSet<TopicPartition>,
         deadline: Instant,
     ) -> Result<(), TransportError> {
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in partitions {
-            by_topic.entry(t.as_str()).or_default().push(*p);
-        }
-        let topics: Vec<AddPartitionsToTxnTopic> = by_topic
-            .into_iter()
-            .map(|(t, ps)| {
-                AddPartitionsToTxnTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(t.to_owned())))
-                    .with_partitions(ps)
-            })
-            .collect();
         let what = format!("AddPartitionsToTxn for role '{}'", s.role);
         let cluster = &self.cluster;
         let (role, token) = (&s.role, s.token);
         cluster
             .retry_async(&what, deadline, || {
-                let (role, topics) = (role.clone(), topics.clone());
+                let (role, partitions) = (role.clone(), partitions.clone());
                 async move {
                     let id = role.as_str().to_owned();
                     cluster
                         .at_coordinator_async(&id, deadline, move |conn| {
-                            add_partitions_on(conn, &role, token, topics, deadline)
+                            let add = AddPartitionsToTxn {
+                                role: &role,
+                                token,
+                                partitions: &partitions,
+                            };
+                            conn.exchange(&add, deadline)
                         })
                         .await
                 }
@@ -608,20 +600,23 @@ impl Sessions {
         let what = format!("Produce to {}/{} for role '{role}'", tp.0, tp.1);
         cluster
             .retry_async(&what, deadline, || {
-                let produce = TxnProduce {
-                    role: role.clone(),
-                    token,
-                    topic: tp.0.clone(),
-                    partition: tp.1,
-                    base_sequence: batch.base_sequence,
-                    timeout_ms,
-                    encoded: batch.encoded.clone(),
-                    what: what.clone(),
-                };
+                let (role, topic) = (role.clone(), tp.0.clone());
+                let (encoded, what) = (batch.encoded.clone(), what.clone());
+                let (partition, base_sequence) = (tp.1, batch.base_sequence);
                 async move {
                     cluster
-                        .at_leader_async(&tp.0, tp.1, deadline, move |conn| {
-                            produce.on(conn, deadline)
+                        .at_leader_async(&tp.0, partition, deadline, move |conn| {
+                            let produce = TxnProduce {
+                                role: &role,
+                                token,
+                                topic: &topic,
+                                partition,
+                                base_sequence,
+                                timeout_ms,
+                                batch: &encoded,
+                                what: &what,
+                            };
+                            conn.exchange(&produce, deadline)
                         })
                         .await
                 }
@@ -647,7 +642,14 @@ impl Sessions {
                 async move {
                     cluster
                         .at_leader_async(&tp.0, partition, deadline, move |conn| {
-                            last_sequence_on(conn, &role, token, &topic, partition, &what, deadline)
+                            let describe = DescribeProducers {
+                                role: &role,
+                                token,
+                                topic: &topic,
+                                partition,
+                                what: &what,
+                            };
+                            conn.exchange(&describe, deadline)
                         })
                         .await
                 }
@@ -677,7 +679,12 @@ impl Sessions {
                     let id = role.as_str().to_owned();
                     cluster
                         .at_coordinator_async(&id, deadline, move |conn| {
-                            end_txn_on(conn, &role, token, commit, deadline)
+                            let end = EndTxn {
+                                role: &role,
+                                token,
+                                commit,
+                            };
+                            conn.exchange(&end, deadline)
                         })
                         .await
                 }
