@@ -14,8 +14,12 @@
 use kafka_coordination_transport::error::TransportError;
 use kafka_protocol::protocol::Request;
 
+pub(crate) mod add_offsets_to_txn;
 mod attempt;
+pub(crate) mod find_coordinator;
 pub(crate) mod init_producer_id;
+pub(crate) mod offset_fetch;
+pub(crate) mod txn_offset_commit;
 
 pub(crate) use attempt::{txn_error, Attempt};
 
