@@ -14,17 +14,21 @@
 use kafka_coordination_transport::error::TransportError;
 use kafka_protocol::protocol::Request;
 
+pub(crate) mod add_offsets_to_txn;
 pub(crate) mod add_partitions_to_txn;
 pub(crate) mod api_versions;
 mod attempt;
 pub(crate) mod describe_producers;
 pub(crate) mod end_txn;
 pub(crate) mod fetch;
+pub(crate) mod find_coordinator;
 pub(crate) mod init_producer_id;
 pub(crate) mod list_offsets;
+pub(crate) mod offset_fetch;
 pub(crate) mod produce;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
+pub(crate) mod txn_offset_commit;
 
 pub(crate) use attempt::{txn_error, Attempt};
 

@@ -21,7 +21,7 @@ use super::api::produce::TxnProduce;
 use super::classify::code;
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
-use super::offsets::{add_offsets_on, Groups, OwnedGroupOffsets};
+use super::offsets::{Groups, OwnedGroupOffsets};
 use super::task_runtime::AsyncMutex;
 use kafka_coordination_transport::error::{ErrorKind, TransportError};
 use kafka_coordination_transport::lock::lock;
@@ -523,7 +523,14 @@ impl Sessions {
                     let id = role.as_str().to_owned();
                     cluster
                         .at_coordinator_async(&id, deadline, move |conn| {
-                            add_offsets_on(conn, &role, token, &group, deadline)
+                            conn.exchange(
+                                &crate::api::add_offsets_to_txn::AddOffsetsToTxn {
+                                    role: &role,
+                                    token,
+                                    group: &group,
+                                },
+                                deadline,
+                            )
                         })
                         .await
                 }
