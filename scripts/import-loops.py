@@ -2,6 +2,7 @@
 """Reports import loops between the source files of a Rust crate.
 
     scripts/import-loops.py kafka-coordination/src [core/src ...] [--allow a.rs:b.rs ...]
+                            [--layers kafka/src=kafka/layers.txt ...]
 
 For each `.rs` file under a crate's `src/`, reads the paths it names (in `use` items and in
 code) that start with `crate::`, `super::`, `self::` or a module the file declares, maps each
@@ -12,6 +13,14 @@ one arrow per line; the exit status is 1 when there is a loop outside the allowe
 
 `--allow A:B` (paths relative to the crate's `src/`) accepts the arrows between A and B in
 either direction: a loop that remains only through allowed arrows is not reported.
+
+`--layers SRC=FILE` also checks that no arrow of the crate at SRC runs up its layers. FILE has
+one line per layer, lowest first, `name: glob glob ...` (globs of paths relative to SRC; a file
+belongs to the first layer, in file order, one of whose globs it matches); a line
+`exempt: glob ...` names files the check leaves out (test modules); `#` starts a comment. A
+file may import from its own layer and the ones listed before it. Every arrow that goes to a
+later layer is printed, and so is every file that no layer names; either makes the exit status
+1.
 
 Declaring a module (`mod x;`) is not an import; re-exporting from it (`pub use x::Y`) is. A
 path that goes through a `use` of another module (`crate::Error`, `super::lock`) counts as an
@@ -317,11 +326,68 @@ def loops(graph):
     return out
 
 
+def read_layers(path):
+    """The layers of a layers file, lowest first, as (name, globs), and the exempt globs."""
+    layers, exempt = [], []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if ":" not in line:
+                sys.exit(f"import-loops: {path}:{n}: a layer line is 'name: glob ...'")
+            name, globs = line.split(":", 1)
+            if name.strip() == "exempt":
+                exempt.extend(globs.split())
+            else:
+                layers.append((name.strip(), globs.split()))
+    return layers, exempt
+
+
+def layer_errors(graph, rel, layers_file):
+    """The arrows of `graph` that run up the layers of `layers_file`, and the unplaced files."""
+    import fnmatch
+
+    layers, exempt = read_layers(layers_file)
+
+    def place(f):
+        r = rel(f)
+        if any(fnmatch.fnmatchcase(r, g) for g in exempt):
+            return None
+        for i, (_, globs) in enumerate(layers):
+            if any(fnmatch.fnmatchcase(r, g) for g in globs):
+                return i
+        return -1
+
+    errors = []
+    for f in sorted(graph):
+        at = place(f)
+        if at is None:
+            continue
+        if at < 0:
+            errors.append(f"{rel(f)} is in no layer of {layers_file}")
+            continue
+        for t in sorted(graph[f]):
+            to = place(t)
+            if to is not None and to > at:
+                why = ", ".join(sorted(graph[f][t])[:3])
+                errors.append(
+                    f"{rel(f)} ({layers[at][0]}) -> {rel(t)} ({layers[to][0]}) runs up  ({why})"
+                )
+    return errors
+
+
 def main(argv):
-    roots, allowed = [], set()
+    roots, allowed, layered = [], set(), {}
     args = iter(argv)
     for a in args:
-        if a == "--allow":
+        if a == "--layers":
+            spec = next(args, "")
+            if "=" not in spec:
+                sys.exit("import-loops: --layers takes SRC=FILE")
+            src, file = spec.split("=", 1)
+            layered[os.path.normpath(src)] = file
+        elif a == "--allow":
             pair = next(args, "")
             if ":" not in pair:
                 sys.exit("import-loops: --allow takes A.rs:B.rs")
@@ -361,6 +427,13 @@ def main(argv):
                     print(f"    {rel(f)} -> {rel(t)}  ({why})")
         if not comps:
             print(f"{src}: no import loops ({len(files)} files)")
+        if src in layered:
+            errors = layer_errors(graph, rel, layered[src])
+            for e in errors:
+                print(f"{src}: {e}")
+            found += len(errors)
+            if not errors:
+                print(f"{src}: every arrow runs down the layers of {layered[src]}")
     return 1 if found else 0
 
 
