@@ -15,7 +15,11 @@ use kafka_coordination_transport::error::TransportError;
 use kafka_protocol::protocol::Request;
 
 mod attempt;
+pub(crate) mod create_topics;
+pub(crate) mod describe_configs;
+pub(crate) mod describe_transactions;
 pub(crate) mod init_producer_id;
+pub(crate) mod metadata;
 
 pub(crate) use attempt::{txn_error, Attempt};
 
