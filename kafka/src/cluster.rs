@@ -11,10 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
-
 use super::classify::{self, Class};
 use super::config::KafkaConfig;
 use super::connections::Pool;
@@ -24,9 +20,10 @@ use kafka_coordination_transport::error::TransportError;
 use kafka_coordination_transport::lock::lock;
 
 pub(crate) use super::classify::code;
+pub(crate) use crate::api::metadata::{Layout, TopicState};
+use crate::api::metadata::{Metadata, TopicMetadata};
 use crate::api::Attempt;
-use layout::TopicMetadata;
-pub(crate) use layout::{verdict, Layout, TopicState, CONFIRM_PAUSE};
+pub(crate) use layout::{verdict, CONFIRM_PAUSE};
 use lookup::{answer_on, find_coordinator_on};
 
 /// The most other transactional ids one FindCoordinator asks for (see
@@ -501,63 +498,11 @@ impl Cluster {
             let at = server.clone();
             let outcome = self
                 .on_async(&at, deadline, move |conn| {
-                    let (topic, server) = (topic.as_str(), &server);
-                    let Some(version) = conn.version_at_most::<MetadataRequest>(12) else {
-                        return Err(Attempt::Stop(TransportError::config(format!(
-                            "the broker at {server} supports no Metadata version this client knows"
-                        ))));
+                    let x = Metadata {
+                        topic: &topic,
+                        server: &server,
                     };
-                    let req = MetadataRequest::default()
-                        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-                            TopicName(StrBytes::from_string(topic.to_owned())),
-                        ))]))
-                        .with_allow_auto_topic_creation(false);
-                    let resp = conn.call(&req, version, deadline)?;
-                    let brokers: HashMap<i32, String> = resp
-                        .brokers
-                        .iter()
-                        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
-                        .collect();
-                    let controller = brokers.get(&resp.controller_id.0).cloned();
-                    let Some(t) = resp
-                        .topics
-                        .into_iter()
-                        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
-                    else {
-                        return Err(Attempt::again(format!(
-                            "Metadata did not mention topic '{topic}'"
-                        )));
-                    };
-                    if t.error_code == code::E::TopicAuthorizationFailed.code() {
-                        return Err(Attempt::Stop(
-                            TransportError::unauthorized(format!(
-                                "reading the metadata of topic '{topic}': the principal needs the \
-                             DESCRIBE ACL on Topic '{topic}' (TOPIC_AUTHORIZATION_FAILED), which \
-                             READ or WRITE implies: writing to the topic needs WRITE, reading it \
-                             READ"
-                            ))
-                            .with_kafka_code(t.error_code),
-                        ));
-                    }
-                    let mut by_id: Vec<(i32, String)> = brokers.clone().into_iter().collect();
-                    by_id.sort_unstable();
-                    Ok(TopicMetadata {
-                        server: server.clone(),
-                        error_code: t.error_code,
-                        brokers: by_id,
-                        controller,
-                        replicas: t.partitions.iter().map(|p| p.replica_nodes.len()).collect(),
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| {
-                                let leader = (p.error_code == code::NONE)
-                                    .then(|| brokers.get(&p.leader_id.0).cloned())
-                                    .flatten();
-                                (p.partition_index, leader)
-                            })
-                            .collect(),
-                    })
+                    conn.exchange(&x, deadline)
                 })
                 .await;
             match outcome {
@@ -588,35 +533,10 @@ impl Cluster {
 
     /// Asks a bootstrap server for the leaders of `topic`.
     async fn refresh_leaders(&self, topic: &str, deadline: Instant) -> Result<(), Attempt> {
-        let m = self.metadata(topic, deadline).await?;
-        match code::error(m.error_code) {
-            None => {}
-            Some(code::E::UnknownTopicOrPartition) => {
-                return Err(Attempt::from_code(
-                    m.error_code,
-                    format!(
-                        "topic '{topic}' is unknown to the broker at {} \
-                         (UNKNOWN_TOPIC_OR_PARTITION): it may still be being created",
-                        m.server
-                    ),
-                ))
-            }
-            Some(e) => {
-                let other = e.code();
-                return Err(Attempt::from_code(
-                    other,
-                    format!(
-                        "Metadata for topic '{topic}': error {other} ({})",
-                        code::name(other)
-                    ),
-                ));
-            }
-        }
+        let found = self.metadata(topic, deadline).await?.leaders()?;
         let mut leaders = lock(&self.leaders);
-        for (partition, leader) in m.partitions {
-            if let Some(addr) = leader {
-                leaders.insert((topic.to_owned(), partition), addr);
-            }
+        for (partition, addr) in found {
+            leaders.insert((topic.to_owned(), partition), addr);
         }
         Ok(())
     }
@@ -630,18 +550,7 @@ impl Cluster {
         let what = format!("reading the metadata of topic '{topic}'");
         let what = what.as_str();
         self.retry_async(what, deadline, || async move {
-            let m = self.metadata(topic, deadline).await?;
-            match code::error(m.error_code) {
-                None => Ok(TopicState::Partitions(m.partitions.len())),
-                Some(code::E::UnknownTopicOrPartition) => Ok(TopicState::Missing),
-                Some(e) => {
-                    let other = e.code();
-                    Err(Attempt::from_code(
-                        other,
-                        format!("{what}: error {other} ({})", code::name(other)),
-                    ))
-                }
-            }
+            self.metadata(topic, deadline).await?.state(what)
         })
         .await
     }
@@ -656,23 +565,7 @@ impl Cluster {
         let what = format!("reading the metadata of topic {topic}");
         let what = what.as_str();
         self.retry_async(what, deadline, || async move {
-            let m = self.metadata(topic, deadline).await?;
-            let replicas = match code::error(m.error_code) {
-                None => Some(m.replicas),
-                Some(code::E::UnknownTopicOrPartition) => None,
-                Some(e) => {
-                    let other = e.code();
-                    return Err(Attempt::from_code(
-                        other,
-                        format!("{what}: error {other} ({})", code::name(other)),
-                    ));
-                }
-            };
-            Ok(Layout {
-                brokers: m.brokers,
-                controller: m.controller,
-                replicas,
-            })
+            self.metadata(topic, deadline).await?.layout(what)
         })
         .await
     }

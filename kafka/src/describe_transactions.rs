@@ -1,21 +1,16 @@
-//! DescribeTransactions (API key 65, v0) at the role's transaction coordinator, on the native
-//! connections of [`Cluster`] (so on every `security.protocol` they support).
+//! DescribeTransactions (built and read in [`crate::api::describe_transactions`]) at the
+//! role's transaction coordinator, on the native connections of [`Cluster`] (so on every
+//! `security.protocol` they support).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_coordination_core::leadership_status::{LeadershipStatus, TransactionState};
+use kafka_coordination_core::leadership_status::LeadershipStatus;
 use kafka_coordination_core::record::Role;
-use kafka_coordination_core::time::UnixMillis;
-use kafka_protocol::messages::describe_transactions_response::TransactionState as TransactionStateResponse;
-use kafka_protocol::messages::{DescribeTransactionsRequest, TransactionalId};
-use kafka_protocol::protocol::StrBytes;
 
-use super::api::Attempt;
-use super::classify::code;
+use super::api::describe_transactions::{DescribeRole, DescribeRoles};
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
-use super::net::Conn;
 use kafka_coordination_transport::error::TransportError;
 
 /// The third-party check's client.
@@ -54,7 +49,11 @@ impl DescribeClient {
                     let id = role.as_str().to_owned();
                     cluster
                         .at_coordinator_async(&id, deadline, move |conn| {
-                            describe_on(conn, &role, deadline)
+                            let x = DescribeRole {
+                                role: &role,
+                                transaction_version: conn.transaction_version(),
+                            };
+                            conn.exchange(&x, deadline)
                         })
                         .await
                 }
@@ -88,43 +87,24 @@ impl DescribeClient {
         for (addr, indexes) in by_coordinator {
             for chunk in indexes.chunks(BATCH) {
                 let deadline = Instant::now() + self.timeout;
-                let ids: Vec<TransactionalId> = chunk
-                    .iter()
-                    .map(|&i| TransactionalId(StrBytes::from_string(roles[i].as_str().to_owned())))
-                    .collect();
+                let batch: Vec<Role> = chunk.iter().map(|&i| roles[i].clone()).collect();
                 let answered = self
                     .cluster
                     .on_async(&addr, deadline, move |conn| {
-                        if conn.version::<DescribeTransactionsRequest>().is_none() {
-                            return Err(Attempt::again("no DescribeTransactions"));
-                        }
-                        let req =
-                            DescribeTransactionsRequest::default().with_transactional_ids(ids);
-                        Ok((conn.call(&req, 0, deadline)?, conn.transaction_version()))
+                        let x = DescribeRoles {
+                            roles: &batch,
+                            transaction_version: conn.transaction_version(),
+                        };
+                        conn.exchange(&x, deadline)
                     })
                     .await;
-                let Ok((resp, transaction_version)) = answered else {
+                // A batch that failed as a whole leaves each of its roles to be described
+                // alone.
+                let Ok(read) = answered else {
                     continue;
                 };
-                for state in resp.transaction_states {
-                    let Some(&i) = chunk
-                        .iter()
-                        .find(|&&i| roles[i].as_str() == state.transactional_id.0.as_str())
-                    else {
-                        continue;
-                    };
-                    out[i] = match code::error(state.error_code) {
-                        None => Some(Ok(status_of(&state, transaction_version))),
-                        Some(code::E::TransactionalIdNotFound) => {
-                            Some(Ok(LeadershipStatus::NOT_FOUND))
-                        }
-                        Some(code::E::TransactionalIdAuthorizationFailed) => {
-                            Some(Err(unauthorized(&roles[i])))
-                        }
-                        // Left to `describe`: it retries, looks the coordinator up again and
-                        // names the error.
-                        Some(_) => None,
-                    };
+                for (&i, answer) in chunk.iter().zip(read) {
+                    out[i] = answer;
                 }
             }
         }
@@ -139,86 +119,8 @@ impl DescribeClient {
     }
 }
 
-/// One DescribeTransactions for `role` on `conn`, a connection to its coordinator.
-fn describe_on(
-    conn: &mut Conn,
-    role: &Role,
-    deadline: Instant,
-) -> Result<LeadershipStatus, Attempt> {
-    if conn.version::<DescribeTransactionsRequest>().is_none() {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} does not support DescribeTransactions (API key 65; Kafka 3.0 or \
-             newer)",
-            conn.addr()
-        ))));
-    }
-    let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
-        StrBytes::from_string(role.as_str().to_owned()),
-    )]);
-    let resp = conn.call(&req, 0, deadline)?;
-    let Some(state) = resp
-        .transaction_states
-        .into_iter()
-        .find(|s| s.transactional_id.0.as_str() == role.as_str())
-    else {
-        return Err(Attempt::Stop(TransportError::fatal(format!(
-            "DescribeTransactions from {} did not mention role '{role}'",
-            conn.addr()
-        ))));
-    };
-    match code::error(state.error_code) {
-        None => Ok(status_of(&state, conn.transaction_version())),
-        Some(code::E::TransactionalIdNotFound) => Ok(LeadershipStatus::NOT_FOUND),
-        Some(code::E::TransactionalIdAuthorizationFailed) => Err(Attempt::Stop(unauthorized(role))),
-        // COORDINATOR_LOAD_IN_PROGRESS: again; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE:
-        // look the coordinator up again (classify.rs).
-        Some(e) => {
-            let other = e.code();
-            Err(Attempt::from_code(
-                other,
-                format!(
-                    "DescribeTransactions for role '{role}' at {} failed with error {other} ({})",
-                    conn.addr(),
-                    code::name(other)
-                ),
-            ))
-        }
-    }
-}
-
 /// The most transactional ids one batched DescribeTransactions names.
 pub(crate) const BATCH: usize = 256;
-
-fn unauthorized(role: &Role) -> TransportError {
-    TransportError::unauthorized(format!(
-        "not authorized to describe role '{role}': the principal needs the DESCRIBE ACL on \
-         TransactionalId '{role}' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-    ))
-    .with_kafka_code(code::E::TransactionalIdAuthorizationFailed.code())
-}
-
-/// The status in one answer of DescribeTransactions: the pair, the state, while a
-/// transaction is open when the coordinator began it, and the cluster's finalized
-/// `transaction.version` as the coordinator's broker announced it.
-fn status_of(
-    state: &TransactionStateResponse,
-    transaction_version: Option<i16>,
-) -> LeadershipStatus {
-    let parsed = TransactionState::parse(state.transaction_state.as_str());
-    let open = matches!(
-        parsed,
-        TransactionState::Ongoing
-            | TransactionState::PrepareCommit
-            | TransactionState::PrepareAbort
-    );
-    let mut status = LeadershipStatus::described(state.producer_id.0, state.producer_epoch, parsed);
-    status.transaction_version = transaction_version;
-    if open && state.transaction_start_time_ms >= 0 {
-        status.with_transaction_started(UnixMillis(state.transaction_start_time_ms))
-    } else {
-        status
-    }
-}
 
 #[cfg(test)]
 mod tests {

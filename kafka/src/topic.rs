@@ -1,40 +1,27 @@
 //! The state topic's check and creation, its description, and broker settings, over the
 //! native connections of [`Cluster`]: Metadata (partitions, replicas, brokers), DescribeConfigs
 //! (the topic's `cleanup.policy`, `min.insync.replicas`, `compression.type`; a broker's
-//! settings) and CreateTopics.
+//! settings) and CreateTopics, each built and read in its file of [`crate::api`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::{CreateTopicsRequest, DescribeConfigsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 
+use super::api::create_topics::{new_topic, CreateTopics};
+use super::api::describe_configs::{Denied, DescribeConfigs, Resource};
+use super::api::metadata::Layout;
 use super::api::Attempt;
 use super::classify::code;
-use super::cluster::{Cluster, Layout};
+use super::cluster::Cluster;
 use super::config::{millis, KafkaConfig};
-use super::net::Conn;
 use super::task_runtime::block_on;
 use kafka_coordination_transport::error::TransportError;
 
 /// The value `cleanup.policy` must have.
 const COMPACT: &str = "compact";
-
-/// DescribeConfigs' resource type for a topic.
-const RESOURCE_TOPIC: i8 = 2;
-
-/// DescribeConfigs' resource type for a broker (named by its node id).
-const RESOURCE_BROKER: i8 = 4;
-
-/// The highest DescribeConfigs version sent (Kafka 4.x answers v1 to v4).
-const MAX_DESCRIBE_CONFIGS: i16 = 4;
-
-/// The highest CreateTopics version sent (Kafka 4.x answers v2 to v7).
-const MAX_CREATE_TOPICS: i16 = 7;
 
 /// The brokers and the topic's layout.
 fn layout(config: &KafkaConfig, cluster: &Cluster) -> Result<Layout, TransportError> {
@@ -42,88 +29,29 @@ fn layout(config: &KafkaConfig, cluster: &Cluster) -> Result<Layout, TransportEr
     block_on(cluster.layout(config.topic(), deadline))
 }
 
-/// What one DescribeConfigs of one resource answered: the values of the keys asked for (each
-/// `None` when the broker did not list it or it has no value), or the resource's error code and
-/// message.
-type Described = Result<Vec<Option<String>>, (i16, String)>;
-
-/// One DescribeConfigs of the resource `(resource_type, name)` on `conn`, for `keys`.
-fn describe_on(
-    conn: &mut Conn,
-    what: &str,
-    (resource_type, name): (i8, &str),
-    keys: &[&str],
-    deadline: Instant,
-) -> Result<Described, Attempt> {
-    let Some(version) = conn.version_at_most::<DescribeConfigsRequest>(MAX_DESCRIBE_CONFIGS) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} supports no DescribeConfigs version up to v{MAX_DESCRIBE_CONFIGS}",
-            conn.addr()
-        ))));
-    };
-    let req =
-        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(resource_type)
-            .with_resource_name(StrBytes::from_string(name.to_owned()))
-            .with_configuration_keys(Some(
-                keys.iter()
-                    .map(|k| StrBytes::from_string((*k).to_owned()))
-                    .collect(),
-            ))]);
-    let resp = conn.call(&req, version, deadline)?;
-    let Some(result) = resp.results.into_iter().next() else {
-        return Err(Attempt::again(format!(
-            "{what}: the broker at {} answered with no resource",
-            conn.addr()
-        )));
-    };
-    if result.error_code != code::NONE {
-        let message = result
-            .error_message
-            .as_ref()
-            .map_or_else(|| code::name(result.error_code), |m| m.as_str().to_owned());
-        return Ok(Err((result.error_code, message)));
-    }
-    Ok(Ok(keys
-        .iter()
-        .map(|k| {
-            result
-                .configs
-                .iter()
-                .find(|c| c.name.as_str() == *k)
-                .and_then(|c| c.value.as_ref().map(|v| v.as_str().to_owned()))
-        })
-        .collect()))
-}
-
 /// The values of the state topic's configuration entries `keys` (DescribeConfigs at the leader
 /// of partition 0: any broker answers for a topic), or `None` while the broker does not know
-/// the topic yet. `denied` is the error when the principal may not describe them.
+/// the topic yet. `denied` names who asks, for the error when the principal may not describe
+/// them.
 fn topic_configs(
     config: &KafkaConfig,
     cluster: &Cluster,
     keys: &[&str],
-    denied: impl Fn(&str) -> TransportError,
+    denied: Denied,
 ) -> Result<Option<Vec<Option<String>>>, TransportError> {
     let topic = config.topic();
     let what = format!("describing the configuration of topic {topic}");
     let deadline = Instant::now() + config.request_timeout();
+    let x = DescribeConfigs {
+        what: &what,
+        of: Resource::Topic {
+            name: topic,
+            denied,
+        },
+        keys,
+    };
     cluster.retry(&what, deadline, |cluster| {
-        cluster.at_leader(topic, 0, deadline, |conn| {
-            match describe_on(conn, &what, (RESOURCE_TOPIC, topic), keys, deadline)? {
-                Ok(values) => Ok(Some(values)),
-                Err((c, _)) if code::error(c) == Some(code::E::UnknownTopicOrPartition) => Ok(None),
-                Err((c, _)) if code::error(c) == Some(code::E::TopicAuthorizationFailed) => {
-                    Err(Attempt::Stop(
-                        denied(&what).with_kafka_code(code::E::TopicAuthorizationFailed.code()),
-                    ))
-                }
-                Err((other, message)) => Err(Attempt::from_code(
-                    other,
-                    format!("{what} at {}: error {other} ({message})", conn.addr()),
-                )),
-            }
-        })
+        cluster.at_leader(topic, 0, deadline, |conn| conn.exchange(&x, deadline))
     })
 }
 
@@ -132,13 +60,7 @@ fn cleanup_policy(
     config: &KafkaConfig,
     cluster: &Cluster,
 ) -> Result<Option<String>, TransportError> {
-    let topic = config.topic();
-    let values = topic_configs(config, cluster, &["cleanup.policy"], |what| {
-        TransportError::unauthorized(format!(
-            "{what}: the principal needs the DESCRIBE_CONFIGS ACL on Topic '{topic}' \
-             (TOPIC_AUTHORIZATION_FAILED): the topic check reads its cleanup.policy"
-        ))
-    })?;
+    let values = topic_configs(config, cluster, &["cleanup.policy"], Denied::Check)?;
     Ok(values.and_then(|v| v.into_iter().next().flatten()))
 }
 
@@ -261,65 +183,6 @@ fn after_attempt(answer: Result<bool, Attempt>, timed_out: &mut bool) -> Result<
     }
 }
 
-/// One CreateTopics of the state topic on `conn`, giving the broker `timeout`: whether it was
-/// created (`false`: it existed).
-fn create_on(
-    conn: &mut Conn,
-    what: &str,
-    topic: &CreatableTopic,
-    timeout: Duration,
-    deadline: Instant,
-) -> Result<bool, Attempt> {
-    let Some(version) = conn.version_at_most::<CreateTopicsRequest>(MAX_CREATE_TOPICS) else {
-        return Err(Attempt::Stop(TransportError::config(format!(
-            "the broker at {} supports no CreateTopics version up to v{MAX_CREATE_TOPICS}",
-            conn.addr()
-        ))));
-    };
-    let req = CreateTopicsRequest::default()
-        .with_topics(vec![topic.clone()])
-        .with_timeout_ms(i32::try_from(millis(timeout)).unwrap_or(i32::MAX));
-    let resp = conn.call(&req, version, deadline)?;
-    let Some(result) = resp.topics.into_iter().next() else {
-        return Err(Attempt::again(format!(
-            "{what}: the broker at {} answered with no result",
-            conn.addr()
-        )));
-    };
-    let name = topic.name.0.as_str();
-    match code::error(result.error_code) {
-        None => Ok(true),
-        Some(code::E::TopicAlreadyExists) => Ok(false),
-        Some(c @ (code::E::TopicAuthorizationFailed | code::E::ClusterAuthorizationFailed)) => {
-            Err(Attempt::Stop(
-                TransportError::unauthorized(format!(
-                    "{what}: {} (the principal needs the CREATE ACL on Topic '{name}' or on the \
-                     Cluster)",
-                    code::name(c.code())
-                ))
-                .with_kafka_code(c.code()),
-            ))
-        }
-        Some(e) => {
-            let other = e.code();
-            let known = Some(e.to_string());
-            Err(Attempt::from_code(
-                other,
-                format!(
-                    "{what}: error {other} ({}) at {}",
-                    result
-                        .error_message
-                        .as_ref()
-                        .map(|m| m.as_str().to_owned())
-                        .or(known)
-                        .unwrap_or_default(),
-                    conn.addr()
-                ),
-            ))
-        }
-    }
-}
-
 /// Creates the state topic (compacted, the configured partition count) if it does not exist,
 /// then checks it. Returns whether this call created it.
 pub(crate) fn create(
@@ -330,25 +193,17 @@ pub(crate) fn create(
 ) -> Result<bool, TransportError> {
     let topic = config.topic();
     let what = format!("creating topic {topic}");
-    let Ok(replicas) = i16::try_from(replication_factor) else {
-        return Err(TransportError::config(format!(
-            "{what}: replication factor {replication_factor} is out of range"
-        )));
-    };
-    let setting = |name: &'static str, value: String| {
-        CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str(name))
-            .with_value(Some(StrBytes::from_string(value)))
-    };
-    let mut settings = vec![setting("cleanup.policy", COMPACT.to_owned())];
+    let mut settings = vec![("cleanup.policy", COMPACT.to_owned())];
     if let Some(m) = min_insync_replicas {
-        settings.push(setting("min.insync.replicas", m.to_string()));
+        settings.push(("min.insync.replicas", m.to_string()));
     }
-    let new_topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-        .with_num_partitions(config.partitions())
-        .with_replication_factor(replicas)
-        .with_configs(settings);
+    let new_topic = new_topic(
+        &what,
+        topic,
+        config.partitions(),
+        replication_factor,
+        &settings,
+    )?;
     let created = send_create(config, cluster, &what, &new_topic)?;
     // Metadata reaches every broker shortly after a creation (ours, or a concurrent one that
     // answered TOPIC_ALREADY_EXISTS).
@@ -386,9 +241,12 @@ fn send_create(
             return Err(Attempt::again("the metadata names no broker"));
         };
         let timeout = broker_timeout(deadline.saturating_duration_since(Instant::now()));
-        let answer = cluster.on(&addr, deadline, |conn| {
-            create_on(conn, what, new_topic, timeout, deadline)
-        });
+        let x = CreateTopics {
+            what,
+            topic: new_topic,
+            timeout_ms: i32::try_from(millis(timeout)).unwrap_or(i32::MAX),
+        };
+        let answer = cluster.on(&addr, deadline, |conn| conn.exchange(&x, deadline));
         after_attempt(answer, &mut timed_out)
     })
 }
@@ -405,24 +263,11 @@ pub(crate) fn create_plain(
     min_insync_replicas: Option<i32>,
 ) -> Result<(bool, i32), TransportError> {
     let what = format!("creating topic {name}");
-    let Ok(replicas) = i16::try_from(replication_factor) else {
-        return Err(TransportError::config(format!(
-            "{what}: replication factor {replication_factor} is out of range"
-        )));
-    };
-    let settings = min_insync_replicas
-        .map(|m| {
-            CreatableTopicConfig::default()
-                .with_name(StrBytes::from_static_str("min.insync.replicas"))
-                .with_value(Some(StrBytes::from_string(m.to_string())))
-        })
+    let settings: Vec<_> = min_insync_replicas
+        .map(|m| ("min.insync.replicas", m.to_string()))
         .into_iter()
         .collect();
-    let new_topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(name.to_owned())))
-        .with_num_partitions(partitions)
-        .with_replication_factor(replicas)
-        .with_configs(settings);
+    let new_topic = new_topic(&what, name, partitions, replication_factor, &settings)?;
     let created = send_create(config, cluster, &what, &new_topic)?;
     let deadline = Instant::now() + config.request_timeout();
     loop {
@@ -597,19 +442,13 @@ pub(crate) fn describe(
         describe_transactions_failed: None,
     };
     if let Some(replicas) = layout.replicas {
-        let topic = config.topic();
         report.partitions = i32::try_from(replicas.len()).ok();
         report.replication_factor = i32::try_from(replicas.iter().copied().min().unwrap_or(0)).ok();
         let settings = topic_configs(
             config,
             cluster,
             &["cleanup.policy", "min.insync.replicas", "compression.type"],
-            |what| {
-                TransportError::unauthorized(format!(
-                    "{what}: not authorized (the principal needs the DESCRIBE_CONFIGS ACL on \
-                     topic '{topic}')"
-                ))
-            },
+            Denied::Describe,
         )?
         .unwrap_or_default();
         let mut settings = settings.into_iter();
@@ -634,12 +473,15 @@ pub(crate) fn broker_setting(
     let what = format!("describing the configuration of broker {id}");
     let deadline = Instant::now() + config.request_timeout();
     let id = id.to_string();
+    let x = DescribeConfigs {
+        what: &what,
+        of: Resource::Broker { id: &id },
+        keys: &[name],
+    };
     let described = cluster.retry(&what, deadline, |cluster| {
-        cluster.on(&addr, deadline, |conn| {
-            describe_on(conn, &what, (RESOURCE_BROKER, &id), &[name], deadline)
-        })
+        cluster.on(&addr, deadline, |conn| conn.exchange(&x, deadline))
     });
-    described.ok()?.ok()?.into_iter().next().flatten()
+    described.ok()??.into_iter().next().flatten()
 }
 
 /// The state topic's check (see [`KafkaTransport::ensure_topic`](super::KafkaTransport::ensure_topic)), done once.
@@ -687,9 +529,10 @@ mod tests {
     #[test]
     fn a_create_topics_that_times_out_at_the_broker_is_tried_again_and_counts_as_created() {
         use crate::net::conn::Replay;
+        use crate::net::Conn;
         use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-        use kafka_protocol::messages::CreateTopicsResponse;
-        use kafka_protocol::protocol::Encodable;
+        use kafka_protocol::messages::{CreateTopicsResponse, TopicName};
+        use kafka_protocol::protocol::{Encodable, StrBytes};
 
         assert_eq!(
             broker_timeout(Duration::from_secs(10)),
@@ -715,19 +558,15 @@ mod tests {
         frames.extend(answer(code::E::TopicAlreadyExists.code(), 2));
         let mut conn =
             Conn::over("broker:9092", Box::new(Replay::new(frames))).with_versions(&[(19, 5)]);
-        let topic = CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1);
+        let topic = new_topic("creating t", "t", 1, 1, &[]).expect("in range");
+        let x = CreateTopics {
+            what: "creating t",
+            topic: &topic,
+            timeout_ms: 1_000,
+        };
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut timed_out = false;
-        let first = create_on(
-            &mut conn,
-            "creating t",
-            &topic,
-            Duration::from_secs(1),
-            deadline,
-        );
+        let first = conn.exchange(&x, deadline);
         match after_attempt(first, &mut timed_out) {
             Err(Attempt::Again { code, why, .. }) => {
                 assert_eq!(code, Some(7), "{why}");
@@ -736,13 +575,7 @@ mod tests {
             Ok(created) => panic!("REQUEST_TIMED_OUT is no answer (created: {created})"),
         }
         assert!(timed_out);
-        let second = create_on(
-            &mut conn,
-            "creating t",
-            &topic,
-            Duration::from_secs(1),
-            deadline,
-        );
+        let second = conn.exchange(&x, deadline);
         assert!(
             matches!(after_attempt(second, &mut timed_out), Ok(true)),
             "TOPIC_ALREADY_EXISTS after a timeout: created by this call"
