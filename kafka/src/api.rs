@@ -34,7 +34,7 @@ pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 pub(crate) mod txn_offset_commit;
 
-pub(crate) use attempt::{txn_error, Attempt};
+pub(crate) use attempt::{may_be_superseded, txn_error, Attempt};
 
 /// One request of a Kafka API and the reading of its answer, as a value.
 pub(crate) trait Exchange {

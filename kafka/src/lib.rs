@@ -629,7 +629,7 @@ impl Writing {
         result: Result<R, TransportError>,
     ) -> Result<R, TransportError> {
         let err = match result {
-            Err(e) if may_be_superseded(&e) => e,
+            Err(e) if api::may_be_superseded(&e) => e,
             other => return other,
         };
         let Some(role) = self.sessions.role_of(token) else {
@@ -661,13 +661,6 @@ fn name_the_max_timeout(
         .map_or_else(|| "default 900000 ms".to_owned(), |v| format!("{v} ms"));
     TransportError::config(e.message().replace("(MAX)", &format!("({max})")))
         .with_kafka_code(cluster::code::E::InvalidTransactionTimeout.code())
-}
-
-/// Whether a failed write may mean that the coordinator superseded the pair without the write
-/// meeting a fencing code: a fatal failure, or a commit that found no transaction open
-/// (INVALID_TXN_STATE, by its code: the message is for people).
-fn may_be_superseded(e: &TransportError) -> bool {
-    e.kind() == ErrorKind::Fatal || e.kafka_code() == Some(cluster::code::E::InvalidTxnState.code())
 }
 
 impl Coordinator for KafkaTransport {
@@ -928,20 +921,6 @@ mod tests {
             .map(|i| Role::new(format!("role-{i}")).expect("role"))
             .find(|r| role_partition(r, 8).ok() != role_partition(r, 16).ok())
             .expect("some role moves")
-    }
-
-    #[test]
-    fn a_write_may_be_superseded_by_its_code_not_by_its_message() {
-        let no_txn = TransportError::retriable("EndTxn (commit): nothing open")
-            .with_kafka_code(cluster::code::E::InvalidTxnState.code());
-        assert!(may_be_superseded(&no_txn));
-        assert!(may_be_superseded(&TransportError::fatal("unusable")));
-        // A message that merely mentions the name decides nothing.
-        assert!(!may_be_superseded(&TransportError::retriable(
-            "a broker log line quoting INVALID_TXN_STATE"
-        )));
-        let timeout = TransportError::retriable("timed out").with_kafka_code(7);
-        assert!(!may_be_superseded(&timeout));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::api::add_partitions_to_txn::AddPartitionsToTxn;
 use super::api::describe_producers::DescribeProducers;
 use super::api::end_txn::EndTxn;
 use super::api::init_producer_id::InitProducerId;
-use super::api::produce::TxnProduce;
+use super::api::produce::{refused_for_good, TxnProduce};
 use super::classify::code;
 use super::cluster::Cluster;
 use super::config::KafkaConfig;
@@ -711,13 +711,6 @@ impl Sessions {
         }
         Ok(())
     }
-}
-
-/// Whether `e` says a batch will never be appended, wherever its sends are: a refusal that
-/// retrying cannot change (its records, the ACLs, a fence), or the broker refusing its sequence
-/// (OUT_OF_ORDER_SEQUENCE_NUMBER, retriable for the write but definite for the batch).
-fn refused_for_good(e: &TransportError) -> bool {
-    !e.is_retriable() || e.kafka_code() == Some(code::E::OutOfOrderSequenceNumber.code())
 }
 
 #[cfg(test)]

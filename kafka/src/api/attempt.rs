@@ -4,7 +4,7 @@ use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
 
 use crate::classify::{self, code, Class};
-use kafka_coordination_transport::error::TransportError;
+use kafka_coordination_transport::error::{ErrorKind, TransportError};
 
 /// What went wrong in one attempt, and whether another may help.
 pub(crate) enum Attempt {
@@ -119,4 +119,30 @@ pub(crate) fn txn_error(
         ),
     };
     Attempt::from_code(error, why)
+}
+
+/// Whether a failed write may mean that the coordinator superseded the pair without the write
+/// meeting a fencing code: a fatal failure, or a commit that found no transaction open
+/// (INVALID_TXN_STATE, by its code: the message is for people).
+pub(crate) fn may_be_superseded(e: &TransportError) -> bool {
+    e.kind() == ErrorKind::Fatal || e.kafka_code() == Some(code::E::InvalidTxnState.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_may_be_superseded_by_its_code_not_by_its_message() {
+        let no_txn = TransportError::retriable("EndTxn (commit): nothing open")
+            .with_kafka_code(code::E::InvalidTxnState.code());
+        assert!(may_be_superseded(&no_txn));
+        assert!(may_be_superseded(&TransportError::fatal("unusable")));
+        // A message that merely mentions the name decides nothing.
+        assert!(!may_be_superseded(&TransportError::retriable(
+            "a broker log line quoting INVALID_TXN_STATE"
+        )));
+        let timeout = TransportError::retriable("timed out").with_kafka_code(7);
+        assert!(!may_be_superseded(&timeout));
+    }
 }

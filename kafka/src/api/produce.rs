@@ -271,6 +271,13 @@ pub(crate) fn topic_unauthorized(
     ))
 }
 
+/// Whether `e` says a batch will never be appended, wherever its sends are: a refusal that
+/// retrying cannot change (its records, the ACLs, a fence), or the broker refusing its sequence
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER, retriable for the write but definite for the batch).
+pub(crate) fn refused_for_good(e: &TransportError) -> bool {
+    !e.is_retriable() || e.kafka_code() == Some(code::E::OutOfOrderSequenceNumber.code())
+}
+
 #[cfg(test)]
 mod tests {
     use kafka_coordination_transport::error::ErrorKind;
@@ -279,6 +286,17 @@ mod tests {
     };
 
     use super::*;
+
+    #[test]
+    fn a_batch_is_refused_for_good_by_a_final_error_or_its_sequence() {
+        assert!(refused_for_good(&TransportError::config("no key")));
+        assert!(refused_for_good(&TransportError::fenced("newer pair")));
+        let sequence = TransportError::retriable("out of order")
+            .with_kafka_code(code::E::OutOfOrderSequenceNumber.code());
+        assert!(refused_for_good(&sequence));
+        let timeout = TransportError::retriable("timed out").with_kafka_code(7);
+        assert!(!refused_for_good(&timeout));
+    }
 
     fn role() -> Role {
         Role::new("orders").unwrap()
