@@ -22,7 +22,7 @@ pub(crate) fn host_on<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>
     Ok(host)
 }
 
-/// [`describe_leadership`](crate::describe::describe_leadership) on runtime `R`'s blocking pool.
+/// [`describe_leadership`](crate::describe::describe_leadership), awaited on the task.
 pub(crate) async fn describe_leadership_on<
     R: Runtime,
     C: Coordinator + Clone + Send + Sync + 'static,
@@ -30,13 +30,10 @@ pub(crate) async fn describe_leadership_on<
     coordinator: &C,
     role: &str,
 ) -> Result<LeadershipStatus, Error> {
-    let (coordinator, role) = (coordinator.clone(), role.to_owned());
-    R::unblock(move || crate::describe::describe_leadership(&coordinator, &role))
-        .await
-        .unwrap_or(Err(Error::Cancelled))
+    crate::describe::describe_leadership_async(coordinator, role).await
 }
 
-/// [`describe_role_state`](crate::describe::describe_role_state) on runtime `R`'s blocking pool.
+/// [`describe_role_state`](crate::describe::describe_role_state), awaited on the task.
 pub(crate) async fn describe_role_state_on<
     R: Runtime,
     S: StateReader + Clone + Send + Sync + 'static,
@@ -44,21 +41,17 @@ pub(crate) async fn describe_role_state_on<
     reader: &S,
     role: &str,
 ) -> Result<RoleState, Error> {
-    let (reader, role) = (reader.clone(), role.to_owned());
-    R::unblock(move || crate::describe::describe_role_state(&reader, &role))
-        .await
-        .unwrap_or(Err(Error::Cancelled))
+    crate::describe::describe_role_state_async(reader, role).await
 }
 
-/// [`leader`](crate::describe::leader) on runtime `R`'s blocking pool.
+/// [`leader`](crate::describe::leader), awaited on the task, the lease judged by the system
+/// clock.
 pub(crate) async fn leader_on<R: Runtime, S: StateReader + Clone + Send + Sync + 'static>(
     reader: &S,
     role: &str,
 ) -> Result<crate::watch::RoleLeader, Error> {
-    let (reader, role) = (reader.clone(), role.to_owned());
-    R::unblock(move || crate::describe::leader(&reader, &role))
-        .await
-        .unwrap_or(Err(Error::Cancelled))
+    use crate::clock::Clock;
+    crate::watch::leader_at_async(reader, role, crate::clock::SystemClock.now()).await
 }
 
 /// Defines a flavour's public API (`start`, `acquire_leadership`, `describe_leadership`,
@@ -90,9 +83,9 @@ macro_rules! runtime_api {
             start(transport, role, member, options)?.elected().await
         }
 
-        /// [`describe_leadership`](crate::describe::describe_leadership), off the async threads. Takes
-        /// the transport by reference, as the blocking one does (it is cloned into the
-        /// blocking pool: `KafkaTransport`, `MemoryTransport` and `Arc<_>` clone cheaply).
+        /// [`describe_leadership`](crate::describe::describe_leadership), awaited: the check
+        /// starts in its completion form and its answer wakes the task, so no thread waits.
+        /// Takes the transport by reference, as the blocking one does.
         pub async fn describe_leadership<
             C: $crate::transport::Coordinator + Clone + Send + Sync + 'static,
         >(
@@ -104,7 +97,7 @@ macro_rules! runtime_api {
 
         /// Watches `role`'s leadership from any process, member or not: a
         /// [`Watch`](crate::watch::Watch) whose loop is a task of this runtime (call it in the
-        /// runtime's context), reading on its blocking pool; poll it as a
+        /// runtime's context), each read awaited on the task; poll it as a
         /// [`Stream`](futures_lite::Stream). See [`watch`](crate::watch) for what it reports.
         pub fn watch<S: $crate::transport::StateReader + Send + Sync + 'static>(
             reader: S,
@@ -114,7 +107,7 @@ macro_rules! runtime_api {
             $crate::watch::watch_on::<$rt>(std::sync::Arc::new(reader), role, options)
         }
 
-        /// [`leader`](crate::describe::leader), off the async threads.
+        /// [`leader`](crate::describe::leader), awaited (each read's answer wakes the task).
         pub async fn leader<S: $crate::transport::StateReader + Clone + Send + Sync + 'static>(
             reader: &S,
             role: &str,
@@ -122,7 +115,8 @@ macro_rules! runtime_api {
             $crate::async_api::leader_on::<$rt, S>(reader, role).await
         }
 
-        /// [`describe_role_state`](crate::describe::describe_role_state), off the async threads.
+        /// [`describe_role_state`](crate::describe::describe_role_state), awaited (each read's
+        /// answer wakes the task).
         pub async fn describe_role_state<
             S: $crate::transport::StateReader + Clone + Send + Sync + 'static,
         >(

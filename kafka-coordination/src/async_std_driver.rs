@@ -1,5 +1,6 @@
 //! The async-std flavour: the driver is an async-std task that starts each transport call in its
-//! completion form and awaits the answer (`describe_*` run on async-std's blocking pool).
+//! completion form and awaits the answer (no thread waits for a call, `describe_*` and the
+//! watch included).
 //!
 //! async-std is discontinued upstream: its authors recommend [smol](https://docs.rs/smol)
 //! instead (this crate's `smol_driver`, feature `smol`, has the same API). The feature is kept
@@ -14,9 +15,6 @@ use crate::runtime::{BoxFuture, Runtime};
 struct Rt;
 
 impl Runtime for Rt {
-    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>> {
-        Box::pin(async move { Some(::async_std::task::spawn_blocking(f).await) })
-    }
     fn sleep(d: Duration) -> BoxFuture<()> {
         Box::pin(::async_std::task::sleep(d))
     }

@@ -5,10 +5,11 @@ use kafka_coordination_core::partition::role_partition;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::state::RoleState;
 use kafka_coordination_core::TimingError;
+use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::leadership::Error;
-use crate::transport::{Coordinator, StateReader};
+use crate::transport::{Coordinator, ReadBatch, StateReader};
 use crate::watch::{leader_at, RoleLeader};
 
 /// The coordinator's current pair for `role`: one DescribeTransactions request. Use
@@ -64,24 +65,68 @@ pub fn describe_role_state<R: StateReader + ?Sized>(
     reader: &R,
     role: &str,
 ) -> Result<RoleState, Error> {
+    let (mut state, partition) = role_state_at(reader, role)?;
+    loop {
+        let from = state.next_offset();
+        let batch = crate::transport::read(reader, partition, from, Duration::ZERO)
+            .map_err(Error::Transport)?;
+        if absorb(&mut state, &batch) {
+            return Ok(state);
+        }
+    }
+}
+
+/// [`describe_leadership`] awaited on a task: the check's answer wakes it.
+#[cfg(async_driver)]
+pub(crate) async fn describe_leadership_async<C: Coordinator + ?Sized>(
+    coordinator: &C,
+    role: &str,
+) -> Result<LeadershipStatus, Error> {
+    let role = Role::new(role)?;
+    crate::awaited::describe_one(coordinator, role)
+        .await
+        .map_err(Error::Transport)
+}
+
+/// [`describe_role_state`] awaited on a task: each read's answer wakes it.
+#[cfg(async_driver)]
+pub(crate) async fn describe_role_state_async<R: StateReader + ?Sized>(
+    reader: &R,
+    role: &str,
+) -> Result<RoleState, Error> {
+    let (mut state, partition) = role_state_at(reader, role)?;
+    loop {
+        let from = state.next_offset();
+        let batch = crate::awaited::read(reader, partition, from, Duration::ZERO)
+            .await
+            .map_err(Error::Transport)?;
+        if absorb(&mut state, &batch) {
+            return Ok(state);
+        }
+    }
+}
+
+/// An empty state of `role` and the partition that holds its records.
+fn role_state_at<R: StateReader + ?Sized>(
+    reader: &R,
+    role: &str,
+) -> Result<(RoleState, i32), Error> {
     let role = Role::new(role)?;
     let partition = role_partition(&role, reader.partitions()).map_err(|e| {
         Error::InvalidOptions(TimingError::Partitions {
             partitions: e.partitions,
         })
     })?;
-    let mut state = RoleState::new(role);
-    loop {
-        let from = state.next_offset();
-        let batch = crate::transport::read(reader, partition, from, std::time::Duration::ZERO)
-            .map_err(Error::Transport)?;
-        for r in &batch.records {
-            state.apply(r);
-        }
-        let read_any = !batch.records.is_empty();
-        state.advance_to(batch.end_offset);
-        if !read_any || state.next_offset() >= batch.end_offset {
-            return Ok(state);
-        }
+    Ok((RoleState::new(role), partition))
+}
+
+/// Takes one read into `state`; true once the state has reached the last stable offset the
+/// read saw (a read of nothing, or one that ends at its end).
+fn absorb(state: &mut RoleState, batch: &ReadBatch) -> bool {
+    for r in &batch.records {
+        state.apply(r);
     }
+    let read_any = !batch.records.is_empty();
+    state.advance_to(batch.end_offset);
+    !read_any || state.next_offset() >= batch.end_offset
 }

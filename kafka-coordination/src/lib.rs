@@ -51,6 +51,8 @@ mod readme {}
 
 #[cfg(async_driver)]
 mod async_api;
+#[cfg(async_driver)]
+mod awaited;
 pub mod clock;
 pub mod cuttable_link;
 pub mod describe;

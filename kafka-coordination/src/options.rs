@@ -235,11 +235,10 @@ impl<'de> serde::Deserialize<'de> for Options {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "serde"))]
 mod tests {
     use super::*;
 
-    #[cfg(feature = "serde")]
     #[test]
     fn options_deserialise_from_toml_over_the_defaults() {
         let o: Options =

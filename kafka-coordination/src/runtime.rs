@@ -10,8 +10,6 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>
 
 /// What an async driver needs from its runtime.
 pub(crate) trait Runtime: 'static {
-    /// Runs `f` on the runtime's blocking pool; `None` when the runtime dropped the task.
-    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>>;
     /// Completes after `d` of real time.
     fn sleep(d: Duration) -> BoxFuture<()>;
     /// Runs `f` as a detached task.

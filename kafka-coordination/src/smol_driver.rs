@@ -1,6 +1,6 @@
 //! The smol flavour: the driver is a task on smol's global executor that starts each transport
-//! call in its completion form and awaits the answer (`describe_*` run on the `blocking`
-//! thread pool). Await the futures on any executor (`smol::block_on`, ...).
+//! call in its completion form and awaits the answer (no thread waits for a call, `describe_*`
+//! and the watch included). Await the futures on any executor (`smol::block_on`, ...).
 
 use std::time::Duration;
 
@@ -9,9 +9,6 @@ use crate::runtime::{BoxFuture, Runtime};
 struct Rt;
 
 impl Runtime for Rt {
-    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>> {
-        Box::pin(async move { Some(::blocking::unblock(f).await) })
-    }
     fn sleep(d: Duration) -> BoxFuture<()> {
         Box::pin(async move {
             ::async_io::Timer::after(d).await;

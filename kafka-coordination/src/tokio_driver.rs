@@ -1,6 +1,6 @@
 //! The tokio flavour: the driver is a tokio task that starts each transport call in its
-//! completion form and awaits the answer (no thread waits for a call; `describe_*` run on
-//! tokio's blocking pool). Call these from within a tokio runtime (either flavour).
+//! completion form and awaits the answer (no thread waits for a call, `describe_*` and the watch
+//! included). Call these from within a tokio runtime (either flavour).
 
 use std::time::Duration;
 
@@ -9,9 +9,6 @@ use crate::runtime::{BoxFuture, Runtime};
 struct Rt;
 
 impl Runtime for Rt {
-    fn unblock<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> BoxFuture<Option<R>> {
-        Box::pin(async move { ::tokio::task::spawn_blocking(f).await.ok() })
-    }
     fn sleep(d: Duration) -> BoxFuture<()> {
         Box::pin(::tokio::time::sleep(d))
     }

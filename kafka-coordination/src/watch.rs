@@ -12,6 +12,8 @@
 mod tracker;
 mod watcher;
 
+#[cfg(async_driver)]
+pub(crate) use tracker::leader_at_async;
 pub use tracker::{
     leader_at, roles, Leader, LeaseTracker, RoleLeader, Vacancy, VacancyReason, WatchEvent,
     WatchOptions,

@@ -15,7 +15,7 @@ use kafka_coordination_core::TimingError;
 use crate::clock::{Clock, SystemClock};
 use crate::leadership::Error;
 use crate::options::{Options, DEFAULT_LONG_POLL};
-use crate::transport::StateReader;
+use crate::transport::{ReadBatch, StateReader};
 
 /// The member that leads a role, as the role's lease records say.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -332,6 +332,18 @@ impl LeaseTracker {
         self.state.advance_to(end_offset);
     }
 
+    /// Takes one catch-up read's records (their changes are not kept) and its end; true once
+    /// the tracker has reached the last stable offset the read saw.
+    fn caught_up_with(&mut self, batch: &ReadBatch) -> bool {
+        let mut sink = Vec::new();
+        for r in &batch.records {
+            self.apply(r, &mut sink);
+        }
+        let read_any = !batch.records.is_empty();
+        self.advance_to(batch.end_offset);
+        !read_any || self.next_offset() >= batch.end_offset
+    }
+
     /// The leader the current lease names, whether or not it is live.
     pub fn lease_holder(&self) -> Option<Leader> {
         let entry = self.state.lease()?;
@@ -460,18 +472,11 @@ fn catch_up<R: StateReader + ?Sized>(
     partition: i32,
     tracker: &mut LeaseTracker,
 ) -> Result<(), Error> {
-    let mut sink = Vec::new();
     loop {
         let batch =
             crate::transport::read(reader, partition, tracker.next_offset(), Duration::ZERO)
                 .map_err(Error::Transport)?;
-        for r in &batch.records {
-            tracker.apply(r, &mut sink);
-        }
-        sink.clear();
-        let read_any = !batch.records.is_empty();
-        tracker.advance_to(batch.end_offset);
-        if !read_any || tracker.next_offset() >= batch.end_offset {
+        if tracker.caught_up_with(&batch) {
             return Ok(());
         }
     }
@@ -489,6 +494,26 @@ pub fn leader_at<R: StateReader + ?Sized>(
     let mut tracker = LeaseTracker::new(role);
     catch_up(reader, partition, &mut tracker)?;
     Ok(tracker.current(now))
+}
+
+/// [`leader_at`] awaited on a task: each read's answer wakes it.
+#[cfg(async_driver)]
+pub(crate) async fn leader_at_async<R: StateReader + ?Sized>(
+    reader: &R,
+    role: &str,
+    now: UnixMillis,
+) -> Result<RoleLeader, Error> {
+    let role = Role::new(role)?;
+    let partition = partition_of(&role, reader.partitions())?;
+    let mut tracker = LeaseTracker::new(role);
+    loop {
+        let batch = crate::awaited::read(reader, partition, tracker.next_offset(), Duration::ZERO)
+            .await
+            .map_err(Error::Transport)?;
+        if tracker.caught_up_with(&batch) {
+            return Ok(tracker.current(now));
+        }
+    }
 }
 
 /// Every role that has records in the state topic, with its tracker caught up to the last

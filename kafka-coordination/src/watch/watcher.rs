@@ -561,7 +561,7 @@ mod on_runtime {
     use super::*;
     use crate::runtime::Runtime;
 
-    /// Starts a watch whose loop is a task of runtime `R` (reads on its blocking pool).
+    /// Starts a watch whose loop is a task of runtime `R` (each read awaited on the task).
     pub(crate) fn watch_on<R: Runtime>(
         reader: Arc<dyn StateReader + Send + Sync>,
         role: &str,
@@ -586,12 +586,8 @@ mod on_runtime {
                 } => {
                     ticket = issued;
                     let started = w.options.clock.now();
-                    let (reader, partition) = (w.reader.clone(), w.partition);
-                    let outcome = R::unblock(move || {
-                        crate::transport::read(&*reader, partition, from, max_wait)
-                    })
-                    .await
-                    .unwrap_or_else(|| Err(TransportError::fatal("the runtime dropped the read")));
+                    let outcome =
+                        crate::awaited::read(&*w.reader, w.partition, from, max_wait).await;
                     read_again = w.on_read(started, outcome);
                 }
                 Step::ClockMoves { seen, listener } => {
