@@ -13,7 +13,7 @@ use kafka_coordination::fleet::{
 };
 use kafka_coordination::kafka::KafkaTransport;
 use kafka_coordination::options::{parse_duration, TimingSettings};
-use kafka_coordination::watch::roles;
+use kafka_coordination::watch::{roles, LeaseTracker};
 use kafka_coordination::{Options, Timing};
 use serde_json::{json, Value};
 
@@ -54,14 +54,125 @@ pub struct StatusArgs {
     /// Also list every role in motion, with its leader and its preferred owner.
     #[arg(long)]
     roles: bool,
+    #[command(flatten)]
+    timing: MemberTiming,
+}
+
+/// The fleet members' timing, which decides who is live.
+#[derive(Args, Debug)]
+pub struct MemberTiming {
     /// The members' lease duration (default 30s, or the file's timing.lease_duration): with the
     /// renew interval, it decides who is live.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "fleet")]
     lease_duration: Option<Duration>,
     /// The members' renew interval (default 10s, or the file's timing.renew_interval): a member
     /// is live while its heartbeat was renewed within one and a half of them.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "fleet")]
     renew_interval: Option<Duration>,
+}
+
+/// A fleet whose preferred owners `roles` shows beside each role's leader.
+#[derive(Args, Debug)]
+pub struct RolesFleet {
+    /// Also show, for each role of this fleet, the member the fleet prefers as its leader and
+    /// whether the role is in motion (vacant, or led by another member than the preferred one),
+    /// as `fleet status` computes them.
+    #[arg(long, value_name = "NAME")]
+    fleet: Option<String>,
+    /// The fleet's topic (with --fleet).
+    #[arg(long, default_value = FLEET_TOPIC, value_name = "TOPIC", requires = "fleet")]
+    fleet_topic: String,
+    #[command(flatten)]
+    timing: MemberTiming,
+}
+
+/// What `roles --fleet` adds to a role: its preferred owner, and whether it is in motion.
+pub struct Preference {
+    pub preferred: Option<String>,
+    pub in_motion: bool,
+}
+
+impl RolesFleet {
+    /// The fleet to compare against, its name and the members' timing checked (no request
+    /// yet); `None` without `--fleet`.
+    pub fn checked(&self, c: &Connection) -> Result<Option<FleetView>, Failure> {
+        let Some(fleet) = &self.fleet else {
+            return Ok(None);
+        };
+        check_name("fleet name", fleet)?;
+        Ok(Some(FleetView {
+            which: Which {
+                fleet: fleet.clone(),
+                fleet_topic: self.fleet_topic.clone(),
+            },
+            timing: member_timing(c, &self.timing)?,
+        }))
+    }
+}
+
+/// A fleet, checked, as `roles --fleet` reads it.
+pub struct FleetView {
+    which: Which,
+    timing: Timing,
+}
+
+impl FleetView {
+    /// The fleet's name.
+    pub fn name(&self) -> &str {
+        &self.which.fleet
+    }
+
+    /// For each role of the fleet, its preferred owner, from the fleet's members and `found`,
+    /// the roles of the state topic.
+    pub fn preferences(
+        &self,
+        c: &Connection,
+        found: &[LeaseTracker],
+        now: UnixMillis,
+    ) -> Result<std::collections::HashMap<String, Preference>, Failure> {
+        let members = read_members(c, &self.which, &self.timing, now)?;
+        let s = lib::status(&members, found, now);
+        Ok(s.roles
+            .into_iter()
+            .map(|r| {
+                (
+                    r.role,
+                    Preference {
+                        preferred: r.preferred,
+                        in_motion: r.in_motion,
+                    },
+                )
+            })
+            .collect())
+    }
+}
+
+/// The members' timing: the flags over the settings file's over the defaults.
+fn member_timing(c: &Connection, t: &MemberTiming) -> Result<Timing, Failure> {
+    let (_, file_timing) = c.settings()?;
+    let flags = TimingSettings {
+        lease_duration: t.lease_duration,
+        renew_interval: t.renew_interval,
+        ..TimingSettings::default()
+    };
+    file_timing
+        .merge(flags)
+        .apply(Options::new())
+        .timing_value()
+        .validate()
+        .map_err(Failure::usage)
+}
+
+/// The fleet's members as its topic holds them.
+fn read_members(
+    c: &Connection,
+    which: &Which,
+    timing: &Timing,
+    now: UnixMillis,
+) -> Result<Vec<ObservedMember>, Failure> {
+    let fleet_client = fleet_client(c, which, false)?;
+    lib::members(&fleet_client, &which.fleet, timing, now)
+        .map_err(|e| Failure::from_error(e).context(format!("reading {}", which.fleet_topic)))
 }
 
 #[derive(Args, Debug)]
@@ -161,23 +272,10 @@ fn role_json(r: &RoleStatus) -> Value {
 fn status(c: &Connection, args: &StatusArgs) -> Result<ExitCode, Failure> {
     let which = &args.which;
     check_name("fleet name", &which.fleet)?;
-    let (_, file_timing) = c.settings()?;
-    let flags = TimingSettings {
-        lease_duration: args.lease_duration,
-        renew_interval: args.renew_interval,
-        ..TimingSettings::default()
-    };
-    let timing: Timing = file_timing
-        .merge(flags)
-        .apply(Options::new())
-        .timing_value()
-        .validate()
-        .map_err(Failure::usage)?;
+    let timing = member_timing(c, &args.timing)?;
     let state_client = c.connect()?;
-    let fleet_client = fleet_client(c, which, false)?;
     let now = kafka_coordination::Clock::now(&kafka_coordination::SystemClock);
-    let members = lib::members(&fleet_client, &which.fleet, &timing, now)
-        .map_err(|e| Failure::from_error(e).context(format!("reading {}", which.fleet_topic)))?;
+    let members = read_members(c, which, &timing, now)?;
     let found = roles(&state_client).map_err(Failure::from_error)?;
     let s = lib::status(&members, &found, now);
     if c.json {

@@ -89,6 +89,8 @@ enum Command {
         /// Also list roles with no member and no lease (only tombstones left).
         #[arg(long)]
         all: bool,
+        #[command(flatten)]
+        fleet: fleet_commands::RolesFleet,
     },
     /// Campaign for ROLE as MEMBER and run CMD while leading: the child gets KC_ROLE,
     /// KC_MEMBER, KC_TOKEN (producer id/epoch), KC_PRODUCER_ID, KC_PRODUCER_EPOCH, KC_TERM
@@ -222,7 +224,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode, Failure> {
             history,
             count,
         } => watch(c, &role, renewals, history, count),
-        Command::Roles { all } => list_roles(c, all),
+        Command::Roles { all, fleet } => list_roles(c, all, &fleet),
         Command::Run(args) => supervisor::run(c, args),
         Command::Deregister {
             role,
@@ -381,10 +383,20 @@ fn watch(
     Ok(ExitCode::SUCCESS)
 }
 
-fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
+fn list_roles(
+    c: &Connection,
+    all: bool,
+    fleet: &fleet_commands::RolesFleet,
+) -> Result<ExitCode, Failure> {
+    let fleet = fleet.checked(c)?;
     let client = c.connect()?;
     let now = now();
     let mut found: Vec<LeaseTracker> = roles(&client).map_err(Failure::from_error)?;
+    let preferences = match &fleet {
+        Some(f) => Some(f.preferences(c, &found, now)?),
+        None => None,
+    };
+    let preference_of = |name: &str| preferences.as_ref().and_then(|p| p.get(name));
     if !all {
         found.retain(|t| !t.state().is_empty() || t.state().lease().is_some());
     }
@@ -422,13 +434,20 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
             .iter()
             .map(|(name, leader, members)| {
                 let relation = leader.leader().and_then(|l| relation_of(name, l));
-                json!({
+                let mut v = json!({
                     "role": name,
                     "members": members,
                     "leader": leader.leader().map(|l| leader_json(l, now)),
                     "lease_pair_relation": relation_json(relation.as_ref()),
                     "vacancy": match leader { RoleLeader::Vacant(v) => Some(vacancy_json(v, now)), _ => None },
-                })
+                });
+                if preferences.is_some() {
+                    // A role outside the fleet has neither.
+                    let p = preference_of(name);
+                    v["preferred"] = json!(p.and_then(|p| p.preferred.as_deref()));
+                    v["in_motion"] = json!(p.map(|p| p.in_motion));
+                }
+                v
             })
             .collect();
         println!("{}", serde_json::Value::Array(v));
@@ -467,12 +486,52 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
         })
         .collect();
     let pw = pairs.iter().map(String::len).max().unwrap_or(0).max(4);
+    // With --fleet: the preferred owner of each role of the fleet, marked when the role is in
+    // motion; a role outside the fleet shows nothing there.
+    let preferred: Vec<String> = rows
+        .iter()
+        .map(|(name, _, _)| match preference_of(name) {
+            None => String::new(),
+            Some(p) => {
+                let who = p
+                    .preferred
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), |m| escaped(m).into_owned());
+                if p.in_motion {
+                    format!("{who} (moving)")
+                } else {
+                    who
+                }
+            }
+        })
+        .collect();
+    let fw = preferred
+        .iter()
+        .map(|p| p.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    let preferred_cell = |p: &str| {
+        if preferences.is_some() {
+            format!("{p:<fw$}  ")
+        } else {
+            String::new()
+        }
+    };
     println!(
-        "{:<rw$}  {:<lw$}  {:>8}  {:<pw$}  {:>7}  LEASE",
-        "ROLE", "LEADER", "TERM", "PAIR", "MEMBERS"
+        "{:<rw$}  {:<lw$}  {}{:>8}  {:<pw$}  {:>7}  LEASE",
+        "ROLE",
+        "LEADER",
+        preferred_cell("PREFERRED"),
+        "TERM",
+        "PAIR",
+        "MEMBERS"
     );
     let mut tv2 = false;
-    for (((name, leader, members), pair), (shown, member)) in rows.iter().zip(&pairs).zip(&names) {
+    for ((((name, leader, members), pair), (shown, member)), wanted) in
+        rows.iter().zip(&pairs).zip(&names).zip(&preferred)
+    {
+        let wanted = preferred_cell(wanted);
         match leader {
             RoleLeader::Leading(l) => {
                 tv2 |= matches!(
@@ -480,19 +539,27 @@ fn list_roles(c: &Connection, all: bool) -> Result<ExitCode, Failure> {
                     Some(PairRelation::CommitsLater { .. })
                 );
                 println!(
-                    "{shown:<rw$}  {member:<lw$}  {:>8}  {pair:<pw$}  {members:>7}  until {} ({})",
+                    "{shown:<rw$}  {member:<lw$}  {wanted}{:>8}  {pair:<pw$}  {members:>7}  until {} ({})",
                     l.term,
                     time(l.deadline),
                     relative(l.deadline, now)
                 )
             }
             RoleLeader::Vacant(v) => println!(
-                "{shown:<rw$}  {member:<lw$}  {:>8}  {:<pw$}  {members:>7}  {}",
+                "{shown:<rw$}  {member:<lw$}  {wanted}{:>8}  {:<pw$}  {members:>7}  {}",
                 "-",
                 "-",
                 vacancy_text(v)
             ),
         }
+    }
+    if let Some(p) = &preferences {
+        let moving = p.values().filter(|p| p.in_motion).count();
+        println!(
+            "fleet {}: {} role(s), {moving} in motion",
+            escaped(fleet.as_ref().map_or("", |f| f.name())),
+            p.len()
+        );
     }
     if tv2 {
         if let Some(note) = (PairRelation::CommitsLater { by: 1 }).note() {

@@ -203,7 +203,7 @@ impl Drop for SharedReader {
     /// Fetch threads end after their Fetch in flight.
     fn drop(&mut self) {
         lock(&self.inner.state).closed = true;
-        self.inner.changed.notify();
+        self.inner.changed.notify_all();
     }
 }
 
@@ -263,44 +263,121 @@ impl Part {
     }
 }
 
-/// What wakes the reads that wait for a view to move: a count of changes, and the wakers of the
-/// tasks waiting for the next one. Wakers are woken after the lock is let go, since a task of
+/// What wakes the reads that wait for a view to move, partition by partition: a count of
+/// changes of each partition (plus one of changes of all, such as the reader closing), and the
+/// wakers of the tasks waiting for the next one. A fetch answer that moves one partition wakes
+/// only the reads of that partition. Wakers are woken after the lock is let go, since a task of
 /// the client is polled by the thread that wakes it (and may wait again at once).
 #[derive(Default)]
 struct Changes {
-    count: AtomicU64,
-    waiting: Mutex<Vec<std::task::Waker>>,
+    /// Changes of every partition at once.
+    all: AtomicU64,
+    partitions: Mutex<HashMap<i32, Waiting>>,
+}
+
+/// The changes of one partition and the tasks waiting for its next one.
+#[derive(Default)]
+struct Waiting {
+    count: u64,
+    wakers: Vec<std::task::Waker>,
 }
 
 impl Changes {
-    /// The number of changes so far.
-    fn count(&self) -> u64 {
-        self.count.load(Ordering::Acquire)
+    /// The number of changes of `partition` so far (those of all partitions included).
+    fn count(&self, partition: i32) -> u64 {
+        let all = self.all.load(Ordering::Acquire);
+        let own = lock(&self.partitions)
+            .get(&partition)
+            .map_or(0, |w| w.count);
+        all.wrapping_add(own)
     }
 
-    /// Counts a change and wakes every task waiting for one.
-    fn notify(&self) {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        let waiting = std::mem::take(&mut *lock(&self.waiting));
-        for waker in waiting {
+    /// Counts a change of each of `partitions` and wakes the tasks waiting for one.
+    fn notify(&self, partitions: &[i32]) {
+        let mut woken = Vec::new();
+        {
+            let mut map = lock(&self.partitions);
+            for p in partitions {
+                let w = map.entry(*p).or_default();
+                w.count = w.count.wrapping_add(1);
+                woken.append(&mut w.wakers);
+            }
+        }
+        for waker in woken {
             waker.wake();
         }
     }
 
-    /// Ready once the count has moved past `seen`.
-    fn since(&self, seen: u64) -> impl std::future::Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.count() != seen {
+    /// Counts a change of every partition and wakes every waiting task.
+    fn notify_all(&self) {
+        self.all.fetch_add(1, Ordering::AcqRel);
+        let woken: Vec<_> = lock(&self.partitions)
+            .values_mut()
+            .flat_map(|w| std::mem::take(&mut w.wakers))
+            .collect();
+        for waker in woken {
+            waker.wake();
+        }
+    }
+
+    /// Ready once the count of `partition` has moved past `seen`. Dropped before that (its
+    /// read timed out), it takes its waker back.
+    fn since(&self, partition: i32, seen: u64) -> Since<'_> {
+        Since {
+            changes: self,
+            partition,
+            seen,
+            registered: None,
+        }
+    }
+}
+
+/// The future of [`Changes::since`].
+struct Since<'a> {
+    changes: &'a Changes,
+    partition: i32,
+    seen: u64,
+    /// The waker left with the partition, to take back on drop.
+    registered: Option<std::task::Waker>,
+}
+
+impl std::future::Future for Since<'_> {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let (changes, partition, seen) = (self.changes, self.partition, self.seen);
+        {
+            let mut map = lock(&changes.partitions);
+            let w = map.entry(partition).or_default();
+            let all = changes.all.load(Ordering::Acquire);
+            if all.wrapping_add(w.count) != seen {
                 return std::task::Poll::Ready(());
             }
-            lock(&self.waiting).push(cx.waker().clone());
-            // A change counted between the check and the push woke nobody: look again.
-            if self.count() != seen {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
+            if !w.wakers.iter().any(|k| k.will_wake(cx.waker())) {
+                w.wakers.push(cx.waker().clone());
             }
-        })
+        }
+        self.registered = Some(cx.waker().clone());
+        // A change of all partitions counted between the check and the push woke nobody:
+        // look again.
+        if changes.count(partition) != seen {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+impl Drop for Since<'_> {
+    fn drop(&mut self) {
+        if let Some(waker) = self.registered.take() {
+            if let Some(w) = lock(&self.changes.partitions).get_mut(&self.partition) {
+                w.wakers.retain(|k| !k.will_wake(&waker));
+            }
+        }
     }
 }
 
@@ -394,7 +471,7 @@ impl Inner {
         until: Instant,
     ) -> Result<(), TransportError> {
         loop {
-            let seen = self.changed.count();
+            let seen = self.changed.count(partition);
             let lost = {
                 let st = lock(&self.state);
                 if st.closed {
@@ -415,7 +492,7 @@ impl Inner {
                 continue;
             }
             futures_lite::future::or(
-                self.changed.since(seen),
+                self.changed.since(partition, seen),
                 super::task_runtime::sleep_until(until),
             )
             .await;
@@ -507,7 +584,7 @@ impl Inner {
                         return Err(e);
                     }
                     drop(st);
-                    self.changed.notify();
+                    self.changed.notify(&[partition]);
                 }
                 Fetched::OutOfRange => self.reset_to_log_start(partition, at, deadline).await?,
             }
@@ -594,7 +671,7 @@ impl Inner {
                 }
             }
         }
-        self.changed.notify();
+        self.changed.notify(&[partition]);
         Ok(())
     }
 
@@ -688,24 +765,26 @@ impl Inner {
 
     /// Hands `partitions` back: the next read of each looks its leader up again.
     fn release(&self, leader: &str, partitions: impl Iterator<Item = i32>) {
+        let mut released = Vec::new();
         {
             let mut st = lock(&self.state);
             for p in partitions {
                 if let Some(part) = st.parts.get_mut(&p) {
                     if part.leader.as_deref() == Some(leader) {
                         part.leader = None;
+                        released.push(p);
                     }
                 }
             }
         }
-        self.changed.notify();
+        self.changed.notify(&released);
     }
 
     /// Applies a fetch thread's answer, read.
     fn absorb(self: &Arc<Self>, leader: &str, answered: Vec<Answered>) {
         let mut lost = Vec::new();
         let mut out_of_range = Vec::new();
-        let mut moved = false;
+        let mut moved = Vec::new();
         let mut news = Vec::new();
         let mut passed = Vec::new();
         {
@@ -730,7 +809,9 @@ impl Inner {
                         high_watermark,
                     }) => {
                         passed.push((partition, std::mem::take(&mut decoded.skipped)));
-                        moved |= decoded.next > at;
+                        if decoded.next > at {
+                            moved.push(partition);
+                        }
                         if decoded.next > at || part.limits != (stable, high_watermark) {
                             news.push(partition);
                         }
@@ -748,8 +829,8 @@ impl Inner {
         for (partition, skipped) in passed {
             self.passed(partition, &skipped);
         }
-        if moved {
-            self.changed.notify();
+        if !moved.is_empty() {
+            self.changed.notify(&moved);
         }
         if !news.is_empty() {
             self.hooks.tell(&news);
@@ -784,22 +865,86 @@ mod tests {
         let changes = Arc::new(Changes::default());
         let (tx, rx) = std::sync::mpsc::channel();
         let waiting = Arc::clone(&changes);
-        let seen = changes.count();
+        let seen = changes.count(3);
         super::super::task_runtime::spawn(async move {
-            waiting.since(seen).await;
+            waiting.since(3, seen).await;
             // Waits again at once, as a read whose partition did not move does.
-            let again = waiting.count();
+            let again = waiting.count(3);
             let _ = tx.send(again);
         });
         assert!(rx.try_recv().is_err(), "ready before any change");
         let notifier = Arc::clone(&changes);
-        thread::spawn(move || notifier.notify())
+        thread::spawn(move || notifier.notify(&[3]))
             .join()
             .expect("the notifier does not hang");
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(60)),
             Ok(seen + 1),
             "the waiting task ran after the change"
+        );
+    }
+
+    /// A waker that counts its wakes.
+    struct Counted(AtomicU64);
+
+    impl std::task::Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_change_wakes_only_the_reads_of_its_partition_and_a_dropped_wait_leaves_nothing() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let changes = Changes::default();
+        let (one, two) = (
+            Arc::new(Counted(AtomicU64::new(0))),
+            Arc::new(Counted(AtomicU64::new(0))),
+        );
+        let (waker_one, waker_two) = (Waker::from(Arc::clone(&one)), Waker::from(Arc::clone(&two)));
+        let mut on_one = Box::pin(changes.since(1, changes.count(1)));
+        let mut on_two = Box::pin(changes.since(2, changes.count(2)));
+        assert_eq!(
+            on_one.as_mut().poll(&mut Context::from_waker(&waker_one)),
+            Poll::Pending
+        );
+        assert_eq!(
+            on_two.as_mut().poll(&mut Context::from_waker(&waker_two)),
+            Poll::Pending
+        );
+
+        changes.notify(&[2]);
+        assert_eq!(
+            one.0.load(Ordering::SeqCst),
+            0,
+            "partition 1's read slept on"
+        );
+        assert_eq!(two.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            on_two.as_mut().poll(&mut Context::from_waker(&waker_two)),
+            Poll::Ready(())
+        );
+        assert_eq!(
+            on_one.as_mut().poll(&mut Context::from_waker(&waker_one)),
+            Poll::Pending
+        );
+
+        // A read that gives up (its wait timed out) takes its waker back.
+        drop(on_one);
+        assert!(lock(&changes.partitions)[&1].wakers.is_empty());
+
+        // Closing wakes every waiting read, whatever its partition.
+        let mut again = Box::pin(changes.since(1, changes.count(1)));
+        assert_eq!(
+            again.as_mut().poll(&mut Context::from_waker(&waker_one)),
+            Poll::Pending
+        );
+        changes.notify_all();
+        assert_eq!(one.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            again.as_mut().poll(&mut Context::from_waker(&waker_one)),
+            Poll::Ready(())
         );
     }
 

@@ -59,6 +59,11 @@ fn bad_names_and_timing_are_usage_errors() {
         ),
         (&["fleet", "status"], "--fleet"),
         (
+            &["roles", "--fleet", "a/b"],
+            "the fleet name 'a/b' is empty or holds a '/'",
+        ),
+        (&["roles", "--lease-duration", "2s"], "--fleet"),
+        (
             &[
                 "fleet",
                 "status",
@@ -135,6 +140,55 @@ fn status(bootstrap: &str, fleet: &str) -> Value {
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)))
 }
 
+/// `roles --fleet --json`: the fleet's roles (by name) as listed, with the members' timing.
+fn roles_of_fleet(bootstrap: &str, fleet: &str) -> Vec<Value> {
+    let o = kc(&[
+        "--bootstrap-servers",
+        bootstrap,
+        "--json",
+        "roles",
+        "--fleet",
+        fleet,
+        "--lease-duration",
+        "2s",
+        "--renew-interval",
+        "500ms",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let all: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)));
+    let prefix = format!("{fleet}-shard-");
+    all.as_array()
+        .expect("an array")
+        .iter()
+        .filter(|r| r["role"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+        .cloned()
+        .collect()
+}
+
+/// Polls `roles --fleet` until every role of the fleet is led by its preferred owner and
+/// `fits` holds of that owner; returns the roles.
+fn roles_settled(bootstrap: &str, fleet: &str, fits: impl Fn(&str) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let roles = roles_of_fleet(bootstrap, fleet);
+        let settled = roles.len() == ROLES
+            && roles.iter().all(|r| {
+                r["in_motion"] == false
+                    && r["preferred"].as_str().is_some_and(&fits)
+                    && r["preferred"] == r["leader"]["member"]
+            });
+        if settled {
+            return roles;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "roles --fleet not settled after {PROMPT:?}: {roles:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn member_of<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["members"]
         .as_array()
@@ -193,6 +247,38 @@ fn status_shows_the_members_sharing_the_roles_and_drain_moves_every_role_away() 
         total += m["leads"].as_u64().expect("a count");
     }
     assert_eq!(total, ROLES as u64, "{v}");
+
+    // `roles --fleet` shows each role's preferred owner beside its leader: here every role is
+    // led by the member the fleet prefers, and both members are preferred for some.
+    let roles = roles_settled(&bootstrap, &fleet, |m| m == a_name || m == b_name);
+    for name in [&a_name, &b_name] {
+        assert!(
+            roles.iter().any(|r| r["preferred"] == name.as_str()),
+            "{name} is preferred for no role: {roles:#?}"
+        );
+    }
+    let o = kc(&[
+        "--bootstrap-servers",
+        &bootstrap,
+        "roles",
+        "--fleet",
+        &fleet,
+        "--lease-duration",
+        "2s",
+        "--renew-interval",
+        "500ms",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = text(&o.stdout);
+    assert!(out.contains("PREFERRED"), "{out}");
+    assert!(
+        out.contains(&format!("fleet {fleet}: {ROLES} role(s)")),
+        "{out}"
+    );
+    // Without --fleet, no such column.
+    let o = kc(&["--bootstrap-servers", &bootstrap, "roles"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(!text(&o.stdout).contains("PREFERRED"));
 
     // As text: the table and the summary line (polled too: on a loaded machine a heartbeat
     // renewal may come late, and the member then shows stale for a moment).
@@ -303,6 +389,8 @@ fn status_shows_the_members_sharing_the_roles_and_drain_moves_every_role_away() 
         "{bm}"
     );
     assert_eq!(member_of(&v, &a_name)["leads"], ROLES, "{v}");
+    // The drained member is preferred for no role.
+    roles_settled(&bootstrap, &fleet, |m| m == a_name);
     let stats = b.fleet.stats();
     assert!(stats.drain_requested && stats.draining, "{stats:?}");
     assert!(!a.fleet.stats().draining);

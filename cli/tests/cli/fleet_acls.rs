@@ -347,6 +347,32 @@ fn a_fleet_needs_the_documented_acls() {
         assert_eq!(m.fleet.stats().live_members, 2, "{:?}", m.fleet.stats());
     }
 
+    // `roles --fleet` with the same rows: every role of the fleet shows a preferred owner.
+    let o = sasl.tool(
+        &observer,
+        &state,
+        &[
+            "--json",
+            "roles",
+            "--fleet",
+            &fleet,
+            "--lease-duration",
+            "4s",
+            "--renew-interval",
+            "1s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "roles --fleet: {o:?}");
+    let listed: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)));
+    let preferred = listed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .filter(|r| r["preferred"].is_string())
+        .count();
+    assert_eq!(preferred, ROLES, "{listed:#}");
+
     // `fleet status` without the state topic's rows: refused, naming the state topic.
     let fleet_only = user(
         &mut admin,
