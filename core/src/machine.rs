@@ -298,9 +298,14 @@ struct Term {
 ///   coordinator dates it. It tails the partition meanwhile, and reading any lease record or
 ///   lease tombstone (a resign's, say) ends the wait. If
 ///   none comes and the next check finds **the same pair**, its challenger is taken to be gone
-///   and the standby challenges. A pair minted, unused, right after the standby's own acquire
-///   failed (within one stagger) is taken to be its own, whose answer was lost: it challenges
-///   again rather than wait for itself.
+///   and the standby challenges, unless that pair's transaction is still open and the
+///   standby's reads have not reached its own registration: that transaction holds them, and
+///   every member that registered behind it alike, so none of them knows its rank. The
+///   standby then reads again every [`RECHECK`] until the coordinator aborts the transaction
+///   at its timeout (a lease after it began), which releases all their reads at once, and
+///   their ranks stagger from then (see "Stalled reads"). A pair minted, unused, right after the
+///   standby's own acquire failed (within one stagger) is taken to be its own, whose answer
+///   was lost: it challenges again rather than wait for itself.
 /// * **no pair at all** (nobody ever took the role), or **`K` itself** with nothing open or
 ///   with the holder's own transaction open past its deadline, and the read was not stalled:
 ///   challenge (the acquire aborts an open transaction).

@@ -2636,3 +2636,92 @@ fn a_stall_that_ends_moving_a_member_up_past_its_turn_staggers_the_ranks_again()
         "staggered again from the release, one stagger for b"
     );
 }
+
+/// Finding 5: a (the holder, pair `K`) resigned: its exit pair 7/1 opened the lease tombstone
+/// at offset 2, and a died inside that transaction. b (offset 3) and c (offset 4) registered
+/// behind it, so their reads stop at the open tombstone: each has read a's registration and
+/// lease and neither has read the other, so both take rank 0, count their turns from their
+/// registrations and defer to the exit pair for a lease from there. When that lease has run
+/// out with the tombstone still open, neither mints: it reads again until the coordinator's
+/// abort releases the reads, and then b (rank 0) mints at once while c (rank 1) waits a
+/// stagger from the release.
+#[test]
+fn members_held_short_of_their_registrations_by_a_dead_resigns_tombstone_mint_one_pair() {
+    let exit = FencingToken::new(7, 1);
+    let release = UnixMillis(T0 + 6150);
+    for (member, join, rank) in [("b", 3, 0), ("c", 4, 1)] {
+        let now = UnixMillis(T0);
+        let mut c = Candidate::new(role(), m(member), timing(), now).unwrap();
+        c.set_probe_late_holder(false);
+        drain(&mut c);
+        c.handle(now, Event::Appended { offset: join }).unwrap();
+        drain(&mut c);
+        let read_so_far = vec![reg_record(0, "a"), lease_record(1, "a", K, T0 + 100)];
+        c.handle(now, stalled_with(read_so_far, 2)).unwrap();
+        assert_eq!(
+            c.rank(),
+            Some(0),
+            "{member}: the other registration is unread"
+        );
+        let turn = T0 + 3000;
+        assert_eq!(
+            drain(&mut c),
+            [read(2, Some(turn))],
+            "{member}: a lease after registering"
+        );
+        // At the turn, a fresh read (still stalled), then the check: the exit pair's
+        // transaction is open. The member defers to it for a lease.
+        c.handle(UnixMillis(turn), stalled(2)).unwrap();
+        assert_eq!(drain(&mut c), [read(2, None)]);
+        c.handle(UnixMillis(turn), stalled(2)).unwrap();
+        assert_eq!(drain(&mut c), [describe()]);
+        let open = Event::Described {
+            status: LeadershipStatus::described(
+                exit.producer_id,
+                exit.producer_epoch,
+                TransactionState::Ongoing,
+            )
+            .with_transaction_started(now),
+        };
+        c.handle(UnixMillis(turn), open.clone()).unwrap();
+        assert_eq!(drain(&mut c), [read(2, Some(turn + 3000))]);
+        assert_eq!(c.contested_until(), Some(UnixMillis(turn + 3000)));
+        // A lease later the tombstone is still open: the member it deferred to is gone, but
+        // this member's rank is not known, and neither is the other's.
+        let later = UnixMillis(turn + 3000);
+        c.handle(later, stalled(2)).unwrap();
+        assert_eq!(drain(&mut c), [describe()]);
+        c.handle(later, open).unwrap();
+        assert!(
+            !drain(&mut c).contains(&acquire()),
+            "{member}: no acquire on a roster not read"
+        );
+        assert_eq!(c.status(), Status::Standby);
+        assert_eq!(c.poll_timeout(), Some(UnixMillis(later.0 + 100)));
+        c.handle(UnixMillis(later.0 + 100), Event::Tick).unwrap();
+        assert_eq!(drain(&mut c), [read(2, None)], "{member}: it reads again");
+        // The coordinator aborts the tombstone's transaction (bumping the epoch): the read
+        // skips the aborted record and brings both registrations.
+        let both = vec![reg_record(3, "b"), reg_record(4, "c")];
+        c.handle(release, records(both, 5)).unwrap();
+        assert_eq!(c.rank(), Some(rank), "{member}: its true rank");
+        assert_eq!(drain(&mut c), [describe()]);
+        c.handle(
+            release,
+            status(FencingToken::new(7, 2), TransactionState::CompleteAbort),
+        )
+        .unwrap();
+        assert_eq!(drain(&mut c), [read(5, None)]);
+        c.handle(release, records(vec![], 5)).unwrap();
+        let expected = if rank == 0 {
+            vec![acquire()]
+        } else {
+            vec![read(5, Some(release.0 + 500))]
+        };
+        assert_eq!(
+            drain(&mut c),
+            expected,
+            "{member}: rank 0 mints, rank 1 staggers from the release"
+        );
+    }
+}

@@ -103,6 +103,20 @@
 //!    that shows it (a crash budget with a restart in the first millisecond) is
 //!    `finding_restart_inside_an_open_claim_mints_one_pair`.
 //!
+//! 5. Three members; the leader resigns and dies with its lease tombstone's transaction open
+//!    (its exit pair minted, the tombstone not committed). Both standbys register behind the
+//!    open record, so their reads stop short of their own registrations: each has read the
+//!    leader's registration and lease but not the other's registration, so both rank 0, both
+//!    count their turns a lease after registering, and both defer to the exit pair at those
+//!    turns. With the tombstone still open when that deferral ran out, both took the exit
+//!    pair's member for gone and minted. Fix: a member whose reads are held short of its
+//!    registration does not mint on the pair it deferred to while that pair's transaction is
+//!    open; it reads again until the coordinator's abort at the transaction timeout releases
+//!    every read at once, and the ranks stagger from then, as in finding 1. Found with
+//!    `MODEL_MEMBERS=3 MODEL_HORIZON=16 MODEL_FAULTS_BEFORE=2 MODEL_CRASHES=1 MODEL_RESIGNS=1
+//!    scripts/model-check.sh`; the smallest configuration that shows it (a crash and a resign
+//!    in the first millisecond) is `finding_resign_dying_in_its_tombstone_mints_one_pair`.
+//!
 //! Deferring to a claim whose transaction the coordinator reports open now ends a lease
 //! after that transaction began (when the member's own registration is read), so that the
 //! members released by a dead claim's abort count from about the same instant.

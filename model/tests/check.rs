@@ -292,3 +292,24 @@ fn finding_restart_inside_an_open_claim_mints_one_pair() {
     }
     assert!(f.failures.is_empty(), "[finding 4] {f}");
 }
+
+/// Finding 5 (fixed): the leader resigns and dies with its lease tombstone's transaction open;
+/// both standbys register behind it, so their reads stop at the open record, neither reads the
+/// other's registration, and both take rank 0 and defer to the exit pair for a lease from the
+/// same turn. When that lease runs out before the coordinator aborts the tombstone, neither
+/// mints: a member whose reads are held short of its registration by the transaction it
+/// deferred to waits for the abort, which releases both reads at once, and the ranks stagger
+/// from then.
+#[test]
+fn finding_resign_dying_in_its_tombstone_mints_one_pair() {
+    let mut c = faults(3, 16);
+    c.crashes = 1;
+    c.resigns = 1;
+    c.faults_before = Some(1);
+    let f = check(c, threads(), Search::FirstFailure(ONE_ELECTION));
+    println!("[finding 5] {f}");
+    for (name, trace) in &f.failures {
+        println!("[finding 5] counterexample: {name}\n{trace}");
+    }
+    assert!(f.failures.is_empty(), "[finding 5] {f}");
+}

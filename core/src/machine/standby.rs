@@ -352,7 +352,22 @@ impl Candidate {
                     && self
                         .acquire_failed_at
                         .is_some_and(|at| now < at + self.timing.challenge_stagger);
-                if ours || self.deferred_to == Some(pair) {
+                if self.deferred_to == Some(pair) && !minted_only && self.registration_unseen() {
+                    // Its challenger is gone, but the transaction it left open (a claim, or a
+                    // resign's lease tombstone) holds this member's reads short of its own
+                    // registration, and those of every member that registered behind it. None
+                    // of them knows its rank: each counted its turn a lease after registering,
+                    // met this pair there and gave it a lease, so they would all mint here
+                    // together. Wait for the coordinator's abort of that transaction at its
+                    // timeout (a lease after it began, so not long now): it releases every read
+                    // at once, and the ranks stagger from then (`on_read`; `waited` makes the
+                    // release count even when the turn came before the registration). Read
+                    // again shortly until then, as a member that has read no lease does
+                    // (`acquire`).
+                    self.waited = true;
+                    let at = now + self.recheck_interval();
+                    self.timer = Some((at, Io::Read { wait_until: None }));
+                } else if ours || self.deferred_to == Some(pair) {
                     // Ours, or a challenge that was given a whole lease to write its first
                     // lease and did not: its challenger is gone.
                     self.acquire();
@@ -434,7 +449,8 @@ impl Candidate {
     /// that reads its registration) releases them; this member reads again every [`RECHECK`]
     /// until then. With a lease read, a member held back short of its registration still
     /// challenges at its turn (a lease after it registered): a holder that died in the middle
-    /// of a renewal is aborted by the first standby that comes, not by the timeout.
+    /// of a renewal is aborted by the first standby that comes, not by the timeout. Not so
+    /// another member's transaction it deferred to (see [`on_described`](Self::on_described)).
     fn acquire(&mut self) {
         if self.registration_unseen() && self.lease_pair().is_none() && !self.resigning {
             // Read again shortly (not only check: a check alone never reaches the
@@ -460,7 +476,8 @@ impl Candidate {
     /// Another member's challenge under `pair` is under way: treat the role as leased to it for
     /// one lease duration from now (the lease it is about to write would run that long), and
     /// count this member's turn from then. If that challenge writes its first lease, the read
-    /// of it ends the wait; if not, the next check finds the same pair and challenges.
+    /// of it ends the wait; if not, the next check finds the same pair and challenges (once
+    /// its reads have reached its own registration, when that pair's transaction holds them).
     ///
     /// When its claim's transaction is open and the coordinator says since when, the wait ends
     /// no later than a lease after that start: a claim open that long belongs to a challenger
