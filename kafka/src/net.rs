@@ -11,6 +11,6 @@ pub(super) mod conn;
 pub(crate) mod floor;
 pub(super) mod refusal;
 
-#[cfg(feature = "fuzzing")]
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use conn::Replay;
 pub(crate) use conn::{Conn, NetError};

@@ -18,12 +18,11 @@ use std::time::Instant;
 
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::token::FencingToken;
-use kafka_protocol::messages::OffsetFetchRequest;
 
 use super::api::find_coordinator::FindCoordinator;
-use super::api::offset_fetch::{self, OffsetFetch};
+use super::api::offset_fetch::OffsetFetch;
 use super::api::txn_offset_commit::{Offsets, TxnOffsetCommit};
-use super::api::{Attempt, Exchange};
+use super::api::Attempt;
 use super::cluster::Cluster;
 use super::net::Conn;
 use kafka_coordination_transport::error::TransportError;
@@ -179,31 +178,11 @@ impl Groups {
                             partitions: &partitions,
                             what: &what,
                         };
-                        offset_fetch_on(conn, &x, deadline)
+                        conn.exchange(&x, deadline)
                     })
                     .await
                 }
             })
             .await
     }
-}
-
-/// One OffsetFetch, at the one version it is sent at, on `conn`.
-fn offset_fetch_on(
-    conn: &mut Conn,
-    x: &OffsetFetch<'_>,
-    deadline: Instant,
-) -> Result<Vec<Option<i64>>, Attempt> {
-    if conn
-        .version::<OffsetFetchRequest>()
-        .is_none_or(|v| v < offset_fetch::VERSION)
-    {
-        return Err(x.unsupported(conn.addr()));
-    }
-    let answer = conn.call(
-        &x.request(offset_fetch::VERSION),
-        offset_fetch::VERSION,
-        deadline,
-    )?;
-    x.answer(answer, offset_fetch::VERSION, conn.addr())
 }

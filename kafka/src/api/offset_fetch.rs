@@ -33,6 +33,7 @@ impl Exchange for OffsetFetch<'_> {
     type Output = Vec<Option<i64>>;
     const NAME: &'static str = "OffsetFetch";
     const MAX_VERSION: i16 = VERSION;
+    const MIN_VERSION: i16 = VERSION;
 
     fn request(&self, _version: i16) -> OffsetFetchRequest {
         let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
@@ -96,6 +97,10 @@ impl Exchange for OffsetFetch<'_> {
             "the broker at {at} does not support OffsetFetch v{VERSION} (require_stable, Kafka \
              2.5 or newer)"
         )))
+    }
+
+    fn too_old(&self, _offered: i16, at: &str) -> Attempt {
+        self.unsupported(at)
     }
 }
 
@@ -215,6 +220,35 @@ mod tests {
                 code: None,
             }) => assert_eq!(why, "OffsetFetch of group 'g': no answer for b/1"),
             _ => panic!("a partition without an answer must be asked again"),
+        }
+    }
+
+    #[test]
+    fn a_broker_that_speaks_only_versions_before_7_is_named_and_not_asked() {
+        use crate::net::{Conn, Replay};
+        let partitions = partitions();
+        let x = OffsetFetch {
+            group: "g",
+            partitions: &partitions,
+            what: WHAT,
+        };
+        // OffsetFetch (key 9) negotiated at v6: no request goes out (the replay holds no
+        // answer, so a request sent would end as a broken connection, not as this
+        // configuration error).
+        let mut conn = Conn::over(AT, Box::new(Replay::new(Vec::new()))).with_versions(&[(9, 6)]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        match conn.exchange(&x, deadline) {
+            Err(Attempt::Stop(e)) => {
+                assert_eq!(e.kind(), ErrorKind::Config);
+                assert!(
+                    e.message().contains("OffsetFetch v7 (require_stable"),
+                    "{e}"
+                );
+            }
+            other => panic!(
+                "expected a configuration error, got {:?}",
+                other.map_err(|a| a.why())
+            ),
         }
     }
 
