@@ -5,12 +5,9 @@
 
 use std::sync::Arc;
 
-use kafka_coordination_core::leadership_status::LeadershipStatus;
-use kafka_coordination_core::state::RoleState;
-
 use crate::leadership::Error;
 use crate::runtime::Runtime;
-use crate::transport::{Coordinator, StateReader, Transport};
+use crate::transport::Transport;
 
 /// Starts a host whose loop is one task of runtime `R`.
 pub(crate) fn host_on<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>(
@@ -20,38 +17,6 @@ pub(crate) fn host_on<R: Runtime, T: Transport + Send + Sync + ?Sized + 'static>
     let (host, core) = crate::host::build(transport, options)?;
     R::spawn(Box::pin(crate::host::run_as_task::<R, T>(core)));
     Ok(host)
-}
-
-/// [`describe_leadership`](crate::describe::describe_leadership), awaited on the task.
-pub(crate) async fn describe_leadership_on<
-    R: Runtime,
-    C: Coordinator + Clone + Send + Sync + 'static,
->(
-    coordinator: &C,
-    role: &str,
-) -> Result<LeadershipStatus, Error> {
-    crate::describe::describe_leadership_async(coordinator, role).await
-}
-
-/// [`describe_role_state`](crate::describe::describe_role_state), awaited on the task.
-pub(crate) async fn describe_role_state_on<
-    R: Runtime,
-    S: StateReader + Clone + Send + Sync + 'static,
->(
-    reader: &S,
-    role: &str,
-) -> Result<RoleState, Error> {
-    crate::describe::describe_role_state_async(reader, role).await
-}
-
-/// [`leader`](crate::describe::leader), awaited on the task, the lease judged by the system
-/// clock.
-pub(crate) async fn leader_on<R: Runtime, S: StateReader + Clone + Send + Sync + 'static>(
-    reader: &S,
-    role: &str,
-) -> Result<crate::watch::RoleLeader, Error> {
-    use crate::clock::Clock;
-    crate::watch::leader_at_async(reader, role, crate::clock::SystemClock.now()).await
 }
 
 /// Defines a flavour's public API (`start`, `acquire_leadership`, `describe_leadership`,
@@ -92,7 +57,7 @@ macro_rules! runtime_api {
             coordinator: &C,
             role: &str,
         ) -> Result<$crate::LeadershipStatus, $crate::Error> {
-            $crate::async_api::describe_leadership_on::<$rt, C>(coordinator, role).await
+            $crate::describe::describe_leadership_async(coordinator, role).await
         }
 
         /// Watches `role`'s leadership from any process, member or not: a
@@ -112,7 +77,8 @@ macro_rules! runtime_api {
             reader: &S,
             role: &str,
         ) -> Result<$crate::watch::RoleLeader, $crate::Error> {
-            $crate::async_api::leader_on::<$rt, S>(reader, role).await
+            $crate::watch::leader_at_async(reader, role, $crate::Clock::now(&$crate::SystemClock))
+                .await
         }
 
         /// [`describe_role_state`](crate::describe::describe_role_state), awaited (each read's
@@ -123,7 +89,7 @@ macro_rules! runtime_api {
             reader: &S,
             role: &str,
         ) -> Result<$crate::core::RoleState, $crate::Error> {
-            $crate::async_api::describe_role_state_on::<$rt, S>(reader, role).await
+            $crate::describe::describe_role_state_async(reader, role).await
         }
     };
 }

@@ -1,16 +1,14 @@
 //! Looking at a role from outside: who is authoritative, and the roster and lease.
 
 use kafka_coordination_core::leadership_status::LeadershipStatus;
-use kafka_coordination_core::partition::role_partition;
 use kafka_coordination_core::record::Role;
 use kafka_coordination_core::state::RoleState;
-use kafka_coordination_core::TimingError;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::leadership::Error;
 use crate::transport::{Coordinator, ReadBatch, StateReader};
-use crate::watch::{leader_at, RoleLeader};
+use crate::watch::{leader_at, partition_of, RoleLeader};
 
 /// The coordinator's current pair for `role`: one DescribeTransactions request. Use
 /// [`LeadershipStatus::authoritative`] to check a writer's token, and
@@ -112,11 +110,7 @@ fn role_state_at<R: StateReader + ?Sized>(
     role: &str,
 ) -> Result<(RoleState, i32), Error> {
     let role = Role::new(role)?;
-    let partition = role_partition(&role, reader.partitions()).map_err(|e| {
-        Error::InvalidOptions(TimingError::Partitions {
-            partitions: e.partitions,
-        })
-    })?;
+    let partition = partition_of(&role, reader.partitions())?;
     Ok((RoleState::new(role), partition))
 }
 

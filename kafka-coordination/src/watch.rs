@@ -14,6 +14,7 @@ mod watcher;
 
 #[cfg(async_driver)]
 pub(crate) use tracker::leader_at_async;
+pub(crate) use tracker::partition_of;
 pub use tracker::{
     leader_at, roles, Leader, LeaseTracker, RoleLeader, Vacancy, VacancyReason, WatchEvent,
     WatchOptions,
