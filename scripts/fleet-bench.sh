@@ -70,7 +70,7 @@ if [ "${1:-}" = --inner ]; then
     "$target/release/examples/fleet_bench" --member-bin "$FLEET_MEMBER" \
         --bootstrap "$KAFKA_BOOTSTRAP" --state-topic "$state_topic" --partitions "$FB_PARTITIONS" --fleet-topic "$fleet_topic" \
         --roles "$FB_ROLES" --members "$FB_MEMBERS" --scenarios "$FB_SCENARIOS" \
-        --dir "$FB_DIR" --csv "$FB_DIR/figures.csv" "${@:2}" 2>&1 | tee -a "$FB_OUT" ||
+        --dir "$FB_DIR" --csv "$FB_DIR/figures.csv" --cli "$cli" "${@:2}" 2>&1 | tee -a "$FB_OUT" ||
         status="${PIPESTATUS[0]}"
     cpu1="$(broker_ticks)"
     t1="$(date +%s%N)"

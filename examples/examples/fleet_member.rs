@@ -263,6 +263,13 @@ async fn run() -> Result<(), Box<dyn Error>> {
                 {
                     eprintln!("fleet_member: resigning took longer than {wait:?}; exiting");
                 }
+                // Out of the fleet before the exit: the heartbeat and announcement resigned, so
+                // that a process started next under this member id is seen at once.
+                match tokio::time::timeout(wait, fleet.leave()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => eprintln!("fleet_member: leaving the fleet: {e}"),
+                    Err(_) => eprintln!("fleet_member: leaving took longer than {wait:?}; exiting"),
+                }
                 return Ok(());
             }
             _ = sigusr1.recv(), if !drained => {

@@ -30,8 +30,16 @@ pub enum OverlapKind {
     /// The older term's process was killed (or exited) without reporting an end: an
     /// overlapping report, not a violation.
     Unreported,
-    /// The older term was reported ended (resigned, handover, other) after the newer `LEAD`,
-    /// or never ended while both processes ran: two leaders by their own reports.
+    /// The older term was reported ended otherwise (a hand-over, a resign) after the newer
+    /// `LEAD`, and the newer term's number is higher. A term number is the offset of the
+    /// term's first lease record, and a pair's writes are refused once a newer pair of the
+    /// role is minted, so the newer pair was minted after the older one wrote its first
+    /// record: the coordinator fenced the older term before the newer `LEAD`. Its holder
+    /// learned of it only at its own hand-over (or its `END` line was printed late).
+    Superseded,
+    /// The older term never ended while both processes ran, or it was reported ended
+    /// otherwise after the newer `LEAD` though the newer term's number is not higher: two
+    /// leaders by their own reports, with nothing that shows the older one fenced.
     Violation,
 }
 
@@ -67,6 +75,9 @@ pub fn overlaps(ledger: &Ledger) -> Vec<Overlap> {
                 let kind = match older.end {
                     Some((_, TermEnd::Reported(EndReason::Fenced))) => OverlapKind::Fenced,
                     Some((_, TermEnd::Killed | TermEnd::Exited)) => OverlapKind::Unreported,
+                    Some((_, TermEnd::Reported(_))) if newer.term > older.term => {
+                        OverlapKind::Superseded
+                    }
                     Some((_, TermEnd::Reported(_))) | None => OverlapKind::Violation,
                 };
                 found.push(Overlap {
@@ -405,8 +416,8 @@ mod tests {
                 "LEAD r-3 10 1",
             ],
         );
-        // r-0: a resigned after b's LEAD: a violation.
-        feed(&mut l, b, &["LEAD r-0 50 2"]);
+        // r-0: a resigned after b's LEAD, and b's term number is not higher: a violation.
+        feed(&mut l, b, &["LEAD r-0 50 1"]);
         feed(&mut l, a, &["END r-0 60 resigned"]);
         // r-1: a fenced after b's LEAD: not one.
         feed(&mut l, b, &["LEAD r-1 50 2"]);
@@ -425,6 +436,18 @@ mod tests {
                 (1, OverlapKind::Fenced, Some(20)),
                 (3, OverlapKind::Violation, None),
             ]
+        );
+        // A hand-over reported after a newer term of a higher number: superseded, not a
+        // violation.
+        let mut l2 = ledger(1);
+        let (a2, b2) = (l2.spawned("a", 1, 0), l2.spawned("b", 1, 0));
+        feed(&mut l2, a2, &["LEAD r-0 10 5"]);
+        feed(&mut l2, b2, &["LEAD r-0 50 9"]);
+        feed(&mut l2, a2, &["END r-0 65 handover"]);
+        let o = overlaps(&l2);
+        assert_eq!(
+            (o.len(), o[0].kind, o[0].overlap_ms),
+            (1, OverlapKind::Superseded, Some(15))
         );
         // a is killed at 90: its open term of r-3 ends there; b's LEAD at 80 came before, an
         // overlapping report.

@@ -24,6 +24,7 @@
 
 mod analysis;
 mod events;
+mod leases;
 mod ledger;
 mod members;
 mod report;
@@ -36,6 +37,7 @@ use kafka_coordination_examples::args::{parse, Parsed};
 use kafka_coordination_examples::procfs::MachineCpu;
 use kafka_coordination_examples::stats::{Csv, Row};
 
+use crate::leases::LeaseReader;
 use crate::ledger::Ledger;
 use crate::members::{now_ms, Members};
 use crate::scenarios::{Bench, Config, Scenarios};
@@ -47,19 +49,22 @@ usage: fleet_bench [--member-bin PATH] [--bootstrap HOST:PORT,...] [--roles N (3
                    [--lease-ms MS (10000)] [--renew-ms MS (3000)] [--stagger-ms MS (500)]
                    [--weight W] [--max-in-motion K] [--max-in-flight N] [--policy P (balance)]
                    [--upgrade-policy P (prefer-newest)] [--upgrade-version V (2)]
-                   [--settle-timeout-s S (600)] [--quiet-ms MS (5000)]
+                   [--settle-timeout-s S (600)] [--quiet-ms MS]
                    [--tolerance PCT (2)] [--kill-tolerance PCT (5)] [--handover-ms MS (50)]
-                   [--dir DIR] [--csv PATH]
+                   [--dir DIR] [--csv PATH] [--cli PATH]
 The member binary: --member-bin, else $FLEET_MEMBER, else fleet_member next to this program.
 The bootstrap (passed to the members) defaults to $KAFKA_BOOTSTRAP. Members get --member,
 --version, --policy, --roles, --prefix, --lease, --renew, --stagger and, when given here,
 --bootstrap, --state-topic, --partitions (the state topic's), --fleet-topic, --fleet,
 --weight, --max-in-motion, --max-in-flight.
 --settle-timeout-s bounds every wait; settled = every role led and no LEAD or END for
---quiet-ms. --tolerance: the shares' target (percent of an equal share); --kill-tolerance:
+--quiet-ms (default: 5000, or two renew intervals + 1000 when that is longer, since a member
+is handed roles only once it has been seen live for a renew interval). --tolerance: the shares' target (percent of an equal share); --kill-tolerance:
 the survivors' after a kill. --handover-ms: one hand-over's time, the base of the vacancy
 target (+ 50 ms). --dir: where the members' output goes (default: a temporary directory).
---csv: append the numeric figures to a data file (stats::CSV_HEADER).";
+--csv: append the numeric figures to a data file (stats::CSV_HEADER). --cli: the
+kafka-coordination binary; with it, the kill scenario reads each of the killed member's
+leases from the state topic and times each takeover from that lease's deadline.";
 
 fn num(p: &Parsed, name: &str, default: u64) -> Result<u64, String> {
     p.positive(name, default).map_err(|e| e.to_string())
@@ -149,6 +154,7 @@ fn parse_args(args: &[String]) -> Result<Option<Run>, String> {
             "--handover-ms",
             "--dir",
             "--csv",
+            "--cli",
         ],
         &[],
         USAGE,
@@ -198,8 +204,8 @@ fn parse_args(args: &[String]) -> Result<Option<Run>, String> {
         .map(str::to_owned)
         .or_else(|| std::env::var("KAFKA_BOOTSTRAP").ok())
         .filter(|b| !b.is_empty());
-    if let Some(b) = bootstrap {
-        common.extend(["--bootstrap".into(), b]);
+    if let Some(b) = &bootstrap {
+        common.extend(["--bootstrap".into(), b.clone()]);
     }
     for flag in ["--state-topic", "--fleet-topic"] {
         if let Some(v) = p.value(flag) {
@@ -233,19 +239,40 @@ fn parse_args(args: &[String]) -> Result<Option<Run>, String> {
         || std::env::temp_dir().join(format!("fleet-bench-{}-{}", stamp, std::process::id())),
         PathBuf::from,
     );
+    let leases = p.value("--cli").map(|cli| {
+        let mut connection = Vec::new();
+        if let Some(b) = &bootstrap {
+            connection.extend(["--bootstrap-servers".to_owned(), b.clone()]);
+        }
+        if let Some(t) = p.value("--state-topic") {
+            connection.extend(["--topic".to_owned(), t.to_owned()]);
+        }
+        if let Some(n) = p.value("--partitions") {
+            connection.extend(["--partitions".to_owned(), n.to_owned()]);
+        }
+        LeaseReader {
+            cli: PathBuf::from(cli),
+            connection,
+        }
+    });
     let cfg = Config {
         roles,
         members,
         scenarios,
         lease_ms: lease_ms as i64,
+        renew_ms: renew_ms as i64,
         policy: policy(&p, "--policy", "balance")?,
         upgrade_policy: policy(&p, "--upgrade-policy", "prefer-newest")?,
         upgrade_version,
         settle_timeout: Duration::from_secs(num(&p, "--settle-timeout-s", 600)?),
-        quiet_ms: num(&p, "--quiet-ms", 5_000)? as i64,
+        // A member is handed roles once the others have read its heartbeat (up to a renew
+        // interval) and it has been live for a renew interval: a quieter spell than that is
+        // not yet the end of a move.
+        quiet_ms: num(&p, "--quiet-ms", 5_000.max(2 * renew_ms + 1_000))? as i64,
         tolerance: percent(&p, "--tolerance", 2.0)?,
         kill_tolerance: percent(&p, "--kill-tolerance", 5.0)?,
         handover_ms: num(&p, "--handover-ms", 50)? as i64,
+        leases,
     };
     Ok(Some(Run {
         bin: member_bin(&p)?,

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::analysis::{self, quantile, Window};
 use crate::events::EndReason;
+use crate::leases::LeaseReader;
 use crate::ledger::Ledger;
 use crate::members::{now_ms, Members, Spec};
 use crate::report::{ms, since, Report};
@@ -82,6 +83,7 @@ pub struct Config {
     pub members: usize,
     pub scenarios: Scenarios,
     pub lease_ms: i64,
+    pub renew_ms: i64,
     pub policy: String,
     pub upgrade_policy: String,
     pub upgrade_version: u32,
@@ -90,6 +92,8 @@ pub struct Config {
     pub tolerance: f64,
     pub kill_tolerance: f64,
     pub handover_ms: i64,
+    /// Reads the killed member's lease deadlines from the state topic (`--cli`).
+    pub leases: Option<LeaseReader>,
 }
 
 /// When the roles settled after a change.
@@ -444,6 +448,8 @@ impl Bench {
         ));
         // Its output to the end, so that its terms end at the kill.
         self.wait(Duration::from_secs(30), |l, _| l.proc(victim).closed)?;
+        // Its leases as the state topic holds them: no renewal of its comes any more.
+        let deadlines = self.cfg.leases.as_ref().map(|r| r.deadlines_of(&member));
         let s = self.settle(sc, killed_at, Some(self.cfg.kill_tolerance))?;
         let takeovers = analysis::takeovers(&self.ledger, victim, killed_at);
         let delays: Vec<i64> = takeovers.iter().filter_map(|t| t.1).collect();
@@ -469,6 +475,40 @@ impl Bench {
             &format!("p99 <= kill + lease {lease} + 1000 = {} ms", lease + 1000),
             !delays.is_empty() && p99 <= lease + 1000,
         );
+        match deadlines {
+            Some(Ok(deadlines)) => {
+                // Per role: its next LEAD against the deadline of the lease it had at the kill.
+                let names = self.ledger.role_names();
+                let after: Vec<i64> = takeovers
+                    .iter()
+                    .filter_map(|&(r, delay)| Some(killed_at + delay? - deadlines.get(&names[r])?))
+                    .collect();
+                let p99 = quantile(&after, 0.99);
+                let earliest = after.iter().copied().min().unwrap_or(0);
+                self.report.target(
+                    sc,
+                    "next LEAD after the role's lease deadline (read from the state topic)",
+                    format!(
+                        "p50 {}, p99 {}, max {}, earliest {} (n={} of {})",
+                        ms(quantile(&after, 0.5)),
+                        ms(p99),
+                        ms(after.iter().copied().max().unwrap_or(0)),
+                        ms(earliest),
+                        after.len(),
+                        takeovers.len()
+                    ),
+                    "p99 <= deadline + 1000 ms, every role timed",
+                    !after.is_empty() && after.len() == takeovers.len() && p99 <= 1000,
+                );
+                self.report.metric(sc, "after_deadline_p99_ms", p99 as f64);
+            }
+            Some(Err(e)) => self.report.info(
+                sc,
+                "next LEAD after the role's lease deadline",
+                format!("not measured: {e}"),
+            ),
+            None => {}
+        }
         self.report.target(
             sc,
             "roles of the killed member taken over",
@@ -714,15 +754,60 @@ impl Bench {
         let violations = count(analysis::OverlapKind::Violation);
         self.report.safety(
             "all",
-            "overlapping terms not fenced later (as reported)",
+            "overlapping terms with nothing to show the older one fenced (as reported)",
             format!(
-                "{violations} violation(s); {} later fenced, {} overlapping report(s) of \
-                 killed/exited processes",
+                "{violations} violation(s); {} later reported fenced, {} superseded (a newer \
+                 term minted after it, its end reported at a hand-over), {} overlapping \
+                 report(s) of killed/exited processes",
                 count(analysis::OverlapKind::Fenced),
+                count(analysis::OverlapKind::Superseded),
                 count(analysis::OverlapKind::Unreported)
             ),
             "0 violations",
             violations == 0,
+        );
+        // A role elected twice: a member took a role while another, deposed by the newer
+        // election, still reported leading it. The guarantee is one election per failover
+        // when no answer is late, and a deposed leader that stops within a renew interval.
+        let deposed: Vec<i64> = overlaps
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o.kind,
+                    analysis::OverlapKind::Fenced | analysis::OverlapKind::Superseded
+                )
+            })
+            .filter_map(|o| o.overlap_ms)
+            .collect();
+        let mut older_terms: Vec<(usize, i64)> = overlaps
+            .iter()
+            .filter(|o| o.kind != analysis::OverlapKind::Unreported)
+            .map(|o| (o.role, o.older.1))
+            .collect();
+        older_terms.sort_unstable();
+        older_terms.dedup();
+        let elections: usize = (0..self.ledger.role_names().len())
+            .map(|r| self.ledger.terms(r).len())
+            .sum();
+        self.report.info(
+            "all",
+            "terms deposed while their holder still reported leading (a second election)",
+            format!(
+                "{} of {elections} terms; the holder's END after the newer LEAD: p50 {}, max {} \
+                 (n={})",
+                older_terms.len(),
+                ms(quantile(&deposed, 0.5)),
+                ms(deposed.iter().copied().max().unwrap_or(0)),
+                deposed.len()
+            ),
+        );
+        let worst = deposed.iter().copied().max().unwrap_or(0);
+        self.report.target(
+            "all",
+            "a deposed leader reports its end within a renew interval",
+            format!("longest {}", ms(worst)),
+            &format!("<= renew interval {}", ms(self.cfg.renew_ms)),
+            worst <= self.cfg.renew_ms,
         );
         let names = self.ledger.role_names();
         for o in overlaps

@@ -203,6 +203,8 @@ struct St {
     /// This member's drain-request role in the fleet topic (see [`drain_role`]).
     drain_requests: LeaseTracker,
     draining: bool,
+    /// [`Fleet::leave`] took the heartbeat and the announcement: neither starts again.
+    left: bool,
     ready: bool,
     /// The heartbeat candidacy (liveness).
     heartbeat: Option<Candidacy>,
@@ -382,6 +384,7 @@ impl Fleet {
                 roles: BTreeMap::new(),
                 drain_requests: LeaseTracker::new(drain_requests),
                 draining: false,
+                left: false,
                 ready: options.ready,
                 heartbeat: None,
                 announcing: None,
@@ -555,6 +558,43 @@ impl Fleet {
             listener.await;
         }
     }
+
+    /// Leaves the fleet: resigns this member's heartbeat and announcement in the fleet topic
+    /// and waits until both exits are done. The other members see it gone at their next read,
+    /// and a process that starts under the same member id takes the heartbeat at once instead
+    /// of waiting for the old lease to run out. Call it after [`drain`](Self::drain), just
+    /// before the process exits: dropping the `Fleet` resigns them too, but in the background,
+    /// and an exit right after can cut that short. The roles are not touched (drain first);
+    /// the member stays out of the fleet from here on. The first error of the two exits, if
+    /// any, says what is left.
+    pub async fn leave(&self) -> Result<(), Error> {
+        let mut result = Ok(());
+        for candidacy in self.take_for_leaving() {
+            if let Err(e) = candidacy.resign().await {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    }
+
+    /// [`leave`](Self::leave), blocking the calling thread.
+    pub fn leave_blocking(&self) -> Result<(), Error> {
+        let mut result = Ok(());
+        for candidacy in self.take_for_leaving() {
+            if let Err(e) = candidacy.resign_blocking() {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    }
+
+    fn take_for_leaving(&self) -> Vec<Candidacy> {
+        let mut st = lock(&self.inner.state);
+        st.left = true;
+        let beat = st.heartbeat.take();
+        let announcement = st.announcing.take().map(|(_, c)| c);
+        beat.into_iter().chain(announcement).collect()
+    }
 }
 
 impl FleetRole {
@@ -691,6 +731,9 @@ impl Inner {
     /// of the hosted roles is announced once the role set has not changed for a settle time
     /// (a member starting its roles one by one announces once).
     fn ensure_heartbeat(&self, st: &mut St) -> Result<(), FleetError> {
+        if st.left {
+            return Ok(());
+        }
         let ended = |c: &Candidacy| c.shared().lock().outcome.is_some();
         // What ended a candidacy with an error is kept for `heartbeat_error` before the
         // candidacy is started again (a refused ACL ends every attempt the same way).
@@ -918,7 +961,13 @@ impl Inner {
             .map(|m| (m.announcement.member.as_str(), m))
             .collect();
         let me_live = live_names.contains_key(self.me.as_str());
-        let conflict = st.live.iter().any(|m| m.announcement.policy != self.policy);
+        // A draining member is preferred for nothing, so its policy does not hold the others
+        // back: in a rolling upgrade to a new policy, the old member that drains would
+        // otherwise keep the new ones from sharing what it hands them.
+        let conflict = st
+            .live
+            .iter()
+            .any(|m| !m.announcement.draining && m.announcement.policy != self.policy);
         if conflict {
             st.stats.policy_conflicts += 1;
         }

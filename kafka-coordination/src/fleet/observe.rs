@@ -203,7 +203,8 @@ pub struct RoleStatus {
     /// The member whose lease on it runs, if any.
     pub leader: Option<String>,
     /// The member that should lead it, if any member can (none when no live member is ready
-    /// and not draining, or when the live members announce different policies).
+    /// and not draining, or when the live members that do not drain announce different
+    /// policies).
     pub preferred: Option<String>,
     /// Whether it is vacant, or led by another member than a preferred one: the fleet will
     /// move it (a role that no member is preferred for stays with its leader).
@@ -225,10 +226,12 @@ pub struct FleetStatus {
     pub members: Vec<MemberStatus>,
     /// The fleet's roles (those whose roster holds a member of the fleet), sorted by name.
     pub roles: Vec<RoleStatus>,
-    /// The policy the live members announce, when they agree (none when no member is live).
+    /// The policy the live members that do not drain announce, when they agree (none when no
+    /// such member is live).
     pub policy: Option<Policy>,
-    /// The live members announce different policies: no role moves for preference, so none
-    /// has a preferred owner here.
+    /// The live members that do not drain announce different policies: no role moves for
+    /// preference, so none has a preferred owner here. A draining member's policy does not
+    /// count (it is preferred for nothing).
     pub policy_conflict: bool,
     /// Whether the preferred owners come from bounded loads ([`preference::assign`]): every
     /// member the policy keeps announces the digest of the roles listed here. Otherwise each
@@ -266,8 +269,9 @@ impl FleetStatus {
 /// The preferred owners follow the members' own rule: among the live members that are ready
 /// and not draining, those the announced [`Policy`] keeps ([`preference::kept`]); then bounded
 /// loads ([`preference::assign`]) when every kept member announces the digest of these roles,
-/// else each role's first in [`preference::ranking`]. When the live members announce different
-/// policies, no role has a preferred owner (the members move none for preference).
+/// else each role's first in [`preference::ranking`]. When the live members that do not drain
+/// announce different policies, no role has a preferred owner (the members move none for
+/// preference).
 pub fn status(members: &[ObservedMember], roles: &[LeaseTracker], now: UnixMillis) -> FleetStatus {
     let names: BTreeSet<&str> = members.iter().map(|m| m.member.as_str()).collect();
     let fleet_roles: Vec<&LeaseTracker> = roles
@@ -279,9 +283,11 @@ pub fn status(members: &[ObservedMember], roles: &[LeaseTracker], now: UnixMilli
         .filter(|m| m.live)
         .filter_map(|m| m.announcement.as_ref().map(|a| (m, a)))
         .collect();
-    let policies: BTreeSet<&str> = live.iter().map(|(_, a)| a.policy.as_str()).collect();
+    // A draining member's policy does not count: it is preferred for nothing.
+    let staying = || live.iter().filter(|(_, a)| !a.draining);
+    let policies: BTreeSet<&str> = staying().map(|(_, a)| a.policy.as_str()).collect();
     let policy_conflict = policies.len() > 1;
-    let policy = match live.first() {
+    let policy = match staying().next() {
         Some((_, a)) if !policy_conflict => Some(a.policy),
         _ => None,
     };
@@ -377,6 +383,42 @@ mod tests {
         ] {
             assert_eq!(fleet_role("svc", other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_draining_members_policy_is_no_conflict() {
+        let member = |name: &str, policy: Policy, draining: bool| ObservedMember {
+            member: name.to_owned(),
+            announcement: Some(Announcement {
+                member: name.to_owned(),
+                weight: 1.0,
+                version: None,
+                ready: true,
+                draining,
+                policy,
+                roles: None,
+                timing: None,
+            }),
+            heartbeat: None,
+            live: true,
+        };
+        let now = UnixMillis(0);
+        let upgrading = [
+            member("old", Policy::Balance, true),
+            member("new-1", Policy::PreferNewest, false),
+            member("new-2", Policy::PreferNewest, false),
+        ];
+        let s = status(&upgrading, &[], now);
+        assert!(!s.policy_conflict);
+        assert_eq!(s.policy, Some(Policy::PreferNewest));
+        // The same old member, not draining: a conflict.
+        let mixed = [
+            member("old", Policy::Balance, false),
+            member("new-1", Policy::PreferNewest, false),
+        ];
+        let s = status(&mixed, &[], now);
+        assert!(s.policy_conflict);
+        assert_eq!(s.policy, None);
     }
 
     #[test]

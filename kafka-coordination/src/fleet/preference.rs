@@ -175,16 +175,20 @@ pub fn preferred<'a, 'b>(
     ranking(role, &kept).into_iter().next()
 }
 
-/// How far above an even share a member's load may go when the members of a fleet host the
-/// same roles ([`assign`]): 1 %, so that shares stay within 2 % of each other's.
+/// How far from an even share a member's load may go when the members of a fleet host the
+/// same roles ([`assign`]): 1 %, above or below.
 pub const BALANCE_SLACK: f64 = 0.01;
 
-/// Owners for every role of `roles` (each once), among `members`, with bounded loads: a member
-/// of weight `w` leads at most `ceil(n * w / W * (1 + slack))` of the `n` roles (`W` the sum of
-/// the weights), so shares are within `slack` of even. Roles are placed in a fixed order (by
-/// their hash), each on the first member of its [`ranking`] that has room. Every member that
-/// hosts the same roles and sees the same members computes the same owners. A member joining
-/// or leaving moves the roles it gains or held, plus a few the bounds push along.
+/// Owners for every role of `roles` (each once), among `members`, with bounded loads. A member
+/// of weight `w` has its share `s = n * w / W` of the `n` roles (`W` the sum of the weights) and
+/// leads at most `floor(s * (1 + slack / (k - 1)))` of them, `k` members in all (one more for
+/// the members with the largest fractions, when the bounds would not hold every role). What
+/// one member holds above its share the others hold below theirs, so the `k - 1` others
+/// together stay within `slack` of one share: every share is within `slack` of even, above and
+/// below, to a role. Roles are placed in a fixed order (by their hash), each on the first
+/// member of its [`ranking`] that has room. Every member that hosts the same roles and sees
+/// the same members computes the same owners. A member joining or leaving moves the roles it
+/// gains or held, plus a few the bounds push along.
 pub fn assign<'a, 'b>(
     roles: &[&'b str],
     members: &[&'a Candidate<'a>],
@@ -196,10 +200,27 @@ pub fn assign<'a, 'b>(
     }
     let total: f64 = members.iter().map(|m| m.weight).sum();
     let n = roles.len() as f64;
-    let caps: Vec<usize> = members
+    let each = slack.max(0.0) / (members.len().max(2) - 1) as f64;
+    let bounds: Vec<f64> = members
         .iter()
-        .map(|m| (n * m.weight / total * (1.0 + slack.max(0.0))).ceil() as usize)
+        .map(|m| n * m.weight / total * (1.0 + each))
         .collect();
+    let mut caps: Vec<usize> = bounds.iter().map(|b| b.floor() as usize).collect();
+    // Rounded down, the bounds may hold fewer than every role: one more each, the largest
+    // fractions first (ties by name), until they hold them all.
+    let mut by_fraction: Vec<usize> = (0..members.len()).collect();
+    by_fraction.sort_by(|&a, &b| {
+        let (fa, fb) = (bounds[a] - bounds[a].floor(), bounds[b] - bounds[b].floor());
+        fb.partial_cmp(&fa)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| members[a].member.cmp(members[b].member))
+    });
+    for i in by_fraction {
+        if caps.iter().sum::<usize>() >= roles.len() {
+            break;
+        }
+        caps[i] += 1;
+    }
     let mut load = vec![0usize; members.len()];
     let mut order: Vec<(u64, &str)> = roles.iter().map(|r| (hash(r, ""), *r)).collect();
     order.sort_unstable();
@@ -406,7 +427,23 @@ mod tests {
             *count.entry(m).or_default() += 1;
         }
         for (m, n) in &count {
-            assert!((980..=1020).contains(n), "{m} owns {n}");
+            assert!((990..=1010).contains(n), "{m} owns {n}");
+        }
+        // Four members, and ten: every share within 1 % of even (to a role), below as above.
+        for k in [4usize, 10] {
+            let names: Vec<String> = (0..k).map(|i| format!("host-{i}")).collect();
+            let many = members(&names.iter().map(String::as_str).collect::<Vec<_>>());
+            let refs: Vec<&Candidate<'_>> = many.iter().collect();
+            let mut count = HashMap::<&str, usize>::new();
+            for m in assign(&roles, &refs, 0.01).values() {
+                *count.entry(m).or_default() += 1;
+            }
+            let even = 3000 / k;
+            let room = even / 100 + 1;
+            assert_eq!(count.values().sum::<usize>(), 3000);
+            for (m, n) in &count {
+                assert!(n.abs_diff(even) <= room, "{k} members: {m} owns {n}");
+            }
         }
         // host-c leaves: its roles spread, and only a few of the others' move.
         let two: Vec<&Candidate<'_>> = all.iter().take(2).collect();

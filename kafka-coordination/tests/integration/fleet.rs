@@ -305,6 +305,58 @@ fn weights_set_the_shares_and_members_that_disagree_on_the_policy_move_nothing()
 }
 
 #[test]
+fn a_draining_member_of_another_policy_does_not_hold_the_others_back() {
+    // A rolling upgrade that also changes the policy: the old member leads everything, the two
+    // new ones disagree with it and take nothing; once it drains, they share what it hands
+    // them, though it is still live (draining) with its old policy.
+    let w = World::new(60);
+    let old = w.member("old", |o| o.version("1.0").policy(Policy::Balance));
+    w.run_for(Duration::from_secs(1));
+    let n1 = w.member("n1", |o| o.version("2.0").policy(Policy::PreferNewest));
+    let n2 = w.member("n2", |o| o.version("2.0").policy(Policy::PreferNewest));
+    w.run_for(Duration::from_secs(5));
+    assert_eq!(old.fleet.leading().len(), 60);
+    assert!(n1.fleet.stats().policy_conflicts > 0);
+    old.fleet.start_drain();
+    w.settle_on(&["n1", "n2"], Duration::from_secs(30));
+    let s = shares(&w.leaders());
+    // Bounded loads: at most floor(30 x 1.01) = 30 each, so 30 and 30.
+    assert_eq!((s["n1"], s["n2"]), (30, 30), "{s:?}");
+    assert!(old.fleet.drain_report().is_complete());
+    assert!(old.fleet.leading().is_empty());
+    assert_eq!(n1.fleet.leading().len() + n2.fleet.leading().len(), 60);
+    w.check_fencing();
+}
+
+#[test]
+fn a_member_that_leaves_after_its_drain_is_back_at_once_under_the_same_name() {
+    // A rolling deploy: b drains, leaves and exits; its next process, under the same member
+    // id, takes the heartbeat at once (not a lease later) and gets its share back.
+    let w = World::new(30);
+    let a = w.member("a", |o| o);
+    w.run_for(Duration::from_secs(1));
+    let b = w.member("b", |o| o);
+    w.settle_on(&["a", "b"], Duration::from_secs(30));
+    b.fleet.start_drain();
+    w.settle_on(&["a"], Duration::from_secs(30));
+    b.fleet.leave_blocking().unwrap();
+    drop(b);
+    w.run_for(STEP);
+    assert!(
+        a.fleet
+            .members()
+            .iter()
+            .all(|m| m.announcement.member != "b"),
+        "b is still seen live after it left"
+    );
+    let b = w.member("b", |o| o);
+    // Well within a lease: the old heartbeat lease was resigned, not left to run out.
+    w.settle_on(&["a", "b"], LEASE);
+    assert!(!b.fleet.leading().is_empty());
+    w.check_fencing();
+}
+
+#[test]
 fn bad_settings_are_refused_with_what_was_wrong() {
     let w = World::new(0);
     let host = blocking::host(
